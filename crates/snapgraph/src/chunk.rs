@@ -1,0 +1,83 @@
+//! Content-defined chunking with FastCDC (2020), the parameters pinned by the format.
+
+/// Smallest chunk (except a file's last), in bytes.
+pub const CHUNK_MIN: usize = 4 << 10;
+/// Target average chunk size.
+pub const CHUNK_AVG: usize = 16 << 10;
+/// Largest chunk.
+pub const CHUNK_MAX: usize = 64 << 10;
+
+/// Cut points of `data`: the end offset of each chunk, in order. Empty data has none.
+///
+/// FastCDC 2020 with normalization level 1 and the crate's default gear table; a test
+/// pins the cut points of a fixed input so an upgrade of the `fastcdc` crate cannot
+/// silently move them.
+pub fn cut_points(data: &[u8]) -> Vec<usize> {
+    fastcdc::v2020::FastCDC::with_level(
+        data,
+        CHUNK_MIN,
+        CHUNK_AVG,
+        CHUNK_MAX,
+        fastcdc::v2020::Normalization::Level1,
+    )
+    .map(|c| c.offset + c.length)
+    .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// Deterministic pseudo-random bytes (xorshift), no RNG crate needed.
+    pub(crate) fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            out.extend_from_slice(&seed.to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::pseudo_random;
+    use super::*;
+
+    #[test]
+    fn cut_points_are_pinned() {
+        let data = pseudo_random(256 << 10, 0x5eed);
+        let cuts = cut_points(&data);
+        // If this changes, chunk ids of existing snapshots change: that is a format
+        // change and needs a version bump, not an updated constant.
+        assert_eq!(
+            cuts,
+            PINNED_CUTS.to_vec(),
+            "FastCDC cut points moved: {cuts:?}"
+        );
+    }
+
+    const PINNED_CUTS: &[usize] = &[
+        24884, 32344, 69491, 94584, 115924, 138709, 143940, 152899, 164713, 183256, 200453, 220980,
+        236101, 253572, 262144,
+    ];
+
+    #[test]
+    fn chunks_respect_bounds() {
+        let data = pseudo_random(1 << 20, 7);
+        let cuts = cut_points(&data);
+        let mut prev = 0;
+        for (i, &c) in cuts.iter().enumerate() {
+            let len = c - prev;
+            assert!(len <= CHUNK_MAX);
+            if i + 1 < cuts.len() {
+                assert!(len >= CHUNK_MIN);
+            }
+            prev = c;
+        }
+        assert_eq!(prev, data.len());
+        assert!(cut_points(&[]).is_empty());
+        assert_eq!(cut_points(&[1, 2, 3]), vec![3]);
+    }
+}

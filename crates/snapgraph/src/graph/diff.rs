@@ -1,0 +1,301 @@
+//! `SnapshotGraph::diff`: what changed between two commits.
+
+use std::collections::HashMap;
+
+use super::{load_commit, read_list, GraphError, SnapshotGraph};
+use crate::id::ObjectId;
+use crate::object::reads::ExternalRead;
+use crate::object::tree::{Entry, EntryNode, TreeNode};
+use crate::object::{load, ObjectError, ObjectKind};
+use crate::source::ObjectSource;
+use crate::tree::read_entries;
+
+/// The difference between two commits. Paths are absolute and sorted; "files" are
+/// regular files and symlinks (directories appear through the files they hold).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Diff {
+    /// Files present only in the second commit.
+    pub files_added: Vec<String>,
+    /// Files present in both whose content, mode or kind (file or symlink) differs.
+    pub files_modified: Vec<String>,
+    /// Files present only in the first commit.
+    pub files_removed: Vec<String>,
+    /// Whether the opaque state bytes differ.
+    pub state_changed: bool,
+    /// External read sources recorded only by the second commit.
+    pub reads_added: Vec<String>,
+    /// External read sources recorded by both with a different record.
+    pub reads_changed: Vec<String>,
+    /// External read sources recorded only by the first commit.
+    pub reads_removed: Vec<String>,
+}
+
+impl Diff {
+    /// Whether nothing differs.
+    pub fn is_empty(&self) -> bool {
+        self.files_added.is_empty()
+            && self.files_modified.is_empty()
+            && self.files_removed.is_empty()
+            && !self.state_changed
+            && self.reads_added.is_empty()
+            && self.reads_changed.is_empty()
+            && self.reads_removed.is_empty()
+    }
+}
+
+impl SnapshotGraph {
+    /// What changed from commit `a` to commit `b`.
+    ///
+    /// Identical subtrees (same id) are skipped without being read, and inside a large
+    /// directory only the tree nodes that differ are read, so the cost follows the
+    /// number of changes, not the size of the snapshots. A removed or added directory
+    /// is read whole, since each of its files is a change.
+    pub fn diff<S: ObjectSource + ?Sized>(
+        a: ObjectId,
+        b: ObjectId,
+        source: &S,
+    ) -> Result<Diff, GraphError> {
+        let ca = load_commit(source, &a)?;
+        let cb = load_commit(source, &b)?;
+        let mut d = Diff {
+            state_changed: (ca.state_size, &ca.state) != (cb.state_size, &cb.state),
+            ..Diff::default()
+        };
+        if ca.reads != cb.reads {
+            diff_reads(
+                &read_list(ca.reads, source)?,
+                &read_list(cb.reads, source)?,
+                &mut d,
+            );
+        }
+        let mut stack: Vec<(String, Option<ObjectId>, Option<ObjectId>)> =
+            vec![(String::new(), Some(ca.tree), Some(cb.tree))];
+        while let Some((prefix, ta, tb)) = stack.pop() {
+            if ta == tb {
+                continue;
+            }
+            let changes = match (ta, tb) {
+                (Some(x), Some(y)) => changed_entries(source, x, y)?,
+                (Some(x), None) => all_entries(source, x)?
+                    .into_iter()
+                    .map(|e| (e.name.clone(), Some(e), None))
+                    .collect(),
+                (None, Some(y)) => all_entries(source, y)?
+                    .into_iter()
+                    .map(|e| (e.name.clone(), None, Some(e)))
+                    .collect(),
+                (None, None) => Vec::new(),
+            };
+            for (name, ea, eb) in changes {
+                let path = format!("{prefix}/{name}");
+                let dir_of = |e: &Option<Entry>| match e {
+                    Some(Entry {
+                        node: EntryNode::Dir { tree, .. },
+                        ..
+                    }) => Some(*tree),
+                    _ => None,
+                };
+                let (da, db) = (dir_of(&ea), dir_of(&eb));
+                let (fa, fb) = (ea.is_some() && da.is_none(), eb.is_some() && db.is_none());
+                if da.is_some() || db.is_some() {
+                    stack.push((path.clone(), da, db));
+                }
+                match (fa, fb) {
+                    (true, true) => {
+                        if ea != eb {
+                            d.files_modified.push(path);
+                        }
+                    }
+                    (true, false) => d.files_removed.push(path),
+                    (false, true) => d.files_added.push(path),
+                    (false, false) => {}
+                }
+            }
+        }
+        d.files_added.sort();
+        d.files_modified.sort();
+        d.files_removed.sort();
+        Ok(d)
+    }
+}
+
+fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
+    let am: HashMap<&str, &ExternalRead> = a.iter().map(|r| (r.source.as_str(), r)).collect();
+    let bm: HashMap<&str, &ExternalRead> = b.iter().map(|r| (r.source.as_str(), r)).collect();
+    for r in a {
+        match bm.get(r.source.as_str()) {
+            None => d.reads_removed.push(r.source.clone()),
+            Some(o) if *o != r => d.reads_changed.push(r.source.clone()),
+            Some(_) => {}
+        }
+    }
+    for r in b {
+        if !am.contains_key(r.source.as_str()) {
+            d.reads_added.push(r.source.clone());
+        }
+    }
+}
+
+fn all_entries<S: ObjectSource + ?Sized>(
+    source: &S,
+    id: ObjectId,
+) -> Result<Vec<Entry>, GraphError> {
+    read_entries::<S, GraphError>(source, id, None, &mut |_| Ok(()))
+}
+
+enum Item {
+    Node(ObjectId, TreeNode),
+    Entry(Entry),
+}
+
+fn load_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<Item, ObjectError> {
+    let loaded = load(source, &id, ObjectKind::Tree)?;
+    Ok(Item::Node(id, TreeNode::decode(&id, loaded.body())?))
+}
+
+/// The entries that differ between two directory trees, by name, with each side's
+/// entry. Nodes with the same id on both sides hold the same entries and cancel
+/// without being expanded; the highest remaining level is expanded until only
+/// entries are left.
+fn changed_entries<S: ObjectSource + ?Sized>(
+    source: &S,
+    a: ObjectId,
+    b: ObjectId,
+) -> Result<Vec<(String, Option<Entry>, Option<Entry>)>, GraphError> {
+    let mut sa = vec![load_node(source, a)?];
+    let mut sb = vec![load_node(source, b)?];
+    loop {
+        // Cancel nodes present on both sides.
+        let mut counts: HashMap<ObjectId, isize> = HashMap::new();
+        for item in &sa {
+            if let Item::Node(id, _) = item {
+                *counts.entry(*id).or_default() += 1;
+            }
+        }
+        let mut common: HashMap<ObjectId, usize> = HashMap::new();
+        for item in &sb {
+            if let Item::Node(id, _) = item {
+                if let Some(c) = counts.get_mut(id) {
+                    if *c > 0 {
+                        *c -= 1;
+                        *common.entry(*id).or_default() += 1;
+                    }
+                }
+            }
+        }
+        if !common.is_empty() {
+            let mut ca = common.clone();
+            sa.retain(|i| !take(&mut ca, i));
+            let mut cb = common;
+            sb.retain(|i| !take(&mut cb, i));
+        }
+        let top = sa
+            .iter()
+            .chain(&sb)
+            .filter_map(|i| match i {
+                Item::Node(_, n) => Some(n.level()),
+                Item::Entry(_) => None,
+            })
+            .max();
+        let Some(top) = top else { break };
+        sa = expand(source, sa, top)?;
+        sb = expand(source, sb, top)?;
+    }
+    let mut ea: Vec<Entry> = sa.into_iter().filter_map(entry_of).collect();
+    let mut eb: Vec<Entry> = sb.into_iter().filter_map(entry_of).collect();
+    ea.sort_by(|x, y| x.name.cmp(&y.name));
+    eb.sort_by(|x, y| x.name.cmp(&y.name));
+    for (side, id) in [(&ea, a), (&eb, b)] {
+        if let Some(w) = side.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(ObjectError::malformed(
+                id,
+                ObjectKind::Tree,
+                format!("entry {:?} appears twice", w[0].name),
+            )
+            .into());
+        }
+    }
+    let mut out = Vec::new();
+    let (mut ia, mut ib) = (ea.into_iter().peekable(), eb.into_iter().peekable());
+    loop {
+        let order = match (ia.peek(), ib.peek()) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => x.name.cmp(&y.name),
+        };
+        match order {
+            std::cmp::Ordering::Less => {
+                let x = ia.next();
+                out.extend(x.map(|x| (x.name.clone(), Some(x), None)));
+            }
+            std::cmp::Ordering::Greater => {
+                let y = ib.next();
+                out.extend(y.map(|y| (y.name.clone(), None, Some(y))));
+            }
+            std::cmp::Ordering::Equal => {
+                let (x, y) = (ia.next(), ib.next());
+                if x != y {
+                    if let (Some(x), Some(y)) = (x, y) {
+                        out.push((x.name.clone(), Some(x), Some(y)));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn take(counts: &mut HashMap<ObjectId, usize>, item: &Item) -> bool {
+    if let Item::Node(id, _) = item {
+        if let Some(c) = counts.get_mut(id) {
+            if *c > 0 {
+                *c -= 1;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn entry_of(item: Item) -> Option<Entry> {
+    match item {
+        Item::Entry(e) => Some(e),
+        Item::Node(..) => None,
+    }
+}
+
+/// Replaces every node at level `top` by its children (or entries).
+fn expand<S: ObjectSource + ?Sized>(
+    source: &S,
+    items: Vec<Item>,
+    top: u8,
+) -> Result<Vec<Item>, GraphError> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Item::Node(id, node) if node.level() == top => match node {
+                TreeNode::Leaf(entries) => out.extend(entries.into_iter().map(Item::Entry)),
+                TreeNode::Internal { children, level } => {
+                    for c in children {
+                        let child = load_node(source, c.tree)?;
+                        if let Item::Node(cid, n) = &child {
+                            if n.level() + 1 != level {
+                                return Err(ObjectError::malformed(
+                                    *cid,
+                                    ObjectKind::Tree,
+                                    format!("level {} below level {level} in {id}", n.level()),
+                                )
+                                .into());
+                            }
+                        }
+                        out.push(child);
+                    }
+                }
+            },
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}

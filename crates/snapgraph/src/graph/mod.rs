@@ -1,0 +1,148 @@
+//! Queries over stored history: diff, ancestry, reachability and checkout planning.
+//!
+//! Each query is a function of [`SnapshotGraph`] beside a module of its types. They
+//! read through an [`ObjectSource`], verify every object they read, and do no I/O of
+//! their own.
+
+pub mod ancestry;
+pub mod diff;
+pub mod reachable;
+
+pub use diff::Diff;
+
+use crate::id::ObjectId;
+use crate::object::capability::CapabilityFingerprint;
+use crate::object::commit::CommitObject;
+use crate::object::manifest::Manifest;
+use crate::object::reads::{ExternalRead, ReadsObject};
+use crate::object::tree::TreeNode;
+use crate::object::{load, ObjectError, ObjectKind};
+use crate::source::ObjectSource;
+
+/// Why a graph query failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// An object is missing, corrupt, of the wrong kind or malformed.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    /// A commit's parent does not have a lower generation number, so the history is
+    /// not what the commit claims.
+    #[error(
+        "commit {id} has generation {generation} but its parent {parent} has {parent_generation}"
+    )]
+    Generation {
+        /// The commit.
+        id: ObjectId,
+        /// Its generation.
+        generation: u64,
+        /// The parent.
+        parent: ObjectId,
+        /// The parent's generation.
+        parent_generation: u64,
+    },
+}
+
+/// The history queries. All are associated functions taking the source to read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SnapshotGraph;
+
+impl SnapshotGraph {
+    /// Reads and verifies a commit.
+    pub fn commit<S: ObjectSource + ?Sized>(
+        id: ObjectId,
+        source: &S,
+    ) -> Result<CommitObject, GraphError> {
+        Ok(CommitObject::decode(
+            &id,
+            load(source, &id, ObjectKind::Commit)?.body(),
+        )?)
+    }
+
+    /// The capability fingerprint a commit recorded, without restoring it.
+    pub fn capabilities<S: ObjectSource + ?Sized>(
+        id: ObjectId,
+        source: &S,
+    ) -> Result<Option<CapabilityFingerprint>, GraphError> {
+        let commit = Self::commit(id, source)?;
+        match commit.capabilities {
+            None => Ok(None),
+            Some(cid) => Ok(Some(CapabilityFingerprint::decode(
+                &cid,
+                load(source, &cid, ObjectKind::Capabilities)?.body(),
+            )?)),
+        }
+    }
+
+    /// The external reads a commit recorded, sorted by source, without restoring it.
+    pub fn external_reads<S: ObjectSource + ?Sized>(
+        id: ObjectId,
+        source: &S,
+    ) -> Result<Vec<ExternalRead>, GraphError> {
+        let commit = Self::commit(id, source)?;
+        read_list(commit.reads, source)
+    }
+}
+
+pub(crate) fn read_list<S: ObjectSource + ?Sized>(
+    id: Option<ObjectId>,
+    source: &S,
+) -> Result<Vec<ExternalRead>, GraphError> {
+    match id {
+        None => Ok(Vec::new()),
+        Some(rid) => {
+            Ok(ReadsObject::decode(&rid, load(source, &rid, ObjectKind::Reads)?.body())?.0)
+        }
+    }
+}
+
+pub(crate) fn load_commit<S: ObjectSource + ?Sized>(
+    source: &S,
+    id: &ObjectId,
+) -> Result<CommitObject, ObjectError> {
+    let loaded = load(source, id, ObjectKind::Commit)?;
+    CommitObject::decode(id, loaded.body())
+}
+
+/// The objects a verified object references, with the kind each must have. With
+/// `parents`, a commit's parents are included.
+pub(crate) fn refs_of(
+    id: &ObjectId,
+    kind: ObjectKind,
+    body: &[u8],
+    parents: bool,
+) -> Result<Vec<(ObjectId, ObjectKind)>, ObjectError> {
+    Ok(match kind {
+        ObjectKind::Commit => {
+            let c = CommitObject::decode(id, body)?;
+            let mut out = c.snapshot_refs();
+            if parents {
+                out.extend(c.parents.iter().map(|p| (*p, ObjectKind::Commit)));
+            }
+            out
+        }
+        ObjectKind::Tree => match TreeNode::decode(id, body)? {
+            TreeNode::Leaf(entries) => entries.iter().filter_map(|e| e.refs()).collect(),
+            TreeNode::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.tree, ObjectKind::Tree))
+                .collect(),
+        },
+        ObjectKind::Manifest => match Manifest::decode(id, body)? {
+            Manifest::Leaf(chunks) => chunks.iter().map(|c| (c.id, ObjectKind::Chunk)).collect(),
+            Manifest::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.id, ObjectKind::Manifest))
+                .collect(),
+        },
+        ObjectKind::Capabilities => {
+            CapabilityFingerprint::decode(id, body)?;
+            Vec::new()
+        }
+        ObjectKind::Reads => {
+            ReadsObject::decode(id, body)?;
+            Vec::new()
+        }
+        ObjectKind::Chunk => Vec::new(),
+    })
+}

@@ -1,0 +1,54 @@
+//! Format constants and the resource limits a workspace enforces.
+//!
+//! Constants here are part of the on-disk format (`docs/FORMAT.md`): changing one
+//! changes ids, so it needs a format version bump. [`Limits`] are per-workspace
+//! settings that only decide what a checkout accepts.
+
+/// Content of at most this many bytes is stored inline in its tree entry.
+pub const INLINE_MAX: usize = 64;
+/// Longest entry name, in bytes.
+pub const MAX_NAME_LEN: usize = 255;
+/// Longest path, in bytes.
+pub const MAX_PATH_LEN: usize = 4096;
+/// Longest symlink target, in bytes.
+pub const MAX_SYMLINK_LEN: usize = 4096;
+/// Highest level of an internal tree or manifest node.
+pub const MAX_LEVEL: u8 = 32;
+/// Most entries, children or chunks in one tree or manifest node.
+pub const MAX_NODE_ITEMS: usize = 1024;
+/// Most parents of one commit.
+pub const MAX_PARENTS: usize = 256;
+/// Deepest path, in components; also bounds how deep checkout and commit recurse.
+pub const MAX_DEPTH: usize = 256;
+
+/// What a checkout may materialize. Checked before anything is fetched or allocated,
+/// from the totals recorded in the tree (and re-checked against what is loaded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most files and symlinks one checkout may create (default 10 million).
+    pub max_files: u64,
+    /// Most file bytes one checkout may hold in memory (default 16 GiB).
+    pub max_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_files: 10_000_000,
+            max_bytes: 16 << 30,
+        }
+    }
+}
+
+pub(crate) fn check_symlink_target(target: &str) -> Result<(), &'static str> {
+    if target.is_empty() {
+        return Err("empty symlink target");
+    }
+    if target.len() > MAX_SYMLINK_LEN {
+        return Err("symlink target longer than 4096 bytes");
+    }
+    if target.as_bytes().contains(&0) {
+        return Err("symlink target contains NUL");
+    }
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! Tree nodes: one directory, split into a content-defined B-tree when it is large.
+//!
+//! A directory is a sorted list of [`Entry`]s. Small directories are one
+//! [`TreeNode::Leaf`]. Large ones are cut into leaves at content-defined boundaries
+//! decided from each entry name's hash (see `crate::boundary`), and the leaves are
+//! indexed by [`TreeNode::Internal`] nodes, cut the same way, up to one root. The cut
+//! depends only on the entries, so the same directory always has the same root id.
+
+use serde::{Deserialize, Serialize};
+
+use super::{check_name, ObjectError, ObjectKind};
+use crate::id::ObjectId;
+use crate::limits::{INLINE_MAX, MAX_LEVEL, MAX_NODE_ITEMS};
+
+/// How a file's (or the state's) bytes are stored.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Content {
+    /// Up to [`INLINE_MAX`] bytes, stored in the entry itself.
+    Inline(Vec<u8>),
+    /// One chunk holds the whole content.
+    Chunk(ObjectId),
+    /// The root of a chunk-list tree (see [`super::manifest`]).
+    Manifest(ObjectId),
+}
+
+impl Content {
+    /// The object this content points to, and its kind, if not inline.
+    pub fn object(&self) -> Option<(ObjectId, ObjectKind)> {
+        match self {
+            Content::Inline(_) => None,
+            Content::Chunk(id) => Some((*id, ObjectKind::Chunk)),
+            Content::Manifest(id) => Some((*id, ObjectKind::Manifest)),
+        }
+    }
+
+    /// Checks that the representation is the one the engine would choose for `size`
+    /// bytes: inline exactly when small, and the inline length equal to the size.
+    pub(crate) fn check(&self, size: u64) -> Result<(), &'static str> {
+        match self {
+            Content::Inline(bytes) if bytes.len() as u64 != size => {
+                Err("inline content length differs from size")
+            }
+            Content::Inline(_) if size > INLINE_MAX as u64 => Err("inline content too large"),
+            Content::Chunk(_) | Content::Manifest(_) if size <= INLINE_MAX as u64 => {
+                Err("small content must be inline")
+            }
+            Content::Chunk(_) if size > crate::chunk::CHUNK_MAX as u64 => {
+                Err("single-chunk content larger than the largest chunk")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a directory entry is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EntryNode {
+    /// A regular file.
+    File {
+        /// Its length in bytes.
+        size: u64,
+        /// Where its bytes are.
+        content: Content,
+    },
+    /// A subdirectory.
+    Dir {
+        /// The root node of its tree.
+        tree: ObjectId,
+        /// How many files and symlinks it holds, at any depth.
+        files: u64,
+        /// How many file bytes it holds, at any depth.
+        bytes: u64,
+    },
+    /// A symbolic link (never followed by the engine).
+    Symlink {
+        /// The link target, as written.
+        target: String,
+    },
+}
+
+/// One named entry of a directory.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    /// The entry's name: non-empty, at most 255 bytes, no `/` or NUL, not `.` or `..`.
+    pub name: String,
+    /// Permission bits (`0o7777` at most).
+    pub mode: u32,
+    /// What it is.
+    pub node: EntryNode,
+}
+
+impl Entry {
+    /// Files and symlinks this entry accounts for (1, or a directory's total).
+    pub fn files(&self) -> u64 {
+        match &self.node {
+            EntryNode::Dir { files, .. } => *files,
+            _ => 1,
+        }
+    }
+
+    /// File bytes this entry accounts for.
+    pub fn bytes(&self) -> u64 {
+        match &self.node {
+            EntryNode::File { size, .. } => *size,
+            EntryNode::Dir { bytes, .. } => *bytes,
+            EntryNode::Symlink { .. } => 0,
+        }
+    }
+
+    /// Object references of this entry, with the kind each must have.
+    pub fn refs(&self) -> Option<(ObjectId, ObjectKind)> {
+        match &self.node {
+            EntryNode::File { content, .. } => content.object(),
+            EntryNode::Dir { tree, .. } => Some((*tree, ObjectKind::Tree)),
+            EntryNode::Symlink { .. } => None,
+        }
+    }
+
+    fn check(&self) -> Result<(), String> {
+        check_name(&self.name).map_err(|r| format!("entry {:?}: {r}", self.name))?;
+        if self.mode > 0o7777 {
+            return Err(format!(
+                "entry {:?}: mode {:o} out of range",
+                self.name, self.mode
+            ));
+        }
+        match &self.node {
+            EntryNode::File { size, content } => content
+                .check(*size)
+                .map_err(|r| format!("entry {:?}: {r}", self.name)),
+            EntryNode::Dir { .. } => Ok(()),
+            EntryNode::Symlink { target } => crate::limits::check_symlink_target(target)
+                .map_err(|r| format!("entry {:?}: {r}", self.name)),
+        }
+    }
+}
+
+/// An index entry of an internal tree node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TreeChild {
+    /// The name of the first entry under the child.
+    pub first: String,
+    /// The child node.
+    pub tree: ObjectId,
+    /// Files and symlinks under the child, at any depth.
+    pub files: u64,
+    /// File bytes under the child, at any depth.
+    pub bytes: u64,
+}
+
+/// One stored tree node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TreeNode {
+    /// Entries, sorted by name (bytewise), names unique.
+    Leaf(Vec<Entry>),
+    /// Children one level down, sorted by their first names.
+    Internal {
+        /// 1 for a node whose children are leaves, and so on up to [`MAX_LEVEL`].
+        level: u8,
+        /// The children, at least one.
+        children: Vec<TreeChild>,
+    },
+}
+
+impl TreeNode {
+    /// The node's level: 0 for a leaf.
+    pub fn level(&self) -> u8 {
+        match self {
+            TreeNode::Leaf(_) => 0,
+            TreeNode::Internal { level, .. } => *level,
+        }
+    }
+
+    /// Files and bytes accounted for below this node.
+    pub fn totals(&self) -> (u64, u64) {
+        let mut files = 0u64;
+        let mut bytes = 0u64;
+        match self {
+            TreeNode::Leaf(entries) => {
+                for e in entries {
+                    files = files.saturating_add(e.files());
+                    bytes = bytes.saturating_add(e.bytes());
+                }
+            }
+            TreeNode::Internal { children, .. } => {
+                for c in children {
+                    files = files.saturating_add(c.files);
+                    bytes = bytes.saturating_add(c.bytes);
+                }
+            }
+        }
+        (files, bytes)
+    }
+
+    /// Decodes and checks a tree node's body (structure only: names, order, ranges).
+    pub fn decode(id: &ObjectId, body: &[u8]) -> Result<Self, ObjectError> {
+        let node: TreeNode = super::decode_body(id, ObjectKind::Tree, body)?;
+        node.check()
+            .map_err(|r| ObjectError::malformed(*id, ObjectKind::Tree, r))?;
+        Ok(node)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self {
+            TreeNode::Leaf(entries) => {
+                if entries.len() > MAX_NODE_ITEMS {
+                    return Err(format!("{} entries in one node", entries.len()));
+                }
+                for e in entries {
+                    e.check()?;
+                }
+                for w in entries.windows(2) {
+                    if w[0].name >= w[1].name {
+                        return Err(format!(
+                            "entries not strictly sorted at {:?}, {:?}",
+                            w[0].name, w[1].name
+                        ));
+                    }
+                }
+            }
+            TreeNode::Internal { level, children } => {
+                if *level == 0 || *level > MAX_LEVEL {
+                    return Err(format!("internal node level {level}"));
+                }
+                if children.is_empty() || children.len() > MAX_NODE_ITEMS {
+                    return Err(format!("{} children in one node", children.len()));
+                }
+                for c in children {
+                    check_name(&c.first).map_err(|r| format!("child key {:?}: {r}", c.first))?;
+                }
+                for w in children.windows(2) {
+                    if w[0].first >= w[1].first {
+                        return Err(format!(
+                            "children not strictly sorted at {:?}, {:?}",
+                            w[0].first, w[1].first
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

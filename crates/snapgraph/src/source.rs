@@ -1,0 +1,112 @@
+//! The one trait a caller implements to put any key-value store behind the engine.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use crate::id::ObjectId;
+
+/// An error from a caller's store, carried through the engine unchanged.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Where the engine reads stored objects from.
+///
+/// One method: return the stored bytes of `id`, `Ok(None)` when the store does not
+/// hold it, or an error when the store could not answer. The engine re-hashes every
+/// object it reads, so a source that returns wrong bytes is caught, never trusted.
+///
+/// Implemented for `std` and `hashbrown` `HashMap`s and `BTreeMap`s of
+/// `ObjectId -> Vec<u8>` (or `Arc<[u8]>`/`Box<[u8]>`), and for references, `Box`es and
+/// `Arc`s of any source.
+pub trait ObjectSource {
+    /// The stored bytes of `id`, if the store holds it.
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError>;
+
+    /// Whether the store holds `id`. The default asks [`get`](Self::get); override it
+    /// when presence is cheaper to learn than the bytes.
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        Ok(self.get(id)?.is_some())
+    }
+}
+
+impl<T: ObjectSource + ?Sized> ObjectSource for &T {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        (**self).get(id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        (**self).contains(id)
+    }
+}
+
+impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        (**self).get(id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        (**self).contains(id)
+    }
+}
+
+impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        (**self).get(id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        (**self).contains(id)
+    }
+}
+
+macro_rules! map_source {
+    ($($map:ident < $($gen:ident),* > $(where $bound:ident : $tr:path)?),* $(,)?) => {$(
+        impl<V: AsRef<[u8]> $(, $gen)* > ObjectSource for $map<ObjectId, V $(, $gen)*>
+        $(where $bound: $tr)?
+        {
+            fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+                Ok($map::get(self, id).map(|v| Cow::Borrowed(v.as_ref())))
+            }
+            fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+                Ok(self.contains_key(id))
+            }
+        }
+    )*};
+}
+
+type HbMap<K, V, S> = hashbrown::HashMap<K, V, S>;
+map_source!(HashMap<S> where S: BuildHasher, HbMap<S> where S: BuildHasher, BTreeMap<>);
+
+/// A source that holds nothing. Useful as the "have" set of a first commit, or in tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EmptySource;
+
+impl ObjectSource for EmptySource {
+    fn get(&self, _id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn takes_source(s: impl ObjectSource, id: &ObjectId) -> Option<Vec<u8>> {
+        s.get(id).unwrap().map(|c| c.into_owned())
+    }
+
+    #[test]
+    fn maps_and_wrappers_are_sources() {
+        let id = ObjectId::hash_stored(b"a");
+        let mut std_map: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+        std_map.insert(id, b"a".to_vec());
+        let mut hb: hashbrown::HashMap<ObjectId, Arc<[u8]>> = hashbrown::HashMap::new();
+        hb.insert(id, Arc::from(&b"a"[..]));
+        let mut bt: BTreeMap<ObjectId, Box<[u8]>> = BTreeMap::new();
+        bt.insert(id, Box::from(&b"a"[..]));
+        assert_eq!(takes_source(&std_map, &id).as_deref(), Some(&b"a"[..]));
+        assert_eq!(takes_source(&hb, &id).as_deref(), Some(&b"a"[..]));
+        assert_eq!(takes_source(Arc::new(bt), &id).as_deref(), Some(&b"a"[..]));
+        let dynamic: Box<dyn ObjectSource> = Box::new(std_map);
+        assert!(dynamic.contains(&id).unwrap());
+        assert!(!EmptySource.contains(&id).unwrap());
+    }
+}

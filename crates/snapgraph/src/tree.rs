@@ -1,0 +1,512 @@
+//! Building a directory's tree nodes, from scratch or incrementally.
+//!
+//! A [`Layout`] is the encoded node structure of one directory: leaves (level 0) hold
+//! entries, each higher level indexes the one below, the top level has one node, the
+//! root. [`Layout::update`] re-cuts only around changed names: it re-chunks from the
+//! start of the first node holding a change until a new boundary falls on an old one
+//! past the change, then reuses old nodes until the next change. Because the boundary
+//! rule (`crate::boundary`) depends only on the items since the previous boundary, the
+//! result is exactly the layout a from-scratch build would produce, and the cost is
+//! O(changes * node size * levels), not O(entries).
+
+use std::sync::Arc;
+
+use crate::boundary::{name_hash, varint_len, Boundary};
+use crate::emit::Emitter;
+use crate::id::ObjectId;
+use crate::object::tree::{Entry, TreeChild, TreeNode};
+use crate::object::{encode, load, ObjectError, ObjectKind};
+use crate::source::ObjectSource;
+
+/// One encoded tree node, with what its parent and the incremental cutter need.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot {
+    /// Key of its first item (an entry name, or a child's first key).
+    pub first: String,
+    /// Key of its last item.
+    pub last: String,
+    pub id: ObjectId,
+    pub stored: Arc<[u8]>,
+    /// How many items it holds.
+    pub items: u32,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl Slot {
+    fn child(&self) -> TreeChild {
+        TreeChild {
+            first: self.first.clone(),
+            tree: self.id,
+            files: self.files,
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// The node structure of one directory. `levels[0]` are the leaves; the last level
+/// holds exactly one node, the root.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    pub levels: Vec<Vec<Slot>>,
+}
+
+/// An item the boundary rule groups into nodes.
+trait Item {
+    fn key(&self) -> &str;
+    fn hash(&self) -> u32;
+    fn size(&self) -> usize;
+    fn totals(&self) -> (u64, u64);
+    fn node(level: u8, items: Vec<Self>) -> TreeNode
+    where
+        Self: Sized;
+}
+
+impl Item for Entry {
+    fn key(&self) -> &str {
+        &self.name
+    }
+    fn hash(&self) -> u32 {
+        name_hash(&self.name)
+    }
+    fn size(&self) -> usize {
+        postcard::experimental::serialized_size(self).unwrap_or(0)
+    }
+    fn totals(&self) -> (u64, u64) {
+        (self.files(), self.bytes())
+    }
+    fn node(_level: u8, items: Vec<Self>) -> TreeNode {
+        TreeNode::Leaf(items)
+    }
+}
+
+impl Item for TreeChild {
+    fn key(&self) -> &str {
+        &self.first
+    }
+    fn hash(&self) -> u32 {
+        self.tree.low_u32()
+    }
+    fn size(&self) -> usize {
+        varint_len(self.first.len() as u64)
+            + self.first.len()
+            + ObjectId::LEN
+            + varint_len(self.files)
+            + varint_len(self.bytes)
+    }
+    fn totals(&self) -> (u64, u64) {
+        (self.files, self.bytes)
+    }
+    fn node(level: u8, items: Vec<Self>) -> TreeNode {
+        TreeNode::Internal {
+            level,
+            children: items,
+        }
+    }
+}
+
+struct NodeBuilder<T> {
+    level: u8,
+    items: Vec<T>,
+    boundary: Boundary,
+}
+
+impl<T: Item> NodeBuilder<T> {
+    fn new(level: u8) -> Self {
+        Self {
+            level,
+            items: Vec::new(),
+            boundary: Boundary::default(),
+        }
+    }
+
+    /// Adds an item; true when the node must end after it.
+    fn push(&mut self, item: T) -> bool {
+        let cut = self.boundary.push(item.hash(), item.size());
+        self.items.push(item);
+        cut
+    }
+
+    fn finish(&mut self) -> Slot {
+        let items = std::mem::take(&mut self.items);
+        self.boundary = Boundary::default();
+        let first = items
+            .first()
+            .map(|i| i.key().to_owned())
+            .unwrap_or_default();
+        let last = items.last().map(|i| i.key().to_owned()).unwrap_or_default();
+        let (mut files, mut bytes) = (0u64, 0u64);
+        for i in &items {
+            let (f, b) = i.totals();
+            files = files.saturating_add(f);
+            bytes = bytes.saturating_add(b);
+        }
+        let count = items.len() as u32;
+        let stored = encode(ObjectKind::Tree, &T::node(self.level, items));
+        Slot {
+            first,
+            last,
+            id: ObjectId::hash_stored(&stored),
+            stored: stored.into(),
+            items: count,
+            files,
+            bytes,
+        }
+    }
+}
+
+/// Index of the slot whose range a key falls in: the last slot whose first key is at
+/// most `key`, or 0.
+fn slot_for(slots: &[Slot], key: &str) -> usize {
+    slots
+        .partition_point(|s| s.first.as_str() <= key)
+        .saturating_sub(1)
+}
+
+/// Re-cuts one level. `old` is the level's previous slots, `dirty` the sorted keys
+/// whose items may have changed (added, removed or modified), and `items_from(k)`
+/// yields the level's current items in key order starting at key `k` (inclusive), or
+/// at the beginning for `None`. Returns the new slots and the keys that changed at
+/// the level above (first keys of every removed and every created slot).
+fn update_level<T: Item, I: Iterator<Item = T>>(
+    old: &[Slot],
+    dirty: &[String],
+    level: u8,
+    mut items_from: impl FnMut(Option<&str>) -> I,
+) -> (Vec<Slot>, Vec<String>) {
+    let mut out: Vec<Slot> = Vec::with_capacity(old.len() + 2);
+    let mut changed: Vec<String> = Vec::new();
+    let mut builder = NodeBuilder::<T>::new(level);
+    if old.is_empty() {
+        for item in items_from(None) {
+            if builder.push(item) {
+                out.push(builder.finish());
+            }
+        }
+        if !builder.items.is_empty() {
+            out.push(builder.finish());
+        }
+        changed.extend(out.iter().map(|s| s.first.clone()));
+        return (out, changed);
+    }
+    let mut old_pos = 0usize;
+    let mut di = 0usize;
+    'pass: while di < dirty.len() {
+        let j = slot_for(old, &dirty[di]).max(old_pos);
+        out.extend_from_slice(&old[old_pos..j]);
+        let from = if j == 0 {
+            None
+        } else {
+            Some(old[j].first.as_str())
+        };
+        builder = NodeBuilder::new(level);
+        for item in items_from(from) {
+            while di < dirty.len() && dirty[di].as_str() <= item.key() {
+                di += 1;
+            }
+            if !builder.push(item) {
+                continue;
+            }
+            let slot = builder.finish();
+            let synced = old[j..]
+                .binary_search_by(|s| s.last.as_str().cmp(&slot.last))
+                .ok()
+                .map(|rel| j + rel);
+            changed.push(slot.first.clone());
+            out.push(slot);
+            if let Some(m) = synced {
+                let next = if di == dirty.len() {
+                    old.len()
+                } else {
+                    slot_for(old, &dirty[di])
+                };
+                if next > m {
+                    changed.extend(old[j..=m].iter().map(|s| s.first.clone()));
+                    old_pos = m + 1;
+                    continue 'pass;
+                }
+            }
+        }
+        // The items ran out: every old slot from j on is superseded.
+        if !builder.items.is_empty() {
+            let slot = builder.finish();
+            changed.push(slot.first.clone());
+            out.push(slot);
+        }
+        changed.extend(old[j..].iter().map(|s| s.first.clone()));
+        old_pos = old.len();
+        break;
+    }
+    out.extend_from_slice(&old[old_pos..]);
+    changed.sort_unstable();
+    changed.dedup();
+    (out, changed)
+}
+
+impl Layout {
+    /// The layout of a directory with the given entries (sorted by name, unique).
+    pub fn build(entries: &[Entry]) -> Self {
+        Self::update(None, &[], |from| {
+            let start = from.map_or(0, |k| entries.partition_point(|e| e.name.as_str() < k));
+            entries[start..].iter().cloned()
+        })
+    }
+
+    /// The layout after the entries named in `dirty` (sorted, unique) changed.
+    /// `entries_from(k)` yields the directory's current entries from name `k` on.
+    /// With `old` = `None` the layout is built from scratch.
+    pub fn update<I: Iterator<Item = Entry>>(
+        old: Option<&Layout>,
+        dirty: &[String],
+        entries_from: impl FnMut(Option<&str>) -> I,
+    ) -> Self {
+        let empty: &[Slot] = &[];
+        let old_level = |i: usize| old.and_then(|l| l.levels.get(i)).map_or(empty, |v| &v[..]);
+        let (mut slots, mut changed) = update_level(old_level(0), dirty, 0, entries_from);
+        if slots.is_empty() {
+            let mut b = NodeBuilder::<Entry>::new(0);
+            slots.push(b.finish());
+        }
+        let mut levels = vec![slots];
+        while levels.last().map_or(0, Vec::len) > 1 {
+            let i = levels.len();
+            let below = &levels[i - 1];
+            let old_slots = old_level(i);
+            // An unchanged level below leaves this level as it was.
+            let (next, next_changed) = if changed.is_empty() && !old_slots.is_empty() {
+                (old_slots.to_vec(), Vec::new())
+            } else {
+                update_level(old_slots, &changed, i as u8, |from| {
+                    let start = from.map_or(0, |k| below.partition_point(|s| s.first.as_str() < k));
+                    below[start..].iter().map(Slot::child)
+                })
+            };
+            levels.push(next);
+            changed = next_changed;
+        }
+        Layout { levels }
+    }
+
+    pub fn root(&self) -> &Slot {
+        // Every constructor leaves one slot on the top level.
+        &self.levels[self.levels.len() - 1][0]
+    }
+
+    /// Emits the nodes not held, top-down with pruning, children first. `leaf_entries`
+    /// is called for each emitted leaf slot to emit what its entries reference.
+    pub fn emit(
+        &self,
+        out: &mut Emitter<'_>,
+        leaf_entries: &mut dyn FnMut(&Slot, &mut Emitter<'_>),
+    ) {
+        let top = self.levels.len() - 1;
+        self.emit_slot(top, 0, out, leaf_entries);
+    }
+
+    fn emit_slot(
+        &self,
+        level: usize,
+        index: usize,
+        out: &mut Emitter<'_>,
+        leaf_entries: &mut dyn FnMut(&Slot, &mut Emitter<'_>),
+    ) {
+        let slot = &self.levels[level][index];
+        if !out.wants(&slot.id) {
+            return;
+        }
+        if level == 0 {
+            leaf_entries(slot, out);
+        } else {
+            let first: usize = self.levels[level][..index]
+                .iter()
+                .map(|s| s.items as usize)
+                .sum();
+            for child in first..first + slot.items as usize {
+                self.emit_slot(level - 1, child, out, leaf_entries);
+            }
+        }
+        out.push(slot.id, slot.stored.to_vec());
+    }
+}
+
+/// Reads the entries of the directory whose root node is `id` (already loaded as
+/// `root`, if given), in order, checking structure: levels descend by one, first keys
+/// and totals match the index entries, names are strictly sorted across nodes, and no
+/// leaf below an index is empty. `on_leaf(n)` is told each leaf's entry count before
+/// the entries are kept, so a caller can stop a directory that is too large.
+pub(crate) fn read_entries<S, E>(
+    source: &S,
+    id: ObjectId,
+    root: Option<TreeNode>,
+    on_leaf: &mut dyn FnMut(usize) -> Result<(), E>,
+) -> Result<Vec<Entry>, E>
+where
+    S: ObjectSource + ?Sized,
+    E: From<ObjectError>,
+{
+    let node = |nid: &ObjectId| -> Result<TreeNode, ObjectError> {
+        let loaded = load(source, nid, ObjectKind::Tree)?;
+        TreeNode::decode(nid, loaded.body())
+    };
+    let root = match root {
+        Some(n) => n,
+        None => node(&id)?,
+    };
+    // Each frontier element: a node with what its parent's index claims about it.
+    let mut frontier: Vec<(ObjectId, TreeNode, Option<TreeChild>)> = vec![(id, root, None)];
+    let mut entries: Vec<Entry> = Vec::new();
+    loop {
+        let level = frontier[0].1.level();
+        let mut next = Vec::new();
+        for (nid, node_value, claim) in frontier {
+            let bad = |reason: &str| ObjectError::malformed(nid, ObjectKind::Tree, reason);
+            if let Some(c) = &claim {
+                let first = match &node_value {
+                    TreeNode::Leaf(e) => e.first().map(|e| e.name.as_str()),
+                    TreeNode::Internal { children, .. } => {
+                        children.first().map(|c| c.first.as_str())
+                    }
+                };
+                if first != Some(c.first.as_str()) || node_value.totals() != (c.files, c.bytes) {
+                    return Err(bad("node does not match its index entry").into());
+                }
+            }
+            if node_value.level() != level {
+                return Err(bad("sibling nodes at different levels").into());
+            }
+            match node_value {
+                TreeNode::Leaf(mut e) => {
+                    if e.is_empty() && claim.is_some() {
+                        return Err(bad("empty leaf below an index").into());
+                    }
+                    on_leaf(e.len())?;
+                    entries.append(&mut e);
+                }
+                TreeNode::Internal { children, .. } => {
+                    for c in children {
+                        let child = node(&c.tree)?;
+                        if child.level() + 1 != level {
+                            return Err(ObjectError::malformed(
+                                c.tree,
+                                ObjectKind::Tree,
+                                format!("level {} below level {level}", child.level()),
+                            )
+                            .into());
+                        }
+                        next.push((c.tree, child, Some(c)));
+                    }
+                }
+            }
+        }
+        if level == 0 {
+            break;
+        }
+        frontier = next;
+    }
+    for w in entries.windows(2) {
+        if w[0].name >= w[1].name {
+            return Err(ObjectError::malformed(
+                id,
+                ObjectKind::Tree,
+                format!("entry {:?} out of order or repeated", w[1].name),
+            )
+            .into());
+        }
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::tree::{Content, EntryNode};
+    use std::collections::BTreeMap;
+
+    fn entry(name: &str, v: u8) -> Entry {
+        Entry {
+            name: name.to_owned(),
+            mode: 0o644,
+            node: EntryNode::File {
+                size: 1,
+                content: Content::Inline(vec![v]),
+            },
+        }
+    }
+
+    fn incremental(old: &Layout, map: &BTreeMap<String, Entry>, dirty: &[String]) -> Layout {
+        Layout::update(Some(old), dirty, |from| {
+            let range: Box<dyn Iterator<Item = (&String, &Entry)>> = match from {
+                None => Box::new(map.iter()),
+                Some(k) => Box::new(
+                    map.range::<str, _>((std::ops::Bound::Included(k), std::ops::Bound::Unbounded)),
+                ),
+            };
+            range.map(|(_, e)| e.clone())
+        })
+    }
+
+    fn ids(l: &Layout) -> Vec<Vec<ObjectId>> {
+        l.levels
+            .iter()
+            .map(|lv| lv.iter().map(|s| s.id).collect())
+            .collect()
+    }
+
+    #[test]
+    fn incremental_equals_scratch_for_many_edits() {
+        let mut map: BTreeMap<String, Entry> = (0..5000)
+            .map(|i| {
+                let n = format!("f{i:05}");
+                (n.clone(), entry(&n, 0))
+            })
+            .collect();
+        let all: Vec<Entry> = map.values().cloned().collect();
+        let mut layout = Layout::build(&all);
+        assert!(layout.levels.len() >= 2);
+        let mut seed = 99u64;
+        for round in 0..200 {
+            let mut dirty = Vec::new();
+            for _ in 0..(1 + round % 5) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let k = format!("f{:05}", (seed >> 33) % 6000);
+                match (seed >> 20) % 3 {
+                    0 => {
+                        map.remove(&k);
+                    }
+                    1 => {
+                        map.insert(k.clone(), entry(&k, round as u8));
+                    }
+                    _ => {
+                        map.insert(k.clone(), entry(&k, 7));
+                    }
+                }
+                dirty.push(k);
+            }
+            dirty.sort();
+            dirty.dedup();
+            layout = incremental(&layout, &map, &dirty);
+            let scratch = Layout::build(&map.values().cloned().collect::<Vec<_>>());
+            assert_eq!(ids(&layout), ids(&scratch), "round {round}");
+        }
+    }
+
+    #[test]
+    fn shrink_to_empty_and_grow_back() {
+        let mut map: BTreeMap<String, Entry> = (0..300)
+            .map(|i| {
+                let n = format!("n{i}");
+                (n.clone(), entry(&n, 1))
+            })
+            .collect();
+        let mut layout = Layout::build(&map.values().cloned().collect::<Vec<_>>());
+        let dirty: Vec<String> = map.keys().cloned().collect();
+        map.clear();
+        layout = incremental(&layout, &map, &dirty);
+        assert_eq!(layout.root().id, Layout::build(&[]).root().id);
+        map.insert("a".into(), entry("a", 1));
+        layout = incremental(&layout, &map, &["a".to_string()]);
+        assert_eq!(layout.root().id, Layout::build(&[entry("a", 1)]).root().id);
+    }
+}

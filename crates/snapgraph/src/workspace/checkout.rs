@@ -1,0 +1,464 @@
+//! `Workspace::checkout`: replacing the workspace with a commit, all or nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::{path, ContentRule, DirNode, FileNode, Node, SymlinkNode, Workspace};
+use crate::content::{ContentObjects, Span};
+use crate::id::ObjectId;
+use crate::limits::{Limits, MAX_DEPTH};
+use crate::object::capability::CapabilityFingerprint;
+use crate::object::commit::CommitObject;
+use crate::object::manifest::Manifest;
+use crate::object::reads::{ExternalRead, ReadsObject};
+use crate::object::tree::{Content, EntryNode, TreeNode};
+use crate::object::{load, load_decoded, ObjectError, ObjectKind};
+use crate::source::ObjectSource;
+use crate::tree::{read_entries, Layout};
+
+/// How a snapshot's recorded capabilities must relate to the live workspace's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckoutPolicy {
+    /// The live workspace must offer everything the snapshot's environment offered
+    /// (more is fine).
+    #[default]
+    Superset,
+    /// The live workspace must offer exactly what the snapshot's environment offered.
+    Strict,
+    /// Restore regardless of capabilities. Content that provably needs a missing
+    /// feature (see [`Workspace::require_feature_for_prefix`]) is still refused.
+    Force,
+}
+
+/// Why a checkout failed. The workspace is unchanged whenever one is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckoutError {
+    /// An object is missing, corrupt, of the wrong kind or malformed.
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+    /// The snapshot's environment offered things the live workspace lacks (or, under
+    /// [`CheckoutPolicy::Strict`], the two differ).
+    #[error("commit {commit} needs capabilities the workspace lacks: missing {missing:?}, extra {extra:?}")]
+    Capabilities {
+        /// The commit.
+        commit: ObjectId,
+        /// What the snapshot had and the workspace lacks (`builtin:x`, `feature:y`,
+        /// `fs_backend:z`).
+        missing: Vec<String>,
+        /// Under `Strict`, what the workspace has beyond the snapshot.
+        extra: Vec<String>,
+    },
+    /// Content in the snapshot needs a feature the live workspace lacks.
+    #[error("{path} in commit {commit} needs feature {feature:?}, which the workspace lacks")]
+    FeatureRequired {
+        /// The commit.
+        commit: ObjectId,
+        /// The file (or `<state>`) whose content needs it.
+        path: String,
+        /// The feature.
+        feature: String,
+    },
+    /// The snapshot holds more files or bytes than the workspace's [`Limits`] allow.
+    #[error("commit {commit} exceeds the checkout limit on {what}: {limit}")]
+    LimitExceeded {
+        /// The commit.
+        commit: ObjectId,
+        /// `"files"` or `"bytes"`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+    },
+    /// Directories nest deeper than [`MAX_DEPTH`].
+    #[error("{path}: directories nest deeper than {MAX_DEPTH}")]
+    TooDeep {
+        /// The directory where the limit was hit.
+        path: String,
+    },
+}
+
+/// What a restore must make of the commit's recorded external reads.
+pub(crate) struct Restored {
+    pub root: Arc<DirNode>,
+    pub state: Arc<[u8]>,
+    pub state_objects: Arc<ContentObjects>,
+    pub commit: CommitObject,
+    pub reads: Vec<ExternalRead>,
+}
+
+impl Workspace {
+    /// Replaces the workspace's files and state with those of commit `id`.
+    ///
+    /// Every object is re-hashed and its kind checked before use, tree nodes are
+    /// checked to be canonical, and sizes are checked against the workspace's
+    /// [`Limits`] before anything is allocated. On any error the workspace is left
+    /// exactly as it was. Capabilities, limits and content rules of the workspace are
+    /// kept.
+    pub fn checkout<S: ObjectSource + ?Sized>(
+        &mut self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+    ) -> Result<(), CheckoutError> {
+        let restored = self.load_commit(id, source, policy)?;
+        self.apply(id, restored);
+        Ok(())
+    }
+
+    pub(crate) fn apply(&mut self, id: ObjectId, r: Restored) {
+        self.root = r.root;
+        self.state = r.state;
+        self.state_objects = Some(r.state_objects);
+        self.head = Some(id);
+        Arc::make_mut(&mut self.generations).insert(id, r.commit.generation);
+        self.reads = r
+            .reads
+            .into_iter()
+            .map(|read| (read.source.clone(), read))
+            .collect();
+        self.stale.clear();
+    }
+
+    /// Loads and verifies everything commit `id` needs, without touching `self`.
+    pub(crate) fn load_commit<S: ObjectSource + ?Sized>(
+        &self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+    ) -> Result<Restored, CheckoutError> {
+        let commit: CommitObject = load_decoded(source, &id, ObjectKind::Commit)?;
+        let capabilities = match commit.capabilities {
+            Some(cid) => {
+                let loaded = load(source, &cid, ObjectKind::Capabilities)?;
+                Some(CapabilityFingerprint::decode(&cid, loaded.body())?)
+            }
+            None => None,
+        };
+        self.check_capabilities(id, capabilities.as_ref(), policy)?;
+
+        let mut loader = Loader {
+            source,
+            commit: id,
+            limits: self.limits,
+            files: 0,
+            bytes: 0,
+            entries_seen: 0,
+            rules: &self.content_rules,
+            live: self.capabilities.as_deref(),
+        };
+        let root_node = loader.node(&commit.tree)?;
+        let (files, bytes) = root_node.totals();
+        loader.charge(files, bytes)?;
+        loader.files = 0;
+        loader.bytes = 0;
+        let root = loader.dir(commit.tree, Some(root_node), 0, &mut Vec::new())?;
+        let (state, state_objects) = loader.content(&commit.state, commit.state_size, "<state>")?;
+        let reads = match commit.reads {
+            Some(rid) => {
+                let loaded = load(source, &rid, ObjectKind::Reads)?;
+                ReadsObject::decode(&rid, loaded.body())?.0
+            }
+            None => Vec::new(),
+        };
+        Ok(Restored {
+            root: Arc::new(root),
+            state,
+            state_objects: Arc::new(state_objects),
+            commit,
+            reads,
+        })
+    }
+
+    fn check_capabilities(
+        &self,
+        commit: ObjectId,
+        recorded: Option<&CapabilityFingerprint>,
+        policy: CheckoutPolicy,
+    ) -> Result<(), CheckoutError> {
+        if policy == CheckoutPolicy::Force {
+            return Ok(());
+        }
+        let empty = CapabilityFingerprint::default();
+        let recorded = recorded.unwrap_or(&empty);
+        let live = self.capabilities.as_deref().unwrap_or(&empty);
+        let missing = recorded.missing_from(live);
+        let extra = if policy == CheckoutPolicy::Strict {
+            live.missing_from(recorded)
+        } else {
+            Vec::new()
+        };
+        if missing.is_empty() && extra.is_empty() {
+            Ok(())
+        } else {
+            Err(CheckoutError::Capabilities {
+                commit,
+                missing,
+                extra,
+            })
+        }
+    }
+}
+
+struct Loader<'a, S: ?Sized> {
+    source: &'a S,
+    commit: ObjectId,
+    limits: Limits,
+    files: u64,
+    bytes: u64,
+    entries_seen: u64,
+    rules: &'a [ContentRule],
+    live: Option<&'a CapabilityFingerprint>,
+}
+
+impl<S: ObjectSource + ?Sized> Loader<'_, S> {
+    fn charge(&mut self, files: u64, bytes: u64) -> Result<(), CheckoutError> {
+        self.files = self.files.saturating_add(files);
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.files > self.limits.max_files {
+            return Err(CheckoutError::LimitExceeded {
+                commit: self.commit,
+                what: "files",
+                limit: self.limits.max_files,
+            });
+        }
+        if self.bytes > self.limits.max_bytes {
+            return Err(CheckoutError::LimitExceeded {
+                commit: self.commit,
+                what: "bytes",
+                limit: self.limits.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn node(&self, id: &ObjectId) -> Result<TreeNode, ObjectError> {
+        let loaded = load(self.source, id, ObjectKind::Tree)?;
+        TreeNode::decode(id, loaded.body())
+    }
+
+    fn dir(
+        &mut self,
+        id: ObjectId,
+        root: Option<TreeNode>,
+        depth: usize,
+        path: &mut Vec<String>,
+    ) -> Result<DirNode, CheckoutError> {
+        if depth >= MAX_DEPTH {
+            return Err(CheckoutError::TooDeep {
+                path: path::join(path),
+            });
+        }
+        let (source, limits, commit) = (self.source, self.limits, self.commit);
+        let seen = &mut self.entries_seen;
+        let entries = read_entries(source, id, root, &mut |n| {
+            *seen = seen.saturating_add(n as u64);
+            if *seen > limits.max_files {
+                return Err(CheckoutError::LimitExceeded {
+                    commit,
+                    what: "files",
+                    limit: limits.max_files,
+                });
+            }
+            Ok(())
+        })?;
+        let layout = Layout::build(&entries);
+        if layout.root().id != id {
+            return Err(ObjectError::malformed(
+                id,
+                ObjectKind::Tree,
+                "non-canonical tree (nodes are not cut as the format requires)",
+            )
+            .into());
+        }
+        let mut out: BTreeMap<String, Node> = BTreeMap::new();
+        for e in entries {
+            path.push(e.name.clone());
+            let node = match e.node {
+                EntryNode::File { size, content } => {
+                    self.charge(1, size)?;
+                    let p = path::join(path);
+                    let (data, objects) = self.content(&content, size, &p)?;
+                    Node::File(FileNode {
+                        data,
+                        mode: e.mode,
+                        objects: Some(Arc::new(objects)),
+                    })
+                }
+                EntryNode::Dir { tree, files, bytes } => {
+                    let mut d = self.dir(tree, None, depth + 1, path)?;
+                    let root = d.layout.as_ref().map(|l| (l.root().files, l.root().bytes));
+                    if root != Some((files, bytes)) {
+                        return Err(ObjectError::malformed(
+                            id,
+                            ObjectKind::Tree,
+                            format!("totals of {:?} do not match its tree", e.name),
+                        )
+                        .into());
+                    }
+                    d.mode = e.mode;
+                    Node::Dir(Arc::new(d))
+                }
+                EntryNode::Symlink { target } => {
+                    self.charge(1, 0)?;
+                    Node::Symlink(SymlinkNode {
+                        target,
+                        mode: e.mode,
+                    })
+                }
+            };
+            path.pop();
+            out.insert(e.name, node);
+        }
+        Ok(DirNode {
+            mode: super::DEFAULT_DIR_MODE,
+            entries: out,
+            layout: Some(Arc::new(layout)),
+            dirty: BTreeSet::new(),
+        })
+    }
+
+    /// Loads content of `size` bytes, verifying every chunk and the manifest's shape.
+    fn content(
+        &self,
+        content: &Content,
+        size: u64,
+        path: &str,
+    ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
+        let (data, objects) = match content {
+            Content::Inline(bytes) => {
+                let objects = ContentObjects::build(bytes);
+                (Arc::from(bytes.as_slice()), objects)
+            }
+            Content::Chunk(id) => {
+                let loaded = load(self.source, id, ObjectKind::Chunk)?;
+                let body = loaded.body();
+                if body.len() as u64 != size {
+                    return Err(ObjectError::malformed(
+                        *id,
+                        ObjectKind::Chunk,
+                        format!("{} bytes where the entry says {size}", body.len()),
+                    )
+                    .into());
+                }
+                let spans = vec![Span {
+                    id: *id,
+                    start: 0,
+                    len: body.len() as u32,
+                }];
+                (Arc::from(body), ContentObjects::from_spans(size, spans))
+            }
+            Content::Manifest(root) => self.manifest(*root, size)?,
+        };
+        self.check_rules(&data, path)?;
+        Ok((data, objects))
+    }
+
+    fn manifest(
+        &self,
+        root: ObjectId,
+        size: u64,
+    ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
+        let load_node = |id: &ObjectId| -> Result<Manifest, ObjectError> {
+            let loaded = load(self.source, id, ObjectKind::Manifest)?;
+            Manifest::decode(id, loaded.body())
+        };
+        let top = load_node(&root)?;
+        if top.size() != size {
+            return Err(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                format!(
+                    "manifest holds {} bytes where the entry says {size}",
+                    top.size()
+                ),
+            )
+            .into());
+        }
+        let mut frontier = vec![(root, top)];
+        let mut chunks = Vec::new();
+        loop {
+            let level = frontier[0].1.level();
+            let mut next = Vec::new();
+            for (nid, node) in frontier {
+                match node {
+                    Manifest::Leaf(c) => chunks.extend(c),
+                    Manifest::Internal { children, .. } => {
+                        for c in children {
+                            let child = load_node(&c.id)?;
+                            if child.level() + 1 != level || child.size() != c.size {
+                                return Err(ObjectError::malformed(
+                                    nid,
+                                    ObjectKind::Manifest,
+                                    format!("child {} does not match its index entry", c.id),
+                                )
+                                .into());
+                            }
+                            next.push((c.id, child));
+                        }
+                    }
+                }
+            }
+            if level == 0 {
+                break;
+            }
+            frontier = next;
+        }
+        // Sizes were checked against the budget by the caller and sum to `size`.
+        let mut data = Vec::with_capacity(size as usize);
+        let mut spans = Vec::with_capacity(chunks.len());
+        for c in &chunks {
+            let loaded = load(self.source, &c.id, ObjectKind::Chunk)?;
+            let body = loaded.body();
+            if body.len() != c.len as usize {
+                return Err(ObjectError::malformed(
+                    c.id,
+                    ObjectKind::Chunk,
+                    format!("{} bytes where the manifest says {}", body.len(), c.len),
+                )
+                .into());
+            }
+            spans.push(Span {
+                id: c.id,
+                start: data.len(),
+                len: c.len,
+            });
+            data.extend_from_slice(body);
+        }
+        if spans.len() < 2 {
+            return Err(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                "a manifest must list at least two chunks",
+            )
+            .into());
+        }
+        let objects = ContentObjects::from_spans(size, spans);
+        if objects.content != Content::Manifest(root) {
+            return Err(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                "non-canonical manifest (nodes are not cut as the format requires)",
+            )
+            .into());
+        }
+        Ok((Arc::from(data), objects))
+    }
+
+    fn check_rules(&self, data: &[u8], path: &str) -> Result<(), CheckoutError> {
+        for rule in self.rules {
+            if data.starts_with(&rule.prefix)
+                && !self
+                    .live
+                    .is_some_and(|l| l.features.contains(&rule.feature))
+            {
+                return Err(CheckoutError::FeatureRequired {
+                    commit: self.commit,
+                    path: path.to_owned(),
+                    feature: rule.feature.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! `Workspace::commit`: turning the workspace into objects.
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{DirNode, Node, Workspace};
+use crate::content::ContentObjects;
+use crate::emit::{Emitter, Have, ObjectSet};
+use crate::id::ObjectId;
+use crate::object::commit::CommitObject;
+use crate::object::reads::ReadsObject;
+use crate::object::tree::{Entry, EntryNode};
+use crate::object::{encode, load_decoded, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
+use crate::source::ObjectSource;
+use crate::tree::Layout;
+
+/// What to record with a commit, and what the destination already holds.
+///
+/// ```
+/// # use snapgraph::{CommitOptions, ObjectId};
+/// # let parent = ObjectId::from_bytes([1; 32]);
+/// # let store: std::collections::HashMap<ObjectId, Vec<u8>> = Default::default();
+/// let options = CommitOptions::new()
+///     .parent(parent)
+///     .have_in(&store) // emit only what `store` lacks
+///     .meta("message_id", "msg-2");
+/// ```
+#[derive(Clone, Default)]
+#[must_use]
+pub struct CommitOptions<'a> {
+    parents: Vec<ObjectId>,
+    have: Have<'a>,
+    meta: BTreeMap<String, String>,
+    parent_source: Option<&'a dyn ObjectSource>,
+}
+
+impl core::fmt::Debug for CommitOptions<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CommitOptions")
+            .field("parents", &self.parents)
+            .field("have_declared", &self.have.is_declared())
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+impl<'a> CommitOptions<'a> {
+    /// No parents, nothing held: the commit emits every object it needs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a parent. A fork is a commit whose parent is not the tip; a merge has
+    /// several parents.
+    pub fn parent(mut self, id: ObjectId) -> Self {
+        self.parents.push(id);
+        self
+    }
+
+    /// Adds several parents, in order.
+    pub fn parents(mut self, ids: impl IntoIterator<Item = ObjectId>) -> Self {
+        self.parents.extend(ids);
+        self
+    }
+
+    /// Declares ids the destination already holds, each with everything it
+    /// references; the commit then emits only objects outside that closure. Collects
+    /// the ids, so it costs what the iterator yields: for a large store prefer
+    /// [`have_in`](Self::have_in).
+    pub fn have<I>(mut self, ids: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Borrow<ObjectId>,
+    {
+        let mut set = self
+            .have
+            .ids
+            .take()
+            .map(|s| Arc::try_unwrap(s).unwrap_or_else(|s| (*s).clone()))
+            .unwrap_or_default();
+        set.extend(ids.into_iter().map(|id| *id.borrow()));
+        self.have.ids = Some(Arc::new(set));
+        self
+    }
+
+    /// Declares a store whose objects the destination holds (typically the
+    /// destination itself), asked per object as the commit walks only changed paths.
+    /// A store that fails to answer counts as not holding the object.
+    pub fn have_in(mut self, store: &'a dyn ObjectSource) -> Self {
+        self.have.sources.push(store);
+        self
+    }
+
+    /// Adds a metadata entry (a later value for the same key wins).
+    pub fn meta(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.meta.insert(key.into(), value.into());
+        self
+    }
+
+    /// Where to read parent commits this workspace did not make or check out (their
+    /// generation numbers are needed).
+    pub fn parent_source(mut self, source: &'a dyn ObjectSource) -> Self {
+        self.parent_source = Some(source);
+        self
+    }
+}
+
+/// A new commit: its id and the objects to persist.
+#[derive(Debug, Clone)]
+#[must_use = "a commit's objects must be persisted"]
+pub struct Commit {
+    id: ObjectId,
+    generation: u64,
+    objects: ObjectSet,
+    complete: bool,
+}
+
+impl Commit {
+    /// The commit's id.
+    pub fn id(&self) -> ObjectId {
+        self.id
+    }
+
+    /// Its generation number (1 for a root commit).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The objects to persist, referenced objects first (write them in this order and
+    /// a store holding an object always holds everything under it).
+    pub fn objects(&self) -> &ObjectSet {
+        &self.objects
+    }
+
+    /// Takes the objects to persist.
+    pub fn into_objects(self) -> ObjectSet {
+        self.objects
+    }
+
+    /// How many objects there are to persist.
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// How many bytes there are to persist.
+    pub fn stored_bytes(&self) -> u64 {
+        self.objects.stored_bytes()
+    }
+
+    /// Whether the objects are self-contained (no `have` was declared), so that they
+    /// restore the commit on their own.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+}
+
+/// Why a commit failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// A parent is neither known to the workspace nor readable from the
+    /// [`parent_source`](CommitOptions::parent_source).
+    #[error("parent {id} is unknown: pass a parent_source that holds it")]
+    UnknownParent {
+        /// The parent.
+        id: ObjectId,
+    },
+    /// A parent was listed twice.
+    #[error("parent {id} is listed twice")]
+    DuplicateParent {
+        /// The parent.
+        id: ObjectId,
+    },
+    /// More parents than the format allows.
+    #[error("{count} parents, at most {max} allowed")]
+    TooManyParents {
+        /// How many were given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Reading a parent from the parent source failed.
+    #[error("reading parent: {0}")]
+    Parent(#[from] ObjectError),
+    /// The commit object (mostly its metadata) exceeds the object size limit.
+    #[error("commit object would be {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl Workspace {
+    /// Records the workspace as a commit and returns it with the objects to persist.
+    ///
+    /// Files not written since the last commit or checkout are not re-read, and only
+    /// tree nodes on changed paths are re-encoded. Without
+    /// [`have`](CommitOptions::have)/[`have_in`](CommitOptions::have_in) every object
+    /// the commit needs is emitted; with them, only what the destination lacks.
+    pub fn commit(&mut self, options: CommitOptions<'_>) -> Result<Commit, CommitError> {
+        let generation = self.generation_for(&options)?;
+
+        if !self.root.is_clean() {
+            commit_dir(Arc::make_mut(&mut self.root));
+        }
+        if self.state_objects.is_none() {
+            self.state_objects = Some(Arc::new(ContentObjects::build(&self.state)));
+        }
+        let state = self
+            .state_objects
+            .clone()
+            .unwrap_or_else(|| Arc::new(ContentObjects::build(&self.state)));
+        let capabilities = self
+            .capabilities
+            .as_ref()
+            .map(|c| c.encode())
+            .map(|b| (ObjectId::hash_stored(&b), b));
+        let reads = (!self.reads.is_empty())
+            .then(|| ReadsObject(self.reads.values().cloned().collect()).encode())
+            .map(|b| (ObjectId::hash_stored(&b), b));
+        let root = self.root_layout();
+        let object = CommitObject {
+            tree: root.root().id,
+            parents: options.parents.clone(),
+            generation,
+            state_size: state.size,
+            state: state.content.clone(),
+            capabilities: capabilities.as_ref().map(|c| c.0),
+            reads: reads.as_ref().map(|r| r.0),
+            meta: options.meta.clone(),
+        };
+        let stored = encode(ObjectKind::Commit, &object);
+        if stored.len() > MAX_OBJECT_SIZE {
+            return Err(CommitError::TooLarge {
+                size: stored.len(),
+                limit: MAX_OBJECT_SIZE,
+            });
+        }
+        let id = ObjectId::hash_stored(&stored);
+
+        let mut out = Emitter::new(&options.have);
+        emit_dir(&self.root, &mut out);
+        state.emit(&self.state, &mut out);
+        for (oid, bytes) in capabilities.into_iter().chain(reads) {
+            if out.wants(&oid) {
+                out.push(oid, bytes);
+            }
+        }
+        out.push(id, stored);
+
+        self.head = Some(id);
+        Arc::make_mut(&mut self.generations).insert(id, generation);
+        Ok(Commit {
+            id,
+            generation,
+            objects: out.out,
+            complete: !options.have.is_declared(),
+        })
+    }
+
+    fn root_layout(&self) -> Arc<Layout> {
+        self.root
+            .layout
+            .clone()
+            .unwrap_or_else(|| Arc::new(Layout::build(&[])))
+    }
+
+    fn generation_for(&self, options: &CommitOptions<'_>) -> Result<u64, CommitError> {
+        let parents = &options.parents;
+        if parents.len() > crate::limits::MAX_PARENTS {
+            return Err(CommitError::TooManyParents {
+                count: parents.len(),
+                max: crate::limits::MAX_PARENTS,
+            });
+        }
+        let mut max = 0u64;
+        for (i, p) in parents.iter().enumerate() {
+            if parents[..i].contains(p) {
+                return Err(CommitError::DuplicateParent { id: *p });
+            }
+            let generation = match self.generations.get(p) {
+                Some(g) => *g,
+                None => match options.parent_source {
+                    Some(src) => {
+                        let c: CommitObject = load_decoded(src, p, ObjectKind::Commit)?;
+                        c.generation
+                    }
+                    None => return Err(CommitError::UnknownParent { id: *p }),
+                },
+            };
+            max = max.max(generation);
+        }
+        Ok(max.saturating_add(1))
+    }
+}
+
+/// Brings a directory's layout up to date, committing changed children first.
+fn commit_dir(dir: &mut DirNode) {
+    if dir.is_clean() {
+        return;
+    }
+    let dirty: Vec<String> = if dir.layout.is_none() {
+        dir.dirty.clear();
+        dir.entries.keys().cloned().collect()
+    } else {
+        std::mem::take(&mut dir.dirty).into_iter().collect()
+    };
+    for name in &dirty {
+        match dir.entries.get_mut(name) {
+            Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d)),
+            Some(Node::File(f)) if f.objects.is_none() => {
+                f.objects = Some(Arc::new(ContentObjects::build(&f.data)));
+            }
+            _ => {}
+        }
+    }
+    let entries = &dir.entries;
+    let layout = Layout::update(dir.layout.as_deref(), &dirty, |from| {
+        let range: Box<dyn Iterator<Item = (&String, &Node)>> = match from {
+            None => Box::new(entries.iter()),
+            Some(k) => Box::new(
+                entries.range::<str, _>((std::ops::Bound::Included(k), std::ops::Bound::Unbounded)),
+            ),
+        };
+        range.map(|(name, node)| entry_of(name, node))
+    });
+    dir.layout = Some(Arc::new(layout));
+}
+
+/// The tree entry of a committed node.
+pub(crate) fn entry_of(name: &str, node: &Node) -> Entry {
+    let (mode, node) = match node {
+        Node::File(f) => {
+            let objects = f
+                .objects
+                .clone()
+                .unwrap_or_else(|| Arc::new(ContentObjects::build(&f.data)));
+            (
+                f.mode,
+                EntryNode::File {
+                    size: objects.size,
+                    content: objects.content.clone(),
+                },
+            )
+        }
+        Node::Dir(d) => {
+            let root = d.layout.as_ref().map(|l| l.root().clone());
+            let (tree, files, bytes) = match root {
+                Some(r) => (r.id, r.files, r.bytes),
+                None => {
+                    let l = Layout::build(&[]);
+                    (l.root().id, 0, 0)
+                }
+            };
+            (d.mode, EntryNode::Dir { tree, files, bytes })
+        }
+        Node::Symlink(s) => (
+            s.mode,
+            EntryNode::Symlink {
+                target: s.target.clone(),
+            },
+        ),
+    };
+    Entry {
+        name: name.to_owned(),
+        mode,
+        node,
+    }
+}
+
+/// Emits a committed directory's objects that the destination lacks.
+fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>) {
+    let Some(layout) = dir.layout.as_ref() else {
+        return;
+    };
+    layout.emit(out, &mut |slot, out| {
+        if slot.items == 0 {
+            return;
+        }
+        for (_, node) in dir.entries.range::<str, _>((
+            std::ops::Bound::Included(slot.first.as_str()),
+            std::ops::Bound::Included(slot.last.as_str()),
+        )) {
+            match node {
+                Node::File(f) => {
+                    if let Some(objects) = &f.objects {
+                        objects.emit(&f.data, out);
+                    }
+                }
+                Node::Dir(d) => emit_dir(d, out),
+                Node::Symlink(_) => {}
+            }
+        }
+    });
+}

@@ -1,0 +1,660 @@
+//! The in-memory workspace: a small file system with history.
+//!
+//! A [`Workspace`] holds files, directories and symlinks in memory, plus opaque state
+//! bytes. Beside each file it keeps the objects its bytes were last stored as, and
+//! beside each directory its encoded tree nodes and the set of names changed since, so
+//! a commit re-chunks only files written since the last commit or checkout and
+//! re-encodes only tree nodes on changed paths. Cloning a workspace is O(1): files and
+//! directories are shared until one side writes to them.
+
+pub mod checkout;
+pub mod commit;
+pub mod path;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+pub use checkout::{CheckoutError, CheckoutPolicy};
+pub use commit::{Commit, CommitError, CommitOptions};
+pub use path::PathError;
+
+use crate::content::ContentObjects;
+use crate::id::ObjectId;
+use crate::limits::{check_symlink_target, Limits};
+use crate::object::capability::CapabilityFingerprint;
+use crate::object::reads::ExternalRead;
+use crate::tree::Layout;
+
+/// Default mode of a new file.
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+/// Default mode of a new directory.
+pub const DEFAULT_DIR_MODE: u32 = 0o755;
+/// Mode of a new symlink.
+pub const DEFAULT_SYMLINK_MODE: u32 = 0o777;
+
+/// What a path names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+}
+
+/// What [`Workspace::metadata`] tells about a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metadata {
+    /// What it is.
+    pub kind: EntryKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// File length, number of entries of a directory, or symlink target length.
+    pub size: u64,
+}
+
+/// One entry of [`Workspace::list`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's name.
+    pub name: String,
+    /// Its metadata.
+    pub metadata: Metadata,
+}
+
+/// Why a file-system operation failed. Every variant names the path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsError {
+    /// The path is malformed.
+    #[error(transparent)]
+    InvalidPath(#[from] PathError),
+    /// Nothing exists at the path.
+    #[error("{path}: no such file or directory")]
+    NotFound {
+        /// The path.
+        path: String,
+    },
+    /// A component of the path is not a directory.
+    #[error("{path}: not a directory")]
+    NotADirectory {
+        /// The component that is not a directory.
+        path: String,
+    },
+    /// The path is a directory where a file was needed.
+    #[error("{path}: is a directory")]
+    IsADirectory {
+        /// The path.
+        path: String,
+    },
+    /// The path is a symlink where a file was needed (symlinks are never followed).
+    #[error("{path}: is a symlink")]
+    IsASymlink {
+        /// The path.
+        path: String,
+    },
+    /// Something already exists at the path.
+    #[error("{path}: already exists")]
+    AlreadyExists {
+        /// The path.
+        path: String,
+    },
+    /// The operation cannot apply to the root directory.
+    #[error("{op}: not allowed on /")]
+    Root {
+        /// The operation.
+        op: &'static str,
+    },
+    /// A directory cannot move below itself.
+    #[error("cannot move {from} into itself ({to})")]
+    IntoItself {
+        /// The source.
+        from: String,
+        /// The destination.
+        to: String,
+    },
+    /// A mode with bits beyond `0o7777`.
+    #[error("{path}: mode {mode:o} is out of range (0 to 7777)")]
+    InvalidMode {
+        /// The path.
+        path: String,
+        /// The mode given.
+        mode: u32,
+    },
+    /// A symlink target that is empty, too long or contains NUL.
+    #[error("{path}: invalid symlink target: {reason}")]
+    InvalidTarget {
+        /// The symlink's path.
+        path: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct FileNode {
+    pub data: Arc<[u8]>,
+    pub mode: u32,
+    /// The objects `data` is stored as, once computed; `None` after a write.
+    pub objects: Option<Arc<ContentObjects>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SymlinkNode {
+    pub target: String,
+    pub mode: u32,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    File(FileNode),
+    Dir(Arc<DirNode>),
+    Symlink(SymlinkNode),
+}
+
+impl Node {
+    fn metadata(&self) -> Metadata {
+        match self {
+            Node::File(f) => Metadata {
+                kind: EntryKind::File,
+                mode: f.mode,
+                size: f.data.len() as u64,
+            },
+            Node::Dir(d) => Metadata {
+                kind: EntryKind::Dir,
+                mode: d.mode,
+                size: d.entries.len() as u64,
+            },
+            Node::Symlink(s) => Metadata {
+                kind: EntryKind::Symlink,
+                mode: s.mode,
+                size: s.target.len() as u64,
+            },
+        }
+    }
+}
+
+/// One directory. `layout` is its tree as of the last commit or checkout, and
+/// `dirty` the names whose entries changed since; the directory is clean (its root id
+/// is `layout`'s) exactly when `layout` is set and `dirty` is empty.
+#[derive(Debug, Clone)]
+pub(crate) struct DirNode {
+    pub mode: u32,
+    pub entries: BTreeMap<String, Node>,
+    pub layout: Option<Arc<Layout>>,
+    pub dirty: BTreeSet<String>,
+}
+
+impl DirNode {
+    pub fn new(mode: u32) -> Self {
+        Self {
+            mode,
+            entries: BTreeMap::new(),
+            layout: None,
+            dirty: BTreeSet::new(),
+        }
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.layout.is_some() && self.dirty.is_empty()
+    }
+}
+
+/// Content bytes whose first bytes prove that restoring them needs a feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ContentRule {
+    pub prefix: Vec<u8>,
+    pub feature: String,
+}
+
+/// An in-memory file system with cheap, verifiable history.
+///
+/// ```
+/// use snapgraph::{Workspace, CommitOptions, CheckoutPolicy, SnapshotGraph};
+/// use std::collections::HashMap;
+///
+/// let mut store = HashMap::new();
+/// let mut ws = Workspace::new();
+/// ws.write("/src/main.py", b"print('hi')\n")?;
+/// let c = ws.commit(CommitOptions::new())?;
+/// let id = c.id();
+/// store.extend(c.into_objects());
+///
+/// let mut other = Workspace::new();
+/// other.checkout(id, &store, CheckoutPolicy::default())?;
+/// assert_eq!(other.read("/src/main.py")?, b"print('hi')\n");
+/// # Ok::<(), snapgraph::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    pub(crate) root: Arc<DirNode>,
+    pub(crate) state: Arc<[u8]>,
+    pub(crate) state_objects: Option<Arc<ContentObjects>>,
+    /// Generations of commits this workspace made or checked out.
+    pub(crate) generations: Arc<hashbrown::HashMap<ObjectId, u64>>,
+    pub(crate) head: Option<ObjectId>,
+    pub(crate) capabilities: Option<Arc<CapabilityFingerprint>>,
+    pub(crate) content_rules: Vec<ContentRule>,
+    pub(crate) reads: BTreeMap<String, ExternalRead>,
+    pub(crate) stale: BTreeSet<String>,
+    pub(crate) limits: Limits,
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Workspace {
+    /// An empty workspace with default limits and no capability fingerprint.
+    pub fn new() -> Self {
+        Self {
+            root: Arc::new(DirNode::new(DEFAULT_DIR_MODE)),
+            state: Arc::from(&[][..]),
+            state_objects: None,
+            generations: Arc::default(),
+            head: None,
+            capabilities: None,
+            content_rules: Vec::new(),
+            reads: BTreeMap::new(),
+            stale: BTreeSet::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The commit this workspace last made or checked out, if any.
+    pub fn head(&self) -> Option<ObjectId> {
+        self.head
+    }
+
+    /// The limits checkouts into this workspace enforce.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Sets the limits checkouts into this workspace enforce.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// Sets the opaque state bytes (an interpreter's variables, say) stored with every
+    /// commit like file content.
+    pub fn set_state(&mut self, state: impl Into<Vec<u8>>) {
+        self.state = Arc::from(state.into());
+        self.state_objects = None;
+    }
+
+    /// The opaque state bytes.
+    pub fn state(&self) -> &[u8] {
+        &self.state
+    }
+
+    /// Sets what this environment offers; every commit records it, and checkouts
+    /// compare a snapshot's fingerprint with it.
+    pub fn set_capabilities(&mut self, fingerprint: CapabilityFingerprint) {
+        self.capabilities = Some(Arc::new(fingerprint));
+    }
+
+    /// The fingerprint set on this workspace.
+    pub fn capabilities(&self) -> Option<&CapabilityFingerprint> {
+        self.capabilities.as_deref()
+    }
+
+    /// Declares that content starting with `prefix` needs `feature` (for example files
+    /// starting with `SQLite format 3\0` need `"sqlite"`). A checkout whose files or
+    /// state match a rule for a feature this workspace's fingerprint lacks is refused
+    /// under every policy.
+    pub fn require_feature_for_prefix(
+        &mut self,
+        prefix: impl Into<Vec<u8>>,
+        feature: impl Into<String>,
+    ) {
+        self.content_rules.push(ContentRule {
+            prefix: prefix.into(),
+            feature: feature.into(),
+        });
+    }
+
+    // ----- reading -----
+
+    fn lookup(&self, comps: &[String]) -> Result<Option<&Node>, FsError> {
+        let mut dir: &DirNode = &self.root;
+        for (i, name) in comps.iter().enumerate() {
+            match dir.entries.get(name) {
+                None => return Ok(None),
+                Some(node) if i + 1 == comps.len() => return Ok(Some(node)),
+                Some(Node::Dir(d)) => dir = d,
+                Some(_) => {
+                    return Err(FsError::NotADirectory {
+                        path: path::join(&comps[..=i]),
+                    })
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn lookup_dir(&self, comps: &[String]) -> Result<&DirNode, FsError> {
+        if comps.is_empty() {
+            return Ok(&self.root);
+        }
+        match self.lookup(comps)? {
+            Some(Node::Dir(d)) => Ok(d),
+            Some(_) => Err(FsError::NotADirectory {
+                path: path::join(comps),
+            }),
+            None => Err(FsError::NotFound {
+                path: path::join(comps),
+            }),
+        }
+    }
+
+    /// The bytes of the file at `path`.
+    pub fn read(&self, path: &str) -> Result<&[u8], FsError> {
+        let comps = path::parse(path)?;
+        match self.lookup(&comps)? {
+            Some(Node::File(f)) => Ok(&f.data),
+            Some(Node::Dir(_)) => Err(FsError::IsADirectory {
+                path: path::join(&comps),
+            }),
+            None if comps.is_empty() => Err(FsError::IsADirectory { path: "/".into() }),
+            Some(Node::Symlink(_)) => Err(FsError::IsASymlink {
+                path: path::join(&comps),
+            }),
+            None => Err(FsError::NotFound {
+                path: path::join(&comps),
+            }),
+        }
+    }
+
+    /// The target of the symlink at `path`.
+    pub fn read_link(&self, path: &str) -> Result<&str, FsError> {
+        let comps = path::parse(path)?;
+        match self.lookup(&comps)? {
+            Some(Node::Symlink(s)) => Ok(&s.target),
+            Some(Node::Dir(_)) | None if comps.is_empty() => {
+                Err(FsError::IsADirectory { path: "/".into() })
+            }
+            Some(Node::Dir(_)) => Err(FsError::IsADirectory {
+                path: path::join(&comps),
+            }),
+            Some(Node::File(_)) => Err(FsError::NotFound {
+                path: format!("{} (not a symlink)", path::join(&comps)),
+            }),
+            None => Err(FsError::NotFound {
+                path: path::join(&comps),
+            }),
+        }
+    }
+
+    /// Whether anything exists at `path` (false for an invalid path).
+    pub fn exists(&self, path: &str) -> bool {
+        match path::parse(path) {
+            Ok(comps) if comps.is_empty() => true,
+            Ok(comps) => matches!(self.lookup(&comps), Ok(Some(_))),
+            Err(_) => false,
+        }
+    }
+
+    /// Kind, mode and size of what is at `path`.
+    pub fn metadata(&self, path: &str) -> Result<Metadata, FsError> {
+        let comps = path::parse(path)?;
+        if comps.is_empty() {
+            return Ok(Metadata {
+                kind: EntryKind::Dir,
+                mode: self.root.mode,
+                size: self.root.entries.len() as u64,
+            });
+        }
+        match self.lookup(&comps)? {
+            Some(node) => Ok(node.metadata()),
+            None => Err(FsError::NotFound {
+                path: path::join(&comps),
+            }),
+        }
+    }
+
+    /// The entries of the directory at `path`, sorted by name (bytewise).
+    pub fn list(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
+        let comps = path::parse(path)?;
+        let dir = self.lookup_dir(&comps)?;
+        Ok(dir
+            .entries
+            .iter()
+            .map(|(name, node)| DirEntry {
+                name: name.clone(),
+                metadata: node.metadata(),
+            })
+            .collect())
+    }
+
+    /// Every path in the workspace except `/`, depth-first in sorted order, with its
+    /// metadata.
+    pub fn walk(&self) -> Vec<(String, Metadata)> {
+        let mut out = Vec::new();
+        let mut stack: Vec<(String, &DirNode)> = vec![(String::new(), &self.root)];
+        while let Some((prefix, dir)) = stack.pop() {
+            let mut subdirs = Vec::new();
+            for (name, node) in &dir.entries {
+                let p = format!("{prefix}/{name}");
+                out.push((p.clone(), node.metadata()));
+                if let Node::Dir(d) = node {
+                    subdirs.push((p, &**d));
+                }
+            }
+            stack.extend(subdirs.into_iter().rev());
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    // ----- writing -----
+
+    /// Checks that every existing component of `comps` is a directory.
+    fn check_dirs(&self, comps: &[String]) -> Result<(), FsError> {
+        let mut dir: &DirNode = &self.root;
+        for (i, name) in comps.iter().enumerate() {
+            match dir.entries.get(name) {
+                None => return Ok(()),
+                Some(Node::Dir(d)) => dir = d,
+                Some(_) => {
+                    return Err(FsError::NotADirectory {
+                        path: path::join(&comps[..=i]),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory at `comps`, created with its missing parents, made unique and
+    /// marked changed along the way. Callers check with [`check_dirs`] first.
+    fn dir_mut(&mut self, comps: &[String]) -> &mut DirNode {
+        let mut dir = Arc::make_mut(&mut self.root);
+        for name in comps {
+            dir.dirty.insert(name.clone());
+            let node = dir
+                .entries
+                .entry(name.clone())
+                .or_insert_with(|| Node::Dir(Arc::new(DirNode::new(DEFAULT_DIR_MODE))));
+            if !matches!(node, Node::Dir(_)) {
+                // check_dirs rules this out; replace rather than fail if it ever happens.
+                *node = Node::Dir(Arc::new(DirNode::new(DEFAULT_DIR_MODE)));
+            }
+            let Node::Dir(d) = node else {
+                unreachable!("a directory was just stored here")
+            };
+            dir = Arc::make_mut(d);
+        }
+        dir
+    }
+
+    /// Writes a file, creating missing parent directories. An existing file keeps its
+    /// mode; a new one gets `0o644`.
+    pub fn write(&mut self, path: &str, data: impl AsRef<[u8]>) -> Result<(), FsError> {
+        self.write_shared(path, Arc::from(data.as_ref()))
+    }
+
+    /// Like [`write`](Self::write), taking shared bytes without copying them.
+    pub fn write_shared(&mut self, path: &str, data: Arc<[u8]>) -> Result<(), FsError> {
+        let comps = path::parse(path)?;
+        let (name, parent) = comps
+            .split_last()
+            .ok_or(FsError::IsADirectory { path: "/".into() })?;
+        self.check_dirs(parent)?;
+        let mode = match self.lookup(&comps)? {
+            Some(Node::File(f)) => f.mode,
+            Some(Node::Dir(_)) => {
+                return Err(FsError::IsADirectory {
+                    path: path::join(&comps),
+                })
+            }
+            Some(Node::Symlink(_)) => {
+                return Err(FsError::IsASymlink {
+                    path: path::join(&comps),
+                })
+            }
+            None => DEFAULT_FILE_MODE,
+        };
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        dir.entries.insert(
+            name.clone(),
+            Node::File(FileNode {
+                data,
+                mode,
+                objects: None,
+            }),
+        );
+        self.stale.remove(&path::join(&comps));
+        Ok(())
+    }
+
+    /// Creates a directory and its missing parents. An existing directory is fine.
+    pub fn mkdir(&mut self, path: &str) -> Result<(), FsError> {
+        let comps = path::parse(path)?;
+        self.check_dirs(&comps)?;
+        self.dir_mut(&comps);
+        Ok(())
+    }
+
+    /// Creates a symlink (never followed by the workspace). Missing parents are created.
+    pub fn symlink(&mut self, path: &str, target: &str) -> Result<(), FsError> {
+        let comps = path::parse(path)?;
+        let (name, parent) = comps
+            .split_last()
+            .ok_or(FsError::AlreadyExists { path: "/".into() })?;
+        check_symlink_target(target).map_err(|reason| FsError::InvalidTarget {
+            path: path::join(&comps),
+            reason,
+        })?;
+        self.check_dirs(parent)?;
+        if self.lookup(&comps)?.is_some() {
+            return Err(FsError::AlreadyExists {
+                path: path::join(&comps),
+            });
+        }
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        dir.entries.insert(
+            name.clone(),
+            Node::Symlink(SymlinkNode {
+                target: target.to_owned(),
+                mode: DEFAULT_SYMLINK_MODE,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Removes a file, a symlink, or a directory with everything below it.
+    pub fn remove(&mut self, path: &str) -> Result<(), FsError> {
+        let comps = path::parse(path)?;
+        let (name, parent) = comps.split_last().ok_or(FsError::Root { op: "remove" })?;
+        if self.lookup(&comps)?.is_none() {
+            return Err(FsError::NotFound {
+                path: path::join(&comps),
+            });
+        }
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        dir.entries.remove(name);
+        let removed = path::join(&comps);
+        let prefix = format!("{removed}/");
+        self.stale
+            .retain(|p| p != &removed && !p.starts_with(&prefix));
+        Ok(())
+    }
+
+    /// Moves a file, symlink or directory. An existing file or symlink at `to` is
+    /// replaced; an existing directory at `to` is an error. Missing parents of `to`
+    /// are created.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), FsError> {
+        let src = path::parse(from)?;
+        let dst = path::parse(to)?;
+        let (src_name, src_parent) = src.split_last().ok_or(FsError::Root { op: "rename" })?;
+        let (dst_name, dst_parent) = dst.split_last().ok_or(FsError::Root { op: "rename" })?;
+        let src_node = self.lookup(&src)?.ok_or_else(|| FsError::NotFound {
+            path: path::join(&src),
+        })?;
+        if src == dst {
+            return Ok(());
+        }
+        if dst.len() > src.len() && dst[..src.len()] == src[..] {
+            return Err(FsError::IntoItself {
+                from: path::join(&src),
+                to: path::join(&dst),
+            });
+        }
+        self.check_dirs(dst_parent)?;
+        match (src_node, self.lookup(&dst)?) {
+            (_, Some(Node::Dir(_))) | (Node::Dir(_), Some(_)) => {
+                return Err(FsError::AlreadyExists {
+                    path: path::join(&dst),
+                })
+            }
+            _ => {}
+        }
+        let dir = self.dir_mut(src_parent);
+        dir.dirty.insert(src_name.clone());
+        let node = match dir.entries.remove(src_name) {
+            Some(n) => n,
+            None => {
+                return Err(FsError::NotFound {
+                    path: path::join(&src),
+                })
+            }
+        };
+        let dir = self.dir_mut(dst_parent);
+        dir.dirty.insert(dst_name.clone());
+        dir.entries.insert(dst_name.clone(), node);
+        Ok(())
+    }
+
+    /// Sets the permission bits (`0o7777` at most) of a file, directory or symlink.
+    pub fn set_mode(&mut self, path: &str, mode: u32) -> Result<(), FsError> {
+        let comps = path::parse(path)?;
+        let (name, parent) = comps.split_last().ok_or(FsError::Root { op: "set_mode" })?;
+        if mode > 0o7777 {
+            return Err(FsError::InvalidMode {
+                path: path::join(&comps),
+                mode,
+            });
+        }
+        if self.lookup(&comps)?.is_none() {
+            return Err(FsError::NotFound {
+                path: path::join(&comps),
+            });
+        }
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        match dir.entries.get_mut(name) {
+            Some(Node::File(f)) => f.mode = mode,
+            Some(Node::Symlink(s)) => s.mode = mode,
+            Some(Node::Dir(d)) => Arc::make_mut(d).mode = mode,
+            None => {}
+        }
+        Ok(())
+    }
+}
