@@ -241,3 +241,31 @@ impl TreeNode {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::encode;
+
+    /// Test vectors from docs/FORMAT.md: if these change, the format changed.
+    #[test]
+    fn encodings_are_pinned() {
+        let empty = encode(ObjectKind::Tree, &TreeNode::Leaf(Vec::new()));
+        assert_eq!(empty, [3, 1, 0, 0]);
+        assert_eq!(
+            ObjectId::hash_stored(&empty).to_hex(),
+            "93b8def1d2984c6818ac4bcad643457a66cc713468a3a5225fa94a9b1b4933f0"
+        );
+        let one = TreeNode::Leaf(vec![Entry {
+            name: "a.txt".into(),
+            mode: 0o644,
+            node: EntryNode::File {
+                size: 3,
+                content: Content::Inline(b"hi\n".to_vec()),
+            },
+        }]);
+        let stored = encode(ObjectKind::Tree, &one);
+        assert_eq!(hex::encode(&stored), "0301000105612e747874a4030003000368690a");
+        assert_eq!(ObjectId::hash_stored(&stored).to_hex(), "f0064018c89364fc6c27135ce1165d222c29ecab8c0e4eec46dbace98f5cb093");
+    }
+}

@@ -1,0 +1,213 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use snapgraph::object::manifest::Manifest;
+use snapgraph::object::tree::{EntryNode, TreeNode};
+use snapgraph::{
+    Commit, CommitObject, EntryKind, ObjectId, ObjectKind, ObjectSource, SnapshotGraph, Workspace,
+};
+
+/// The store every test persists into.
+pub type Store = HashMap<ObjectId, Vec<u8>>;
+
+/// Deterministic pseudo-random bytes (xorshift64).
+pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        out.extend_from_slice(&s.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// One path of a workspace: kind, mode and bytes (file content, symlink target, or
+/// nothing for a directory).
+pub type Node = (EntryKind, u32, Vec<u8>);
+
+/// Everything observable about a workspace's contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snap {
+    pub paths: BTreeMap<String, Node>,
+    pub state: Vec<u8>,
+}
+
+/// Reads every path of `ws` (through `walk`, `read` and `read_link`) and its state.
+pub fn snap(ws: &Workspace) -> Snap {
+    let mut paths = BTreeMap::new();
+    for (path, meta) in ws.walk() {
+        let bytes = match meta.kind {
+            EntryKind::File => {
+                let data = ws.read(&path).expect("walk lists a readable file").to_vec();
+                assert_eq!(data.len() as u64, meta.size, "{path}: size");
+                data
+            }
+            EntryKind::Symlink => {
+                let t = ws.read_link(&path).expect("walk lists a readable symlink");
+                assert_eq!(t.len() as u64, meta.size, "{path}: size");
+                t.as_bytes().to_vec()
+            }
+            EntryKind::Dir => Vec::new(),
+        };
+        paths.insert(path, (meta.kind, meta.mode, bytes));
+    }
+    Snap {
+        paths,
+        state: ws.state().to_vec(),
+    }
+}
+
+/// Only files and symlinks: what a [`snapgraph::Diff`] talks about.
+pub fn files_of(s: &Snap) -> BTreeMap<String, Node> {
+    s.paths
+        .iter()
+        .filter(|(_, n)| n.0 != EntryKind::Dir)
+        .map(|(p, n)| (p.clone(), n.clone()))
+        .collect()
+}
+
+/// The diff a naive comparison of two snapshots predicts:
+/// (added, modified, removed, state_changed).
+pub fn oracle_diff(a: &Snap, b: &Snap) -> (Vec<String>, Vec<String>, Vec<String>, bool) {
+    let (fa, fb) = (files_of(a), files_of(b));
+    let added = fb.keys().filter(|p| !fa.contains_key(*p)).cloned().collect();
+    let removed = fa.keys().filter(|p| !fb.contains_key(*p)).cloned().collect();
+    let modified = fa
+        .iter()
+        .filter(|(p, n)| fb.get(*p).is_some_and(|m| m != *n))
+        .map(|(p, _)| p.clone())
+        .collect();
+    (added, modified, removed, a.state != b.state)
+}
+
+/// Adds a commit's objects to a store and returns its id.
+pub fn persist(store: &mut Store, commit: Commit) -> ObjectId {
+    let id = commit.id();
+    store.extend(commit.into_objects());
+    id
+}
+
+/// The kind of a stored object, from its header byte.
+pub fn kind_of(stored: &[u8]) -> ObjectKind {
+    ObjectKind::from_byte(stored[0]).expect("known kind")
+}
+
+/// The objects a stored object references (parents of a commit excluded unless
+/// `parents`), decoded with the public decoders.
+pub fn refs_of(id: &ObjectId, stored: &[u8], parents: bool) -> Vec<(ObjectId, ObjectKind)> {
+    let body = &stored[2..];
+    match kind_of(stored) {
+        ObjectKind::Commit => {
+            let c = CommitObject::decode(id, body).expect("commit decodes");
+            let mut out = c.snapshot_refs();
+            if parents {
+                out.extend(c.parents.iter().map(|p| (*p, ObjectKind::Commit)));
+            }
+            out
+        }
+        ObjectKind::Tree => match TreeNode::decode(id, body).expect("tree decodes") {
+            TreeNode::Leaf(entries) => entries.iter().filter_map(|e| e.refs()).collect(),
+            TreeNode::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.tree, ObjectKind::Tree))
+                .collect(),
+        },
+        ObjectKind::Manifest => match Manifest::decode(id, body).expect("manifest decodes") {
+            Manifest::Leaf(chunks) => chunks.iter().map(|c| (c.id, ObjectKind::Chunk)).collect(),
+            Manifest::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.id, ObjectKind::Manifest))
+                .collect(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// Every object reachable from `id` in `store` (parents followed when `parents`),
+/// computed independently of the engine.
+pub fn closure(store: &Store, id: ObjectId, parents: bool) -> HashSet<ObjectId> {
+    let mut seen = HashSet::new();
+    let mut stack = vec![id];
+    while let Some(o) = stack.pop() {
+        if !seen.insert(o) {
+            continue;
+        }
+        if let Some(bytes) = store.get(&o) {
+            stack.extend(refs_of(&o, bytes, parents).into_iter().map(|(r, _)| r));
+        }
+    }
+    seen
+}
+
+/// Asserts that in `order`, every object comes after every object it references
+/// (among those listed).
+pub fn assert_children_first(order: &[ObjectId], store: &Store, parents: bool) {
+    let pos: HashMap<ObjectId, usize> = order.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    assert_eq!(pos.len(), order.len(), "an id is listed twice");
+    for (i, id) in order.iter().enumerate() {
+        let bytes = store.get(id).expect("listed object is stored");
+        for (r, _) in refs_of(id, bytes, parents) {
+            if let Some(&j) = pos.get(&r) {
+                assert!(j < i, "{r} (at {j}) is referenced by {id} (at {i})");
+            }
+        }
+    }
+}
+
+/// Fetches what `plan_checkout` asks for from `full` into an empty local store until
+/// it asks for nothing. Returns the local store and the number of fetch rounds.
+pub fn fetch_loop(id: ObjectId, full: &impl ObjectSource) -> (Store, usize) {
+    let mut local = Store::new();
+    let mut rounds = 0;
+    loop {
+        let missing = SnapshotGraph::plan_checkout(id, &local).expect("plan_checkout");
+        if missing.is_empty() {
+            break;
+        }
+        rounds += 1;
+        assert!(rounds <= 64, "plan_checkout does not converge");
+        let unique: HashSet<_> = missing.iter().collect();
+        assert_eq!(unique.len(), missing.len(), "plan_checkout repeats an id");
+        for m in missing {
+            assert!(!local.contains_key(&m), "asks for {m}, which is held");
+            let bytes = full
+                .get(&m)
+                .expect("full store answers")
+                .expect("full store holds what is planned");
+            local.insert(m, bytes.into_owned());
+        }
+    }
+    (local, rounds)
+}
+
+/// Builds a workspace holding exactly `s` (creating paths in the given order).
+pub fn build_from<'a>(order: impl IntoIterator<Item = &'a String>, s: &Snap) -> Workspace {
+    let mut ws = Workspace::new();
+    for p in order {
+        let (kind, mode, bytes) = &s.paths[p];
+        match kind {
+            EntryKind::Dir => ws.mkdir(p).unwrap(),
+            EntryKind::File => ws.write(p, bytes).unwrap(),
+            EntryKind::Symlink => ws
+                .symlink(p, std::str::from_utf8(bytes).unwrap())
+                .unwrap(),
+        }
+        ws.set_mode(p, *mode).unwrap();
+    }
+    ws.set_state(s.state.clone());
+    ws
+}
+
+/// The entry kind of a tree entry, for tests that build trees by hand.
+pub fn entry_kind(node: &EntryNode) -> EntryKind {
+    match node {
+        EntryNode::File { .. } => EntryKind::File,
+        EntryNode::Dir { .. } => EntryKind::Dir,
+        EntryNode::Symlink { .. } => EntryKind::Symlink,
+    }
+}
