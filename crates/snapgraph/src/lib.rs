@@ -56,6 +56,7 @@
 mod boundary;
 pub mod chunk;
 mod content;
+pub mod drift;
 mod emit;
 pub mod graph;
 pub mod id;
@@ -65,6 +66,7 @@ pub mod source;
 mod tree;
 pub mod workspace;
 
+pub use drift::{ContentDriftError, DriftCheck, DriftPolicy, DriftedSource, Restore};
 pub use emit::ObjectSet;
 pub use graph::{Diff, GraphError, SnapshotGraph};
 pub use id::{ObjectId, ParseIdError};
@@ -99,6 +101,9 @@ pub enum Error {
     /// Loading an object failed.
     #[error(transparent)]
     Object(#[from] ObjectError),
+    /// Recorded external content moved since the snapshot.
+    #[error(transparent)]
+    Drift(#[from] ContentDriftError),
     /// An id did not parse.
     #[error(transparent)]
     ParseId(#[from] ParseIdError),

@@ -265,7 +265,13 @@ mod tests {
             },
         }]);
         let stored = encode(ObjectKind::Tree, &one);
-        assert_eq!(hex::encode(&stored), "0301000105612e747874a4030003000368690a");
-        assert_eq!(ObjectId::hash_stored(&stored).to_hex(), "f0064018c89364fc6c27135ce1165d222c29ecab8c0e4eec46dbace98f5cb093");
+        assert_eq!(
+            hex::encode(&stored),
+            "0301000105612e747874a4030003000368690a"
+        );
+        assert_eq!(
+            ObjectId::hash_stored(&stored).to_hex(),
+            "f0064018c89364fc6c27135ce1165d222c29ecab8c0e4eec46dbace98f5cb093"
+        );
     }
 }

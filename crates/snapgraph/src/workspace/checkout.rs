@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, Node, SymlinkNode, Workspace};
 use crate::content::{ContentObjects, Span};
+use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH};
 use crate::object::capability::CapabilityFingerprint;
@@ -95,18 +96,34 @@ impl Workspace {
     /// [`Limits`] before anything is allocated. On any error the workspace is left
     /// exactly as it was. Capabilities, limits and content rules of the workspace are
     /// kept.
+    ///
+    /// Recorded external reads are restored too and checked under
+    /// [`DriftPolicy::Strict`]: the returned [`Restore`] carries the pins and the drift
+    /// check to run before first use (see [`crate::drift`]).
     pub fn checkout<S: ObjectSource + ?Sized>(
         &mut self,
         id: ObjectId,
         source: &S,
         policy: CheckoutPolicy,
-    ) -> Result<(), CheckoutError> {
-        let restored = self.load_commit(id, source, policy)?;
-        self.apply(id, restored);
-        Ok(())
+    ) -> Result<Restore, CheckoutError> {
+        self.checkout_with(id, source, policy, DriftPolicy::Strict)
     }
 
-    pub(crate) fn apply(&mut self, id: ObjectId, r: Restored) {
+    /// [`checkout`](Self::checkout) with a choice of [`DriftPolicy`].
+    pub fn checkout_with<S: ObjectSource + ?Sized>(
+        &mut self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<Restore, CheckoutError> {
+        let restored = self.load_commit(id, source, policy)?;
+        let restore = Restore::new(id, &restored.reads, drift);
+        self.apply(id, restored, &restore);
+        Ok(restore)
+    }
+
+    pub(crate) fn apply(&mut self, id: ObjectId, r: Restored, restore: &Restore) {
         self.root = r.root;
         self.state = r.state;
         self.state_objects = Some(r.state_objects);
@@ -117,7 +134,7 @@ impl Workspace {
             .into_iter()
             .map(|read| (read.source.clone(), read))
             .collect();
-        self.stale.clear();
+        self.stale = restore.stale().iter().cloned().collect();
     }
 
     /// Loads and verifies everything commit `id` needs, without touching `self`.

@@ -317,6 +317,44 @@ impl Workspace {
         });
     }
 
+    // ----- external reads -----
+
+    /// Records a read of an external source (an S3 object, a Drive file, a blob at a
+    /// commit). A later record for the same source replaces the earlier one. The next
+    /// commits store the records; see [`crate::drift`] for what a restore does with
+    /// them. `cached_at`, if set, must be a valid workspace path (it is normalized).
+    pub fn record_read(&mut self, mut read: ExternalRead) -> Result<(), FsError> {
+        if let Some(p) = &read.cached_at {
+            read.cached_at = Some(path::join(&path::parse(p)?));
+        }
+        if let Some(p) = &read.cached_at {
+            self.stale.remove(p);
+        }
+        self.reads.insert(read.source.clone(), read);
+        Ok(())
+    }
+
+    /// Forgets the record of `source`; returns it if there was one.
+    pub fn forget_read(&mut self, source: &str) -> Option<ExternalRead> {
+        self.reads.remove(source)
+    }
+
+    /// The recorded external reads, sorted by source.
+    pub fn external_reads(&self) -> impl ExactSizeIterator<Item = &ExternalRead> {
+        self.reads.values()
+    }
+
+    /// Paths whose cached bytes a restore marked stale: re-read their sources live.
+    /// Writing or removing a path, or recording a new read cached there, clears it.
+    pub fn stale_paths(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.stale.iter().map(String::as_str)
+    }
+
+    /// Whether `path` is marked stale.
+    pub fn is_stale(&self, path: &str) -> bool {
+        path::parse(path).is_ok_and(|c| self.stale.contains(&path::join(&c)))
+    }
+
     // ----- reading -----
 
     fn lookup(&self, comps: &[String]) -> Result<Option<&Node>, FsError> {
