@@ -62,6 +62,7 @@ pub mod graph;
 pub mod id;
 pub mod limits;
 pub mod object;
+pub mod pack;
 pub mod source;
 mod tree;
 pub mod workspace;
@@ -75,6 +76,7 @@ pub use object::capability::CapabilityFingerprint;
 pub use object::commit::CommitObject;
 pub use object::reads::ExternalRead;
 pub use object::{ObjectError, ObjectKind, FORMAT_VERSION};
+pub use pack::{SnapshotError, SnapshotKey, SnapshotOptions};
 pub use source::{BoxError, EmptySource, ObjectSource};
 pub use workspace::{
     CheckoutError, CheckoutPolicy, Commit, CommitError, CommitOptions, DirEntry, EntryKind,
@@ -101,6 +103,9 @@ pub enum Error {
     /// Loading an object failed.
     #[error(transparent)]
     Object(#[from] ObjectError),
+    /// A packed snapshot was refused.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
     /// Recorded external content moved since the snapshot.
     #[error(transparent)]
     Drift(#[from] ContentDriftError),

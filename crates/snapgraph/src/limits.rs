@@ -25,7 +25,8 @@ pub const MAX_DEPTH: usize = 256;
 /// from the totals recorded in the tree (and re-checked against what is loaded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Most files and symlinks one checkout may create (default 10 million).
+    /// Most files and symlinks one checkout may create (default 10 million). Directories
+    /// are counted apart and bounded by the same number.
     pub max_files: u64,
     /// Most file bytes one checkout may hold in memory (default 16 GiB).
     pub max_bytes: u64,

@@ -332,13 +332,13 @@ impl Layout {
 /// Reads the entries of the directory whose root node is `id` (already loaded as
 /// `root`, if given), in order, checking structure: levels descend by one, first keys
 /// and totals match the index entries, names are strictly sorted across nodes, and no
-/// leaf below an index is empty. `on_leaf(n)` is told each leaf's entry count before
-/// the entries are kept, so a caller can stop a directory that is too large.
+/// leaf below an index is empty. `on_leaf(entries)` is shown each leaf's entries before
+/// they are kept, so a caller can stop a directory that is too large.
 pub(crate) fn read_entries<S, E>(
     source: &S,
     id: ObjectId,
     root: Option<TreeNode>,
-    on_leaf: &mut dyn FnMut(usize) -> Result<(), E>,
+    on_leaf: &mut dyn FnMut(&[Entry]) -> Result<(), E>,
 ) -> Result<Vec<Entry>, E>
 where
     S: ObjectSource + ?Sized,
@@ -379,7 +379,7 @@ where
                     if e.is_empty() && claim.is_some() {
                         return Err(bad("empty leaf below an index").into());
                     }
-                    on_leaf(e.len())?;
+                    on_leaf(&e)?;
                     entries.append(&mut e);
                 }
                 TreeNode::Internal { children, .. } => {

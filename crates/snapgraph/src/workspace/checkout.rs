@@ -161,6 +161,7 @@ impl Workspace {
             files: 0,
             bytes: 0,
             entries_seen: 0,
+            dirs_seen: 0,
             rules: &self.content_rules,
             live: self.capabilities.as_deref(),
         };
@@ -223,7 +224,13 @@ struct Loader<'a, S: ?Sized> {
     limits: Limits,
     files: u64,
     bytes: u64,
+    /// File and symlink entries read so far, checked against `max_files` before the
+    /// entries are kept (a hostile tree can claim small totals).
     entries_seen: u64,
+    /// Directory entries read so far. Bounded by `max_files` too, counted apart from
+    /// files so that directories do not use up the file limit, while a tree that
+    /// repeats subtrees cannot make a checkout walk without end.
+    dirs_seen: u64,
     rules: &'a [ContentRule],
     live: Option<&'a CapabilityFingerprint>,
 }
@@ -267,10 +274,15 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             });
         }
         let (source, limits, commit) = (self.source, self.limits, self.commit);
-        let seen = &mut self.entries_seen;
-        let entries = read_entries(source, id, root, &mut |n| {
-            *seen = seen.saturating_add(n as u64);
-            if *seen > limits.max_files {
+        let (seen, dirs_seen) = (&mut self.entries_seen, &mut self.dirs_seen);
+        let entries = read_entries(source, id, root, &mut |leaf| {
+            let dirs = leaf
+                .iter()
+                .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
+                .count() as u64;
+            *dirs_seen = dirs_seen.saturating_add(dirs);
+            *seen = seen.saturating_add(leaf.len() as u64 - dirs);
+            if *seen > limits.max_files || *dirs_seen > limits.max_files {
                 return Err(CheckoutError::LimitExceeded {
                     commit,
                     what: "files",

@@ -10,6 +10,7 @@
 pub mod checkout;
 pub mod commit;
 pub mod path;
+pub mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -1,0 +1,537 @@
+//! Packed snapshots: one self-contained, checksummed (optionally keyed) container of
+//! a commit and every object it needs.
+//!
+//! Layout (all fixed-width integers little-endian; `docs/FORMAT.md` section 11):
+//!
+//! ```text
+//! magic "SNAPGRPH" | framing u8 | meta schema u8 | min_reader u8 | hash alg u8
+//! flags u16 | root commit id [32] | object count u64 | metadata len u32 | metadata
+//! body: object count x (len u32 | stored object bytes)   (zstd-compressed if flagged:
+//!       then body = compressed len u64 | one zstd frame)
+//! trailer: BLAKE3 of everything before it [32] | keyed BLAKE3 MAC of the same [32]
+//!          (the MAC only when the keyed flag is set)
+//! ```
+//!
+//! Object ids are not stored: they are recomputed from the bytes, so every object is
+//! verified by construction. Restoring checks the trailer first (a flipped bit or a
+//! truncation is [`SnapshotError::Corrupt`], a wrong key [`SnapshotError::NotAuthentic`])
+//! and applies nothing unless everything verifies.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use crate::emit::ObjectSet;
+use crate::id::ObjectId;
+use crate::object::{ObjectError, MAX_OBJECT_SIZE};
+use crate::source::{BoxError, ObjectSource};
+use crate::workspace::CheckoutError;
+
+/// The container's magic bytes.
+pub const MAGIC: [u8; 8] = *b"SNAPGRPH";
+/// The framing version this engine writes and the highest it reads.
+pub const FRAMING_VERSION: u8 = 1;
+/// The metadata schema version this engine writes.
+pub const METADATA_SCHEMA: u8 = 1;
+/// Hash algorithm id of BLAKE3-256.
+pub const HASH_BLAKE3: u8 = 1;
+
+/// Flag: the trailer carries a keyed MAC.
+pub const FLAG_KEYED: u16 = 1 << 0;
+/// Flag: the body is one zstd frame.
+pub const FLAG_ZSTD: u16 = 1 << 1;
+/// Flag: the snapshot leaves files out (restoring keeps the workspace's files).
+pub const FLAG_NO_FILES: u16 = 1 << 2;
+/// Flag: the snapshot leaves the state out (restoring keeps the workspace's state).
+pub const FLAG_NO_STATE: u16 = 1 << 3;
+const KNOWN_FLAGS: u16 = FLAG_KEYED | FLAG_ZSTD | FLAG_NO_FILES | FLAG_NO_STATE;
+
+const HEADER_LEN: usize = 8 + 4 + 2 + 32 + 8 + 4;
+const MAX_METADATA: usize = 64 << 10;
+
+/// A 32-byte key for authenticated snapshots (a BLAKE3 keyed-hash key).
+pub type SnapshotKey = [u8; 32];
+
+/// What to leave out of a snapshot, and whether to compress it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    /// Leave the files out: restoring such a snapshot keeps the workspace's files.
+    pub exclude_files: bool,
+    /// Leave the state out: restoring such a snapshot keeps the workspace's state.
+    pub exclude_state: bool,
+    /// Compress the body with zstd (level 3).
+    pub compress: bool,
+}
+
+/// Why a packed snapshot was refused. Nothing is applied when one is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The bytes do not start with the snapshot magic.
+    #[error("not a snapshot (bad magic)")]
+    NotASnapshot,
+    /// The snapshot needs a newer reader.
+    #[error("snapshot needs reader version {required}; this engine reads up to {supported}")]
+    SnapshotTooNew {
+        /// The snapshot's `min_reader`.
+        required: u8,
+        /// The newest framing version this engine reads.
+        supported: u8,
+    },
+    /// The bytes are damaged: a checksum mismatch, truncation, or malformed framing.
+    #[error("snapshot is corrupt: {reason}")]
+    Corrupt {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The keyed MAC does not verify: wrong key, or bytes altered by someone who
+    /// recomputed the checksum.
+    #[error("snapshot is not authentic: its MAC does not verify with this key")]
+    NotAuthentic,
+    /// The snapshot is keyed and was given to an unkeyed restore.
+    #[error("snapshot is keyed: restore it with the key")]
+    KeyRequired,
+    /// The snapshot is not keyed and was given to a keyed restore.
+    #[error("snapshot is not keyed, but a keyed restore was asked for")]
+    NotKeyed,
+    /// An object inside is invalid, or the commit cannot be restored here.
+    #[error(transparent)]
+    Checkout(#[from] CheckoutError),
+    /// Reading or writing the stream failed.
+    #[error("snapshot stream: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl SnapshotError {
+    fn corrupt(reason: impl Into<String>) -> Self {
+        Self::Corrupt {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<ObjectError> for SnapshotError {
+    fn from(e: ObjectError) -> Self {
+        SnapshotError::Checkout(CheckoutError::Object(e))
+    }
+}
+
+/// The parsed, verified contents of a snapshot. Objects borrow from the input when
+/// it was a byte slice and not compressed, so restoring copies no object bytes.
+#[derive(Debug)]
+pub struct Unpacked<'a> {
+    /// The root commit.
+    pub root: ObjectId,
+    /// The container flags.
+    pub flags: u16,
+    /// Metadata fields (unknown ones kept, never interpreted).
+    pub metadata: BTreeMap<String, Vec<u8>>,
+    /// The objects, by id.
+    pub objects: hashbrown::HashMap<ObjectId, Cow<'a, [u8]>>,
+}
+
+impl ObjectSource for Unpacked<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.objects.get(id).map(|b| Cow::Borrowed(&b[..])))
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        Ok(self.objects.contains_key(id))
+    }
+}
+
+/// A writer that hashes what passes through it.
+struct Hashing<W> {
+    inner: W,
+    plain: blake3::Hasher,
+    keyed: Option<blake3::Hasher>,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.plain.update(&buf[..n]);
+        if let Some(k) = &mut self.keyed {
+            k.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `objects` (which must hold everything `root` needs) as a snapshot.
+pub fn write_packed<W: Write>(
+    root: ObjectId,
+    objects: &ObjectSet,
+    flags: u16,
+    key: Option<&SnapshotKey>,
+    out: W,
+) -> std::io::Result<()> {
+    let flags = (flags & !FLAG_KEYED) | if key.is_some() { FLAG_KEYED } else { 0 };
+    let mut w = Hashing {
+        inner: out,
+        plain: blake3::Hasher::new(),
+        keyed: key.map(blake3::Hasher::new_keyed),
+    };
+    let metadata: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let meta = postcard::to_allocvec(&metadata).map_err(std::io::Error::other)?;
+    w.write_all(&MAGIC)?;
+    w.write_all(&[
+        FRAMING_VERSION,
+        METADATA_SCHEMA,
+        FRAMING_VERSION,
+        HASH_BLAKE3,
+    ])?;
+    w.write_all(&flags.to_le_bytes())?;
+    w.write_all(root.as_bytes())?;
+    w.write_all(&(objects.len() as u64).to_le_bytes())?;
+    w.write_all(&(meta.len() as u32).to_le_bytes())?;
+    w.write_all(&meta)?;
+    if flags & FLAG_ZSTD != 0 {
+        let mut enc = zstd::stream::Encoder::new(Vec::new(), 3)?;
+        write_records(objects, &mut enc)?;
+        let compressed = enc.finish()?;
+        w.write_all(&(compressed.len() as u64).to_le_bytes())?;
+        w.write_all(&compressed)?;
+    } else {
+        write_records(objects, &mut w)?;
+    }
+    let checksum = *w.plain.finalize().as_bytes();
+    let mac = w.keyed.as_ref().map(|k| *k.finalize().as_bytes());
+    w.inner.write_all(&checksum)?;
+    if let Some(mac) = mac {
+        w.inner.write_all(&mac)?;
+    }
+    w.inner.flush()
+}
+
+fn write_records(objects: &ObjectSet, w: &mut impl Write) -> std::io::Result<()> {
+    for (_, bytes) in objects.iter() {
+        w.write_all(&(bytes.len() as u32).to_le_bytes())?;
+        w.write_all(bytes)?;
+    }
+    Ok(())
+}
+
+/// A reader that hashes what passes through it and counts bytes.
+struct Verifying<R> {
+    inner: R,
+    plain: blake3::Hasher,
+    keyed: Option<blake3::Hasher>,
+}
+
+impl<R: Read> Verifying<R> {
+    fn exact(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
+        self.inner.read_exact(buf).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                SnapshotError::corrupt("truncated")
+            } else {
+                SnapshotError::Io(e)
+            }
+        })?;
+        self.plain.update(buf);
+        if let Some(k) = &mut self.keyed {
+            k.update(buf);
+        }
+        Ok(())
+    }
+}
+
+impl<R: Read> Read for Verifying<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.plain.update(&buf[..n]);
+        if let Some(k) = &mut self.keyed {
+            k.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+/// The fixed header fields.
+struct Header {
+    flags: u16,
+    root: ObjectId,
+    count: u64,
+    meta_len: usize,
+}
+
+fn parse_header(h: &[u8; HEADER_LEN], key: Option<&SnapshotKey>) -> Result<Header, SnapshotError> {
+    if h[..8] != MAGIC {
+        return Err(SnapshotError::NotASnapshot);
+    }
+    let (min_reader, hash_alg) = (h[10], h[11]);
+    if min_reader > FRAMING_VERSION {
+        return Err(SnapshotError::SnapshotTooNew {
+            required: min_reader,
+            supported: FRAMING_VERSION,
+        });
+    }
+    if hash_alg != HASH_BLAKE3 {
+        return Err(SnapshotError::corrupt(format!(
+            "unknown hash algorithm {hash_alg}"
+        )));
+    }
+    let flags = u16::from_le_bytes([h[12], h[13]]);
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(SnapshotError::corrupt(format!(
+            "unknown flags {flags:#06x}"
+        )));
+    }
+    match (flags & FLAG_KEYED != 0, key.is_some()) {
+        (true, false) => return Err(SnapshotError::KeyRequired),
+        (false, true) => return Err(SnapshotError::NotKeyed),
+        _ => {}
+    }
+    let mut root = [0u8; 32];
+    root.copy_from_slice(&h[14..46]);
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&h[46..54]);
+    let mut meta_len = [0u8; 4];
+    meta_len.copy_from_slice(&h[54..58]);
+    let meta_len = u32::from_le_bytes(meta_len) as usize;
+    if meta_len > MAX_METADATA {
+        return Err(SnapshotError::corrupt(format!(
+            "metadata of {meta_len} bytes"
+        )));
+    }
+    Ok(Header {
+        flags,
+        root: ObjectId::from_bytes(root),
+        count: u64::from_le_bytes(count),
+        meta_len,
+    })
+}
+
+fn parse_metadata(meta: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, SnapshotError> {
+    postcard::from_bytes(meta).map_err(|e| SnapshotError::corrupt(format!("metadata: {e}")))
+}
+
+fn finish<'a>(
+    header: Header,
+    metadata: BTreeMap<String, Vec<u8>>,
+    objects: hashbrown::HashMap<ObjectId, Cow<'a, [u8]>>,
+) -> Result<Unpacked<'a>, SnapshotError> {
+    if !objects.contains_key(&header.root) {
+        return Err(SnapshotError::corrupt(format!(
+            "root commit {} is not inside",
+            header.root
+        )));
+    }
+    Ok(Unpacked {
+        root: header.root,
+        flags: header.flags,
+        metadata,
+        objects,
+    })
+}
+
+/// Parses and verifies a snapshot held in memory. The trailer is checked before
+/// anything else is parsed; uncompressed objects are borrowed, not copied.
+pub fn parse_packed<'a>(
+    bytes: &'a [u8],
+    key: Option<&SnapshotKey>,
+) -> Result<Unpacked<'a>, SnapshotError> {
+    if bytes.len() < 8 || bytes[..8] != MAGIC {
+        return Err(SnapshotError::NotASnapshot);
+    }
+    let mut h = [0u8; HEADER_LEN];
+    if bytes.len() < HEADER_LEN + 32 {
+        return Err(SnapshotError::corrupt("truncated"));
+    }
+    h.copy_from_slice(&bytes[..HEADER_LEN]);
+    let header = parse_header(&h, key)?;
+    let trailer_len = if key.is_some() { 64 } else { 32 };
+    if bytes.len() < HEADER_LEN + header.meta_len + trailer_len {
+        return Err(SnapshotError::corrupt("truncated"));
+    }
+    let content_end = bytes.len() - trailer_len;
+    let content = &bytes[..content_end];
+    let checksum = blake3::hash(content);
+    if blake3::Hash::from_bytes(trailer_at(bytes, content_end)) != checksum {
+        return Err(SnapshotError::corrupt(
+            "checksum mismatch (damaged or truncated)",
+        ));
+    }
+    if let Some(key) = key {
+        let mac = blake3::keyed_hash(key, content);
+        if blake3::Hash::from_bytes(trailer_at(bytes, content_end + 32)) != mac {
+            return Err(SnapshotError::NotAuthentic);
+        }
+    }
+    let meta_end = HEADER_LEN + header.meta_len;
+    let metadata = parse_metadata(&bytes[HEADER_LEN..meta_end])?;
+    let body = &bytes[meta_end..content_end];
+    let mut objects = hashbrown::HashMap::new();
+    if header.flags & FLAG_ZSTD != 0 {
+        if body.len() < 8 {
+            return Err(SnapshotError::corrupt("truncated body"));
+        }
+        let mut len = [0u8; 8];
+        len.copy_from_slice(&body[..8]);
+        if u64::from_le_bytes(len) != (body.len() - 8) as u64 {
+            return Err(SnapshotError::corrupt("compressed body length mismatch"));
+        }
+        let mut dec = decoder(&body[8..])?;
+        let mut owned = hashbrown::HashMap::new();
+        read_records(&mut dec, header.count, &mut owned)?;
+        end_of_frame(&mut dec)?;
+        objects.extend(owned.into_iter().map(|(k, v)| (k, Cow::Owned(v))));
+    } else {
+        let mut rest = body;
+        for i in 0..header.count {
+            if rest.len() < 4 {
+                return Err(SnapshotError::corrupt("truncated body"));
+            }
+            let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            if len > MAX_OBJECT_SIZE || len > rest.len() - 4 {
+                return Err(SnapshotError::corrupt(format!(
+                    "object {i} declares {len} bytes, more than the body holds or the limit"
+                )));
+            }
+            let stored = &rest[4..4 + len];
+            rest = &rest[4 + len..];
+            let id = ObjectId::hash_stored(stored);
+            if objects.insert(id, Cow::Borrowed(stored)).is_some() {
+                return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+            }
+        }
+        if !rest.is_empty() {
+            return Err(SnapshotError::corrupt("bytes after the last object"));
+        }
+    }
+    finish(header, metadata, objects)
+}
+
+fn trailer_at(bytes: &[u8], at: usize) -> [u8; 32] {
+    let mut t = [0u8; 32];
+    t.copy_from_slice(&bytes[at..at + 32]);
+    t
+}
+
+/// Reads and verifies a snapshot from a stream. With `key`, the snapshot must be keyed
+/// and its MAC must verify; without, it must not be keyed. Every object is kept once,
+/// in memory, by id; nothing else is buffered.
+pub fn read_packed<R: Read>(
+    input: R,
+    key: Option<&SnapshotKey>,
+) -> Result<Unpacked<'static>, SnapshotError> {
+    let mut r = Verifying {
+        inner: input,
+        plain: blake3::Hasher::new(),
+        keyed: key.map(blake3::Hasher::new_keyed),
+    };
+    let mut h = [0u8; HEADER_LEN];
+    // Read the magic alone first so that non-snapshots get the right error.
+    r.exact(&mut h[..8]).map_err(|e| match e {
+        SnapshotError::Corrupt { .. } => SnapshotError::NotASnapshot,
+        other => other,
+    })?;
+    if h[..8] != MAGIC {
+        return Err(SnapshotError::NotASnapshot);
+    }
+    r.exact(&mut h[8..])?;
+    let header = parse_header(&h, key)?;
+    let mut meta = vec![0u8; header.meta_len];
+    r.exact(&mut meta)?;
+    let metadata = parse_metadata(&meta)?;
+    let (flags, count) = (header.flags, header.count);
+    let mut objects = hashbrown::HashMap::new();
+    if flags & FLAG_ZSTD != 0 {
+        let mut len = [0u8; 8];
+        r.exact(&mut len)?;
+        let len = u64::from_le_bytes(len);
+        let mut dec = decoder((&mut r).take(len))?;
+        read_records(&mut dec, count, &mut objects)?;
+        end_of_frame(&mut dec)?;
+    } else {
+        read_records(&mut r, count, &mut objects)?;
+    }
+    let checksum = *r.plain.finalize().as_bytes();
+    let mac = r.keyed.as_ref().map(|k| *k.finalize().as_bytes());
+    let mut trailer = [0u8; 32];
+    read_trailer(&mut r.inner, &mut trailer)?;
+    if blake3::Hash::from_bytes(trailer) != blake3::Hash::from_bytes(checksum) {
+        return Err(SnapshotError::corrupt("checksum mismatch"));
+    }
+    if let Some(mac) = mac {
+        read_trailer(&mut r.inner, &mut trailer)?;
+        if blake3::Hash::from_bytes(trailer) != blake3::Hash::from_bytes(mac) {
+            return Err(SnapshotError::NotAuthentic);
+        }
+    }
+    let mut extra = [0u8; 1];
+    if r.inner.read(&mut extra)? != 0 {
+        return Err(SnapshotError::corrupt("bytes after the trailer"));
+    }
+    let objects = objects
+        .into_iter()
+        .map(|(k, v)| (k, Cow::Owned(v)))
+        .collect();
+    finish(header, metadata, objects)
+}
+
+fn read_trailer(r: &mut impl Read, buf: &mut [u8; 32]) -> Result<(), SnapshotError> {
+    r.read_exact(buf).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            SnapshotError::corrupt("truncated trailer")
+        } else {
+            SnapshotError::Io(e)
+        }
+    })
+}
+
+fn decoder<R: Read>(input: R) -> Result<impl Read, SnapshotError> {
+    zstd::stream::Decoder::new(input)
+        .map(|d| d.single_frame())
+        .map_err(|e| SnapshotError::corrupt(format!("zstd: {e}")))
+}
+
+/// The decompressed stream must end right after the last record.
+fn end_of_frame(dec: &mut impl Read) -> Result<(), SnapshotError> {
+    let mut extra = [0u8; 1];
+    match dec.read(&mut extra) {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(SnapshotError::corrupt("bytes after the last object")),
+        Err(e) => Err(SnapshotError::corrupt(format!("zstd: {e}"))),
+    }
+}
+
+fn read_records(
+    r: &mut impl Read,
+    count: u64,
+    objects: &mut hashbrown::HashMap<ObjectId, Vec<u8>>,
+) -> Result<(), SnapshotError> {
+    let eof = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            SnapshotError::corrupt("truncated body")
+        } else {
+            SnapshotError::corrupt(format!("body: {e}"))
+        }
+    };
+    for i in 0..count {
+        let mut len = [0u8; 4];
+        r.read_exact(&mut len).map_err(eof)?;
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_OBJECT_SIZE {
+            return Err(SnapshotError::corrupt(format!(
+                "object {i} declares {len} bytes, over the {MAX_OBJECT_SIZE}-byte limit"
+            )));
+        }
+        // Read through `take` so a lying length cannot allocate before bytes arrive.
+        let mut bytes = Vec::new();
+        r.by_ref()
+            .take(len as u64)
+            .read_to_end(&mut bytes)
+            .map_err(eof)?;
+        if bytes.len() != len {
+            return Err(SnapshotError::corrupt("truncated body"));
+        }
+        let id = ObjectId::hash_stored(&bytes);
+        if objects.insert(id, bytes).is_some() {
+            return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,198 @@
+//! Packed snapshots of a workspace: `snapshot`, `from_snapshot`, `restore_snapshot`.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use super::{CheckoutPolicy, Commit, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE};
+use crate::drift::{DriftPolicy, Restore};
+use crate::graph::SnapshotGraph;
+use crate::pack::{
+    parse_packed, read_packed, write_packed, SnapshotError, SnapshotKey, SnapshotOptions, Unpacked,
+    FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
+};
+use crate::workspace::CheckoutError;
+
+impl Workspace {
+    /// The workspace as one self-contained snapshot: the bytes of a parentless commit
+    /// of it (no metadata) and every object that commit needs. The same workspace
+    /// always packs to the same bytes.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.snapshot_bytes(SnapshotOptions::default(), None)
+    }
+
+    /// [`snapshot`](Self::snapshot) leaving out files or state, or compressed.
+    pub fn snapshot_with_options(&self, options: SnapshotOptions) -> Vec<u8> {
+        self.snapshot_bytes(options, None)
+    }
+
+    /// A snapshot authenticated with a BLAKE3 keyed MAC, for bytes that cross a trust
+    /// boundary. Restore it with [`restore_snapshot_keyed`](Self::restore_snapshot_keyed).
+    pub fn snapshot_keyed(&self, key: &SnapshotKey) -> Vec<u8> {
+        self.snapshot_bytes(SnapshotOptions::default(), Some(key))
+    }
+
+    /// Writes a snapshot to `out` as it is produced (no second copy of the bytes).
+    pub fn write_snapshot<W: Write>(
+        &self,
+        options: SnapshotOptions,
+        key: Option<&SnapshotKey>,
+        out: W,
+    ) -> std::io::Result<()> {
+        let (commit, flags) = self.snapshot_commit(options);
+        write_packed(commit.id(), commit.objects(), flags, key, out)
+    }
+
+    fn snapshot_bytes(&self, options: SnapshotOptions, key: Option<&SnapshotKey>) -> Vec<u8> {
+        let (commit, flags) = self.snapshot_commit(options);
+        pack_to_vec(&commit, flags, key)
+    }
+
+    fn snapshot_commit(&self, options: SnapshotOptions) -> (Commit, u16) {
+        let mut ws = self.clone();
+        let mut flags = 0;
+        if options.exclude_files {
+            ws.root = Arc::new(DirNode::new(DEFAULT_DIR_MODE));
+            flags |= FLAG_NO_FILES;
+        }
+        if options.exclude_state {
+            ws.set_state(Vec::new());
+            flags |= FLAG_NO_STATE;
+        }
+        if options.compress {
+            flags |= FLAG_ZSTD;
+        }
+        // A parentless commit with no metadata cannot fail: no parents to look up,
+        // and the commit object is a few hundred bytes.
+        match ws.commit(CommitOptions::new()) {
+            Ok(c) => (c, flags),
+            Err(e) => unreachable!("parentless commit failed: {e}"),
+        }
+    }
+
+    /// A fresh workspace restored from a snapshot. It adopts the snapshot's capability
+    /// fingerprint, so no capability check applies; content rules and limits are the
+    /// defaults.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<Workspace, SnapshotError> {
+        Self::fresh_from(parse_packed(bytes, None)?)
+    }
+
+    /// [`from_snapshot`](Self::from_snapshot) for a keyed snapshot.
+    pub fn from_snapshot_keyed(
+        bytes: &[u8],
+        key: &SnapshotKey,
+    ) -> Result<Workspace, SnapshotError> {
+        Self::fresh_from(parse_packed(bytes, Some(key))?)
+    }
+
+    fn fresh_from(unpacked: Unpacked<'_>) -> Result<Workspace, SnapshotError> {
+        let mut ws = Workspace::new();
+        if let Some(caps) =
+            SnapshotGraph::capabilities(unpacked.root, &unpacked).map_err(graph_to_snapshot)?
+        {
+            ws.set_capabilities(caps);
+        }
+        ws.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)?;
+        Ok(ws)
+    }
+
+    /// Replaces files and state with a snapshot's, keeping this workspace's
+    /// configuration (capabilities, limits, content rules). A snapshot without files
+    /// leaves the files alone; one without state leaves the state alone. Checked under
+    /// [`CheckoutPolicy::Superset`] and [`DriftPolicy::Strict`]; on error nothing
+    /// changes.
+    pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<Restore, SnapshotError> {
+        let unpacked = parse_packed(bytes, None)?;
+        self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
+    }
+
+    /// [`restore_snapshot`](Self::restore_snapshot) for a keyed snapshot: a wrong key,
+    /// a flipped bit or a truncation fails before anything is applied.
+    pub fn restore_snapshot_keyed(
+        &mut self,
+        bytes: &[u8],
+        key: &SnapshotKey,
+    ) -> Result<Restore, SnapshotError> {
+        let unpacked = parse_packed(bytes, Some(key))?;
+        self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
+    }
+
+    /// Restores from a stream, with every choice explicit. Objects are read once into
+    /// memory and verified; nothing is applied until the trailer verifies.
+    pub fn restore_snapshot_from<R: Read>(
+        &mut self,
+        input: R,
+        key: Option<&SnapshotKey>,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<Restore, SnapshotError> {
+        let unpacked = read_packed(input, key)?;
+        self.restore_unpacked(unpacked, policy, drift)
+    }
+
+    fn restore_unpacked(
+        &mut self,
+        unpacked: Unpacked<'_>,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<Restore, SnapshotError> {
+        let root = unpacked.root;
+        let restored = self.load_commit(root, &unpacked, policy)?;
+        let restore = Restore::new(root, &restored.reads, drift);
+        let keep_files = unpacked.flags & FLAG_NO_FILES != 0;
+        let keep_state = unpacked.flags & FLAG_NO_STATE != 0;
+        let (files, state, state_objects) = (
+            self.root.clone(),
+            self.state.clone(),
+            self.state_objects.clone(),
+        );
+        let head = self.head;
+        self.apply(root, restored, &restore);
+        if keep_files {
+            self.root = files;
+        }
+        if keep_state {
+            self.state = state;
+            self.state_objects = state_objects;
+        }
+        if keep_files || keep_state {
+            // The workspace is not that commit's snapshot.
+            self.head = head;
+        }
+        Ok(restore)
+    }
+}
+
+fn graph_to_snapshot(e: crate::graph::GraphError) -> SnapshotError {
+    match e {
+        crate::graph::GraphError::Object(o) => SnapshotError::Checkout(CheckoutError::Object(o)),
+        other => SnapshotError::Corrupt {
+            reason: other.to_string(),
+        },
+    }
+}
+
+pub(crate) fn pack_to_vec(commit: &Commit, flags: u16, key: Option<&SnapshotKey>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(commit.stored_bytes() as usize + 256);
+    if write_packed(commit.id(), commit.objects(), flags, key, &mut out).is_err() {
+        // Only the compressor can fail writing into memory (allocation); fall back to
+        // the uncompressed form, which is valid and restores the same.
+        out.clear();
+        let plain = flags & !FLAG_ZSTD;
+        let _ = write_packed(commit.id(), commit.objects(), plain, key, &mut out);
+    }
+    out
+}
+
+impl Commit {
+    /// The commit as a self-contained snapshot, or `None` when `have` made it
+    /// incremental (such bytes could not be restored alone). For a parentless commit
+    /// without metadata this equals [`Workspace::snapshot`] of the same workspace.
+    pub fn packed(&self) -> Option<Vec<u8>> {
+        self.is_complete().then(|| pack_to_vec(self, 0, None))
+    }
+
+    /// [`packed`](Self::packed), authenticated with a keyed MAC.
+    pub fn packed_keyed(&self, key: &SnapshotKey) -> Option<Vec<u8>> {
+        self.is_complete().then(|| pack_to_vec(self, 0, Some(key)))
+    }
+}
