@@ -1,0 +1,167 @@
+//! The format corpus: every released version's artifacts keep restoring, and the
+//! current version's committed artifacts are not stale.
+//!
+//! Regenerate the current version with
+//! `cargo run -p snapgraph --example gen_corpus` (files are only ever added: a
+//! released version's directory is never rewritten).
+
+mod corpus_gen;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use snapgraph::{ObjectId, SnapshotGraph, Workspace, FORMAT_VERSION};
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus")
+}
+
+fn version_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("corpus/ exists")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('v'))
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn current_version_artifacts_are_not_stale() {
+    let dir = corpus_dir().join(format!("v{FORMAT_VERSION}"));
+    let artifacts = corpus_gen::build();
+    for (name, bytes) in &artifacts.files {
+        let committed = std::fs::read(dir.join(name)).unwrap_or_else(|_| {
+            panic!(
+                "corpus/v{FORMAT_VERSION}/{name} is missing: run `cargo run -p snapgraph --example gen_corpus`"
+            )
+        });
+        assert!(
+            committed == *bytes,
+            "corpus/v{FORMAT_VERSION}/{name} differs from what this version writes. If the format \
+             changed, bump FORMAT_VERSION and generate a new directory; never rewrite a released one."
+        );
+    }
+}
+
+#[test]
+fn every_version_restores_to_its_expected_state() {
+    let dirs = version_dirs();
+    assert!(!dirs.is_empty(), "no corpus versions found");
+    for dir in dirs {
+        let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+        let expected = String::from_utf8(read("expected.txt")).unwrap();
+        let sections = sections(&expected);
+
+        // Packed snapshots: plain, keyed, compressed.
+        let plain = Workspace::from_snapshot(&read("snapshot.snap")).unwrap();
+        assert_eq!(
+            corpus_gen::render(&plain),
+            sections["snapshot"],
+            "{dir:?} snapshot"
+        );
+        let keyed =
+            Workspace::from_snapshot_keyed(&read("snapshot-keyed.snap"), &corpus_gen::CORPUS_KEY)
+                .unwrap();
+        assert_eq!(
+            corpus_gen::render(&keyed),
+            sections["snapshot"],
+            "{dir:?} keyed"
+        );
+        let zstd = Workspace::from_snapshot(&read("snapshot-zstd.snap")).unwrap();
+        assert_eq!(
+            corpus_gen::render(&zstd),
+            sections["snapshot"],
+            "{dir:?} zstd"
+        );
+
+        // The object store dump: every named commit, with its history.
+        let store: HashMap<ObjectId, Vec<u8>> = corpus_gen::read_dump(&read("store.pack"));
+        let refs = String::from_utf8(read("refs.txt")).unwrap();
+        for line in refs.lines() {
+            let (name, id) = line.split_once(' ').unwrap();
+            let id: ObjectId = id.parse().unwrap();
+            let rendered = corpus_gen::render_ref(name, id, &store);
+            let key = format!("ref {name} {id}");
+            assert_eq!(
+                rendered,
+                format!("## {key}\n{}", sections[key.as_str()]),
+                "{dir:?} {name}"
+            );
+            // Everything each commit needs is in the dump, and verifies.
+            SnapshotGraph::reachable_history(id, &store).unwrap();
+        }
+    }
+}
+
+#[test]
+fn corpus_covers_split_directories_and_multi_chunk_files() {
+    use snapgraph::object::tree::{Content, EntryNode, TreeNode};
+    let dir = corpus_dir().join(format!("v{FORMAT_VERSION}"));
+    let store = corpus_gen::read_dump(&std::fs::read(dir.join("store.pack")).unwrap());
+    let refs = std::fs::read_to_string(dir.join("refs.txt")).unwrap();
+    let base: ObjectId = refs
+        .lines()
+        .next()
+        .unwrap()
+        .split_once(' ')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap();
+    let root = SnapshotGraph::commit(base, &store).unwrap().tree;
+    let node = |id: &ObjectId| TreeNode::decode(id, &store[id][2..]).unwrap();
+    let TreeNode::Leaf(entries) = node(&root) else {
+        panic!("small root expected")
+    };
+    let large = entries.iter().find(|e| e.name == "large-dir").unwrap();
+    let EntryNode::Dir { tree, files, .. } = &large.node else {
+        panic!()
+    };
+    assert_eq!(*files, 400);
+    assert!(
+        node(tree).level() >= 1,
+        "large-dir must span several tree nodes"
+    );
+    let data = entries.iter().find(|e| e.name == "data").unwrap();
+    let EntryNode::Dir { tree, .. } = &data.node else {
+        panic!()
+    };
+    let TreeNode::Leaf(data_entries) = node(tree) else {
+        panic!()
+    };
+    let multi = data_entries
+        .iter()
+        .find(|e| e.name == "multi-chunk.bin")
+        .unwrap();
+    assert!(matches!(
+        multi.node,
+        EntryNode::File {
+            content: Content::Manifest(_),
+            ..
+        }
+    ));
+}
+
+/// Splits expected.txt into `## name` sections.
+fn sections(text: &str) -> HashMap<&str, String> {
+    let mut out: HashMap<&str, String> = HashMap::new();
+    let mut current = "";
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("## ") {
+            current = name;
+            out.entry(current).or_default();
+        } else {
+            let s = out.entry(current).or_default();
+            s.push_str(line);
+            s.push('\n');
+        }
+    }
+    out
+}
