@@ -10,7 +10,7 @@ use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use crate::object::tree::Content;
-use crate::object::{encode, encode_chunk, ObjectKind};
+use crate::object::{chunk_id, encode, encode_chunk, ObjectKind};
 
 /// One chunk of some content: where it is in the bytes, and its id.
 #[derive(Debug, Clone, Copy)]
@@ -51,9 +51,8 @@ impl ContentObjects {
         let mut spans = Vec::new();
         let mut start = 0;
         for end in cut_points(data) {
-            let stored = encode_chunk(&data[start..end]);
             spans.push(Span {
-                id: ObjectId::hash_stored(&stored),
+                id: chunk_id(&data[start..end]),
                 start,
                 len: (end - start) as u32,
             });

@@ -11,7 +11,7 @@ use core::str::FromStr;
 ///
 /// Displayed and parsed as 64 lowercase hex characters; parsing accepts either case.
 /// Equality is constant-time, as for [`blake3::Hash`].
-#[derive(Clone, Copy, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialOrd, Ord)]
 pub struct ObjectId([u8; 32]);
 
 impl ObjectId {
@@ -64,6 +64,12 @@ impl PartialEq for ObjectId {
 }
 
 impl Eq for ObjectId {}
+
+impl core::hash::Hash for ObjectId {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

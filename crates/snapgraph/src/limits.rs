@@ -28,7 +28,8 @@ pub struct Limits {
     /// Most files and symlinks one checkout may create (default 10 million). Directories
     /// are counted apart and bounded by the same number.
     pub max_files: u64,
-    /// Most file bytes one checkout may hold in memory (default 16 GiB).
+    /// Most file bytes one checkout may hold in memory, the state's bytes included
+    /// (default 16 GiB).
     pub max_bytes: u64,
 }
 

@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 
 use crate::emit::ObjectSet;
 use crate::id::ObjectId;
-use crate::object::{ObjectError, MAX_OBJECT_SIZE};
+use crate::object::{ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
 
@@ -250,9 +250,9 @@ impl<R: Read> Read for Verifying<R> {
 }
 
 /// The fixed header fields.
-struct Header {
-    flags: u16,
-    root: ObjectId,
+pub(crate) struct Header {
+    pub flags: u16,
+    pub root: ObjectId,
     count: u64,
     meta_len: usize,
 }
@@ -374,10 +374,15 @@ pub fn parse_packed<'a>(
             return Err(SnapshotError::corrupt("compressed body length mismatch"));
         }
         let mut dec = decoder(&body[8..])?;
-        let mut owned = hashbrown::HashMap::new();
-        read_records(&mut dec, header.count, &mut owned)?;
+        let mut records = Records::default();
+        records.read(&mut dec, header.count)?;
         end_of_frame(&mut dec)?;
-        objects.extend(owned.into_iter().map(|(k, v)| (k, Cow::Owned(v))));
+        objects.extend(
+            records
+                .into_map()
+                .into_iter()
+                .map(|(k, v)| (k, Cow::Owned(v))),
+        );
     } else {
         let mut rest = body;
         for i in 0..header.count {
@@ -417,6 +422,23 @@ pub fn read_packed<R: Read>(
     input: R,
     key: Option<&SnapshotKey>,
 ) -> Result<Unpacked<'static>, SnapshotError> {
+    let (header, metadata, records) = read_packed_records(input, key)?;
+    let objects = records
+        .into_map()
+        .into_iter()
+        .map(|(k, v)| (k, Cow::Owned(v)))
+        .collect();
+    finish(header, metadata, objects)
+}
+
+/// What [`read_packed_records`] returns: header, metadata, objects.
+pub(crate) type StreamParts = (Header, BTreeMap<String, Vec<u8>>, Records);
+
+/// [`read_packed`], keeping chunks in arenas for a draining restore.
+pub(crate) fn read_packed_records<R: Read>(
+    input: R,
+    key: Option<&SnapshotKey>,
+) -> Result<StreamParts, SnapshotError> {
     let mut r = Verifying {
         inner: input,
         plain: blake3::Hasher::new(),
@@ -437,16 +459,16 @@ pub fn read_packed<R: Read>(
     r.exact(&mut meta)?;
     let metadata = parse_metadata(&meta)?;
     let (flags, count) = (header.flags, header.count);
-    let mut objects = hashbrown::HashMap::new();
+    let mut records = Records::default();
     if flags & FLAG_ZSTD != 0 {
         let mut len = [0u8; 8];
         r.exact(&mut len)?;
         let len = u64::from_le_bytes(len);
         let mut dec = decoder((&mut r).take(len))?;
-        read_records(&mut dec, count, &mut objects)?;
+        records.read(&mut dec, count)?;
         end_of_frame(&mut dec)?;
     } else {
-        read_records(&mut r, count, &mut objects)?;
+        records.read(&mut r, count)?;
     }
     let checksum = *r.plain.finalize().as_bytes();
     let mac = r.keyed.as_ref().map(|k| *k.finalize().as_bytes());
@@ -465,11 +487,13 @@ pub fn read_packed<R: Read>(
     if r.inner.read(&mut extra)? != 0 {
         return Err(SnapshotError::corrupt("bytes after the trailer"));
     }
-    let objects = objects
-        .into_iter()
-        .map(|(k, v)| (k, Cow::Owned(v)))
-        .collect();
-    finish(header, metadata, objects)
+    if !records.contains(&header.root) {
+        return Err(SnapshotError::corrupt(format!(
+            "root commit {} is not inside",
+            header.root
+        )));
+    }
+    Ok((header, metadata, records))
 }
 
 fn read_trailer(r: &mut impl Read, buf: &mut [u8; 32]) -> Result<(), SnapshotError> {
@@ -498,40 +522,118 @@ fn end_of_frame(dec: &mut impl Read) -> Result<(), SnapshotError> {
     }
 }
 
-fn read_records(
-    r: &mut impl Read,
-    count: u64,
-    objects: &mut hashbrown::HashMap<ObjectId, Vec<u8>>,
-) -> Result<(), SnapshotError> {
-    let eof = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            SnapshotError::corrupt("truncated body")
-        } else {
-            SnapshotError::corrupt(format!("body: {e}"))
+/// Chunks go into arenas of this size; an arena is freed whole once all its chunks
+/// are used, and being far above the allocator's mmap threshold, its memory goes back
+/// to the system at once.
+const ARENA: usize = 64 << 20;
+
+/// Objects read from a stream. Chunks are packed into large arenas in stream order
+/// (which is the order a checkout uses them); other objects are kept apart.
+#[derive(Default)]
+pub(crate) struct Records {
+    pub arenas: Vec<Option<Vec<u8>>>,
+    /// Chunks not yet released, per arena.
+    pub live: Vec<u32>,
+    /// Chunk id -> (arena, start, stored length).
+    pub chunks: hashbrown::HashMap<ObjectId, (usize, usize, usize)>,
+    pub others: hashbrown::HashMap<ObjectId, Vec<u8>>,
+}
+
+impl Records {
+    fn read(&mut self, r: &mut impl Read, count: u64) -> Result<(), SnapshotError> {
+        let eof = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                SnapshotError::corrupt("truncated body")
+            } else {
+                SnapshotError::corrupt(format!("body: {e}"))
+            }
+        };
+        for i in 0..count {
+            let mut len = [0u8; 4];
+            r.read_exact(&mut len).map_err(eof)?;
+            let len = u32::from_le_bytes(len) as usize;
+            if len > MAX_OBJECT_SIZE {
+                return Err(SnapshotError::corrupt(format!(
+                    "object {i} declares {len} bytes, over the {MAX_OBJECT_SIZE}-byte limit"
+                )));
+            }
+            if len == 0 {
+                return Err(SnapshotError::corrupt(format!("object {i} is empty")));
+            }
+            let mut kind = [0u8; 1];
+            r.read_exact(&mut kind).map_err(eof)?;
+            // `len` is bounded by MAX_OBJECT_SIZE, so a lying length reserves at most
+            // 4 MiB before its bytes are found missing.
+            let id = if kind[0] == ObjectKind::Chunk.byte() {
+                let fits = self
+                    .arenas
+                    .last()
+                    .and_then(|a| a.as_ref())
+                    .is_some_and(|a| a.capacity() - a.len() >= len);
+                if !fits {
+                    self.arenas.push(Some(Vec::with_capacity(ARENA.max(len))));
+                    self.live.push(0);
+                }
+                let index = self.arenas.len() - 1;
+                let Some(Some(arena)) = self.arenas.last_mut() else {
+                    unreachable!("an arena was just pushed")
+                };
+                let start = arena.len();
+                arena.resize(start + len, 0);
+                arena[start] = kind[0];
+                r.read_exact(&mut arena[start + 1..]).map_err(eof)?;
+                let id = ObjectId::hash_stored(&arena[start..]);
+                if self.chunks.insert(id, (index, start, len)).is_some() {
+                    return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+                }
+                self.live[index] += 1;
+                id
+            } else {
+                let mut bytes = vec![0u8; len];
+                bytes[0] = kind[0];
+                r.read_exact(&mut bytes[1..]).map_err(eof)?;
+                let id = ObjectId::hash_stored(&bytes);
+                if self.others.insert(id, bytes).is_some() {
+                    return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+                }
+                id
+            };
+            if self.chunks.contains_key(&id) && self.others.contains_key(&id) {
+                return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+            }
         }
-    };
-    for i in 0..count {
-        let mut len = [0u8; 4];
-        r.read_exact(&mut len).map_err(eof)?;
-        let len = u32::from_le_bytes(len) as usize;
-        if len > MAX_OBJECT_SIZE {
-            return Err(SnapshotError::corrupt(format!(
-                "object {i} declares {len} bytes, over the {MAX_OBJECT_SIZE}-byte limit"
-            )));
+        Ok(())
+    }
+
+    pub fn contains(&self, id: &ObjectId) -> bool {
+        self.chunks.contains_key(id) || self.others.contains_key(id)
+    }
+
+    /// The stored bytes of `id`, if still held.
+    pub fn bytes(&self, id: &ObjectId) -> Option<&[u8]> {
+        if let Some(&(a, start, len)) = self.chunks.get(id) {
+            return self.arenas.get(a)?.as_ref().map(|v| &v[start..start + len]);
         }
-        // Read through `take` so a lying length cannot allocate before bytes arrive.
-        let mut bytes = Vec::new();
-        r.by_ref()
-            .take(len as u64)
-            .read_to_end(&mut bytes)
-            .map_err(eof)?;
-        if bytes.len() != len {
-            return Err(SnapshotError::corrupt("truncated body"));
-        }
-        let id = ObjectId::hash_stored(&bytes);
-        if objects.insert(id, bytes).is_some() {
-            return Err(SnapshotError::corrupt(format!("object {id} appears twice")));
+        self.others.get(id).map(Vec::as_slice)
+    }
+
+    /// Marks one chunk as used for good; frees its arena when it was the last.
+    pub fn release(&mut self, id: &ObjectId) {
+        if let Some((a, _, _)) = self.chunks.remove(id) {
+            self.live[a] = self.live[a].saturating_sub(1);
+            if self.live[a] == 0 {
+                self.arenas[a] = None;
+            }
         }
     }
-    Ok(())
+
+    fn into_map(self) -> hashbrown::HashMap<ObjectId, Vec<u8>> {
+        let mut out = self.others;
+        for (id, (a, start, len)) in self.chunks {
+            if let Some(Some(arena)) = self.arenas.get(a) {
+                out.insert(id, arena[start..start + len].to_vec());
+            }
+        }
+        out
+    }
 }

@@ -15,7 +15,7 @@ use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{encode, load, ObjectError, ObjectKind};
+use crate::object::{encode, load_with, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.
@@ -338,6 +338,7 @@ pub(crate) fn read_entries<S, E>(
     source: &S,
     id: ObjectId,
     root: Option<TreeNode>,
+    hash: bool,
     on_leaf: &mut dyn FnMut(&[Entry]) -> Result<(), E>,
 ) -> Result<Vec<Entry>, E>
 where
@@ -345,7 +346,7 @@ where
     E: From<ObjectError>,
 {
     let node = |nid: &ObjectId| -> Result<TreeNode, ObjectError> {
-        let loaded = load(source, nid, ObjectKind::Tree)?;
+        let loaded = load_with(source, nid, ObjectKind::Tree, hash)?;
         TreeNode::decode(nid, loaded.body())
     };
     let root = match root {
@@ -384,6 +385,16 @@ where
                 }
                 TreeNode::Internal { children, .. } => {
                     for c in children {
+                        // First keys rise across the whole level, so no node is listed
+                        // twice: shared children would multiply the work per level.
+                        if next
+                            .last()
+                            .is_some_and(|(_, _, p): &(_, _, Option<TreeChild>)| {
+                                p.as_ref().is_some_and(|p| p.first >= c.first)
+                            })
+                        {
+                            return Err(bad("index entries out of order across nodes").into());
+                        }
                         let child = node(&c.tree)?;
                         if child.level() + 1 != level {
                             return Err(ObjectError::malformed(

@@ -295,3 +295,40 @@ fn unknown_metadata_fields_are_ignored() {
     let back = Workspace::from_snapshot(&out).unwrap();
     assert_eq!(back.read("/text.txt").unwrap(), b"hello\nworld\n");
 }
+
+#[test]
+fn stream_restore_handles_shared_and_repeated_chunks() {
+    let mut ws = Workspace::new();
+    let big = bytes(400_000, 5);
+    // Identical files (one content), files sharing leading chunks (two contents, shared
+    // chunks), a file of repeated identical chunks, and a directory copied twice (one
+    // shared subtree).
+    ws.write("/a/same1", &big).unwrap();
+    ws.write("/a/same2", &big).unwrap();
+    let mut longer = big.clone();
+    longer.extend_from_slice(&bytes(100_000, 6));
+    ws.write("/a/prefix-shared", &longer).unwrap();
+    ws.write("/zeros", vec![0u8; 500_000]).unwrap();
+    for d in ["/copy1", "/copy2"] {
+        ws.write(&format!("{d}/x"), &big[..70_000]).unwrap();
+        ws.write(&format!("{d}/y"), b"small").unwrap();
+    }
+    ws.set_state(big[..100_000].to_vec());
+    for compress in [false, true] {
+        let packed = ws.snapshot_with_options(SnapshotOptions {
+            compress,
+            ..Default::default()
+        });
+        let mut target = Workspace::new();
+        target
+            .restore_snapshot_from(
+                &packed[..],
+                None,
+                CheckoutPolicy::Superset,
+                snapgraph::DriftPolicy::Strict,
+            )
+            .unwrap();
+        assert_eq!(view(&target), view(&ws));
+        assert_eq!(target.snapshot(), ws.snapshot());
+    }
+}

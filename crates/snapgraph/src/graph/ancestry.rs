@@ -25,8 +25,10 @@ impl SnapshotGraph {
             return Ok(out);
         }
         let first = load_commit(source, &id)?;
-        let mut seen = hashbrown::HashSet::new();
-        seen.insert(id);
+        // The generation of every commit met so far (`None` if the source lacks it),
+        // so that each parent edge is checked, not only the first one to reach it.
+        let mut seen = hashbrown::HashMap::new();
+        seen.insert(id, Some(first.generation));
         let mut heap = BinaryHeap::new();
         heap.push((first.generation, id, first.parents));
         while let Some((generation, cid, parents)) = heap.pop() {
@@ -35,23 +37,30 @@ impl SnapshotGraph {
                 break;
             }
             for p in parents {
-                if !seen.insert(p) {
-                    continue;
-                }
-                let parent = match load_commit(source, &p) {
-                    Ok(c) => c,
-                    Err(ObjectError::NotFound { .. }) => continue,
-                    Err(e) => return Err(e.into()),
+                let parent_generation = match seen.get(&p) {
+                    Some(Some(g)) => *g,
+                    Some(None) => continue,
+                    None => match load_commit(source, &p) {
+                        Ok(parent) => {
+                            seen.insert(p, Some(parent.generation));
+                            heap.push((parent.generation, p, parent.parents));
+                            parent.generation
+                        }
+                        Err(ObjectError::NotFound { .. }) => {
+                            seen.insert(p, None);
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    },
                 };
-                if parent.generation >= generation {
+                if parent_generation >= generation {
                     return Err(GraphError::Generation {
                         id: cid,
                         generation,
                         parent: p,
-                        parent_generation: parent.generation,
+                        parent_generation,
                     });
                 }
-                heap.push((parent.generation, p, parent.parents));
             }
         }
         Ok(out)

@@ -141,17 +141,27 @@ fn all_entries<S: ObjectSource + ?Sized>(
     source: &S,
     id: ObjectId,
 ) -> Result<Vec<Entry>, GraphError> {
-    read_entries::<S, GraphError>(source, id, None, &mut |_| Ok(()))
+    read_entries::<S, GraphError>(source, id, None, true, &mut |_| Ok(()))
 }
 
+/// A name with its entry on each side (absent where the side lacks it).
+type Change = (String, Option<Entry>, Option<Entry>);
+
 enum Item {
-    Node(ObjectId, TreeNode),
+    /// A node, its level, and its contents once read: children are listed by id and
+    /// read only when they are expanded, so nodes equal on both sides are never read.
+    Node(ObjectId, u8, Option<TreeNode>),
     Entry(Entry),
 }
 
-fn load_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<Item, ObjectError> {
+fn read_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<TreeNode, ObjectError> {
     let loaded = load(source, &id, ObjectKind::Tree)?;
-    Ok(Item::Node(id, TreeNode::decode(&id, loaded.body())?))
+    TreeNode::decode(&id, loaded.body())
+}
+
+fn load_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<Item, ObjectError> {
+    let node = read_node(source, id)?;
+    Ok(Item::Node(id, node.level(), Some(node)))
 }
 
 /// The entries that differ between two directory trees, by name, with each side's
@@ -162,20 +172,37 @@ fn changed_entries<S: ObjectSource + ?Sized>(
     source: &S,
     a: ObjectId,
     b: ObjectId,
-) -> Result<Vec<(String, Option<Entry>, Option<Entry>)>, GraphError> {
+) -> Result<Vec<Change>, GraphError> {
     let mut sa = vec![load_node(source, a)?];
     let mut sb = vec![load_node(source, b)?];
     loop {
+        // A well-formed directory lists each node once; a tree whose index nodes
+        // share children would otherwise multiply the nodes read at every level.
+        for (side, root) in [(&sa, a), (&sb, b)] {
+            let mut ids = std::collections::HashSet::new();
+            for item in side {
+                if let Item::Node(id, ..) = item {
+                    if !ids.insert(*id) {
+                        return Err(ObjectError::malformed(
+                            root,
+                            ObjectKind::Tree,
+                            format!("node {id} is listed twice"),
+                        )
+                        .into());
+                    }
+                }
+            }
+        }
         // Cancel nodes present on both sides.
         let mut counts: HashMap<ObjectId, isize> = HashMap::new();
         for item in &sa {
-            if let Item::Node(id, _) = item {
+            if let Item::Node(id, ..) = item {
                 *counts.entry(*id).or_default() += 1;
             }
         }
         let mut common: HashMap<ObjectId, usize> = HashMap::new();
         for item in &sb {
-            if let Item::Node(id, _) = item {
+            if let Item::Node(id, ..) = item {
                 if let Some(c) = counts.get_mut(id) {
                     if *c > 0 {
                         *c -= 1;
@@ -194,7 +221,7 @@ fn changed_entries<S: ObjectSource + ?Sized>(
             .iter()
             .chain(&sb)
             .filter_map(|i| match i {
-                Item::Node(_, n) => Some(n.level()),
+                Item::Node(_, level, _) => Some(*level),
                 Item::Entry(_) => None,
             })
             .max();
@@ -248,7 +275,7 @@ fn changed_entries<S: ObjectSource + ?Sized>(
 }
 
 fn take(counts: &mut HashMap<ObjectId, usize>, item: &Item) -> bool {
-    if let Item::Node(id, _) = item {
+    if let Item::Node(id, ..) = item {
         if let Some(c) = counts.get_mut(id) {
             if *c > 0 {
                 *c -= 1;
@@ -275,25 +302,31 @@ fn expand<S: ObjectSource + ?Sized>(
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         match item {
-            Item::Node(id, node) if node.level() == top => match node {
-                TreeNode::Leaf(entries) => out.extend(entries.into_iter().map(Item::Entry)),
-                TreeNode::Internal { children, level } => {
-                    for c in children {
-                        let child = load_node(source, c.tree)?;
-                        if let Item::Node(cid, n) = &child {
-                            if n.level() + 1 != level {
-                                return Err(ObjectError::malformed(
-                                    *cid,
-                                    ObjectKind::Tree,
-                                    format!("level {} below level {level} in {id}", n.level()),
-                                )
-                                .into());
-                            }
+            Item::Node(id, level, node) if level == top => {
+                let node = match node {
+                    Some(n) => n,
+                    None => {
+                        let n = read_node(source, id)?;
+                        if n.level() != level {
+                            return Err(ObjectError::malformed(
+                                id,
+                                ObjectKind::Tree,
+                                format!("level {} where its parent says {level}", n.level()),
+                            )
+                            .into());
                         }
-                        out.push(child);
+                        n
                     }
+                };
+                match node {
+                    TreeNode::Leaf(entries) => out.extend(entries.into_iter().map(Item::Entry)),
+                    TreeNode::Internal { children, level } => out.extend(
+                        children
+                            .into_iter()
+                            .map(|c| Item::Node(c.tree, level - 1, None)),
+                    ),
                 }
-            },
+            }
             other => out.push(other),
         }
     }

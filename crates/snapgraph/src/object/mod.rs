@@ -211,6 +211,14 @@ pub(crate) fn encode_chunk(data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The id of a chunk with content `data`, without building its stored bytes.
+pub(crate) fn chunk_id(data: &[u8]) -> ObjectId {
+    let mut h = blake3::Hasher::new();
+    h.update(&[ObjectKind::Chunk.byte(), FORMAT_VERSION]);
+    h.update(data);
+    ObjectId::from_bytes(*h.finalize().as_bytes())
+}
+
 /// Checks a stored object's bytes against its id and header. Returns the kind and body.
 pub fn verify(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectError> {
     if stored.len() > MAX_OBJECT_SIZE {
@@ -223,6 +231,18 @@ pub fn verify(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectEr
     let actual = ObjectId::hash_stored(stored);
     if actual != *id {
         return Err(ObjectError::Corrupt { id: *id, actual });
+    }
+    header(id, stored)
+}
+
+/// Checks size, kind byte and version of stored bytes already known to hash to `id`.
+fn header(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectError> {
+    if stored.len() > MAX_OBJECT_SIZE {
+        return Err(ObjectError::TooLarge {
+            id: *id,
+            size: stored.len(),
+            limit: MAX_OBJECT_SIZE,
+        });
     }
     let byte = stored.first().copied().unwrap_or(0);
     let kind = ObjectKind::from_byte(byte).ok_or(ObjectError::UnknownKind { id: *id, byte })?;
@@ -255,11 +275,26 @@ pub(crate) fn load<'s, S: ObjectSource + ?Sized>(
     id: &ObjectId,
     expected: ObjectKind,
 ) -> Result<Loaded<'s>, ObjectError> {
+    load_with(source, id, expected, true)
+}
+
+/// [`load`], skipping the hash check when `hash` is false: only for sources whose
+/// keys were computed from their bytes (an unpacked snapshot).
+pub(crate) fn load_with<'s, S: ObjectSource + ?Sized>(
+    source: &'s S,
+    id: &ObjectId,
+    expected: ObjectKind,
+    hash: bool,
+) -> Result<Loaded<'s>, ObjectError> {
     let stored = source
         .get(id)
         .map_err(|source| ObjectError::Source { id: *id, source })?
         .ok_or(ObjectError::NotFound { id: *id })?;
-    let (kind, _version) = verify(id, &stored)?;
+    let (kind, _version) = if hash {
+        verify(id, &stored)?
+    } else {
+        header(id, &stored)?
+    };
     if kind != expected {
         return Err(ObjectError::WrongKind {
             id: *id,
@@ -298,20 +333,6 @@ pub(crate) fn decode_body<T: Serialize + DeserializeOwned>(
         ));
     }
     Ok(value)
-}
-
-/// Loads and decodes a structured object in one step.
-pub(crate) fn load_decoded<T, S>(
-    source: &S,
-    id: &ObjectId,
-    kind: ObjectKind,
-) -> Result<T, ObjectError>
-where
-    T: Serialize + DeserializeOwned,
-    S: ObjectSource + ?Sized,
-{
-    let loaded = load(source, id, kind)?;
-    decode_body(id, kind, loaded.body())
 }
 
 /// Checks a name used in a tree entry or a path component.

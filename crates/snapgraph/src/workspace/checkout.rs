@@ -1,6 +1,6 @@
 //! `Workspace::checkout`: replacing the workspace with a commit, all or nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, Node, SymlinkNode, Workspace};
@@ -13,7 +13,7 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::Manifest;
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{Content, EntryNode, TreeNode};
-use crate::object::{load, load_decoded, ObjectError, ObjectKind};
+use crate::object::{load_with, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Layout};
 
@@ -117,7 +117,7 @@ impl Workspace {
         policy: CheckoutPolicy,
         drift: DriftPolicy,
     ) -> Result<Restore, CheckoutError> {
-        let restored = self.load_commit(id, source, policy)?;
+        let restored = self.load_commit(id, source, policy, true)?;
         let restore = Restore::new(id, &restored.reads, drift);
         self.apply(id, restored, &restore);
         Ok(restore)
@@ -138,16 +138,22 @@ impl Workspace {
     }
 
     /// Loads and verifies everything commit `id` needs, without touching `self`.
+    /// `hash` false skips re-hashing objects: only for sources whose keys were computed
+    /// from their bytes.
     pub(crate) fn load_commit<S: ObjectSource + ?Sized>(
         &self,
         id: ObjectId,
         source: &S,
         policy: CheckoutPolicy,
+        hash: bool,
     ) -> Result<Restored, CheckoutError> {
-        let commit: CommitObject = load_decoded(source, &id, ObjectKind::Commit)?;
+        let commit = CommitObject::decode(
+            &id,
+            load_with(source, &id, ObjectKind::Commit, hash)?.body(),
+        )?;
         let capabilities = match commit.capabilities {
             Some(cid) => {
-                let loaded = load(source, &cid, ObjectKind::Capabilities)?;
+                let loaded = load_with(source, &cid, ObjectKind::Capabilities, hash)?;
                 Some(CapabilityFingerprint::decode(&cid, loaded.body())?)
             }
             None => None,
@@ -162,6 +168,8 @@ impl Workspace {
             bytes: 0,
             entries_seen: 0,
             dirs_seen: 0,
+            hash,
+            cache: HashMap::new(),
             rules: &self.content_rules,
             live: self.capabilities.as_deref(),
         };
@@ -170,11 +178,13 @@ impl Workspace {
         loader.charge(files, bytes)?;
         loader.files = 0;
         loader.bytes = 0;
+        // The state is held in memory like file bytes, and counts against the same limit.
+        loader.charge(0, commit.state_size)?;
         let root = loader.dir(commit.tree, Some(root_node), 0, &mut Vec::new())?;
         let (state, state_objects) = loader.content(&commit.state, commit.state_size, "<state>")?;
         let reads = match commit.reads {
             Some(rid) => {
-                let loaded = load(source, &rid, ObjectKind::Reads)?;
+                let loaded = load_with(source, &rid, ObjectKind::Reads, hash)?;
                 ReadsObject::decode(&rid, loaded.body())?.0
             }
             None => Vec::new(),
@@ -182,7 +192,7 @@ impl Workspace {
         Ok(Restored {
             root: Arc::new(root),
             state,
-            state_objects: Arc::new(state_objects),
+            state_objects,
             commit,
             reads,
         })
@@ -231,6 +241,10 @@ struct Loader<'a, S: ?Sized> {
     /// files so that directories do not use up the file limit, while a tree that
     /// repeats subtrees cannot make a checkout walk without end.
     dirs_seen: u64,
+    /// Whether to re-hash objects read.
+    hash: bool,
+    /// Content already loaded: identical files share one buffer.
+    cache: HashMap<Content, (Arc<[u8]>, Arc<ContentObjects>)>,
     rules: &'a [ContentRule],
     live: Option<&'a CapabilityFingerprint>,
 }
@@ -257,7 +271,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
     }
 
     fn node(&self, id: &ObjectId) -> Result<TreeNode, ObjectError> {
-        let loaded = load(self.source, id, ObjectKind::Tree)?;
+        let loaded = load_with(self.source, id, ObjectKind::Tree, self.hash)?;
         TreeNode::decode(id, loaded.body())
     }
 
@@ -273,9 +287,9 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                 path: path::join(path),
             });
         }
-        let (source, limits, commit) = (self.source, self.limits, self.commit);
+        let (source, limits, commit, hash) = (self.source, self.limits, self.commit, self.hash);
         let (seen, dirs_seen) = (&mut self.entries_seen, &mut self.dirs_seen);
-        let entries = read_entries(source, id, root, &mut |leaf| {
+        let entries = read_entries(source, id, root, hash, &mut |leaf| {
             let dirs = leaf
                 .iter()
                 .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
@@ -311,7 +325,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                     Node::File(FileNode {
                         data,
                         mode: e.mode,
-                        objects: Some(Arc::new(objects)),
+                        objects: Some(objects),
                     })
                 }
                 EntryNode::Dir { tree, files, bytes } => {
@@ -348,19 +362,25 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
     }
 
     /// Loads content of `size` bytes, verifying every chunk and the manifest's shape.
+    /// Identical content is loaded once and shared.
     fn content(
-        &self,
+        &mut self,
         content: &Content,
         size: u64,
         path: &str,
-    ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
+    ) -> Result<(Arc<[u8]>, Arc<ContentObjects>), CheckoutError> {
+        if let Some((data, objects)) = self.cache.get(content) {
+            let hit = (data.clone(), objects.clone());
+            self.check_rules(&hit.0, path)?;
+            return Ok(hit);
+        }
         let (data, objects) = match content {
             Content::Inline(bytes) => {
                 let objects = ContentObjects::build(bytes);
                 (Arc::from(bytes.as_slice()), objects)
             }
             Content::Chunk(id) => {
-                let loaded = load(self.source, id, ObjectKind::Chunk)?;
+                let loaded = load_with(self.source, id, ObjectKind::Chunk, self.hash)?;
                 let body = loaded.body();
                 if body.len() as u64 != size {
                     return Err(ObjectError::malformed(
@@ -380,6 +400,11 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             Content::Manifest(root) => self.manifest(*root, size)?,
         };
         self.check_rules(&data, path)?;
+        let objects = Arc::new(objects);
+        if !matches!(content, Content::Inline(_)) {
+            self.cache
+                .insert(content.clone(), (data.clone(), objects.clone()));
+        }
         Ok((data, objects))
     }
 
@@ -389,7 +414,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         size: u64,
     ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
         let load_node = |id: &ObjectId| -> Result<Manifest, ObjectError> {
-            let loaded = load(self.source, id, ObjectKind::Manifest)?;
+            let loaded = load_with(self.source, id, ObjectKind::Manifest, self.hash)?;
             Manifest::decode(id, loaded.body())
         };
         let top = load_node(&root)?;
@@ -433,11 +458,16 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             }
             frontier = next;
         }
-        // Sizes were checked against the budget by the caller and sum to `size`.
-        let mut data = Vec::with_capacity(size as usize);
+        // Sizes were checked against the budget by the caller and sum to `size`; the
+        // buffer is allocated once, in place (no second copy into an Arc).
+        let mut buffer: Arc<[u8]> = std::iter::repeat_n(0u8, size as usize).collect();
+        let Some(data) = Arc::get_mut(&mut buffer) else {
+            unreachable!("a freshly collected Arc is unique")
+        };
+        let mut at = 0usize;
         let mut spans = Vec::with_capacity(chunks.len());
         for c in &chunks {
-            let loaded = load(self.source, &c.id, ObjectKind::Chunk)?;
+            let loaded = load_with(self.source, &c.id, ObjectKind::Chunk, self.hash)?;
             let body = loaded.body();
             if body.len() != c.len as usize {
                 return Err(ObjectError::malformed(
@@ -449,10 +479,11 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             }
             spans.push(Span {
                 id: c.id,
-                start: data.len(),
+                start: at,
                 len: c.len,
             });
-            data.extend_from_slice(body);
+            data[at..at + body.len()].copy_from_slice(body);
+            at += body.len();
         }
         if spans.len() < 2 {
             return Err(ObjectError::malformed(
@@ -471,7 +502,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             )
             .into());
         }
-        Ok((Arc::from(data), objects))
+        Ok((buffer, objects))
     }
 
     fn check_rules(&self, data: &[u8], path: &str) -> Result<(), CheckoutError> {

@@ -11,7 +11,7 @@ use crate::id::ObjectId;
 use crate::object::commit::CommitObject;
 use crate::object::reads::ReadsObject;
 use crate::object::tree::{Entry, EntryNode};
-use crate::object::{encode, load_decoded, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
+use crate::object::{encode, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::ObjectSource;
 use crate::tree::Layout;
 
@@ -285,7 +285,7 @@ impl Workspace {
                 Some(g) => *g,
                 None => match options.parent_source {
                     Some(src) => {
-                        let c: CommitObject = load_decoded(src, p, ObjectKind::Commit)?;
+                        let c: CommitObject = crate::graph::load_commit(src, p)?;
                         c.generation
                     }
                     None => return Err(CommitError::UnknownParent { id: *p }),

@@ -1,15 +1,22 @@
 //! Packed snapshots of a workspace: `snapshot`, `from_snapshot`, `restore_snapshot`.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::sync::Arc;
 
 use super::{CheckoutPolicy, Commit, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE};
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
+use crate::id::ObjectId;
+use crate::object::commit::CommitObject;
+use crate::object::manifest::Manifest;
+use crate::object::tree::{Content, EntryNode, TreeNode};
 use crate::pack::{
-    parse_packed, read_packed, write_packed, SnapshotError, SnapshotKey, SnapshotOptions, Unpacked,
-    FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
+    parse_packed, read_packed_records, write_packed, Records, SnapshotError, SnapshotKey,
+    SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
 };
+use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
 
 impl Workspace {
@@ -117,7 +124,9 @@ impl Workspace {
     }
 
     /// Restores from a stream, with every choice explicit. Objects are read once into
-    /// memory and verified; nothing is applied until the trailer verifies.
+    /// memory and verified; nothing is applied until the trailer verifies. Each chunk
+    /// is released as soon as the last file that needs it is assembled, so the peak
+    /// memory stays near the snapshot's size (plus the largest file), not twice it.
     pub fn restore_snapshot_from<R: Read>(
         &mut self,
         input: R,
@@ -125,8 +134,14 @@ impl Workspace {
         policy: CheckoutPolicy,
         drift: DriftPolicy,
     ) -> Result<Restore, SnapshotError> {
-        let unpacked = read_packed(input, key)?;
-        self.restore_unpacked(unpacked, policy, drift)
+        let (header, _metadata, records) = read_packed_records(input, key)?;
+        let (root, flags) = (header.root, header.flags);
+        let uses = chunk_uses(root, &records).unwrap_or_default();
+        let source = Draining {
+            records: RefCell::new(records),
+            uses: RefCell::new(uses),
+        };
+        self.restore_parts(root, flags, &source, policy, drift)
     }
 
     fn restore_unpacked(
@@ -135,11 +150,22 @@ impl Workspace {
         policy: CheckoutPolicy,
         drift: DriftPolicy,
     ) -> Result<Restore, SnapshotError> {
-        let root = unpacked.root;
-        let restored = self.load_commit(root, &unpacked, policy)?;
+        self.restore_parts(unpacked.root, unpacked.flags, &unpacked, policy, drift)
+    }
+
+    /// Restores commit `root` from `source`, whose keys were computed from its bytes.
+    fn restore_parts<S: ObjectSource + ?Sized>(
+        &mut self,
+        root: ObjectId,
+        flags: u16,
+        source: &S,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<Restore, SnapshotError> {
+        let restored = self.load_commit(root, source, policy, false)?;
         let restore = Restore::new(root, &restored.reads, drift);
-        let keep_files = unpacked.flags & FLAG_NO_FILES != 0;
-        let keep_state = unpacked.flags & FLAG_NO_STATE != 0;
+        let keep_files = flags & FLAG_NO_FILES != 0;
+        let keep_state = flags & FLAG_NO_STATE != 0;
         let (files, state, state_objects) = (
             self.root.clone(),
             self.state.clone(),
@@ -160,6 +186,88 @@ impl Workspace {
         }
         Ok(restore)
     }
+}
+
+/// A streamed snapshot's objects, releasing each chunk on its last expected use so
+/// that arenas whose chunks are all used are freed while files are assembled.
+struct Draining {
+    records: RefCell<Records>,
+    /// Uses left per chunk, as counted by [`chunk_uses`].
+    uses: RefCell<hashbrown::HashMap<ObjectId, u32>>,
+}
+
+impl ObjectSource for Draining {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        let mut records = self.records.borrow_mut();
+        let bytes = records.bytes(id).map(<[u8]>::to_vec);
+        let mut uses = self.uses.borrow_mut();
+        if let Some(left) = uses.get_mut(id) {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                uses.remove(id);
+                records.release(id);
+            }
+        }
+        Ok(bytes.map(Cow::Owned))
+    }
+
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        Ok(self.records.borrow().contains(id))
+    }
+}
+
+/// How many times a checkout of `root` reads each chunk: once per occurrence in the
+/// expanded chunk list of each distinct content (checkout loads identical content
+/// once). `None` if the objects are not well-formed; the checkout then reports why.
+fn chunk_uses(root: ObjectId, records: &Records) -> Option<hashbrown::HashMap<ObjectId, u32>> {
+    let body = |id: &ObjectId| records.bytes(id).and_then(|b| b.get(2..));
+    let commit = CommitObject::decode(&root, body(&root)?).ok()?;
+    let mut contents: hashbrown::HashSet<Content> = hashbrown::HashSet::new();
+    contents.insert(commit.state.clone());
+    let mut trees = vec![commit.tree];
+    let mut seen_trees = hashbrown::HashSet::new();
+    while let Some(t) = trees.pop() {
+        if !seen_trees.insert(t) {
+            continue;
+        }
+        match TreeNode::decode(&t, body(&t)?).ok()? {
+            TreeNode::Leaf(entries) => {
+                for e in entries {
+                    match e.node {
+                        EntryNode::File { content, .. } => {
+                            contents.insert(content);
+                        }
+                        EntryNode::Dir { tree, .. } => trees.push(tree),
+                        EntryNode::Symlink { .. } => {}
+                    }
+                }
+            }
+            TreeNode::Internal { children, .. } => trees.extend(children.iter().map(|c| c.tree)),
+        }
+    }
+    let mut uses: hashbrown::HashMap<ObjectId, u32> = hashbrown::HashMap::new();
+    for content in contents {
+        match content {
+            Content::Inline(_) => {}
+            Content::Chunk(id) => *uses.entry(id).or_default() += 1,
+            Content::Manifest(m) => {
+                let mut stack = vec![m];
+                while let Some(n) = stack.pop() {
+                    match Manifest::decode(&n, body(&n)?).ok()? {
+                        Manifest::Leaf(chunks) => {
+                            for c in chunks {
+                                *uses.entry(c.id).or_default() += 1;
+                            }
+                        }
+                        Manifest::Internal { children, .. } => {
+                            stack.extend(children.iter().map(|c| c.id))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Some(uses)
 }
 
 fn graph_to_snapshot(e: crate::graph::GraphError) -> SnapshotError {
