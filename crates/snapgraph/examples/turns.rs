@@ -40,7 +40,10 @@ fn main() -> Result<(), snapgraph::Error> {
 
     // Ten turns, each editing one file and the interpreter state.
     for turn in 1..=10 {
-        ws.write(&format!("/dir{:02}/file{:04}.dat", turn % 20, turn * 7), bytes(4000))?;
+        ws.write(
+            &format!("/dir{:02}/file{:04}.dat", turn % 20, turn * 7),
+            bytes(4000),
+        )?;
         ws.set_state(format!("turn={turn}").into_bytes());
         let t = Instant::now();
         let c = ws.commit(

@@ -282,7 +282,9 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         depth: usize,
         path: &mut Vec<String>,
     ) -> Result<DirNode, CheckoutError> {
-        if depth >= MAX_DEPTH {
+        // `depth` is the number of components of this directory's path, which a
+        // workspace path may have up to MAX_DEPTH of.
+        if depth > MAX_DEPTH {
             return Err(CheckoutError::TooDeep {
                 path: path::join(path),
             });
