@@ -108,6 +108,8 @@ impl Have<'_> {
 pub(crate) struct Emitter<'a> {
     have: &'a Have<'a>,
     pub out: ObjectSet,
+    /// Whether `have` left anything out: the objects are then not self-contained.
+    pub pruned: bool,
 }
 
 impl<'a> Emitter<'a> {
@@ -115,12 +117,20 @@ impl<'a> Emitter<'a> {
         Self {
             have,
             out: ObjectSet::new(),
+            pruned: false,
         }
     }
 
     /// Whether `id` still needs emitting: neither emitted yet nor held.
-    pub fn wants(&self, id: &ObjectId) -> bool {
-        !self.out.contains_id(id) && !self.have.contains(id)
+    pub fn wants(&mut self, id: &ObjectId) -> bool {
+        if self.out.contains_id(id) {
+            return false;
+        }
+        if self.have.contains(id) {
+            self.pruned = true;
+            return false;
+        }
+        true
     }
 
     pub fn push(&mut self, id: ObjectId, stored: Vec<u8>) {

@@ -64,9 +64,11 @@ impl<'a> CommitOptions<'a> {
         self
     }
 
-    /// Declares ids the destination already holds, each with everything it
-    /// references; the commit then emits only objects outside that closure. Collects
-    /// the ids, so it costs what the iterator yields: for a large store prefer
+    /// Declares ids the destination already holds. The commit walks its objects from
+    /// the root and skips every listed id together with everything under it (a store
+    /// that holds an object holds what it references), so list the objects themselves,
+    /// as `store.keys()` does: a commit id alone prunes nothing but that commit.
+    /// Collects the ids, so it costs what the iterator yields: for a large store prefer
     /// [`have_in`](Self::have_in).
     pub fn have<I>(mut self, ids: I) -> Self
     where
@@ -148,8 +150,8 @@ impl Commit {
         self.objects.stored_bytes()
     }
 
-    /// Whether the objects are self-contained (no `have` was declared), so that they
-    /// restore the commit on their own.
+    /// Whether the objects are self-contained (nothing was left out because the
+    /// destination holds it), so that they restore the commit on their own.
     pub fn is_complete(&self) -> bool {
         self.complete
     }
@@ -257,7 +259,7 @@ impl Workspace {
             id,
             generation,
             objects: out.out,
-            complete: !options.have.is_declared(),
+            complete: !out.pruned,
         })
     }
 

@@ -95,6 +95,12 @@ pub enum FsError {
         /// The path.
         path: String,
     },
+    /// The path is not a symlink where one was needed.
+    #[error("{path}: not a symlink")]
+    NotASymlink {
+        /// The path.
+        path: String,
+    },
     /// Something already exists at the path.
     #[error("{path}: already exists")]
     AlreadyExists {
@@ -419,8 +425,8 @@ impl Workspace {
             Some(Node::Dir(_)) => Err(FsError::IsADirectory {
                 path: path::join(&comps),
             }),
-            Some(Node::File(_)) => Err(FsError::NotFound {
-                path: format!("{} (not a symlink)", path::join(&comps)),
+            Some(Node::File(_)) => Err(FsError::NotASymlink {
+                path: path::join(&comps),
             }),
             None => Err(FsError::NotFound {
                 path: path::join(&comps),
