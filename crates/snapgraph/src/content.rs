@@ -48,17 +48,75 @@ impl ContentObjects {
         if data.len() <= INLINE_MAX {
             return Self::inline(data);
         }
-        let mut spans = Vec::new();
-        let mut start = 0;
-        for end in cut_points(data) {
-            spans.push(Span {
-                id: chunk_id(&data[start..end]),
-                start,
-                len: (end - start) as u32,
-            });
-            start = end;
+        let cuts = cut_points(data);
+        Self::from_spans(data.len() as u64, hash_spans(data, &cuts, 1))
+    }
+
+    /// [`build`](Self::build) on up to `threads` threads: cut points are found in
+    /// segments that re-synchronize with the serial cut sequence, and chunks are
+    /// hashed in parallel. The result is identical to `build`.
+    pub fn build_parallel(data: &[u8], threads: usize) -> Self {
+        if data.len() <= INLINE_MAX || threads <= 1 || data.len() < PARALLEL_FILE_MIN {
+            return Self::build(data);
         }
-        Self::from_spans(data.len() as u64, spans)
+        let cuts = parallel_cut_points(data, threads);
+        Self::from_spans(data.len() as u64, hash_spans(data, &cuts, threads))
+    }
+
+    /// Builds the objects of many contents on up to `threads` threads, in order.
+    /// Large contents are each split across all threads; small ones are shared out
+    /// in groups of about equal bytes.
+    pub fn build_many(datas: &[Arc<[u8]>], threads: usize) -> Vec<Self> {
+        let total: usize = datas.iter().map(|d| d.len()).sum();
+        if threads <= 1 || total < PARALLEL_TOTAL_MIN {
+            return datas.iter().map(|d| Self::build(d)).collect();
+        }
+        let mut out: Vec<Option<Self>> = (0..datas.len()).map(|_| None).collect();
+        let small: Vec<usize> = (0..datas.len())
+            .filter(|&i| datas[i].len() < PARALLEL_FILE_MIN)
+            .collect();
+        for (i, d) in datas.iter().enumerate() {
+            if d.len() >= PARALLEL_FILE_MIN {
+                out[i] = Some(Self::build_parallel(d, threads));
+            }
+        }
+        let small_bytes: usize = small.iter().map(|&i| datas[i].len()).sum();
+        let per_thread = small_bytes.div_ceil(threads).max(1);
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut acc = 0;
+        for &i in &small {
+            if acc >= per_thread && groups.len() < threads {
+                groups.push(Vec::new());
+                acc = 0;
+            }
+            acc += datas[i].len();
+            if let Some(g) = groups.last_mut() {
+                g.push(i);
+            }
+        }
+        let built: Vec<Vec<(usize, Self)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .iter()
+                .map(|g| {
+                    scope.spawn(move || {
+                        g.iter()
+                            .map(|&i| (i, Self::build(&datas[i])))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        for (i, objects) in built.into_iter().flatten() {
+            out[i] = Some(objects);
+        }
+        out.into_iter()
+            .zip(datas)
+            .map(|(o, d)| o.unwrap_or_else(|| Self::build(d)))
+            .collect()
     }
 
     fn inline(data: &[u8]) -> Self {
@@ -132,6 +190,110 @@ impl ContentObjects {
             }
         }
         out.push(slot.id, slot.stored.to_vec());
+    }
+}
+
+/// Contents at least this large are cut and hashed by several threads at once.
+const PARALLEL_FILE_MIN: usize = 4 << 20;
+/// Below this many bytes in total, a commit hashes on the calling thread.
+const PARALLEL_TOTAL_MIN: usize = 1 << 20;
+/// How far past its segment a thread keeps cutting, so that the serial sequence of
+/// the segment before can meet one of its cut points.
+const RESYNC_MARGIN: usize = 1 << 20;
+
+/// Chunk spans of `data` for the given cut points, hashed on up to `threads` threads.
+fn hash_spans(data: &[u8], cuts: &[usize], threads: usize) -> Vec<Span> {
+    let spans_of = |range: std::ops::Range<usize>| -> Vec<Span> {
+        range
+            .map(|i| {
+                let start = if i == 0 { 0 } else { cuts[i - 1] };
+                let end = cuts[i];
+                Span {
+                    id: chunk_id(&data[start..end]),
+                    start,
+                    len: (end - start) as u32,
+                }
+            })
+            .collect()
+    };
+    if threads <= 1 || cuts.len() < 2 * threads {
+        return spans_of(0..cuts.len());
+    }
+    let per = cuts.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..cuts.len())
+            .step_by(per)
+            .map(|lo| {
+                let hi = (lo + per).min(cuts.len());
+                scope.spawn(move || spans_of(lo..hi))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// The serial cut points of `data`, found by `threads` threads.
+///
+/// Thread k cuts from the arbitrary offset `k * len / threads` to the end of its
+/// segment plus [`RESYNC_MARGIN`]. Merging walks the serial sequence: it follows
+/// segment k's cuts from the start (which is a true cut), and switches to segment
+/// k+1's cuts at the first cut point both share; from a shared cut point on, FastCDC
+/// produces the same sequence, because it depends only on the bytes after the last
+/// cut. If no shared point turns up, merging falls back to cutting serially.
+pub(crate) fn parallel_cut_points(data: &[u8], threads: usize) -> Vec<usize> {
+    let len = data.len();
+    let bounds: Vec<usize> = (0..=threads).map(|k| k * len / threads).collect();
+    let segments: Vec<Vec<usize>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                let (start, end) = (bounds[k], (bounds[k + 1] + RESYNC_MARGIN).min(len));
+                scope.spawn(move || {
+                    // Cut points found before `end` are those of the whole data (a
+                    // cut depends only on bytes before it); the cut at `end` itself
+                    // is an artifact of stopping there, unless `end` is the end.
+                    cut_points(&data[start..end])
+                        .into_iter()
+                        .map(|c| c + start)
+                        .filter(|&c| c < end || end == len)
+                        .collect::<Vec<usize>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    let mut out: Vec<usize> = Vec::new();
+    let mut current = &segments[0];
+    let mut k = 0;
+    let mut i = 0;
+    loop {
+        if i == current.len() {
+            // Ran out of this segment's cuts without meeting the next: cut serially
+            // from the last cut reached.
+            let from = out.last().copied().unwrap_or(0);
+            if from < len {
+                out.extend(cut_points(&data[from..]).into_iter().map(|c| c + from));
+            }
+            return out;
+        }
+        let c = current[i];
+        out.push(c);
+        i += 1;
+        if c == len {
+            return out;
+        }
+        if k + 1 < threads && c >= bounds[k + 1] {
+            if let Ok(j) = segments[k + 1].binary_search(&c) {
+                k += 1;
+                current = &segments[k];
+                i = j + 1;
+            }
+        }
     }
 }
 
@@ -217,6 +379,49 @@ mod tests {
             objs.chunks.iter().map(|s| s.len as usize).sum::<usize>(),
             big.len()
         );
+    }
+
+    #[test]
+    fn parallel_paths_give_serial_ids() {
+        for (len, seed) in [(9 << 20, 21u64), (17 << 20, 22), ((4 << 20) + 12345, 23)] {
+            let data = pseudo_random(len, seed);
+            let serial = ContentObjects::build(&data);
+            let serial_cuts = crate::chunk::cut_points(&data);
+            for threads in [2, 3, 4, 7] {
+                assert_eq!(
+                    parallel_cut_points(&data, threads),
+                    serial_cuts,
+                    "{len} {threads}"
+                );
+                let par = ContentObjects::build_parallel(&data, threads);
+                assert_eq!(par.content, serial.content);
+                assert_eq!(
+                    par.chunks
+                        .iter()
+                        .map(|s| (s.id, s.start, s.len))
+                        .collect::<Vec<_>>(),
+                    serial
+                        .chunks
+                        .iter()
+                        .map(|s| (s.id, s.start, s.len))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        // Repetitive data (every chunk at the maximum size) merges as well.
+        let zeros = vec![0u8; 9 << 20];
+        assert_eq!(
+            parallel_cut_points(&zeros, 2),
+            crate::chunk::cut_points(&zeros)
+        );
+        let many: Vec<Arc<[u8]>> = (0..300u64)
+            .map(|i| Arc::from(pseudo_random((i as usize * 977) % 40_000, i)))
+            .chain(std::iter::once(Arc::from(pseudo_random(5 << 20, 99))))
+            .collect();
+        let par = ContentObjects::build_many(&many, 2);
+        for (d, p) in many.iter().zip(&par) {
+            assert_eq!(p.content, ContentObjects::build(d).content);
+        }
     }
 
     #[test]

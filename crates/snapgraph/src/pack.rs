@@ -23,6 +23,7 @@ use std::io::{Read, Write};
 
 use crate::emit::ObjectSet;
 use crate::id::ObjectId;
+use crate::limits::{Limits, RECORD_OVERHEAD};
 use crate::object::{ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
@@ -94,6 +95,13 @@ pub enum SnapshotError {
     /// The snapshot is not keyed and was given to a keyed restore.
     #[error("snapshot is not keyed, but a keyed restore was asked for")]
     NotKeyed,
+    /// The compressed body unpacks to more than [`Limits::max_unpacked_bytes`]. Raised
+    /// before the record that crosses the limit is allocated.
+    #[error("snapshot body unpacks to more than the {limit}-byte limit")]
+    TooLarge {
+        /// The limit ([`Limits::max_unpacked_bytes`]).
+        limit: u64,
+    },
     /// An object inside is invalid, or the commit cannot be restored here.
     #[error(transparent)]
     Checkout(#[from] CheckoutError),
@@ -328,10 +336,21 @@ fn finish<'a>(
 }
 
 /// Parses and verifies a snapshot held in memory. The trailer is checked before
-/// anything else is parsed; uncompressed objects are borrowed, not copied.
+/// anything else is parsed; uncompressed objects are borrowed, not copied. A compressed
+/// body may unpack to at most the default [`Limits::max_unpacked_bytes`].
 pub fn parse_packed<'a>(
     bytes: &'a [u8],
     key: Option<&SnapshotKey>,
+) -> Result<Unpacked<'a>, SnapshotError> {
+    parse_packed_limited(bytes, key, Limits::default().max_unpacked_bytes)
+}
+
+/// [`parse_packed`] with a limit on what a compressed body may unpack to (see
+/// [`Limits::max_unpacked_bytes`]).
+pub fn parse_packed_limited<'a>(
+    bytes: &'a [u8],
+    key: Option<&SnapshotKey>,
+    max_unpacked: u64,
 ) -> Result<Unpacked<'a>, SnapshotError> {
     if bytes.len() < 8 || bytes[..8] != MAGIC {
         return Err(SnapshotError::NotASnapshot);
@@ -375,7 +394,7 @@ pub fn parse_packed<'a>(
         }
         let mut dec = decoder(&body[8..])?;
         let mut records = Records::default();
-        records.read(&mut dec, header.count)?;
+        records.read(&mut dec, header.count, Some(max_unpacked))?;
         end_of_frame(&mut dec)?;
         objects.extend(
             records
@@ -394,6 +413,9 @@ pub fn parse_packed<'a>(
                 return Err(SnapshotError::corrupt(format!(
                     "object {i} declares {len} bytes, more than the body holds or the limit"
                 )));
+            }
+            if len == 0 {
+                return Err(SnapshotError::corrupt(format!("object {i} is empty")));
             }
             let stored = &rest[4..4 + len];
             rest = &rest[4 + len..];
@@ -417,12 +439,23 @@ fn trailer_at(bytes: &[u8], at: usize) -> [u8; 32] {
 
 /// Reads and verifies a snapshot from a stream. With `key`, the snapshot must be keyed
 /// and its MAC must verify; without, it must not be keyed. Every object is kept once,
-/// in memory, by id; nothing else is buffered.
+/// in memory, by id; nothing else is buffered. A compressed body may unpack to at most
+/// the default [`Limits::max_unpacked_bytes`].
 pub fn read_packed<R: Read>(
     input: R,
     key: Option<&SnapshotKey>,
 ) -> Result<Unpacked<'static>, SnapshotError> {
-    let (header, metadata, records) = read_packed_records(input, key)?;
+    read_packed_limited(input, key, Limits::default().max_unpacked_bytes)
+}
+
+/// [`read_packed`] with a limit on what a compressed body may unpack to (see
+/// [`Limits::max_unpacked_bytes`]).
+pub fn read_packed_limited<R: Read>(
+    input: R,
+    key: Option<&SnapshotKey>,
+    max_unpacked: u64,
+) -> Result<Unpacked<'static>, SnapshotError> {
+    let (header, metadata, records) = read_packed_records(input, key, max_unpacked)?;
     let objects = records
         .into_map()
         .into_iter()
@@ -438,6 +471,7 @@ pub(crate) type StreamParts = (Header, BTreeMap<String, Vec<u8>>, Records);
 pub(crate) fn read_packed_records<R: Read>(
     input: R,
     key: Option<&SnapshotKey>,
+    max_unpacked: u64,
 ) -> Result<StreamParts, SnapshotError> {
     let mut r = Verifying {
         inner: input,
@@ -465,10 +499,12 @@ pub(crate) fn read_packed_records<R: Read>(
         r.exact(&mut len)?;
         let len = u64::from_le_bytes(len);
         let mut dec = decoder((&mut r).take(len))?;
-        records.read(&mut dec, count)?;
+        records.read(&mut dec, count, Some(max_unpacked))?;
         end_of_frame(&mut dec)?;
     } else {
-        records.read(&mut r, count)?;
+        // Uncompressed, every byte kept was read from the input: no budget needed
+        // beyond the input's own size.
+        records.read(&mut r, count, None)?;
     }
     let checksum = *r.plain.finalize().as_bytes();
     let mac = r.keyed.as_ref().map(|k| *k.finalize().as_bytes());
@@ -540,7 +576,18 @@ pub(crate) struct Records {
 }
 
 impl Records {
-    fn read(&mut self, r: &mut impl Read, count: u64) -> Result<(), SnapshotError> {
+    /// Reads `count` records. With `budget`, each record is charged its length, its
+    /// prefix and [`RECORD_OVERHEAD`] before it is allocated, and the read fails with
+    /// [`SnapshotError::TooLarge`] once the total would exceed the budget. Every record
+    /// consumes at least five input bytes, so a huge declared count with a short body
+    /// ends at the body's end.
+    fn read(
+        &mut self,
+        r: &mut impl Read,
+        count: u64,
+        budget: Option<u64>,
+    ) -> Result<(), SnapshotError> {
+        let mut used = 0u64;
         let eof = |e: std::io::Error| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 SnapshotError::corrupt("truncated body")
@@ -559,6 +606,12 @@ impl Records {
             }
             if len == 0 {
                 return Err(SnapshotError::corrupt(format!("object {i} is empty")));
+            }
+            if let Some(limit) = budget {
+                used = used.saturating_add(len as u64 + 4 + RECORD_OVERHEAD);
+                if used > limit {
+                    return Err(SnapshotError::TooLarge { limit });
+                }
             }
             let mut kind = [0u8; 1];
             r.read_exact(&mut kind).map_err(eof)?;

@@ -205,11 +205,22 @@ impl Workspace {
     pub fn commit(&mut self, options: CommitOptions<'_>) -> Result<Commit, CommitError> {
         let generation = self.generation_for(&options)?;
 
+        // Hash every new content first (on several threads when it pays), then fold
+        // the results into the tree in the same traversal order.
+        let mut pending = Vec::new();
+        pending_contents(&self.root, &mut pending);
+        if self.state_objects.is_none() {
+            pending.push(self.state.clone());
+        }
+        let mut built = ContentObjects::build_many(&pending, self.parallelism).into_iter();
         if !self.root.is_clean() {
-            commit_dir(Arc::make_mut(&mut self.root));
+            commit_dir(Arc::make_mut(&mut self.root), &mut built);
         }
         if self.state_objects.is_none() {
-            self.state_objects = Some(Arc::new(ContentObjects::build(&self.state)));
+            let state = built
+                .next()
+                .unwrap_or_else(|| ContentObjects::build(&self.state));
+            self.state_objects = Some(Arc::new(state));
         }
         let state = self
             .state_objects
@@ -299,22 +310,47 @@ impl Workspace {
     }
 }
 
-/// Brings a directory's layout up to date, committing changed children first.
-fn commit_dir(dir: &mut DirNode) {
+/// The names of a directory that a commit must look at: all of them for a directory
+/// never committed, else the changed ones. Sorted.
+fn names_to_commit(dir: &DirNode) -> Vec<String> {
+    if dir.layout.is_none() {
+        dir.entries.keys().cloned().collect()
+    } else {
+        dir.dirty.iter().cloned().collect()
+    }
+}
+
+/// Collects, in the order [`commit_dir`] visits them, the bytes of every file whose
+/// objects must be built.
+fn pending_contents(dir: &DirNode, out: &mut Vec<Arc<[u8]>>) {
     if dir.is_clean() {
         return;
     }
-    let dirty: Vec<String> = if dir.layout.is_none() {
-        dir.dirty.clear();
-        dir.entries.keys().cloned().collect()
-    } else {
-        std::mem::take(&mut dir.dirty).into_iter().collect()
-    };
+    for name in names_to_commit(dir) {
+        match dir.entries.get(&name) {
+            Some(Node::Dir(d)) if !d.is_clean() => pending_contents(d, out),
+            Some(Node::File(f)) if f.objects.is_none() => out.push(f.data.clone()),
+            _ => {}
+        }
+    }
+}
+
+/// Brings a directory's layout up to date, committing changed children first. File
+/// objects come from `built`, in [`pending_contents`] order.
+fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects>) {
+    if dir.is_clean() {
+        return;
+    }
+    let dirty = names_to_commit(dir);
+    dir.dirty.clear();
     for name in &dirty {
         match dir.entries.get_mut(name) {
-            Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d)),
+            Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d), built),
             Some(Node::File(f)) if f.objects.is_none() => {
-                f.objects = Some(Arc::new(ContentObjects::build(&f.data)));
+                let objects = built
+                    .next()
+                    .unwrap_or_else(|| ContentObjects::build(&f.data));
+                f.objects = Some(Arc::new(objects));
             }
             _ => {}
         }

@@ -26,6 +26,9 @@ use crate::object::capability::CapabilityFingerprint;
 use crate::object::reads::ExternalRead;
 use crate::tree::Layout;
 
+/// Most threads a commit uses.
+const MAX_PARALLELISM: usize = 8;
+
 /// Default mode of a new file.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 /// Default mode of a new directory.
@@ -246,6 +249,8 @@ pub struct Workspace {
     pub(crate) reads: BTreeMap<String, ExternalRead>,
     pub(crate) stale: BTreeSet<String>,
     pub(crate) limits: Limits,
+    /// Threads a commit may use to chunk and hash new content.
+    pub(crate) parallelism: usize,
 }
 
 impl Default for Workspace {
@@ -268,7 +273,22 @@ impl Workspace {
             reads: BTreeMap::new(),
             stale: BTreeSet::new(),
             limits: Limits::default(),
+            parallelism: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().min(MAX_PARALLELISM)),
         }
+    }
+
+    /// How many threads a commit may use to chunk and hash new content (default: the
+    /// available parallelism, at most 8; 1 on platforms without threads). Ids never
+    /// depend on it.
+    pub fn parallelism(&self) -> usize {
+        self.parallelism
+    }
+
+    /// Sets how many threads a commit may use (at least 1; 1 keeps all work on the
+    /// calling thread).
+    pub fn set_parallelism(&mut self, threads: usize) {
+        self.parallelism = threads.clamp(1, MAX_PARALLELISM);
     }
 
     /// The commit this workspace last made or checked out, if any.

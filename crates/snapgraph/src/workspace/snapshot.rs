@@ -6,14 +6,16 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 
 use super::{CheckoutPolicy, Commit, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE};
+use crate::chunk::CHUNK_MIN;
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
 use crate::id::ObjectId;
+use crate::limits::Limits;
 use crate::object::commit::CommitObject;
 use crate::object::manifest::Manifest;
 use crate::object::tree::{Content, EntryNode, TreeNode};
 use crate::pack::{
-    parse_packed, read_packed_records, write_packed, Records, SnapshotError, SnapshotKey,
+    parse_packed_limited, read_packed_records, write_packed, Records, SnapshotError, SnapshotKey,
     SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
 };
 use crate::source::{BoxError, ObjectSource};
@@ -80,7 +82,7 @@ impl Workspace {
     /// fingerprint, so no capability check applies; content rules and limits are the
     /// defaults.
     pub fn from_snapshot(bytes: &[u8]) -> Result<Workspace, SnapshotError> {
-        Self::fresh_from(parse_packed(bytes, None)?)
+        Self::from_snapshot_with_limits(bytes, None, Limits::default())
     }
 
     /// [`from_snapshot`](Self::from_snapshot) for a keyed snapshot.
@@ -88,18 +90,34 @@ impl Workspace {
         bytes: &[u8],
         key: &SnapshotKey,
     ) -> Result<Workspace, SnapshotError> {
-        Self::fresh_from(parse_packed(bytes, Some(key))?)
+        Self::from_snapshot_with_limits(bytes, Some(key), Limits::default())
     }
 
-    fn fresh_from(unpacked: Unpacked<'_>) -> Result<Workspace, SnapshotError> {
+    /// [`from_snapshot`](Self::from_snapshot) (or, with `key`,
+    /// [`from_snapshot_keyed`](Self::from_snapshot_keyed)) under `limits` instead of
+    /// the defaults: what to use for snapshots from outside a trust boundary. The new
+    /// workspace keeps `limits`.
+    pub fn from_snapshot_with_limits(
+        bytes: &[u8],
+        key: Option<&SnapshotKey>,
+        limits: Limits,
+    ) -> Result<Workspace, SnapshotError> {
         let mut ws = Workspace::new();
+        ws.set_limits(limits);
+        let unpacked = parse_packed_limited(bytes, key, limits.max_unpacked_bytes)?;
+        ws.fresh_from(unpacked)?;
+        Ok(ws)
+    }
+
+    fn fresh_from(&mut self, unpacked: Unpacked<'_>) -> Result<(), SnapshotError> {
+        let ws = self;
         if let Some(caps) =
             SnapshotGraph::capabilities(unpacked.root, &unpacked).map_err(graph_to_snapshot)?
         {
             ws.set_capabilities(caps);
         }
         ws.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)?;
-        Ok(ws)
+        Ok(())
     }
 
     /// Replaces files and state with a snapshot's, keeping this workspace's
@@ -108,7 +126,7 @@ impl Workspace {
     /// [`CheckoutPolicy::Superset`] and [`DriftPolicy::Strict`]; on error nothing
     /// changes.
     pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<Restore, SnapshotError> {
-        let unpacked = parse_packed(bytes, None)?;
+        let unpacked = parse_packed_limited(bytes, None, self.limits.max_unpacked_bytes)?;
         self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
     }
 
@@ -119,7 +137,7 @@ impl Workspace {
         bytes: &[u8],
         key: &SnapshotKey,
     ) -> Result<Restore, SnapshotError> {
-        let unpacked = parse_packed(bytes, Some(key))?;
+        let unpacked = parse_packed_limited(bytes, Some(key), self.limits.max_unpacked_bytes)?;
         self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
     }
 
@@ -134,9 +152,10 @@ impl Workspace {
         policy: CheckoutPolicy,
         drift: DriftPolicy,
     ) -> Result<Restore, SnapshotError> {
-        let (header, _metadata, records) = read_packed_records(input, key)?;
+        let (header, _metadata, records) =
+            read_packed_records(input, key, self.limits.max_unpacked_bytes)?;
         let (root, flags) = (header.root, header.flags);
-        let uses = chunk_uses(root, &records).unwrap_or_default();
+        let uses = chunk_uses(root, &records, &self.limits).unwrap_or_default();
         let source = Draining {
             records: RefCell::new(records),
             uses: RefCell::new(uses),
@@ -218,12 +237,22 @@ impl ObjectSource for Draining {
 
 /// How many times a checkout of `root` reads each chunk: once per occurrence in the
 /// expanded chunk list of each distinct content (checkout loads identical content
-/// once). `None` if the objects are not well-formed; the checkout then reports why.
-fn chunk_uses(root: ObjectId, records: &Records) -> Option<hashbrown::HashMap<ObjectId, u32>> {
+/// once). `None` if the objects are not well-formed or describe more than `limits`
+/// allow; the checkout then reports why.
+///
+/// The work is bounded like the checkout's: each tree node is read once, the distinct
+/// contents' sizes must fit `max_bytes`, and a content of `size` bytes may expand to at
+/// most `size / CHUNK_MIN + 1` chunk references (manifests may share nodes, so
+/// without that bound a few objects could describe an exponential walk).
+fn chunk_uses(
+    root: ObjectId,
+    records: &Records,
+    limits: &Limits,
+) -> Option<hashbrown::HashMap<ObjectId, u32>> {
     let body = |id: &ObjectId| records.bytes(id).and_then(|b| b.get(2..));
     let commit = CommitObject::decode(&root, body(&root)?).ok()?;
-    let mut contents: hashbrown::HashSet<Content> = hashbrown::HashSet::new();
-    contents.insert(commit.state.clone());
+    let mut contents: hashbrown::HashMap<Content, u64> = hashbrown::HashMap::new();
+    contents.insert(commit.state.clone(), commit.state_size);
     let mut trees = vec![commit.tree];
     let mut seen_trees = hashbrown::HashSet::new();
     while let Some(t) = trees.pop() {
@@ -234,8 +263,8 @@ fn chunk_uses(root: ObjectId, records: &Records) -> Option<hashbrown::HashMap<Ob
             TreeNode::Leaf(entries) => {
                 for e in entries {
                     match e.node {
-                        EntryNode::File { content, .. } => {
-                            contents.insert(content);
+                        EntryNode::File { content, size } => {
+                            contents.entry(content).or_insert(size);
                         }
                         EntryNode::Dir { tree, .. } => trees.push(tree),
                         EntryNode::Symlink { .. } => {}
@@ -245,21 +274,36 @@ fn chunk_uses(root: ObjectId, records: &Records) -> Option<hashbrown::HashMap<Ob
             TreeNode::Internal { children, .. } => trees.extend(children.iter().map(|c| c.tree)),
         }
     }
+    let total = contents
+        .values()
+        .fold(0u64, |acc, size| acc.saturating_add(*size));
+    if total > limits.max_bytes {
+        return None;
+    }
     let mut uses: hashbrown::HashMap<ObjectId, u32> = hashbrown::HashMap::new();
-    for content in contents {
+    let mut count = |id: ObjectId| {
+        let n = uses.entry(id).or_default();
+        *n = n.saturating_add(1);
+    };
+    for (content, size) in contents {
         match content {
             Content::Inline(_) => {}
-            Content::Chunk(id) => *uses.entry(id).or_default() += 1,
+            Content::Chunk(id) => count(id),
             Content::Manifest(m) => {
+                // Chunk references, and index entries, this content may have at most.
+                let most = max_chunks(size);
+                let (mut chunk_refs, mut child_refs) = (most, most);
                 let mut stack = vec![m];
                 while let Some(n) = stack.pop() {
                     match Manifest::decode(&n, body(&n)?).ok()? {
                         Manifest::Leaf(chunks) => {
+                            chunk_refs = chunk_refs.checked_sub(chunks.len() as u64)?;
                             for c in chunks {
-                                *uses.entry(c.id).or_default() += 1;
+                                count(c.id);
                             }
                         }
                         Manifest::Internal { children, .. } => {
+                            child_refs = child_refs.checked_sub(children.len() as u64)?;
                             stack.extend(children.iter().map(|c| c.id))
                         }
                     }
@@ -268,6 +312,12 @@ fn chunk_uses(root: ObjectId, records: &Records) -> Option<hashbrown::HashMap<Ob
         }
     }
     Some(uses)
+}
+
+/// The most chunks a file of `size` bytes can be cut into: every chunk but the last
+/// is at least [`CHUNK_MIN`] bytes.
+pub(crate) fn max_chunks(size: u64) -> u64 {
+    size / CHUNK_MIN as u64 + 1
 }
 
 fn graph_to_snapshot(e: crate::graph::GraphError) -> SnapshotError {
