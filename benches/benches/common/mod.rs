@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use snapgraph::{CommitOptions, ObjectId, Workspace};
+use std::borrow::Cow;
+use std::cell::Cell;
+
+use snapgraph::{BoxError, Commit, CommitOptions, ObjectId, ObjectSource, Workspace};
 
 /// The store every bench persists into.
 pub type Store = HashMap<ObjectId, Vec<u8>>;
@@ -52,14 +55,67 @@ pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
 
 /// Path of small file `i`: 20 directories, files dealt round-robin.
 pub fn file_path(i: usize) -> String {
-    format!("/d{:02}/f{:06}.bin", i % DIRS, i)
+    file_path_in(i, DIRS)
+}
+
+/// Path of small file `i` when the files are dealt over `dirs` directories.
+pub fn file_path_in(i: usize, dirs: usize) -> String {
+    format!("/d{:04}/f{:06}.bin", i % dirs, i)
 }
 
 /// What one commit emitted.
 #[derive(Debug, Clone, Copy)]
 pub struct Emitted {
+    /// `Commit::stored_bytes`.
     pub bytes: u64,
+    /// `Commit::object_count`.
     pub objects: usize,
+    /// Of `bytes`, those of chunk objects (file content).
+    pub chunk_bytes: u64,
+    /// Questions the commit asked the `have_in` store (0 when not counted).
+    pub lookups: u64,
+}
+
+/// A store wrapper counting the questions a commit asks it.
+pub struct Counting<'a> {
+    pub inner: &'a Store,
+    pub asked: Cell<u64>,
+}
+
+impl<'a> Counting<'a> {
+    pub fn new(inner: &'a Store) -> Self {
+        Self {
+            inner,
+            asked: Cell::new(0),
+        }
+    }
+}
+
+impl ObjectSource for Counting<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        self.asked.set(self.asked.get() + 1);
+        ObjectSource::get(self.inner, id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        self.asked.set(self.asked.get() + 1);
+        ObjectSource::contains(self.inner, id)
+    }
+}
+
+impl Emitted {
+    pub fn of(commit: &Commit) -> Self {
+        Self {
+            bytes: commit.stored_bytes(),
+            objects: commit.object_count(),
+            chunk_bytes: commit
+                .objects()
+                .iter()
+                .filter(|(_, b)| b.first() == Some(&1))
+                .map(|(_, b)| b.len() as u64)
+                .sum(),
+            lookups: 0,
+        }
+    }
 }
 
 /// A workspace of `n` 4 KB files committed into a `HashMap` store, edited turn by turn.
@@ -81,7 +137,12 @@ impl Turns {
     /// store slots are allocated up front so that store growth during a measurement
     /// does not rehash the map.
     pub fn new(n: usize, reserve: usize) -> Self {
-        let paths: Vec<String> = (0..n).map(file_path).collect();
+        Self::with_dirs(n, DIRS, reserve)
+    }
+
+    /// Like [`new`](Self::new), the files dealt over `dirs` directories.
+    pub fn with_dirs(n: usize, dirs: usize, reserve: usize) -> Self {
+        let paths: Vec<String> = (0..n).map(|i| file_path_in(i, dirs)).collect();
         let mut ws = Workspace::new();
         let mut buf = vec![0u8; FILE_SIZE];
         let t = Instant::now();
@@ -93,10 +154,7 @@ impl Turns {
         let t = Instant::now();
         let commit = ws.commit(CommitOptions::new()).expect("first commit");
         let first_commit_time = t.elapsed();
-        let first_commit = Emitted {
-            bytes: commit.stored_bytes(),
-            objects: commit.object_count(),
-        };
+        let first_commit = Emitted::of(&commit);
         let head = commit.id();
         let mut store = Store::with_capacity(commit.object_count() + reserve);
         store.extend(commit.into_objects());
@@ -132,15 +190,24 @@ impl Turns {
     pub fn commit(&mut self) -> Emitted {
         let commit = self
             .ws
-            .commit(
-                CommitOptions::new()
-                    .parent(self.head)
-                    .have_in(&self.store),
-            )
+            .commit(CommitOptions::new().parent(self.head).have_in(&self.store))
+            .expect("commit");
+        let e = Emitted::of(&commit);
+        self.head = commit.id();
+        self.store.extend(commit.into_objects());
+        e
+    }
+
+    /// Like [`commit`](Self::commit), counting the store lookups (not for timing).
+    pub fn commit_counted(&mut self) -> Emitted {
+        let counting = Counting::new(&self.store);
+        let commit = self
+            .ws
+            .commit(CommitOptions::new().parent(self.head).have_in(&counting))
             .expect("commit");
         let e = Emitted {
-            bytes: commit.stored_bytes(),
-            objects: commit.object_count(),
+            lookups: counting.asked.get(),
+            ..Emitted::of(&commit)
         };
         self.head = commit.id();
         self.store.extend(commit.into_objects());
@@ -157,12 +224,13 @@ impl Turns {
         self.commit()
     }
 
-    /// Runs `k` turns and returns what each emitted.
+    /// Runs `k` turns (store lookups counted) and returns what each emitted.
     pub fn probe(&mut self, k: usize) -> Vec<Emitted> {
         (0..k)
             .map(|_| {
                 let (idx, data) = self.next_edit();
-                self.apply(idx, &data)
+                self.ws.write(&self.paths[idx], &data).expect("write");
+                self.commit_counted()
             })
             .collect()
     }
@@ -190,10 +258,7 @@ impl BigFile {
         let t = Instant::now();
         let commit = ws.commit(CommitOptions::new()).expect("first commit");
         let first_commit_time = t.elapsed();
-        let first_commit = Emitted {
-            bytes: commit.stored_bytes(),
-            objects: commit.object_count(),
-        };
+        let first_commit = Emitted::of(&commit);
         let head = commit.id();
         let mut store = Store::with_capacity(commit.object_count() + 4096);
         store.extend(commit.into_objects());
@@ -225,27 +290,32 @@ impl BigFile {
     pub fn commit(&mut self) -> Emitted {
         let commit = self
             .ws
-            .commit(
-                CommitOptions::new()
-                    .parent(self.head)
-                    .have_in(&self.store),
-            )
+            .commit(CommitOptions::new().parent(self.head).have_in(&self.store))
             .expect("commit");
-        let e = Emitted {
-            bytes: commit.stored_bytes(),
-            objects: commit.object_count(),
-        };
+        let e = Emitted::of(&commit);
         self.head = commit.id();
         self.store.extend(commit.into_objects());
         e
     }
 
-    /// One complete edit outside any measurement; returns what the commit emitted.
+    /// One complete edit outside any measurement (store lookups counted); returns
+    /// what the commit emitted.
     pub fn probe(&mut self) -> Emitted {
         self.edit16();
         let data = self.shared();
         self.ws.write_shared(BIG_PATH, data).expect("write");
-        self.commit()
+        let counting = Counting::new(&self.store);
+        let commit = self
+            .ws
+            .commit(CommitOptions::new().parent(self.head).have_in(&counting))
+            .expect("commit");
+        let e = Emitted {
+            lookups: counting.asked.get(),
+            ..Emitted::of(&commit)
+        };
+        self.head = commit.id();
+        self.store.extend(commit.into_objects());
+        e
     }
 }
 
@@ -258,6 +328,11 @@ impl Default for BigFile {
 /// min / median / max / mean of a list of emitted figures.
 pub fn summarize(label: &str, e: &[Emitted]) -> String {
     let mut b: Vec<u64> = e.iter().map(|x| x.bytes).collect();
+    let mut m: Vec<u64> = e.iter().map(|x| x.bytes - x.chunk_bytes).collect();
+    let mut l: Vec<u64> = e.iter().map(|x| x.lookups).collect();
+    l.sort_unstable();
+    m.sort_unstable();
+    let mean_m = m.iter().sum::<u64>() as f64 / m.len() as f64;
     let mut o: Vec<usize> = e.iter().map(|x| x.objects).collect();
     b.sort_unstable();
     o.sort_unstable();
@@ -265,7 +340,9 @@ pub fn summarize(label: &str, e: &[Emitted]) -> String {
     let mean_o = o.iter().sum::<usize>() as f64 / o.len() as f64;
     format!(
         "{label}: {} commits; new bytes min {} / median {} / max {} / mean {:.0}; \
-         new objects min {} / median {} / max {} / mean {:.2}",
+         new objects min {} / median {} / max {} / mean {:.2}; \
+         of the bytes, non-chunk (trees, manifests, commit) min {} / median {} / max {} / mean {:.0}; \
+         have_in store lookups min {} / median {} / max {}",
         e.len(),
         b[0],
         b[b.len() / 2],
@@ -274,6 +351,13 @@ pub fn summarize(label: &str, e: &[Emitted]) -> String {
         o[0],
         o[o.len() / 2],
         o[o.len() - 1],
-        mean_o
+        mean_o,
+        m[0],
+        m[m.len() / 2],
+        m[m.len() - 1],
+        mean_m,
+        l[0],
+        l[l.len() / 2],
+        l[l.len() - 1]
     )
 }
