@@ -163,42 +163,46 @@ fn slot_for(slots: &[Slot], key: &str) -> usize {
         .saturating_sub(1)
 }
 
-/// Re-cuts one level. `old` is the level's previous slots, `dirty` the sorted keys
-/// whose items may have changed (added, removed or modified), and `items_from(k)`
-/// yields the level's current items in key order starting at key `k` (inclusive), or
-/// at the beginning for `None`. Returns the new slots and the keys that changed at
-/// the level above (first keys of every removed and every created slot).
+/// Re-cuts one level in place. `slots` holds the level's previous slots and receives
+/// the new ones, `dirty` the sorted keys whose items may have changed (added, removed
+/// or modified), and `items_from(k)` yields the level's current items in key order
+/// starting at key `k` (inclusive), or at the beginning for `None`. Unchanged slots
+/// stay where they are (replaced runs are spliced in), so the cost follows the
+/// change. Returns the keys that changed at the level above: the first keys of every
+/// removed and every created slot.
 fn update_level<T: Item, I: Iterator<Item = T>>(
-    old: &[Slot],
+    slots: &mut Vec<Slot>,
     dirty: &[String],
     level: u8,
     mut items_from: impl FnMut(Option<&str>) -> I,
-) -> (Vec<Slot>, Vec<String>) {
-    let mut out: Vec<Slot> = Vec::with_capacity(old.len() + 2);
+) -> Vec<String> {
     let mut changed: Vec<String> = Vec::new();
     let mut builder = NodeBuilder::<T>::new(level);
-    if old.is_empty() {
+    if slots.is_empty() {
         for item in items_from(None) {
             if builder.push(item) {
-                out.push(builder.finish());
+                slots.push(builder.finish());
             }
         }
         if !builder.items.is_empty() {
-            out.push(builder.finish());
+            slots.push(builder.finish());
         }
-        changed.extend(out.iter().map(|s| s.first.clone()));
-        return (out, changed);
+        changed.extend(slots.iter().map(|s| s.first.clone()));
+        return changed;
     }
+    let old: &[Slot] = slots;
+    // Runs of old slots to replace, in order: (start, end, new slots).
+    let mut edits: Vec<(usize, usize, Vec<Slot>)> = Vec::new();
     let mut old_pos = 0usize;
     let mut di = 0usize;
     'pass: while di < dirty.len() {
         let j = slot_for(old, &dirty[di]).max(old_pos);
-        out.extend_from_slice(&old[old_pos..j]);
         let from = if j == 0 {
             None
         } else {
             Some(old[j].first.as_str())
         };
+        let mut created = Vec::new();
         builder = NodeBuilder::new(level);
         for item in items_from(from) {
             while di < dirty.len() && dirty[di].as_str() <= item.key() {
@@ -213,7 +217,7 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
                 .ok()
                 .map(|rel| j + rel);
             changed.push(slot.first.clone());
-            out.push(slot);
+            created.push(slot);
             if let Some(m) = synced {
                 let next = if di == dirty.len() {
                     old.len()
@@ -222,6 +226,7 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
                 };
                 if next > m {
                     changed.extend(old[j..=m].iter().map(|s| s.first.clone()));
+                    edits.push((j, m + 1, created));
                     old_pos = m + 1;
                     continue 'pass;
                 }
@@ -231,16 +236,18 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
         if !builder.items.is_empty() {
             let slot = builder.finish();
             changed.push(slot.first.clone());
-            out.push(slot);
+            created.push(slot);
         }
         changed.extend(old[j..].iter().map(|s| s.first.clone()));
-        old_pos = old.len();
+        edits.push((j, old.len(), created));
         break;
     }
-    out.extend_from_slice(&old[old_pos..]);
+    for (start, end, created) in edits.into_iter().rev() {
+        slots.splice(start..end, created);
+    }
     changed.sort_unstable();
     changed.dedup();
-    (out, changed)
+    changed
 }
 
 impl Layout {
@@ -252,17 +259,17 @@ impl Layout {
         })
     }
 
-    /// The layout after the entries named in `dirty` (sorted, unique) changed.
-    /// `entries_from(k)` yields the directory's current entries from name `k` on.
-    /// With `old` = `None` the layout is built from scratch.
+    /// The layout after the entries named in `dirty` (sorted, unique) changed,
+    /// reusing `old`'s storage. `entries_from(k)` yields the directory's current
+    /// entries from name `k` on. With `old` = `None` the layout is built from scratch.
     pub fn update<I: Iterator<Item = Entry>>(
-        old: Option<&Layout>,
+        old: Option<Layout>,
         dirty: &[String],
         entries_from: impl FnMut(Option<&str>) -> I,
     ) -> Self {
-        let empty: &[Slot] = &[];
-        let old_level = |i: usize| old.and_then(|l| l.levels.get(i)).map_or(empty, |v| &v[..]);
-        let (mut slots, mut changed) = update_level(old_level(0), dirty, 0, entries_from);
+        let mut old_levels = old.map(|l| l.levels).unwrap_or_default().into_iter();
+        let mut slots = old_levels.next().unwrap_or_default();
+        let mut changed = update_level(&mut slots, dirty, 0, entries_from);
         if slots.is_empty() {
             let mut b = NodeBuilder::<Entry>::new(0);
             slots.push(b.finish());
@@ -271,18 +278,15 @@ impl Layout {
         while levels.last().map_or(0, Vec::len) > 1 {
             let i = levels.len();
             let below = &levels[i - 1];
-            let old_slots = old_level(i);
+            let mut slots = old_levels.next().unwrap_or_default();
             // An unchanged level below leaves this level as it was.
-            let (next, next_changed) = if changed.is_empty() && !old_slots.is_empty() {
-                (old_slots.to_vec(), Vec::new())
-            } else {
-                update_level(old_slots, &changed, i as u8, |from| {
+            if !(changed.is_empty() && !slots.is_empty()) {
+                changed = update_level(&mut slots, &changed, i as u8, |from| {
                     let start = from.map_or(0, |k| below.partition_point(|s| s.first.as_str() < k));
                     below[start..].iter().map(Slot::child)
-                })
-            };
-            levels.push(next);
-            changed = next_changed;
+                });
+            }
+            levels.push(slots);
         }
         Layout { levels }
     }
@@ -445,7 +449,7 @@ mod tests {
     }
 
     fn incremental(old: &Layout, map: &BTreeMap<String, Entry>, dirty: &[String]) -> Layout {
-        Layout::update(Some(old), dirty, |from| {
+        Layout::update(Some(old.clone()), dirty, |from| {
             let range: Box<dyn Iterator<Item = (&String, &Entry)>> = match from {
                 None => Box::new(map.iter()),
                 Some(k) => Box::new(

@@ -355,8 +355,10 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
             _ => {}
         }
     }
+    // Reuse the old layout's storage: normally unique; shared only right after a fork.
+    let old = dir.layout.take().map(Arc::unwrap_or_clone);
     let entries = &dir.entries;
-    let layout = Layout::update(dir.layout.as_deref(), &dirty, |from| {
+    let layout = Layout::update(old, &dirty, |from| {
         let range: Box<dyn Iterator<Item = (&String, &Node)>> = match from {
             None => Box::new(entries.iter()),
             Some(k) => Box::new(
