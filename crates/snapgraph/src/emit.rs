@@ -133,6 +133,11 @@ impl<'a> Emitter<'a> {
         true
     }
 
+    /// Whether the destination holds `id` (one question to the have-set).
+    pub fn holds(&self, id: &ObjectId) -> bool {
+        self.have.contains(id)
+    }
+
     pub fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
         self.out.insert(id, stored);
     }

@@ -31,6 +31,9 @@ pub(crate) struct Slot {
     pub items: u32,
     pub files: u64,
     pub bytes: u64,
+    /// The commit epoch that created it (0 for checkouts and from-scratch builds):
+    /// a slot from an earlier epoch is part of the layout as it was before.
+    pub epoch: u64,
 }
 
 impl Slot {
@@ -107,14 +110,16 @@ impl Item for TreeChild {
 
 struct NodeBuilder<T> {
     level: u8,
+    epoch: u64,
     items: Vec<T>,
     boundary: Boundary,
 }
 
 impl<T: Item> NodeBuilder<T> {
-    fn new(level: u8) -> Self {
+    fn new(level: u8, epoch: u64) -> Self {
         Self {
             level,
+            epoch,
             items: Vec::new(),
             boundary: Boundary::default(),
         }
@@ -151,6 +156,7 @@ impl<T: Item> NodeBuilder<T> {
             items: count,
             files,
             bytes,
+            epoch: self.epoch,
         }
     }
 }
@@ -174,10 +180,11 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
     slots: &mut Vec<Slot>,
     dirty: &[String],
     level: u8,
+    epoch: u64,
     mut items_from: impl FnMut(Option<&str>) -> I,
 ) -> Vec<String> {
     let mut changed: Vec<String> = Vec::new();
-    let mut builder = NodeBuilder::<T>::new(level);
+    let mut builder = NodeBuilder::<T>::new(level, epoch);
     if slots.is_empty() {
         for item in items_from(None) {
             if builder.push(item) {
@@ -203,7 +210,7 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
             Some(old[j].first.as_str())
         };
         let mut created = Vec::new();
-        builder = NodeBuilder::new(level);
+        builder = NodeBuilder::new(level, epoch);
         for item in items_from(from) {
             while di < dirty.len() && dirty[di].as_str() <= item.key() {
                 di += 1;
@@ -253,7 +260,7 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
 impl Layout {
     /// The layout of a directory with the given entries (sorted by name, unique).
     pub fn build(entries: &[Entry]) -> Self {
-        Self::update(None, &[], |from| {
+        Self::update(None, &[], 0, |from| {
             let start = from.map_or(0, |k| entries.partition_point(|e| e.name.as_str() < k));
             entries[start..].iter().cloned()
         })
@@ -265,13 +272,14 @@ impl Layout {
     pub fn update<I: Iterator<Item = Entry>>(
         old: Option<Layout>,
         dirty: &[String],
+        epoch: u64,
         entries_from: impl FnMut(Option<&str>) -> I,
     ) -> Self {
         let mut old_levels = old.map(|l| l.levels).unwrap_or_default().into_iter();
         let mut slots = old_levels.next().unwrap_or_default();
-        let mut changed = update_level(&mut slots, dirty, 0, entries_from);
+        let mut changed = update_level(&mut slots, dirty, 0, epoch, entries_from);
         if slots.is_empty() {
-            let mut b = NodeBuilder::<Entry>::new(0);
+            let mut b = NodeBuilder::<Entry>::new(0, epoch);
             slots.push(b.finish());
         }
         let mut levels = vec![slots];
@@ -281,7 +289,7 @@ impl Layout {
             let mut slots = old_levels.next().unwrap_or_default();
             // An unchanged level below leaves this level as it was.
             if !(changed.is_empty() && !slots.is_empty()) {
-                changed = update_level(&mut slots, &changed, i as u8, |from| {
+                changed = update_level(&mut slots, &changed, i as u8, epoch, |from| {
                     let start = from.map_or(0, |k| below.partition_point(|s| s.first.as_str() < k));
                     below[start..].iter().map(Slot::child)
                 });
@@ -297,14 +305,18 @@ impl Layout {
     }
 
     /// Emits the nodes not held, top-down with pruning, children first. `leaf_entries`
-    /// is called for each emitted leaf slot to emit what its entries reference.
+    /// is called for each emitted leaf slot to emit what its entries reference. With
+    /// `skip_before` = `Some(epoch)` the destination is known to hold the layout as it
+    /// was before that commit epoch, so slots from earlier epochs are skipped without
+    /// asking.
     pub fn emit(
         &self,
         out: &mut Emitter<'_>,
+        skip_before: Option<u64>,
         leaf_entries: &mut dyn FnMut(&Slot, &mut Emitter<'_>),
     ) {
         let top = self.levels.len() - 1;
-        self.emit_slot(top, 0, out, leaf_entries);
+        self.emit_slot(top, 0, out, skip_before, leaf_entries);
     }
 
     fn emit_slot(
@@ -312,9 +324,14 @@ impl Layout {
         level: usize,
         index: usize,
         out: &mut Emitter<'_>,
+        skip_before: Option<u64>,
         leaf_entries: &mut dyn FnMut(&Slot, &mut Emitter<'_>),
     ) {
         let slot = &self.levels[level][index];
+        if skip_before.is_some_and(|epoch| slot.epoch != epoch) {
+            out.pruned = true;
+            return;
+        }
         if !out.wants(&slot.id) {
             return;
         }
@@ -326,7 +343,7 @@ impl Layout {
                 .map(|s| s.items as usize)
                 .sum();
             for child in first..first + slot.items as usize {
-                self.emit_slot(level - 1, child, out, leaf_entries);
+                self.emit_slot(level - 1, child, out, skip_before, leaf_entries);
             }
         }
         out.push(slot.id, slot.stored.to_vec());
@@ -449,7 +466,7 @@ mod tests {
     }
 
     fn incremental(old: &Layout, map: &BTreeMap<String, Entry>, dirty: &[String]) -> Layout {
-        Layout::update(Some(old.clone()), dirty, |from| {
+        Layout::update(Some(old.clone()), dirty, 1, |from| {
             let range: Box<dyn Iterator<Item = (&String, &Entry)>> = match from {
                 None => Box::new(map.iter()),
                 Some(k) => Box::new(

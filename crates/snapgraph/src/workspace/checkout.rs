@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, Node, SymlinkNode, Workspace};
+use crate::chunk::CHUNK_MIN;
 use crate::content::{ContentObjects, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
-use crate::limits::{Limits, MAX_DEPTH};
+use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
 use crate::object::manifest::Manifest;
@@ -71,10 +72,17 @@ pub enum CheckoutError {
         /// The limit.
         limit: u64,
     },
-    /// Directories nest deeper than [`MAX_DEPTH`].
+    /// A path in the commit has more than [`MAX_DEPTH`] components.
     #[error("{path}: directories nest deeper than {MAX_DEPTH}")]
     TooDeep {
-        /// The directory where the limit was hit.
+        /// The first path found with more than [`MAX_DEPTH`] components.
+        path: String,
+    },
+    /// A path in the commit is longer than [`MAX_PATH_LEN`] bytes, so no workspace
+    /// call could name it.
+    #[error("{path}: path longer than {MAX_PATH_LEN} bytes")]
+    PathTooLong {
+        /// The first path found longer than the limit.
         path: String,
     },
 }
@@ -168,6 +176,7 @@ impl Workspace {
             bytes: 0,
             entries_seen: 0,
             dirs_seen: 0,
+            path_len: 0,
             hash,
             cache: HashMap::new(),
             rules: &self.content_rules,
@@ -241,6 +250,8 @@ struct Loader<'a, S: ?Sized> {
     /// files so that directories do not use up the file limit, while a tree that
     /// repeats subtrees cannot make a checkout walk without end.
     dirs_seen: u64,
+    /// Length in bytes of the path being loaded (`/` before each component).
+    path_len: usize,
     /// Whether to re-hash objects read.
     hash: bool,
     /// Content already loaded: identical files share one buffer.
@@ -319,6 +330,19 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         let mut out: BTreeMap<String, Node> = BTreeMap::new();
         for e in entries {
             path.push(e.name.clone());
+            let len = 1 + e.name.len();
+            self.path_len += len;
+            // Every path a checkout creates must be one the workspace can name.
+            if path.len() > MAX_DEPTH {
+                return Err(CheckoutError::TooDeep {
+                    path: path::join(path),
+                });
+            }
+            if self.path_len > MAX_PATH_LEN {
+                return Err(CheckoutError::PathTooLong {
+                    path: path::join(path),
+                });
+            }
             let node = match e.node {
                 EntryNode::File { size, content } => {
                     self.charge(1, size)?;
@@ -353,6 +377,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                 }
             };
             path.pop();
+            self.path_len -= len;
             out.insert(e.name, node);
         }
         Ok(DirNode {
@@ -360,6 +385,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             entries: out,
             layout: Some(Arc::new(layout)),
             dirty: BTreeSet::new(),
+            last: None,
         })
     }
 
@@ -372,6 +398,18 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         path: &str,
     ) -> Result<(Arc<[u8]>, Arc<ContentObjects>), CheckoutError> {
         if let Some((data, objects)) = self.cache.get(content) {
+            // The same object was loaded for another entry: it must be as long as this
+            // entry says too, or the tree would restore to bytes it does not describe.
+            if data.len() as u64 != size {
+                if let Some((id, kind)) = content.object() {
+                    return Err(ObjectError::malformed(
+                        id,
+                        kind,
+                        format!("{} bytes where {path} says {size}", data.len()),
+                    )
+                    .into());
+                }
+            }
             let hit = (data.clone(), objects.clone());
             self.check_rules(&hit.0, path)?;
             return Ok(hit);
@@ -431,17 +469,45 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             )
             .into());
         }
+        // Nodes may share children, so a few objects could describe a chunk list far
+        // longer than the file. Every chunk but the last is at least CHUNK_MIN bytes,
+        // which bounds the chunk references; every node but a level's last has at least
+        // two items, so a canonical manifest has fewer index entries than chunks (plus
+        // one per level). Each node is charged its items as soon as it is decoded, so
+        // the decoding work is bounded by the file's size too.
+        let most = super::snapshot::max_chunks(size);
+        let too_many = || {
+            CheckoutError::from(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                format!("more chunks or index entries than a file of {size} bytes can have"),
+            ))
+        };
+        let items = |m: &Manifest| match m {
+            Manifest::Leaf(c) => c.len() as u64,
+            Manifest::Internal { children, .. } => children.len() as u64,
+        };
+        let mut charged = items(&top);
         let mut frontier = vec![(root, top)];
-        let mut chunks = Vec::new();
+        let mut chunks: Vec<crate::object::manifest::ChunkRef> = Vec::new();
         loop {
             let level = frontier[0].1.level();
             let mut next = Vec::new();
             for (nid, node) in frontier {
                 match node {
-                    Manifest::Leaf(c) => chunks.extend(c),
+                    Manifest::Leaf(c) => {
+                        if (chunks.len() + c.len()) as u64 > most {
+                            return Err(too_many());
+                        }
+                        chunks.extend(c)
+                    }
                     Manifest::Internal { children, .. } => {
                         for c in children {
                             let child = load_node(&c.id)?;
+                            charged += items(&child);
+                            if charged > 2 * most + 64 {
+                                return Err(too_many());
+                            }
                             if child.level() + 1 != level || child.size() != c.size {
                                 return Err(ObjectError::malformed(
                                     nid,
@@ -459,6 +525,23 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                 break;
             }
             frontier = next;
+        }
+        // FastCDC cuts no chunk but the last below the minimum.
+        if let Some(short) = chunks
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|c| (c.len as usize) < CHUNK_MIN)
+        {
+            return Err(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                format!(
+                    "chunk {} of {} bytes is not the last, yet shorter than {CHUNK_MIN} bytes",
+                    short.id, short.len
+                ),
+            )
+            .into());
         }
         // Sizes were checked against the budget by the caller and sum to `size`; the
         // buffer is allocated once, in place (no second copy into an Arc).

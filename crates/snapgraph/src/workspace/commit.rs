@@ -2,9 +2,10 @@
 
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{DirNode, Node, Workspace};
+use super::{DirNode, LastCommit, Node, Workspace};
 use crate::content::ContentObjects;
 use crate::emit::{Emitter, Have, ObjectSet};
 use crate::id::ObjectId;
@@ -14,6 +15,11 @@ use crate::object::tree::{Entry, EntryNode};
 use crate::object::{encode, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::ObjectSource;
 use crate::tree::Layout;
+
+/// Commit epochs, unique per commit in the process (clones of a workspace share
+/// directories, so a per-workspace counter would not do). Starts at 1: layouts built
+/// outside commits carry epoch 0.
+static COMMIT_EPOCH: AtomicU64 = AtomicU64::new(1);
 
 /// What to record with a commit, and what the destination already holds.
 ///
@@ -213,8 +219,9 @@ impl Workspace {
             pending.push(self.state.clone());
         }
         let mut built = ContentObjects::build_many(&pending, self.parallelism).into_iter();
+        let epoch = COMMIT_EPOCH.fetch_add(1, Ordering::Relaxed);
         if !self.root.is_clean() {
-            commit_dir(Arc::make_mut(&mut self.root), &mut built);
+            commit_dir(Arc::make_mut(&mut self.root), &mut built, epoch);
         }
         if self.state_objects.is_none() {
             let state = built
@@ -255,7 +262,7 @@ impl Workspace {
         let id = ObjectId::hash_stored(&stored);
 
         let mut out = Emitter::new(&options.have);
-        emit_dir(&self.root, &mut out);
+        emit_dir(&self.root, &mut out, epoch);
         state.emit(&self.state, &mut out);
         for (oid, bytes) in capabilities.into_iter().chain(reads) {
             if out.wants(&oid) {
@@ -337,7 +344,7 @@ fn pending_contents(dir: &DirNode, out: &mut Vec<Arc<[u8]>>) {
 
 /// Brings a directory's layout up to date, committing changed children first. File
 /// objects come from `built`, in [`pending_contents`] order.
-fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects>) {
+fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects>, epoch: u64) {
     if dir.is_clean() {
         return;
     }
@@ -345,7 +352,7 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
     dir.dirty.clear();
     for name in &dirty {
         match dir.entries.get_mut(name) {
-            Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d), built),
+            Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d), built, epoch),
             Some(Node::File(f)) if f.objects.is_none() => {
                 let objects = built
                     .next()
@@ -357,8 +364,9 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
     }
     // Reuse the old layout's storage: normally unique; shared only right after a fork.
     let old = dir.layout.take().map(Arc::unwrap_or_clone);
+    let prev_root = old.as_ref().map(|l| l.root().id);
     let entries = &dir.entries;
-    let layout = Layout::update(old, &dirty, |from| {
+    let layout = Layout::update(old, &dirty, epoch, |from| {
         let range: Box<dyn Iterator<Item = (&String, &Node)>> = match from {
             None => Box::new(entries.iter()),
             Some(k) => Box::new(
@@ -368,6 +376,13 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
         range.map(|(name, node)| entry_of(name, node))
     });
     dir.layout = Some(Arc::new(layout));
+    dir.last = prev_root.map(|prev_root| {
+        Arc::new(LastCommit {
+            epoch,
+            prev_root,
+            names: dirty,
+        })
+    });
 }
 
 /// The tree entry of a committed node.
@@ -412,25 +427,46 @@ pub(crate) fn entry_of(name: &str, node: &Node) -> Entry {
 }
 
 /// Emits a committed directory's objects that the destination lacks.
-fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>) {
+///
+/// If this commit (`epoch`) changed the directory and the destination holds its
+/// previous root, everything this commit did not change is held: old nodes and
+/// unchanged entries are skipped without asking, so the have-set is asked about the
+/// changed path only.
+fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>, epoch: u64) {
     let Some(layout) = dir.layout.as_ref() else {
         return;
     };
-    layout.emit(out, &mut |slot, out| {
+    let last = dir
+        .last
+        .as_deref()
+        .filter(|l| l.epoch == epoch && out.holds(&l.prev_root));
+    layout.emit(out, last.map(|l| l.epoch), &mut |slot, out| {
         if slot.items == 0 {
             return;
         }
-        for (_, node) in dir.entries.range::<str, _>((
+        for (name, node) in dir.entries.range::<str, _>((
             std::ops::Bound::Included(slot.first.as_str()),
             std::ops::Bound::Included(slot.last.as_str()),
         )) {
+            if let Some(l) = last {
+                if l.names.binary_search(name).is_err() {
+                    // Held under the previous root; left out only if it has objects.
+                    let has_objects = match node {
+                        Node::File(f) => f.objects.as_ref().is_some_and(|o| !o.chunks.is_empty()),
+                        Node::Dir(_) => true,
+                        Node::Symlink(_) => false,
+                    };
+                    out.pruned |= has_objects;
+                    continue;
+                }
+            }
             match node {
                 Node::File(f) => {
                     if let Some(objects) = &f.objects {
                         objects.emit(&f.data, out);
                     }
                 }
-                Node::Dir(d) => emit_dir(d, out),
+                Node::Dir(d) => emit_dir(d, out, epoch),
                 Node::Symlink(_) => {}
             }
         }

@@ -194,6 +194,20 @@ pub(crate) struct DirNode {
     pub entries: BTreeMap<String, Node>,
     pub layout: Option<Arc<Layout>>,
     pub dirty: BTreeSet<String>,
+    /// What the latest commit that touched this directory changed in it.
+    pub last: Option<Arc<LastCommit>>,
+}
+
+/// What one commit changed in a directory, for its emission: if the destination
+/// holds the directory's previous root, everything that commit did not change is held.
+#[derive(Debug)]
+pub(crate) struct LastCommit {
+    /// The commit's epoch (unique per commit in the process).
+    pub epoch: u64,
+    /// The directory's root node before the commit.
+    pub prev_root: ObjectId,
+    /// The names the commit looked at, sorted.
+    pub names: Vec<String>,
 }
 
 impl DirNode {
@@ -203,6 +217,7 @@ impl DirNode {
             entries: BTreeMap::new(),
             layout: None,
             dirty: BTreeSet::new(),
+            last: None,
         }
     }
 

@@ -1,0 +1,81 @@
+//! An incremental commit asks the have-set about the changed path only, and still
+//! emits exactly what the destination lacks.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::collections::HashMap;
+
+use snapgraph::{BoxError, CommitOptions, ObjectId, ObjectSource, Workspace};
+
+struct Counting<'a> {
+    inner: &'a HashMap<ObjectId, Vec<u8>>,
+    asked: Cell<usize>,
+}
+
+impl ObjectSource for Counting<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        self.asked.set(self.asked.get() + 1);
+        Ok(self.inner.get(id).map(|b| Cow::Borrowed(b.as_slice())))
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        self.asked.set(self.asked.get() + 1);
+        Ok(self.inner.contains_key(id))
+    }
+}
+
+fn content(i: u64, turn: u64) -> Vec<u8> {
+    (0..4000u64)
+        .map(|j| ((i * 31 + j * 7 + turn * 13) % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn one_edit_asks_about_the_changed_path_only() {
+    for (files, dirs) in [(2_000u64, 20u64), (20_000, 1)] {
+        let mut ws = Workspace::new();
+        for i in 0..files {
+            ws.write(&format!("/d{}/f{i:06}", i % dirs), content(i, 0))
+                .unwrap();
+        }
+        let first = ws.commit(CommitOptions::new()).unwrap();
+        let mut head = first.id();
+        let mut store: HashMap<ObjectId, Vec<u8>> = first.into_objects().into_iter().collect();
+        for turn in 1..=20u64 {
+            let i = (turn * 997) % files;
+            ws.write(&format!("/d{}/f{i:06}", i % dirs), content(i, turn))
+                .unwrap();
+            let counting = Counting {
+                inner: &store,
+                asked: Cell::new(0),
+            };
+            let c = ws
+                .commit(CommitOptions::new().parent(head).have_in(&counting))
+                .unwrap();
+            // Root, one directory, their new nodes and the new chunk: a handful of
+            // questions, not one per entry of the rewritten leaves.
+            assert!(
+                counting.asked.get() <= 16,
+                "{files} files: asked {} times",
+                counting.asked.get()
+            );
+            assert!(!c.is_complete());
+            // Exactly what the store lacks: a full commit's objects minus the store.
+            let full = ws
+                .clone()
+                .commit(CommitOptions::new().parent(head))
+                .unwrap();
+            let mut lacking: Vec<ObjectId> = full
+                .objects()
+                .ids()
+                .filter(|id| !store.contains_key(id))
+                .copied()
+                .collect();
+            let mut emitted: Vec<ObjectId> = c.objects().ids().copied().collect();
+            lacking.sort();
+            emitted.sort();
+            assert_eq!(emitted, lacking);
+            head = c.id();
+            store.extend(c.into_objects());
+        }
+    }
+}
