@@ -288,7 +288,7 @@ impl Layout {
             let below = &levels[i - 1];
             let mut slots = old_levels.next().unwrap_or_default();
             // An unchanged level below leaves this level as it was.
-            if !(changed.is_empty() && !slots.is_empty()) {
+            if !changed.is_empty() || slots.is_empty() {
                 changed = update_level(&mut slots, &changed, i as u8, epoch, |from| {
                     let start = from.map_or(0, |k| below.partition_point(|s| s.first.as_str() < k));
                     below[start..].iter().map(Slot::child)
