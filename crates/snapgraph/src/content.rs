@@ -63,10 +63,116 @@ impl ContentObjects {
         Self::from_spans(data.len() as u64, hash_spans(data, &cuts, threads))
     }
 
+    /// The previous version worth keeping when `file` is overwritten with `data`:
+    /// both large and the old objects known.
+    pub(crate) fn reusable(
+        file: &crate::workspace::FileNode,
+        data: &[u8],
+    ) -> Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>> {
+        if data.len() < REUSE_MIN || file.data.len() < REUSE_MIN {
+            return None;
+        }
+        match (&file.objects, &file.prev) {
+            (Some(objects), _) => Some(Arc::new((file.data.clone(), objects.clone()))),
+            // Written twice since the last commit: the committed version still helps.
+            (None, Some(prev)) => Some(prev.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// The objects of `data`, knowing that `old_data` was stored as `old`: chunks
+    /// before the first changed byte and after the last one are reused, and only the
+    /// region between is cut and hashed again. The result is identical to
+    /// [`build`](Self::build).
+    ///
+    /// A FastCDC cut depends only on the bytes since the previous cut, so every old
+    /// cut inside the unchanged prefix (except one made by the end of the old data)
+    /// is a cut of the new data; and once a new cut lands, inside the unchanged
+    /// suffix, on the position of an old cut, every later cut is an old cut shifted by
+    /// the change in length.
+    pub fn rebuild(old_data: &[u8], old: &ContentObjects, data: &[u8]) -> Self {
+        if data.len() <= INLINE_MAX || old.chunks.is_empty() || old_data.len() as u64 != old.size {
+            return Self::build(data);
+        }
+        let prefix = common_prefix(old_data, data);
+        if prefix == data.len() && data.len() == old_data.len() {
+            return old.clone();
+        }
+        let max_suffix = old_data.len().min(data.len()) - prefix;
+        let suffix = common_suffix(old_data, data, max_suffix);
+        let end_of = |s: &Span| s.start + s.len as usize;
+        let keep = old
+            .chunks
+            .partition_point(|s| end_of(s) <= prefix && end_of(s) < old_data.len());
+        let mut spans: Vec<Span> = old.chunks[..keep].to_vec();
+        let mut pos = spans.last().map_or(0, end_of);
+        let old_ends: Vec<usize> = old.chunks.iter().map(end_of).collect();
+        let tail_new = data.len() - suffix;
+        let tail_old = old_data.len() - suffix;
+        while pos < data.len() {
+            let len = fastcdc::v2020::FastCDC::with_level(
+                &data[pos..],
+                crate::chunk::CHUNK_MIN,
+                crate::chunk::CHUNK_AVG,
+                crate::chunk::CHUNK_MAX,
+                fastcdc::v2020::Normalization::Level1,
+            )
+            .next()
+            .map_or(data.len() - pos, |c| c.length);
+            spans.push(Span {
+                id: chunk_id(&data[pos..pos + len]),
+                start: pos,
+                len: len as u32,
+            });
+            pos += len;
+            if pos >= tail_new && pos < data.len() {
+                let old_pos = pos - tail_new + tail_old;
+                if let Ok(k) = old_ends.binary_search(&old_pos) {
+                    spans.extend(old.chunks[k + 1..].iter().map(|s| Span {
+                        id: s.id,
+                        start: s.start - old_pos + pos,
+                        len: s.len,
+                    }));
+                    break;
+                }
+            }
+        }
+        Self::from_spans(data.len() as u64, spans)
+    }
+
     /// Builds the objects of many contents on up to `threads` threads, in order.
     /// Large contents are each split across all threads; small ones are shared out
-    /// in groups of about equal bytes.
-    pub fn build_many(datas: &[Arc<[u8]>], threads: usize) -> Vec<Self> {
+    /// in groups of about equal bytes. Contents with a reusable previous version are
+    /// rebuilt around their change instead.
+    pub fn build_many(jobs: &[Pending], threads: usize) -> Vec<Self> {
+        let mut out: Vec<Option<Self>> = jobs
+            .iter()
+            .map(|j| j.prev.as_ref().map(|p| Self::rebuild(&p.0, &p.1, &j.data)))
+            .collect();
+        let datas: Vec<Arc<[u8]>> = jobs
+            .iter()
+            .zip(&out)
+            .map(|(j, o)| {
+                if o.is_some() {
+                    Arc::from(&[][..])
+                } else {
+                    j.data.clone()
+                }
+            })
+            .collect();
+        let fresh = Self::build_all(&datas, threads);
+        for (slot, built) in out.iter_mut().zip(fresh) {
+            if slot.is_none() {
+                *slot = Some(built);
+            }
+        }
+        out.into_iter()
+            .zip(jobs)
+            .map(|(o, j)| o.unwrap_or_else(|| Self::build(&j.data)))
+            .collect()
+    }
+
+    fn build_all(datas: &[Arc<[u8]>], threads: usize) -> Vec<Self> {
         let total: usize = datas.iter().map(|d| d.len()).sum();
         if threads <= 1 || total < PARALLEL_TOTAL_MIN {
             return datas.iter().map(|d| Self::build(d)).collect();
@@ -192,6 +298,46 @@ impl ContentObjects {
         out.push(slot.id, slot.stored.to_vec());
     }
 }
+
+/// Length of the longest common prefix, compared a block at a time (memcmp speed).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// Length of the longest common suffix, at most `max`.
+fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
+    const BLOCK: usize = 4096;
+    let (la, lb) = (a.len(), b.len());
+    let mut k = 0;
+    while k + BLOCK <= max && a[la - k - BLOCK..la - k] == b[lb - k - BLOCK..lb - k] {
+        k += BLOCK;
+    }
+    while k < max && a[la - k - 1] == b[lb - k - 1] {
+        k += 1;
+    }
+    k
+}
+
+/// One content a commit must build objects for.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    pub data: Arc<[u8]>,
+    /// Its previous version's bytes and objects, when worth reusing.
+    pub prev: Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>>,
+}
+
+/// Files at least this large keep their previous version across a write, so that a
+/// small edit re-chunks only around the change.
+const REUSE_MIN: usize = 1 << 20;
 
 /// Contents at least this large are cut and hashed by several threads at once.
 const PARALLEL_FILE_MIN: usize = 4 << 20;
@@ -418,9 +564,72 @@ mod tests {
             .map(|i| Arc::from(pseudo_random((i as usize * 977) % 40_000, i)))
             .chain(std::iter::once(Arc::from(pseudo_random(5 << 20, 99))))
             .collect();
-        let par = ContentObjects::build_many(&many, 2);
+        let jobs: Vec<Pending> = many
+            .iter()
+            .map(|d| Pending {
+                data: d.clone(),
+                prev: None,
+            })
+            .collect();
+        let par = ContentObjects::build_many(&jobs, 2);
         for (d, p) in many.iter().zip(&par) {
             assert_eq!(p.content, ContentObjects::build(d).content);
+        }
+    }
+
+    #[test]
+    fn rebuild_equals_build_for_every_kind_of_edit() {
+        let base = pseudo_random(3 << 20, 31);
+        let old = ContentObjects::build(&base);
+        let mut seed = 5u64;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        let mut cases: Vec<Vec<u8>> = vec![
+            base.clone(),
+            base[..base.len() - 1].to_vec(),
+            [&base[..], b"appended"].concat(),
+            [b"prepended".as_slice(), &base[..]].concat(),
+            base[..100].to_vec(),
+            base[..10].to_vec(),
+            vec![0u8; 2 << 20],
+        ];
+        for _ in 0..40 {
+            let mut d = base.clone();
+            let at = next(d.len());
+            match next(3) {
+                0 => d[at..(at + 16).min(base.len())].fill(0xEE),
+                1 => {
+                    let n = next(70_000);
+                    d.splice(at..at, std::iter::repeat_n(7u8, n));
+                }
+                _ => {
+                    let n = next(70_000).min(d.len() - at);
+                    d.drain(at..at + n);
+                }
+            }
+            cases.push(d);
+        }
+        for (i, d) in cases.iter().enumerate() {
+            let fresh = ContentObjects::build(d);
+            let reused = ContentObjects::rebuild(&base, &old, d);
+            assert_eq!(reused.content, fresh.content, "case {i}");
+            assert_eq!(
+                reused
+                    .chunks
+                    .iter()
+                    .map(|s| (s.id, s.start, s.len))
+                    .collect::<Vec<_>>(),
+                fresh
+                    .chunks
+                    .iter()
+                    .map(|s| (s.id, s.start, s.len))
+                    .collect::<Vec<_>>(),
+                "case {i}"
+            );
         }
     }
 

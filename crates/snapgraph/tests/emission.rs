@@ -79,3 +79,77 @@ fn one_edit_asks_about_the_changed_path_only() {
         }
     }
 }
+
+#[test]
+fn edits_to_large_files_give_the_ids_of_a_fresh_commit() {
+    let mut seed = 0x1234_5678u64;
+    let mut rand = |n: usize| -> usize {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let mut data: Vec<u8> = (0..(3usize << 20))
+        .map(|i| (i * 7 % 253) as u8 ^ (i >> 12) as u8)
+        .collect();
+    let mut ws = Workspace::new();
+    ws.write("/big", &data).unwrap();
+    let mut head = ws.commit(CommitOptions::new()).unwrap().id();
+    for round in 0..12 {
+        // One or two edits between commits: overwrite, insert, delete, append.
+        for _ in 0..1 + round % 2 {
+            let at = rand(data.len());
+            match rand(4) {
+                0 => {
+                    let end = (at + 16).min(data.len());
+                    data[at..end].fill(round as u8)
+                }
+                1 => {
+                    let n = rand(50_000);
+                    data.splice(at..at, std::iter::repeat_n(round as u8, n));
+                }
+                2 => {
+                    let n = rand(50_000).min(data.len() - at);
+                    data.drain(at..at + n);
+                }
+                _ => data.extend_from_slice(&[round as u8; 1000]),
+            }
+            ws.write("/big", &data).unwrap();
+        }
+        let c = ws
+            .commit(
+                CommitOptions::new()
+                    .parent(head)
+                    .meta("r", round.to_string()),
+            )
+            .unwrap();
+        let mut fresh = Workspace::new();
+        fresh.write("/big", &data).unwrap();
+        let f = fresh
+            .commit(
+                CommitOptions::new()
+                    .parent(head)
+                    .meta("r", round.to_string()),
+            )
+            .unwrap_err();
+        // `fresh` does not know `head`; compare trees instead.
+        drop(f);
+        let mut fresh = Workspace::new();
+        fresh.write("/big", &data).unwrap();
+        let f = fresh.commit(CommitOptions::new()).unwrap();
+        let store: HashMap<ObjectId, Vec<u8>> =
+            c.objects().iter().map(|(i, b)| (*i, b.to_vec())).collect();
+        let fstore: HashMap<ObjectId, Vec<u8>> =
+            f.objects().iter().map(|(i, b)| (*i, b.to_vec())).collect();
+        assert_eq!(
+            snapgraph::SnapshotGraph::commit(c.id(), &store)
+                .unwrap()
+                .tree,
+            snapgraph::SnapshotGraph::commit(f.id(), &fstore)
+                .unwrap()
+                .tree,
+            "round {round}"
+        );
+        head = c.id();
+    }
+}

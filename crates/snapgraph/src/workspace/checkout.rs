@@ -352,6 +352,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                         data,
                         mode: e.mode,
                         objects: Some(objects),
+                        prev: None,
                     })
                 }
                 EntryNode::Dir { tree, files, bytes } => {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{DirNode, LastCommit, Node, Workspace};
-use crate::content::ContentObjects;
+use crate::content::{ContentObjects, Pending};
 use crate::emit::{Emitter, Have, ObjectSet};
 use crate::id::ObjectId;
 use crate::object::commit::CommitObject;
@@ -216,7 +216,10 @@ impl Workspace {
         let mut pending = Vec::new();
         pending_contents(&self.root, &mut pending);
         if self.state_objects.is_none() {
-            pending.push(self.state.clone());
+            pending.push(Pending {
+                data: self.state.clone(),
+                prev: None,
+            });
         }
         let mut built = ContentObjects::build_many(&pending, self.parallelism).into_iter();
         let epoch = COMMIT_EPOCH.fetch_add(1, Ordering::Relaxed);
@@ -327,16 +330,19 @@ fn names_to_commit(dir: &DirNode) -> Vec<String> {
     }
 }
 
-/// Collects, in the order [`commit_dir`] visits them, the bytes of every file whose
-/// objects must be built.
-fn pending_contents(dir: &DirNode, out: &mut Vec<Arc<[u8]>>) {
+/// Collects, in the order [`commit_dir`] visits them, every file whose objects must
+/// be built, with its previous version when that can be reused.
+fn pending_contents(dir: &DirNode, out: &mut Vec<Pending>) {
     if dir.is_clean() {
         return;
     }
     for name in names_to_commit(dir) {
         match dir.entries.get(&name) {
             Some(Node::Dir(d)) if !d.is_clean() => pending_contents(d, out),
-            Some(Node::File(f)) if f.objects.is_none() => out.push(f.data.clone()),
+            Some(Node::File(f)) if f.objects.is_none() => out.push(Pending {
+                data: f.data.clone(),
+                prev: f.prev.clone(),
+            }),
             _ => {}
         }
     }
@@ -358,6 +364,7 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
                     .next()
                     .unwrap_or_else(|| ContentObjects::build(&f.data));
                 f.objects = Some(Arc::new(objects));
+                f.prev = None;
             }
             _ => {}
         }

@@ -148,6 +148,9 @@ pub(crate) struct FileNode {
     pub mode: u32,
     /// The objects `data` is stored as, once computed; `None` after a write.
     pub objects: Option<Arc<ContentObjects>>,
+    /// After a write over a large committed file: its previous bytes and objects, so
+    /// the commit re-chunks only the changed region (see `ContentObjects::rebuild`).
+    pub prev: Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -584,8 +587,8 @@ impl Workspace {
             .split_last()
             .ok_or(FsError::IsADirectory { path: "/".into() })?;
         self.check_dirs(parent)?;
-        let mode = match self.lookup(&comps)? {
-            Some(Node::File(f)) => f.mode,
+        let (mode, prev) = match self.lookup(&comps)? {
+            Some(Node::File(f)) => (f.mode, ContentObjects::reusable(f, &data)),
             Some(Node::Dir(_)) => {
                 return Err(FsError::IsADirectory {
                     path: path::join(&comps),
@@ -596,7 +599,7 @@ impl Workspace {
                     path: path::join(&comps),
                 })
             }
-            None => DEFAULT_FILE_MODE,
+            None => (DEFAULT_FILE_MODE, None),
         };
         let dir = self.dir_mut(parent);
         dir.dirty.insert(name.clone());
@@ -606,6 +609,7 @@ impl Workspace {
                 data,
                 mode,
                 objects: None,
+                prev,
             }),
         );
         self.stale.remove(&path::join(&comps));
