@@ -68,7 +68,7 @@ impl ContentObjects {
     pub(crate) fn reusable(
         file: &crate::workspace::FileNode,
         data: &[u8],
-    ) -> Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>> {
+    ) -> Option<Arc<Previous>> {
         if data.len() < REUSE_MIN || file.data.len() < REUSE_MIN {
             return None;
         }
@@ -327,12 +327,15 @@ fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
     k
 }
 
+/// A file's previous bytes and the objects they were stored as.
+pub(crate) type Previous = (Arc<[u8]>, Arc<ContentObjects>);
+
 /// One content a commit must build objects for.
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
     pub data: Arc<[u8]>,
     /// Its previous version's bytes and objects, when worth reusing.
-    pub prev: Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>>,
+    pub prev: Option<Arc<Previous>>,
 }
 
 /// Files at least this large keep their previous version across a write, so that a

@@ -19,7 +19,7 @@ pub use checkout::{CheckoutError, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
 pub use path::PathError;
 
-use crate::content::ContentObjects;
+use crate::content::{ContentObjects, Previous};
 use crate::id::ObjectId;
 use crate::limits::{check_symlink_target, Limits};
 use crate::object::capability::CapabilityFingerprint;
@@ -150,7 +150,7 @@ pub(crate) struct FileNode {
     pub objects: Option<Arc<ContentObjects>>,
     /// After a write over a large committed file: its previous bytes and objects, so
     /// the commit re-chunks only the changed region (see `ContentObjects::rebuild`).
-    pub prev: Option<Arc<(Arc<[u8]>, Arc<ContentObjects>)>>,
+    pub prev: Option<Arc<Previous>>,
 }
 
 #[derive(Debug, Clone)]
