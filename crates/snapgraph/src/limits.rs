@@ -32,7 +32,7 @@ pub const MAX_DEPTH: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Most files and symlinks one checkout may create (default 10 million). Directories
-    /// are counted apart and bounded by the same number. A diff lists at most this many
+    /// are counted apart and bounded by the same number. A diff reads at most as many
     /// entries of each side.
     pub max_files: u64,
     /// Most file bytes one checkout may hold in memory, the state's bytes included

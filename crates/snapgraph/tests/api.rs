@@ -1099,6 +1099,7 @@ fn checkout_limits() {
     target.set_limits(Limits {
         max_files: 10,
         max_bytes: u64::MAX,
+        ..Limits::default()
     });
     assert_eq!(target.limits().max_files, 10);
     assert!(matches!(
@@ -1109,6 +1110,7 @@ fn checkout_limits() {
     target.set_limits(Limits {
         max_files: 1000,
         max_bytes: 1999,
+        ..Limits::default()
     });
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::default()),
@@ -1119,6 +1121,7 @@ fn checkout_limits() {
     target.set_limits(Limits {
         max_files: 20,
         max_bytes: 2000,
+        ..Limits::default()
     });
     target
         .checkout(id, &store, CheckoutPolicy::default())
@@ -1128,7 +1131,8 @@ fn checkout_limits() {
         target.limits(),
         Limits {
             max_files: 20,
-            max_bytes: 2000
+            max_bytes: 2000,
+            ..Limits::default()
         },
         "checkout keeps the workspace's limits"
     );

@@ -13,8 +13,7 @@ use snapgraph::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeChild, TreeNode};
 use snapgraph::{
     BoxError, CapabilityFingerprint, CheckoutError, CheckoutPolicy, CommitObject, CommitOptions,
-    Diff, GraphError, Limits, ObjectError, ObjectId, ObjectKind, ObjectSource, SnapshotGraph,
-    Workspace,
+    GraphError, Limits, ObjectError, ObjectId, ObjectKind, ObjectSource, SnapshotGraph, Workspace,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -986,6 +985,7 @@ fn lying_directory_totals() {
     target.set_limits(Limits {
         max_files: 10,
         max_bytes: 1 << 30,
+        ..Limits::default()
     });
     let before = observable(&target);
     assert!(matches!(
@@ -1371,6 +1371,7 @@ fn checkout_limits_leave_the_workspace_unchanged() {
             Limits {
                 max_files: 10,
                 max_bytes: u64::MAX,
+                ..Limits::default()
             },
             "files",
         ),
@@ -1378,6 +1379,7 @@ fn checkout_limits_leave_the_workspace_unchanged() {
             Limits {
                 max_files: 49,
                 max_bytes: u64::MAX,
+                ..Limits::default()
             },
             "files",
         ),
@@ -1385,6 +1387,7 @@ fn checkout_limits_leave_the_workspace_unchanged() {
             Limits {
                 max_files: 1000,
                 max_bytes: 49_999,
+                ..Limits::default()
             },
             "bytes",
         ),
@@ -1414,6 +1417,7 @@ fn checkout_limits_leave_the_workspace_unchanged() {
     target.set_limits(Limits {
         max_files: 50,
         max_bytes: 50_000,
+        ..Limits::default()
     });
     target
         .checkout(id, &store, CheckoutPolicy::default())
@@ -1451,6 +1455,7 @@ fn repeated_subtrees_cannot_make_checkout_run_away() {
     target.set_limits(Limits {
         max_files: 5_000,
         max_bytes: u64::MAX,
+        ..Limits::default()
     });
     let before = observable(&target);
     let started = Instant::now();
@@ -1491,12 +1496,13 @@ fn directories_nested_too_deep() {
     assert_eq!(observable(&target), before);
     // Queries that do not materialize paths handle the depth without overflowing.
     assert_eq!(SnapshotGraph::reachable(commit, &store).unwrap().len(), 302);
+    // A diff materializes paths, so it refuses the same path a checkout does.
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
     let e = put_commit(&mut store, &commit_object(empty, vec![], 1));
-    assert_eq!(
-        SnapshotGraph::diff(e, commit, &store).unwrap(),
-        Diff::default()
-    );
+    match SnapshotGraph::diff(e, commit, &store) {
+        Err(GraphError::TooDeep { path }) => assert_eq!(path, "/d".repeat(257)),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -1596,6 +1602,7 @@ fn state_bytes_count_against_the_byte_limit() {
     target.set_limits(Limits {
         max_files: 100,
         max_bytes: 1 << 20,
+        ..Limits::default()
     });
     let before = observable(&target);
     assert!(matches!(
@@ -1607,6 +1614,7 @@ fn state_bytes_count_against_the_byte_limit() {
     target.set_limits(Limits {
         max_files: 100,
         max_bytes: (2 << 20) + 999,
+        ..Limits::default()
     });
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::Force),
@@ -1615,6 +1623,7 @@ fn state_bytes_count_against_the_byte_limit() {
     target.set_limits(Limits {
         max_files: 100,
         max_bytes: (2 << 20) + 1000,
+        ..Limits::default()
     });
     target.checkout(id, &store, CheckoutPolicy::Force).unwrap();
     assert_eq!(target.state(), ws.state());

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use super::{load_commit, read_list, GraphError, SnapshotGraph};
 use crate::id::ObjectId;
+use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::reads::ExternalRead;
 use crate::object::tree::{Entry, EntryNode, TreeNode};
 use crate::object::{load, ObjectError, ObjectKind};
@@ -51,10 +52,28 @@ impl SnapshotGraph {
     /// directory only the tree nodes that differ are read, so the cost follows the
     /// number of changes, not the size of the snapshots. A removed or added directory
     /// is read whole, since each of its files is a change.
+    ///
+    /// Paths are checked like a checkout's (at most `MAX_DEPTH` components and
+    /// `MAX_PATH_LEN` bytes), and the entries read are counted like a checkout's: at
+    /// most the default [`Limits::max_files`] files and as many directories per side
+    /// (see [`diff_with_limits`](Self::diff_with_limits)), so a tree that repeats
+    /// subtrees cannot make a diff run away.
     pub fn diff<S: ObjectSource + ?Sized>(
         a: ObjectId,
         b: ObjectId,
         source: &S,
+    ) -> Result<Diff, GraphError> {
+        Self::diff_with_limits(a, b, source, &Limits::default())
+    }
+
+    /// [`diff`](Self::diff), reading at most `limits.max_files` file and as many
+    /// directory entries of each side before failing with
+    /// [`GraphError::LimitExceeded`].
+    pub fn diff_with_limits<S: ObjectSource + ?Sized>(
+        a: ObjectId,
+        b: ObjectId,
+        source: &S,
+        limits: &Limits,
     ) -> Result<Diff, GraphError> {
         let ca = load_commit(source, &a)?;
         let cb = load_commit(source, &b)?;
@@ -69,19 +88,25 @@ impl SnapshotGraph {
                 &mut d,
             );
         }
-        let mut stack: Vec<(String, Option<ObjectId>, Option<ObjectId>)> =
-            vec![(String::new(), Some(ca.tree), Some(cb.tree))];
-        while let Some((prefix, ta, tb)) = stack.pop() {
+        let mut budget = Budget {
+            limit: limits.max_files,
+            commits: [a, b],
+            seen: [[0; 3]; 2],
+        };
+        // (directory path, its number of components, tree on each side)
+        let mut stack: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
+            vec![(String::new(), 0, Some(ca.tree), Some(cb.tree))];
+        while let Some((prefix, depth, ta, tb)) = stack.pop() {
             if ta == tb {
                 continue;
             }
             let changes = match (ta, tb) {
-                (Some(x), Some(y)) => changed_entries(source, x, y)?,
-                (Some(x), None) => all_entries(source, x)?
+                (Some(x), Some(y)) => changed_entries(source, x, y, &mut budget)?,
+                (Some(x), None) => all_entries(source, x, 0, &mut budget)?
                     .into_iter()
                     .map(|e| (e.name.clone(), Some(e), None))
                     .collect(),
-                (None, Some(y)) => all_entries(source, y)?
+                (None, Some(y)) => all_entries(source, y, 1, &mut budget)?
                     .into_iter()
                     .map(|e| (e.name.clone(), None, Some(e)))
                     .collect(),
@@ -89,6 +114,12 @@ impl SnapshotGraph {
             };
             for (name, ea, eb) in changes {
                 let path = format!("{prefix}/{name}");
+                if depth + 1 > MAX_DEPTH {
+                    return Err(GraphError::TooDeep { path });
+                }
+                if path.len() > MAX_PATH_LEN {
+                    return Err(GraphError::PathTooLong { path });
+                }
                 let dir_of = |e: &Option<Entry>| match e {
                     Some(Entry {
                         node: EntryNode::Dir { tree, .. },
@@ -99,7 +130,7 @@ impl SnapshotGraph {
                 let (da, db) = (dir_of(&ea), dir_of(&eb));
                 let (fa, fb) = (ea.is_some() && da.is_none(), eb.is_some() && db.is_none());
                 if da.is_some() || db.is_some() {
-                    stack.push((path.clone(), da, db));
+                    stack.push((path.clone(), depth + 1, da, db));
                 }
                 match (fa, fb) {
                     (true, true) => {
@@ -137,11 +168,51 @@ fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
     }
 }
 
+/// Entries decoded so far on each side, against the limit: a tree that repeats
+/// subtrees can describe far more paths than it has objects, and a diff reads each
+/// occurrence, as a checkout of that side would. Index entries of internal nodes are
+/// counted too: a diff skips leaves equal on both sides, so it may decode index
+/// nodes whose leaves it never charges.
+struct Budget {
+    limit: u64,
+    commits: [ObjectId; 2],
+    /// Per side: [files and symlinks, directories, index entries].
+    seen: [[u64; 3]; 2],
+}
+
+impl Budget {
+    fn charge(&mut self, side: usize, entries: &[Entry]) -> Result<(), GraphError> {
+        let dirs = entries
+            .iter()
+            .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
+            .count() as u64;
+        self.add(side, 0, entries.len() as u64 - dirs)?;
+        self.add(side, 1, dirs)
+    }
+
+    /// Adds `n` to counter `i` (files, directories, index entries) of `side`.
+    fn add(&mut self, side: usize, i: usize, n: u64) -> Result<(), GraphError> {
+        self.seen[side][i] = self.seen[side][i].saturating_add(n);
+        if self.seen[side][i] > self.limit {
+            return Err(GraphError::LimitExceeded {
+                commit: self.commits[side],
+                what: ["files", "directories", "index entries"][i],
+                limit: self.limit,
+            });
+        }
+        Ok(())
+    }
+}
+
 fn all_entries<S: ObjectSource + ?Sized>(
     source: &S,
     id: ObjectId,
+    side: usize,
+    budget: &mut Budget,
 ) -> Result<Vec<Entry>, GraphError> {
-    read_entries::<S, GraphError>(source, id, None, true, &mut |_| Ok(()))
+    read_entries::<S, GraphError>(source, id, None, true, &mut |leaf| {
+        budget.charge(side, leaf)
+    })
 }
 
 /// A name with its entry on each side (absent where the side lacks it).
@@ -154,13 +225,29 @@ enum Item {
     Entry(Entry),
 }
 
-fn read_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<TreeNode, ObjectError> {
+/// Reads and decodes a tree node of `side`, charging what it holds to the budget.
+fn read_node<S: ObjectSource + ?Sized>(
+    source: &S,
+    id: ObjectId,
+    side: usize,
+    budget: &mut Budget,
+) -> Result<TreeNode, GraphError> {
     let loaded = load(source, &id, ObjectKind::Tree)?;
-    TreeNode::decode(&id, loaded.body())
+    let node = TreeNode::decode(&id, loaded.body())?;
+    match &node {
+        TreeNode::Leaf(entries) => budget.charge(side, entries)?,
+        TreeNode::Internal { children, .. } => budget.add(side, 2, children.len() as u64)?,
+    }
+    Ok(node)
 }
 
-fn load_node<S: ObjectSource + ?Sized>(source: &S, id: ObjectId) -> Result<Item, ObjectError> {
-    let node = read_node(source, id)?;
+fn load_node<S: ObjectSource + ?Sized>(
+    source: &S,
+    id: ObjectId,
+    side: usize,
+    budget: &mut Budget,
+) -> Result<Item, GraphError> {
+    let node = read_node(source, id, side, budget)?;
     Ok(Item::Node(id, node.level(), Some(node)))
 }
 
@@ -172,9 +259,10 @@ fn changed_entries<S: ObjectSource + ?Sized>(
     source: &S,
     a: ObjectId,
     b: ObjectId,
+    budget: &mut Budget,
 ) -> Result<Vec<Change>, GraphError> {
-    let mut sa = vec![load_node(source, a)?];
-    let mut sb = vec![load_node(source, b)?];
+    let mut sa = vec![load_node(source, a, 0, budget)?];
+    let mut sb = vec![load_node(source, b, 1, budget)?];
     loop {
         // A well-formed directory lists each node once; a tree whose index nodes
         // share children would otherwise multiply the nodes read at every level.
@@ -226,8 +314,8 @@ fn changed_entries<S: ObjectSource + ?Sized>(
             })
             .max();
         let Some(top) = top else { break };
-        sa = expand(source, sa, top)?;
-        sb = expand(source, sb, top)?;
+        sa = expand(source, sa, top, 0, budget)?;
+        sb = expand(source, sb, top, 1, budget)?;
     }
     let mut ea: Vec<Entry> = sa.into_iter().filter_map(entry_of).collect();
     let mut eb: Vec<Entry> = sb.into_iter().filter_map(entry_of).collect();
@@ -298,6 +386,8 @@ fn expand<S: ObjectSource + ?Sized>(
     source: &S,
     items: Vec<Item>,
     top: u8,
+    side: usize,
+    budget: &mut Budget,
 ) -> Result<Vec<Item>, GraphError> {
     let mut out = Vec::with_capacity(items.len());
     for item in items {
@@ -306,7 +396,7 @@ fn expand<S: ObjectSource + ?Sized>(
                 let node = match node {
                     Some(n) => n,
                     None => {
-                        let n = read_node(source, id)?;
+                        let n = read_node(source, id, side, budget)?;
                         if n.level() != level {
                             return Err(ObjectError::malformed(
                                 id,

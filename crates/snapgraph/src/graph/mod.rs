@@ -11,6 +11,7 @@ pub mod reachable;
 pub use diff::Diff;
 
 use crate::id::ObjectId;
+use crate::limits::{MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
 use crate::object::manifest::Manifest;
@@ -40,6 +41,30 @@ pub enum GraphError {
         parent: ObjectId,
         /// The parent's generation.
         parent_generation: u64,
+    },
+    /// A path in a commit has more than [`MAX_DEPTH`] components.
+    #[error("{path}: directories nest deeper than {MAX_DEPTH}")]
+    TooDeep {
+        /// The first path found with more than [`MAX_DEPTH`] components.
+        path: String,
+    },
+    /// A path in a commit is longer than [`MAX_PATH_LEN`] bytes.
+    #[error("{path}: path longer than {MAX_PATH_LEN} bytes")]
+    PathTooLong {
+        /// The first path found longer than the limit.
+        path: String,
+    },
+    /// A query would read more entries of a commit than
+    /// [`Limits::max_files`](crate::Limits::max_files) allows (a tree that repeats
+    /// subtrees can describe far more paths than it has objects).
+    #[error("commit {commit} has more {what} than the limit of {limit}")]
+    LimitExceeded {
+        /// The commit.
+        commit: ObjectId,
+        /// `"files"`, `"directories"` or `"index entries"`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
     },
 }
 

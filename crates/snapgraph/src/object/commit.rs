@@ -19,6 +19,7 @@ pub struct CommitObject {
     /// The root directory's tree node.
     pub tree: ObjectId,
     /// Parent commits, first parent first; empty for a root commit. No duplicates.
+    #[serde(deserialize_with = "super::bounded::parents")]
     pub parents: Vec<ObjectId>,
     /// 1 for a root commit, else 1 + the largest parent generation.
     pub generation: u64,

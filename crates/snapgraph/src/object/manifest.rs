@@ -34,12 +34,13 @@ pub struct ManifestChild {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Manifest {
     /// Chunks in file order, at least one.
-    Leaf(Vec<ChunkRef>),
+    Leaf(#[serde(deserialize_with = "super::bounded::node_items")] Vec<ChunkRef>),
     /// Children one level down, in file order.
     Internal {
         /// 1 for a node whose children are leaves, up to [`MAX_LEVEL`].
         level: u8,
         /// The children, at least one.
+        #[serde(deserialize_with = "super::bounded::node_items")]
         children: Vec<ManifestChild>,
     },
 }
@@ -88,6 +89,13 @@ impl Manifest {
                 }
                 if let Some(c) = children.iter().find(|c| c.size == 0) {
                     return Err(bad(format!("child {} is empty", c.id)));
+                }
+                if children
+                    .iter()
+                    .try_fold(0u64, |acc, c| acc.checked_add(c.size))
+                    .is_none()
+                {
+                    return Err(bad("child sizes overflow".into()));
                 }
             }
         }

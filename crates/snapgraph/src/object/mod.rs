@@ -335,6 +335,71 @@ pub(crate) fn decode_body<T: Serialize + DeserializeOwned>(
     Ok(value)
 }
 
+/// Deserializers for sequences whose length the format bounds: a declared length over
+/// the bound fails before anything is allocated, and at most `max` elements are ever
+/// decoded, so a large hostile node cannot make a decoder build a huge value only to
+/// refuse it afterwards.
+pub(crate) mod bounded {
+    use core::fmt;
+    use core::marker::PhantomData;
+
+    use serde::de::{Deserialize, Deserializer, Error, SeqAccess, Visitor};
+
+    use crate::limits::{MAX_NODE_ITEMS, MAX_PARENTS};
+
+    struct BoundedVec<T> {
+        max: usize,
+        marker: PhantomData<T>,
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for BoundedVec<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a sequence of at most {} elements", self.max)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let declared = seq.size_hint().unwrap_or(0);
+            if declared > self.max {
+                return Err(A::Error::invalid_length(declared, &self));
+            }
+            let mut out = Vec::with_capacity(declared);
+            while let Some(item) = seq.next_element()? {
+                if out.len() == self.max {
+                    return Err(A::Error::invalid_length(self.max + 1, &self));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+
+    fn vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+        max: usize,
+    ) -> Result<Vec<T>, D::Error> {
+        d.deserialize_seq(BoundedVec {
+            max,
+            marker: PhantomData,
+        })
+    }
+
+    /// At most [`MAX_NODE_ITEMS`] entries, children or chunks.
+    pub(crate) fn node_items<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        vec(d, MAX_NODE_ITEMS)
+    }
+
+    /// At most [`MAX_PARENTS`] parents.
+    pub(crate) fn parents<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        vec(d, MAX_PARENTS)
+    }
+}
+
 /// Checks a name used in a tree entry or a path component.
 pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {

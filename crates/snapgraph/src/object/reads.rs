@@ -29,6 +29,21 @@ impl ReadsObject {
     /// Decodes and checks a reads body.
     pub fn decode(id: &ObjectId, body: &[u8]) -> Result<Self, ObjectError> {
         let r: ReadsObject = super::decode_body(id, ObjectKind::Reads, body)?;
+        for read in &r.0 {
+            // Recording normalizes the path, so a stored one is always normalized: a
+            // caller may use it as a workspace path without checking it again.
+            if let Some(p) = &read.cached_at {
+                let normal = crate::workspace::path::parse(p)
+                    .is_ok_and(|c| crate::workspace::path::join(&c) == *p);
+                if !normal {
+                    return Err(ObjectError::malformed(
+                        *id,
+                        ObjectKind::Reads,
+                        format!("cached_at {p:?} is not a normalized workspace path"),
+                    ));
+                }
+            }
+        }
         for w in r.0.windows(2) {
             if w[0].source >= w[1].source {
                 return Err(ObjectError::malformed(

@@ -152,12 +152,13 @@ pub struct TreeChild {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TreeNode {
     /// Entries, sorted by name (bytewise), names unique.
-    Leaf(Vec<Entry>),
+    Leaf(#[serde(deserialize_with = "super::bounded::node_items")] Vec<Entry>),
     /// Children one level down, sorted by their first names.
     Internal {
         /// 1 for a node whose children are leaves, and so on up to [`MAX_LEVEL`].
         level: u8,
         /// The children, at least one.
+        #[serde(deserialize_with = "super::bounded::node_items")]
         children: Vec<TreeChild>,
     },
 }
@@ -201,6 +202,23 @@ impl TreeNode {
     }
 
     fn check(&self) -> Result<(), String> {
+        // Totals are sums of sizes; a node whose sums overflow describes nothing real
+        // (and would make saturated totals compare equal).
+        fn sums(mut items: impl Iterator<Item = (u64, u64)>) -> Option<(u64, u64)> {
+            items.try_fold((0u64, 0u64), |(f, b), (ef, eb)| {
+                Some((f.checked_add(ef)?, b.checked_add(eb)?))
+            })
+        }
+        let overflow = match self {
+            TreeNode::Leaf(entries) => sums(entries.iter().map(|e| (e.files(), e.bytes()))),
+            TreeNode::Internal { children, .. } => {
+                sums(children.iter().map(|c| (c.files, c.bytes)))
+            }
+        }
+        .is_none();
+        if overflow {
+            return Err("file or byte totals overflow".into());
+        }
         match self {
             TreeNode::Leaf(entries) => {
                 if entries.len() > MAX_NODE_ITEMS {

@@ -292,7 +292,8 @@ fn chunk_uses(
             Content::Manifest(m) => {
                 // Chunk references, and index entries, this content may have at most.
                 let most = max_chunks(size);
-                let (mut chunk_refs, mut child_refs) = (most, most);
+                // Each level has at most half the nodes of the one below (plus one).
+                let (mut chunk_refs, mut child_refs) = (most, most + 64);
                 let mut stack = vec![m];
                 while let Some(n) = stack.pop() {
                     match Manifest::decode(&n, body(&n)?).ok()? {

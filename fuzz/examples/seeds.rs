@@ -1,0 +1,152 @@
+//! Writes the seed corpus of every fuzz target into `fuzz/corpus/<target>/`:
+//! `cargo run --manifest-path fuzz/Cargo.toml --example seeds` (from the repository
+//! root). Seeds are small real objects, stores and snapshots built through the public
+//! API, plus `corpus/v1`'s snapshots for the container target.
+
+use std::path::{Path, PathBuf};
+
+use snapgraph::{
+    CapabilityFingerprint, CommitOptions, ExternalRead, ObjectId, SnapshotOptions, Workspace,
+};
+use snapgraph_fuzz::{encode_store_seed, pseudo_random, KEY};
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).expect("corpus directory");
+    std::fs::write(dir.join(name), bytes).expect("seed written");
+}
+
+fn sample() -> Workspace {
+    let mut ws = Workspace::new();
+    ws.write("/readme.md", b"hello\n").unwrap();
+    ws.write("/src/main.rs", b"fn main() {}\n".repeat(10))
+        .unwrap();
+    ws.write("/data/big.bin", pseudo_random(70_000, 9)).unwrap();
+    ws.write("/data/one-chunk.bin", pseudo_random(3_000, 2))
+        .unwrap();
+    ws.symlink("/link", "src/main.rs").unwrap();
+    ws.mkdir("/empty/nested").unwrap();
+    ws.set_mode("/readme.md", 0o600).unwrap();
+    ws.set_state(b"interpreter state".to_vec());
+    ws.set_capabilities(CapabilityFingerprint::new().builtin("ls").feature("sqlite"));
+    ws.record_read(ExternalRead {
+        source: "s3://bucket/key".into(),
+        fingerprint: "etag-1".into(),
+        revision: None,
+        size: 5,
+        cached_at: Some("/readme.md".into()),
+    })
+    .unwrap();
+    for i in 0..80 {
+        ws.write(&format!("/many/f{i:03}"), format!("{i}")).unwrap();
+    }
+    ws
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let corpus = root.join("corpus");
+
+    // Two commits, the second on the first, as the objects of both in order.
+    let mut ws = sample();
+    let first = ws.commit(CommitOptions::new()).unwrap();
+    let first_id = first.id();
+    let mut objects: Vec<(ObjectId, Vec<u8>)> = first
+        .objects()
+        .iter()
+        .map(|(i, b)| (*i, b.to_vec()))
+        .collect();
+    ws.write("/readme.md", b"hello again\n").unwrap();
+    ws.remove("/many/f007").unwrap();
+    ws.rename("/src", "/lib").unwrap();
+    let second = ws
+        .commit(
+            CommitOptions::new()
+                .parent(first_id)
+                .have(objects.iter().map(|(i, _)| *i).collect::<Vec<_>>())
+                .meta("message", "second"),
+        )
+        .unwrap();
+    let second_objects: Vec<(ObjectId, Vec<u8>)> = second
+        .objects()
+        .iter()
+        .map(|(i, b)| (*i, b.to_vec()))
+        .collect();
+
+    // decode_object: bodies of each kind.
+    let dir = corpus.join("decode_object");
+    for (i, (_, stored)) in objects.iter().chain(&second_objects).enumerate() {
+        if stored[0] != 1 {
+            write(&dir, &format!("kind{}-{i:03}", stored[0]), &stored[2..]);
+        }
+    }
+
+    // object_id
+    let dir = corpus.join("object_id");
+    write(&dir, "lower", first_id.to_hex().as_bytes());
+    write(&dir, "upper", first_id.to_hex().to_uppercase().as_bytes());
+    write(&dir, "short", &first_id.to_hex().as_bytes()[..63]);
+    write(&dir, "raw", first_id.as_bytes());
+
+    // junk_store: one history, and the single small commit.
+    let dir = corpus.join("junk_store");
+    let mut history = objects.clone();
+    history.extend(second_objects.iter().cloned());
+    write(&dir, "history", &encode_store_seed(&history));
+    let mut small = Workspace::new();
+    small.write("/a/b.txt", b"b").unwrap();
+    small.write("/c", pseudo_random(5000, 1)).unwrap();
+    let c = small.commit(CommitOptions::new()).unwrap();
+    let small_objects: Vec<(ObjectId, Vec<u8>)> =
+        c.objects().iter().map(|(i, b)| (*i, b.to_vec())).collect();
+    write(&dir, "small", &encode_store_seed(&small_objects));
+    objects.truncate(objects.len() - 1);
+    write(&dir, "no-commit", &encode_store_seed(&objects));
+
+    // snapshot_container: flags byte (bit 0 fix trailer, bit 1 keyed), then a snapshot.
+    let dir = corpus.join("snapshot_container");
+    let with_flags = |flags: u8, bytes: &[u8]| [&[flags][..], bytes].concat();
+    let ws = sample();
+    write(&dir, "plain", &with_flags(0, &ws.snapshot()));
+    write(&dir, "keyed", &with_flags(2, &ws.snapshot_keyed(&KEY)));
+    let zstd = SnapshotOptions {
+        compress: true,
+        ..Default::default()
+    };
+    write(
+        &dir,
+        "zstd",
+        &with_flags(1, &ws.snapshot_with_options(zstd)),
+    );
+    let no_files = SnapshotOptions {
+        exclude_files: true,
+        exclude_state: true,
+        ..Default::default()
+    };
+    write(
+        &dir,
+        "no-files",
+        &with_flags(1, &ws.snapshot_with_options(no_files)),
+    );
+    write(&dir, "empty", &with_flags(0, &Workspace::new().snapshot()));
+    let v1 = root.join("../corpus/v1");
+    write(
+        &dir,
+        "v1-snapshot",
+        &with_flags(0, &std::fs::read(v1.join("snapshot.snap")).unwrap()),
+    );
+    write(
+        &dir,
+        "v1-snapshot-keyed",
+        &with_flags(2, &std::fs::read(v1.join("snapshot-keyed.snap")).unwrap()),
+    );
+
+    // workspace_ops: any bytes decode to some operation sequence.
+    let dir = corpus.join("workspace_ops");
+    for (i, len) in [16usize, 64, 256, 1024].into_iter().enumerate() {
+        write(
+            &dir,
+            &format!("random-{i}"),
+            &pseudo_random(len, i as u64 + 7),
+        );
+    }
+}
