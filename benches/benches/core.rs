@@ -16,7 +16,7 @@ use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use fastcdc::v2020::{FastCDC, Normalization};
-use snapgraph::{CheckoutPolicy, ObjectId, SnapshotGraph, Workspace};
+use snapgraph::{CheckoutPolicy, ObjectId, SnapshotGraph, SnapshotOptions, Workspace};
 
 /// FastCDC parameters, as in `crates/snapgraph/src/chunk.rs`.
 const CDC_MIN: usize = 4 << 10;
@@ -193,6 +193,33 @@ fn checkout(c: &mut Criterion) {
     g.finish();
 }
 
+/// Packed snapshots of the 2,000-file workspace: pack, and restore into a fresh
+/// workspace (plain and zstd).
+fn pack(c: &mut Criterion) {
+    let t = Turns::new(2_000, 0);
+    let ws = t.ws;
+    let mut g = c.benchmark_group("pack");
+    g.throughput(Throughput::Bytes((2_000 * FILE_SIZE) as u64))
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(8));
+    for compress in [false, true] {
+        let name = if compress { "zstd" } else { "plain" };
+        let opts = SnapshotOptions {
+            compress,
+            ..Default::default()
+        };
+        g.bench_function(format!("snapshot/files_2000/{name}"), |b| {
+            b.iter_with_large_drop(|| ws.snapshot_with_options(opts))
+        });
+        let bytes = ws.snapshot_with_options(opts);
+        eprintln!("[sizes] pack/files_2000/{name}: {} bytes", bytes.len());
+        g.bench_function(format!("restore/files_2000/{name}"), |b| {
+            b.iter_with_large_drop(|| Workspace::from_snapshot(&bytes).expect("restore"))
+        });
+    }
+    g.finish();
+}
+
 /// A 16-byte edit in a 64 MiB file.
 fn big_file_edit(c: &mut Criterion) {
     let mut g = c.benchmark_group("edit16_in_64MiB");
@@ -343,6 +370,7 @@ criterion_group!(
     commit_turn,
     commit_turn_one_dir,
     checkout,
+    pack,
     big_file_edit,
     graph
 );
