@@ -11,12 +11,17 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use common::{summarize, BigFile, Store, Turns, BIG_FILE, BIG_PATH, FILE_SIZE};
+use common::{
+    pseudo_random, summarize, text_like, BigFile, Store, Turns, BIG_FILE, BIG_PATH, FILE_SIZE,
+};
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use fastcdc::v2020::{FastCDC, Normalization};
-use snapgraph::{CheckoutPolicy, ObjectId, SnapshotGraph, SnapshotOptions, Workspace};
+use snapgraph::{
+    BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, SnapshotGraph,
+    SnapshotOptions, Workspace,
+};
 
 /// FastCDC parameters, as in `crates/snapgraph/src/chunk.rs`.
 const CDC_MIN: usize = 4 << 10;
@@ -190,6 +195,75 @@ fn checkout(c: &mut Criterion) {
             ws
         })
     });
+    g.finish();
+}
+
+/// A have-set that claims to hold everything: the commit then emits only itself, so
+/// the measurement is chunking, hashing and tree building (what the ceilings do).
+struct HoldsAll;
+
+impl ObjectSource for HoldsAll {
+    fn get(&self, _id: &ObjectId) -> Result<Option<std::borrow::Cow<'_, [u8]>>, BoxError> {
+        Ok(None)
+    }
+    fn contains(&self, _id: &ObjectId) -> Result<bool, BoxError> {
+        Ok(true)
+    }
+}
+
+/// Ingest of 1 GiB of new data (64 files of 16 MiB), random and text-like, on one
+/// thread and on all cores: `hash` emits nothing (compare with the ceilings),
+/// `emit` also copies every object out.
+fn ingest(c: &mut Criterion) {
+    const FILES: usize = 64;
+    const SIZE: usize = 16 << 20;
+    let mut g = c.benchmark_group("ingest_1GiB");
+    g.throughput(Throughput::Bytes((FILES * SIZE) as u64))
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(15));
+    let all = Workspace::new().parallelism();
+    for kind in ["random", "text"] {
+        let mut base = Workspace::new();
+        for i in 0..FILES {
+            let data = if kind == "random" {
+                pseudo_random(SIZE, i as u64 + 1)
+            } else {
+                text_like(SIZE, i as u64 + 1)
+            };
+            base.write(&format!("/ingest/{i:02}.bin"), data)
+                .expect("write");
+        }
+        for threads in [1, all] {
+            g.bench_function(format!("{kind}/hash/{threads}_threads"), |b| {
+                b.iter_batched(
+                    || {
+                        let mut ws = base.clone();
+                        ws.set_parallelism(threads);
+                        ws
+                    },
+                    |mut ws| {
+                        let c = ws
+                            .commit(CommitOptions::new().have_in(&HoldsAll))
+                            .expect("commit");
+                        (ws, c)
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        g.bench_function(format!("{kind}/emit/{all}_threads"), |b| {
+            b.iter_batched(
+                || base.clone(),
+                |mut ws| {
+                    let c = ws.commit(CommitOptions::new()).expect("commit");
+                    (ws, c)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
     g.finish();
 }
 
@@ -370,6 +444,7 @@ criterion_group!(
     commit_turn,
     commit_turn_one_dir,
     checkout,
+    ingest,
     pack,
     big_file_edit,
     graph

@@ -53,6 +53,56 @@ pub fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+/// `len` deterministic text-like bytes: words of a small vocabulary, chosen by
+/// xorshift64 (compressible, and with natural repeats, unlike `pseudo_random`).
+pub fn text_like(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "the",
+        "workspace",
+        "commit",
+        "of",
+        "a",
+        "tree",
+        "file",
+        "and",
+        "to",
+        "history",
+        "agent",
+        "turn",
+        "restore",
+        "fn",
+        "let",
+        "mut",
+        "return",
+        "value",
+        "error",
+        "self",
+        "\n",
+        "    ",
+        "{",
+        "}",
+        "(",
+        ")",
+        ";",
+        "=",
+        "if",
+        "else",
+        "match",
+        "Some",
+    ];
+    let mut s = mix(seed);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        out.extend_from_slice(WORDS[(s % WORDS.len() as u64) as usize].as_bytes());
+        out.push(b' ');
+    }
+    out.truncate(len);
+    out
+}
+
 /// Path of small file `i`: 20 directories, files dealt round-robin.
 pub fn file_path(i: usize) -> String {
     file_path_in(i, DIRS)

@@ -141,8 +141,8 @@ impl ContentObjects {
     }
 
     /// Builds the objects of many contents on up to `threads` threads, in order.
-    /// Large contents are each split across all threads; small ones are shared out
-    /// in groups of about equal bytes. Contents with a reusable previous version are
+    /// A content larger than a thread's share of the total is split across all
+    /// threads; the others are dealt out in groups of about equal bytes. Contents with a reusable previous version are
     /// rebuilt around their change instead.
     pub fn build_many(jobs: &[Pending], threads: usize) -> Vec<Self> {
         let mut out: Vec<Option<Self>> = jobs
@@ -178,11 +178,14 @@ impl ContentObjects {
             return datas.iter().map(|d| Self::build(d)).collect();
         }
         let mut out: Vec<Option<Self>> = (0..datas.len()).map(|_| None).collect();
+        // Split a content across threads only when it is more than a thread's fair
+        // share: many large files are better dealt out whole (no merge, no sync).
+        let split_min = PARALLEL_FILE_MIN.max(total / threads);
         let small: Vec<usize> = (0..datas.len())
-            .filter(|&i| datas[i].len() < PARALLEL_FILE_MIN)
+            .filter(|&i| datas[i].len() < split_min)
             .collect();
         for (i, d) in datas.iter().enumerate() {
-            if d.len() >= PARALLEL_FILE_MIN {
+            if d.len() >= split_min {
                 out[i] = Some(Self::build_parallel(d, threads));
             }
         }
