@@ -5,10 +5,10 @@
 mod common;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{persist, pseudo_random, snap, Snap, Store};
+use common::{bare_commit, dir_entry, inline_file, persist, pseudo_random, snap, Snap, Store};
 use snapgraph::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeChild, TreeNode};
 use snapgraph::{
@@ -55,8 +55,10 @@ fn observable(ws: &Workspace) -> (Snap, Option<ObjectId>) {
 
 /// Stores `kind || version 1 || body` under its hash.
 fn put(store: &mut Store, kind: u8, body: &[u8]) -> ObjectId {
-    let mut stored = vec![kind, 1];
-    stored.extend_from_slice(body);
+    let stored = match ObjectKind::from_byte(kind) {
+        Some(k) => common::stored(k, body),
+        None => [&[kind, 1][..], body].concat(),
+    };
     let id = ObjectId::hash_stored(&stored);
     store.insert(id, stored);
     id
@@ -74,46 +76,14 @@ fn put_chunk(store: &mut Store, data: &[u8]) -> ObjectId {
     put(store, 1, data)
 }
 
-fn commit_object(tree: ObjectId, parents: Vec<ObjectId>, generation: u64) -> CommitObject {
-    CommitObject {
-        tree,
-        parents,
-        generation,
-        state_size: 0,
-        state: Content::Inline(Vec::new()),
-        capabilities: None,
-        reads: None,
-        meta: BTreeMap::new(),
-    }
-}
-
 fn put_commit(store: &mut Store, c: &CommitObject) -> ObjectId {
     put(store, 4, &postcard::to_allocvec(c).unwrap())
-}
-
-fn inline_file(name: &str, data: &[u8]) -> Entry {
-    Entry {
-        name: name.into(),
-        mode: 0o644,
-        node: EntryNode::File {
-            size: data.len() as u64,
-            content: Content::Inline(data.to_vec()),
-        },
-    }
-}
-
-fn dir_entry(name: &str, tree: ObjectId, files: u64, bytes: u64) -> Entry {
-    Entry {
-        name: name.into(),
-        mode: 0o755,
-        node: EntryNode::Dir { tree, files, bytes },
-    }
 }
 
 /// A store holding one commit whose root tree is `node`.
 fn commit_of_tree(store: &mut Store, node: &TreeNode) -> (ObjectId, ObjectId) {
     let tree = put_tree(store, node);
-    (put_commit(store, &commit_object(tree, vec![], 1)), tree)
+    (put_commit(store, &bare_commit(tree, vec![], 1)), tree)
 }
 
 /// A workspace with something in it, to check that failed checkouts change nothing.
@@ -145,7 +115,7 @@ fn assert_malformed_tree(store: &Store, commit: ObjectId, bad: ObjectId, structu
         assert!(is_bad(&e), "plan_checkout: {e:?}");
         let mut with_empty = store.clone();
         let empty = put_tree(&mut with_empty, &TreeNode::Leaf(vec![]));
-        let empty_commit = put_commit(&mut with_empty, &commit_object(empty, vec![], 1));
+        let empty_commit = put_commit(&mut with_empty, &bare_commit(empty, vec![], 1));
         let e = graph_err(SnapshotGraph::diff(empty_commit, commit, &with_empty));
         assert!(is_bad(&e), "diff: {e:?}");
     }
@@ -431,7 +401,7 @@ fn objects_of_the_wrong_kind() {
     let leaf = put_tree(&mut store, &TreeNode::Leaf(vec![inline_file("a", b"x")]));
 
     // The commit's tree is a chunk.
-    let c = put_commit(&mut store, &commit_object(chunk, vec![], 1));
+    let c = put_commit(&mut store, &bare_commit(chunk, vec![], 1));
     let wrong = |e: &ObjectError, id: ObjectId, expected: ObjectKind, actual: ObjectKind| matches!(e, ObjectError::WrongKind { id: i, expected: x, actual: a } if *i == id && *x == expected && *a == actual);
     let mut ws = bystander();
     let before = observable(&ws);
@@ -451,7 +421,7 @@ fn objects_of_the_wrong_kind() {
         wrong(&e, chunk, ObjectKind::Tree, ObjectKind::Chunk),
         "{e:?}"
     );
-    let good = put_commit(&mut store, &commit_object(leaf, vec![], 1));
+    let good = put_commit(&mut store, &bare_commit(leaf, vec![], 1));
     let e = graph_err(SnapshotGraph::diff(good, c, &store));
     assert!(
         wrong(&e, chunk, ObjectKind::Tree, ObjectKind::Chunk),
@@ -475,7 +445,7 @@ fn objects_of_the_wrong_kind() {
         &mut store,
         &TreeNode::Leaf(vec![dir_entry("d", chunk, 0, 0)]),
     );
-    let c2 = put_commit(&mut store, &commit_object(root, vec![], 1));
+    let c2 = put_commit(&mut store, &bare_commit(root, vec![], 1));
     let e = checkout_err(ws.checkout(c2, &store, CheckoutPolicy::Force));
     assert!(
         wrong(&e, chunk, ObjectKind::Tree, ObjectKind::Chunk),
@@ -503,7 +473,7 @@ fn objects_of_the_wrong_kind() {
                 node: EntryNode::File { size: 100, content },
             }]),
         );
-        let c3 = put_commit(&mut store, &commit_object(root, vec![], 1));
+        let c3 = put_commit(&mut store, &bare_commit(root, vec![], 1));
         let e = checkout_err(ws.checkout(c3, &store, CheckoutPolicy::Force));
         assert!(wrong(&e, leaf, expected, ObjectKind::Tree), "{e:?}");
         let e = graph_err(SnapshotGraph::reachable(c3, &store));
@@ -568,7 +538,7 @@ fn unknown_kinds_versions_and_oversized_objects() {
             &|e| matches!(e, ObjectError::TooLarge { size, limit, .. } if *size == (4 << 20) + 1 && *limit == 4 << 20),
         ),
     ] {
-        let c = put_commit(&mut store, &commit_object(tree, vec![], 1));
+        let c = put_commit(&mut store, &bare_commit(tree, vec![], 1));
         let e = checkout_err(ws.checkout(c, &store, CheckoutPolicy::Force));
         assert!(check(&e) && e.id() == tree, "checkout: {e:?}");
         assert_eq!(observable(&ws), before);
@@ -578,7 +548,7 @@ fn unknown_kinds_versions_and_oversized_objects() {
         assert!(check(&e) && e.id() == tree, "plan: {e:?}");
         let mut with_empty = store.clone();
         let empty = put_tree(&mut with_empty, &TreeNode::Leaf(vec![]));
-        let empty_commit = put_commit(&mut with_empty, &commit_object(empty, vec![], 1));
+        let empty_commit = put_commit(&mut with_empty, &bare_commit(empty, vec![], 1));
         let e = graph_err(SnapshotGraph::diff(empty_commit, c, &with_empty));
         assert!(check(&e) && e.id() == tree, "diff: {e:?}");
     }
@@ -659,7 +629,7 @@ fn hand_built_trees_match_the_engine() {
         &mut store,
         &TreeNode::Leaf(vec![inline_file("a", b"x"), dir_entry("d", sub, 1, 2)]),
     );
-    let commit = put_commit(&mut store, &commit_object(root, vec![], 1));
+    let commit = put_commit(&mut store, &bare_commit(root, vec![], 1));
     assert_eq!(commit, c.id());
     let mut other = Workspace::new();
     other
@@ -924,7 +894,7 @@ fn cross_node_duplicates_and_non_canonical_cuts() {
     );
     assert_malformed_tree(&store, commit, root, false);
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let empty_commit = put_commit(&mut store, &commit_object(empty, vec![], 1));
+    let empty_commit = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     let e = graph_err(SnapshotGraph::diff(empty_commit, commit, &store));
     assert!(
         matches!(&e, ObjectError::Malformed { id, .. } if *id == root),
@@ -1197,7 +1167,7 @@ fn non_canonical_encodings_are_malformed() {
     ] {
         let mut store = Store::new();
         let tree = put(&mut store, 3, &bytes);
-        let commit = put_commit(&mut store, &commit_object(tree, vec![], 1));
+        let commit = put_commit(&mut store, &bare_commit(tree, vec![], 1));
         eprintln!("case: {what}");
         assert_malformed_tree(&store, commit, tree, true);
     }
@@ -1205,7 +1175,7 @@ fn non_canonical_encodings_are_malformed() {
     // A commit body with an overlong generation.
     let mut store = Store::new();
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let c = commit_object(empty, vec![], 1);
+    let c = bare_commit(empty, vec![], 1);
     let body = postcard::to_allocvec(&c).unwrap();
     // tree (32 raw bytes), parents count 0, generation 1.
     assert_eq!(&body[32..34], &[0, 1]);
@@ -1230,21 +1200,15 @@ fn non_canonical_encodings_are_malformed() {
 fn malformed_commits() {
     let mut store = Store::new();
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let root = put_commit(&mut store, &commit_object(empty, vec![], 1));
+    let root = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     let cases: Vec<(&str, CommitObject)> = vec![
-        ("root with generation 2", commit_object(empty, vec![], 2)),
-        ("root with generation 0", commit_object(empty, vec![], 0)),
-        (
-            "child with generation 1",
-            commit_object(empty, vec![root], 1),
-        ),
-        (
-            "duplicate parent",
-            commit_object(empty, vec![root, root], 2),
-        ),
+        ("root with generation 2", bare_commit(empty, vec![], 2)),
+        ("root with generation 0", bare_commit(empty, vec![], 0)),
+        ("child with generation 1", bare_commit(empty, vec![root], 1)),
+        ("duplicate parent", bare_commit(empty, vec![root, root], 2)),
         (
             "too many parents",
-            commit_object(
+            bare_commit(
                 empty,
                 (0..257u32)
                     .map(|i| {
@@ -1261,7 +1225,7 @@ fn malformed_commits() {
             CommitObject {
                 state_size: 3,
                 state: Content::Inline(vec![1]),
-                ..commit_object(empty, vec![], 1)
+                ..bare_commit(empty, vec![], 1)
             },
         ),
     ];
@@ -1303,10 +1267,10 @@ fn malformed_commits() {
 fn parent_generation_not_lower_is_an_error() {
     let mut store = Store::new();
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let r = put_commit(&mut store, &commit_object(empty, vec![], 1));
-    let p = put_commit(&mut store, &commit_object(empty, vec![r], 5));
+    let r = put_commit(&mut store, &bare_commit(empty, vec![], 1));
+    let p = put_commit(&mut store, &bare_commit(empty, vec![r], 5));
     for generation in [3, 5] {
-        let c = put_commit(&mut store, &commit_object(empty, vec![p], generation));
+        let c = put_commit(&mut store, &bare_commit(empty, vec![p], generation));
         match SnapshotGraph::ancestry(c, &store, 100) {
             Err(GraphError::Generation {
                 id,
@@ -1329,11 +1293,11 @@ fn parent_generation_checked_when_the_parent_was_reached_first_elsewhere() {
     // parent's, but P is first reached through T.
     let mut store = Store::new();
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let r = put_commit(&mut store, &commit_object(empty, vec![], 1));
-    let p = put_commit(&mut store, &commit_object(empty, vec![r], 5));
-    let c = put_commit(&mut store, &commit_object(empty, vec![p], 3));
+    let r = put_commit(&mut store, &bare_commit(empty, vec![], 1));
+    let p = put_commit(&mut store, &bare_commit(empty, vec![r], 5));
+    let c = put_commit(&mut store, &bare_commit(empty, vec![p], 3));
     for parents in [vec![p, c], vec![c, p]] {
-        let t = put_commit(&mut store, &commit_object(empty, parents.clone(), 10));
+        let t = put_commit(&mut store, &bare_commit(empty, parents.clone(), 10));
         match SnapshotGraph::ancestry(t, &store, 100) {
             Err(GraphError::Generation {
                 id,
@@ -1450,7 +1414,7 @@ fn repeated_subtrees_cannot_make_checkout_run_away() {
         );
         tree = put_tree(&mut store, &TreeNode::Leaf(entries));
     }
-    let commit = put_commit(&mut store, &commit_object(tree, vec![], 1));
+    let commit = put_commit(&mut store, &bare_commit(tree, vec![], 1));
     let mut target = bystander();
     target.set_limits(Limits {
         max_files: 5_000,
@@ -1483,7 +1447,7 @@ fn directories_nested_too_deep() {
             &TreeNode::Leaf(vec![dir_entry("d", tree, 0, 0)]),
         );
     }
-    let commit = put_commit(&mut store, &commit_object(tree, vec![], 1));
+    let commit = put_commit(&mut store, &bare_commit(tree, vec![], 1));
     let mut target = bystander();
     let before = observable(&target);
     match target.checkout(commit, &store, CheckoutPolicy::Force) {
@@ -1498,7 +1462,7 @@ fn directories_nested_too_deep() {
     assert_eq!(SnapshotGraph::reachable(commit, &store).unwrap().len(), 302);
     // A diff materializes paths, so it refuses the same path a checkout does.
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
-    let e = put_commit(&mut store, &commit_object(empty, vec![], 1));
+    let e = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     match SnapshotGraph::diff(e, commit, &store) {
         Err(GraphError::TooDeep { path }) => assert_eq!(path, "/d".repeat(257)),
         other => panic!("{other:?}"),
@@ -1547,8 +1511,8 @@ fn shared_index_nodes_cannot_multiply_the_work() {
             .collect();
     }
     let root = below[0];
-    let commit = put_commit(&mut store, &commit_object(root, vec![], 1));
-    let empty_commit = put_commit(&mut store, &commit_object(empty, vec![], 1));
+    let commit = put_commit(&mut store, &bare_commit(root, vec![], 1));
+    let empty_commit = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     let objects = store.len();
     let counting = common::Counting::new(&store);
 
@@ -1664,7 +1628,7 @@ fn a_state_claiming_huge_size_is_refused_before_allocating() {
         &CommitObject {
             state_size: 64 << 30,
             state: Content::Manifest(root),
-            ..commit_object(empty, vec![], 1)
+            ..bare_commit(empty, vec![], 1)
         },
     );
     let mut target = bystander();
@@ -1850,7 +1814,7 @@ mod mutations {
             let plan = SnapshotGraph::plan_checkout(commit, &store);
             let mut with_empty = store.clone();
             let empty = put_tree(&mut with_empty, &TreeNode::Leaf(vec![]));
-            let empty_commit = put_commit(&mut with_empty, &commit_object(empty, vec![], 1));
+            let empty_commit = put_commit(&mut with_empty, &bare_commit(empty, vec![], 1));
             let diff = SnapshotGraph::diff(empty_commit, commit, &with_empty);
             let _ = SnapshotGraph::ancestry(commit, &store, 10);
             let _ = SnapshotGraph::reachable_history(commit, &store);

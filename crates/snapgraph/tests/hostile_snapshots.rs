@@ -21,26 +21,16 @@ use snapgraph::{
 
 // ---------------------------------------------------------------- helpers
 
+mod common;
+
+use common::{bare_commit, dir_entry as dir, inline_file as file, pseudo_random as noise, stored};
+
 const KEY: SnapshotKey = [0x5a; 32];
 
 type Observed = (Vec<(String, Metadata)>, Vec<u8>, Option<ObjectId>);
 
 fn observe(ws: &Workspace) -> Observed {
     (ws.walk(), ws.state().to_vec(), ws.head())
-}
-
-/// Deterministic pseudo-random bytes (xorshift64).
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        out.extend_from_slice(&s.to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// A workspace with files, a symlink, state and a head: the target of every restore.
@@ -123,13 +113,6 @@ fn malformed(id: ObjectId, kind: ObjectKind) -> impl Fn(&SnapshotError) -> bool 
     }
 }
 
-/// `kind || version 1 || body`.
-fn stored(kind: ObjectKind, body: &[u8]) -> Vec<u8> {
-    let mut s = vec![kind.byte(), 1];
-    s.extend_from_slice(body);
-    s
-}
-
 fn tree(node: &TreeNode) -> Vec<u8> {
     stored(ObjectKind::Tree, &postcard::to_allocvec(node).unwrap())
 }
@@ -143,38 +126,9 @@ fn id(stored: &[u8]) -> ObjectId {
 }
 
 fn commit_of(tree: ObjectId) -> CommitObject {
-    CommitObject {
-        tree,
-        parents: Vec::new(),
-        generation: 1,
-        state_size: 0,
-        state: Content::Inline(Vec::new()),
-        capabilities: None,
-        reads: None,
-        meta: BTreeMap::new(),
-    }
+    bare_commit(tree, Vec::new(), 1)
 }
 
-fn file(name: &str, data: &[u8]) -> Entry {
-    Entry {
-        name: name.into(),
-        mode: 0o644,
-        node: EntryNode::File {
-            size: data.len() as u64,
-            content: Content::Inline(data.to_vec()),
-        },
-    }
-}
-
-fn dir(name: &str, tree: ObjectId, files: u64, bytes: u64) -> Entry {
-    Entry {
-        name: name.into(),
-        mode: 0o755,
-        node: EntryNode::Dir { tree, files, bytes },
-    }
-}
-
-/// Records `len u32 LE | stored` of each object, in order.
 fn records(objects: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     for o in objects {

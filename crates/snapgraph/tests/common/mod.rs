@@ -4,10 +4,54 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use snapgraph::object::manifest::Manifest;
-use snapgraph::object::tree::TreeNode;
+use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
 use snapgraph::{
     Commit, CommitObject, EntryKind, ObjectId, ObjectKind, ObjectSource, SnapshotGraph, Workspace,
 };
+
+// ----- hand-crafting objects (hostile tests) -----
+
+/// The stored bytes of an object: `kind || version 1 || body`.
+pub fn stored(kind: ObjectKind, body: &[u8]) -> Vec<u8> {
+    let mut s = vec![kind.byte(), 1];
+    s.extend_from_slice(body);
+    s
+}
+
+/// A commit object with no state, capabilities, reads or metadata.
+pub fn bare_commit(tree: ObjectId, parents: Vec<ObjectId>, generation: u64) -> CommitObject {
+    CommitObject {
+        tree,
+        parents,
+        generation,
+        state_size: 0,
+        state: Content::Inline(Vec::new()),
+        capabilities: None,
+        reads: None,
+        meta: BTreeMap::new(),
+    }
+}
+
+/// A file entry with inline content, mode 0644.
+pub fn inline_file(name: &str, data: &[u8]) -> Entry {
+    Entry {
+        name: name.into(),
+        mode: 0o644,
+        node: EntryNode::File {
+            size: data.len() as u64,
+            content: Content::Inline(data.to_vec()),
+        },
+    }
+}
+
+/// A directory entry, mode 0755.
+pub fn dir_entry(name: &str, tree: ObjectId, files: u64, bytes: u64) -> Entry {
+    Entry {
+        name: name.into(),
+        mode: 0o755,
+        node: EntryNode::Dir { tree, files, bytes },
+    }
+}
 
 /// The store every test persists into.
 pub type Store = HashMap<ObjectId, Vec<u8>>;
