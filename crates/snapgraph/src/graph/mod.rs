@@ -9,6 +9,7 @@ pub mod diff;
 pub mod reachable;
 
 pub use diff::Diff;
+pub use reachable::CheckoutPlan;
 
 use crate::id::ObjectId;
 use crate::limits::{MAX_DEPTH, MAX_PATH_LEN};

@@ -31,6 +31,9 @@ impl SnapshotGraph {
     /// through objects the source holds. Fetch them and call again until it returns
     /// nothing; then the checkout has everything.
     ///
+    /// Each call re-reads everything present; a fetch loop that calls it round after
+    /// round should use [`CheckoutPlan`], which resumes where the last round stopped.
+    ///
     /// Each call reveals at least one more level of the object graph, so the number
     /// of rounds is at most its depth plus one: the commit, then for each directory
     /// level on the deepest path its tree levels (1 for directories under about 64
@@ -65,35 +68,107 @@ impl SnapshotGraph {
         id: ObjectId,
         source: &S,
     ) -> Result<Vec<ObjectId>, GraphError> {
-        let mut missing = Vec::new();
+        CheckoutPlan::new(id).missing(source)
+    }
+}
+
+/// [`SnapshotGraph::plan_checkout`] that remembers where it stopped: each call to
+/// [`missing`](Self::missing) explores only from the objects the previous call found
+/// missing, so a whole fetch loop reads each object once, instead of re-walking
+/// everything present every round.
+///
+/// ```
+/// use snapgraph::graph::reachable::CheckoutPlan;
+/// use snapgraph::{CommitOptions, Workspace};
+/// use std::collections::HashMap;
+///
+/// let mut ws = Workspace::new();
+/// ws.write("/a/b.txt", vec![1u8; 50_000])?;
+/// let commit = ws.commit(CommitOptions::new())?;
+/// let remote: HashMap<_, _> = commit.objects().iter().map(|(i, b)| (*i, b.to_vec())).collect();
+///
+/// let mut local = HashMap::new();
+/// let mut plan = CheckoutPlan::new(commit.id());
+/// loop {
+///     let missing = plan.missing(&local)?;
+///     if missing.is_empty() { break; }
+///     for id in missing { local.insert(id, remote[&id].clone()); }
+/// }
+/// assert_eq!(local.len(), remote.len());
+/// # Ok::<(), snapgraph::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct CheckoutPlan {
+    root: ObjectId,
+    /// Objects to look at next round (missing last time), with their kinds.
+    pending: Vec<(ObjectId, ObjectKind)>,
+    /// Every object ever queued, so shared subtrees are explored once.
+    seen: hashbrown::HashSet<ObjectId>,
+}
+
+impl CheckoutPlan {
+    /// A plan for checking out commit `id`.
+    pub fn new(id: ObjectId) -> Self {
         let mut seen = hashbrown::HashSet::new();
-        let mut stack = vec![(id, ObjectKind::Commit)];
         seen.insert(id);
+        Self {
+            root: id,
+            pending: vec![(id, ObjectKind::Commit)],
+            seen,
+        }
+    }
+
+    /// Whether the last call found nothing missing.
+    pub fn is_done(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// The objects still missing below those found since the last call. Objects
+    /// present are verified as they are read; chunks are only asked for by
+    /// [`contains`](ObjectSource::contains). After an error the plan starts over from
+    /// the commit, so nothing is skipped.
+    pub fn missing<S: ObjectSource + ?Sized>(
+        &mut self,
+        source: &S,
+    ) -> Result<Vec<ObjectId>, GraphError> {
+        let result = self.round(source);
+        if result.is_err() {
+            *self = Self::new(self.root);
+        }
+        result
+    }
+
+    fn round<S: ObjectSource + ?Sized>(&mut self, source: &S) -> Result<Vec<ObjectId>, GraphError> {
+        let mut stack = std::mem::take(&mut self.pending);
+        stack.reverse();
+        let mut missing = Vec::new();
         while let Some((oid, kind)) = stack.pop() {
             if kind == ObjectKind::Chunk {
                 let present = source
                     .contains(&oid)
                     .map_err(|source| ObjectError::Source { id: oid, source })?;
                 if !present {
-                    missing.push(oid);
+                    missing.push((oid, kind));
                 }
                 continue;
             }
             let loaded = match load(source, &oid, kind) {
                 Ok(l) => l,
                 Err(ObjectError::NotFound { .. }) => {
-                    missing.push(oid);
+                    missing.push((oid, kind));
                     continue;
                 }
                 Err(e) => return Err(e.into()),
             };
             for (child, ckind) in refs_of(&oid, kind, loaded.body(), false)?.into_iter().rev() {
-                if seen.insert(child) {
+                if self.seen.insert(child) {
                     stack.push((child, ckind));
                 }
             }
         }
-        Ok(missing)
+        let ids = missing.iter().map(|(id, _)| *id).collect();
+        self.pending = missing;
+        Ok(ids)
     }
 }
 
