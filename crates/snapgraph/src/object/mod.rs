@@ -235,6 +235,34 @@ pub fn verify(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectEr
     header(id, stored)
 }
 
+/// Verifies a stored object against its id and returns its kind and the objects it
+/// references directly, each with the kind it must have (a commit's parents
+/// included). This is what a store walks to sync, garbage-collect or check a history
+/// without knowing the format: chunks reference nothing, manifests their chunks or
+/// child manifests, trees their entries' contents and child nodes, commits their
+/// root tree, capability and reads objects and parents.
+///
+/// ```
+/// use snapgraph::{object::references, CommitOptions, ObjectKind, Workspace};
+///
+/// let mut ws = Workspace::new();
+/// ws.write("/a.txt", vec![1u8; 100])?;
+/// let commit = ws.commit(CommitOptions::new())?;
+/// let stored = commit.objects().get_bytes(&commit.id()).unwrap();
+/// let (kind, refs) = references(&commit.id(), stored)?;
+/// assert_eq!(kind, ObjectKind::Commit);
+/// assert!(refs.iter().all(|(id, _)| commit.objects().contains_id(id)));
+/// # Ok::<(), snapgraph::Error>(())
+/// ```
+pub fn references(
+    id: &ObjectId,
+    stored: &[u8],
+) -> Result<(ObjectKind, Vec<(ObjectId, ObjectKind)>), ObjectError> {
+    let (kind, _) = verify(id, stored)?;
+    let refs = crate::graph::refs_of(id, kind, &stored[2..], true)?;
+    Ok((kind, refs))
+}
+
 /// Checks size, kind byte and version of stored bytes already known to hash to `id`.
 fn header(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectError> {
     if stored.len() > MAX_OBJECT_SIZE {

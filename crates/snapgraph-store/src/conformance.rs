@@ -1,0 +1,355 @@
+//! The conformance suite every adapter passes: call [`run`] from the adapter's tests
+//! with an empty store. A failure panics with what the store got wrong (this module
+//! is test support, shipped so that third-party adapters can run it too).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use snapgraph::{CheckoutPolicy, CommitOptions, ObjectId, Workspace};
+
+use crate::error::StoreError;
+use crate::store::{RefUpdate, Store};
+
+/// Runs every check against `store`, which must start empty (no objects, no refs).
+pub fn run(store: &dyn Store) {
+    objects(store);
+    large_batches(store);
+    serves_the_core(store);
+    refs(store);
+    atomic_batches(store);
+    invalid_names(store);
+    concurrent_compare_and_swap(store, 4, 25);
+}
+
+fn id_of(bytes: &[u8]) -> ObjectId {
+    ObjectId::hash_stored(bytes)
+}
+
+/// Objects: put, get in order, absence in order, idempotent put, delete, iteration.
+pub fn objects(store: &dyn Store) {
+    let text = b"conformance text object ".repeat(400);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let random: Vec<u8> = (0..20_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let small = b"s".to_vec();
+    let empty = Vec::new();
+    let all = [&text, &random, &small, &empty];
+    let ids: Vec<ObjectId> = all.iter().map(|b| id_of(b)).collect();
+    let absent = id_of(b"never stored");
+
+    assert_eq!(
+        store.has_many(&ids).unwrap(),
+        ids,
+        "empty store holds nothing"
+    );
+    let batch: Vec<(ObjectId, &[u8])> = ids.iter().zip(all).map(|(i, b)| (*i, &b[..])).collect();
+    store.put_many(&batch).unwrap();
+    store.put_many(&batch).unwrap(); // idempotent
+    store.put_many(&[]).unwrap();
+
+    let mut ask = ids.clone();
+    ask.insert(1, absent);
+    let got = store.get_many(&ask).unwrap();
+    assert_eq!(got.len(), ask.len(), "one answer per id");
+    assert_eq!(got[1], None, "absent id reads as None");
+    for (i, bytes) in all.iter().enumerate() {
+        let at = if i == 0 { 0 } else { i + 1 };
+        assert_eq!(
+            got[at].as_deref(),
+            Some(&bytes[..]),
+            "object {i} round-trips"
+        );
+    }
+    assert_eq!(store.has_many(&ask).unwrap(), vec![absent]);
+    assert!(store.get_many(&[]).unwrap().is_empty());
+    assert!(store.has_many(&[]).unwrap().is_empty());
+
+    assert_eq!(store.get(&ids[0]).unwrap().as_deref(), Some(&text[..]));
+    assert!(store.contains(&ids[1]).unwrap());
+    assert!(!store.contains(&absent).unwrap());
+
+    let mut listed = Vec::new();
+    store
+        .for_each_id(&mut |id| {
+            listed.push(id);
+            Ok(())
+        })
+        .unwrap();
+    listed.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(listed, want, "for_each_id lists exactly the objects");
+
+    // An error from the callback stops the iteration and comes back.
+    let mut calls = 0;
+    let err = store.for_each_id(&mut |_| {
+        calls += 1;
+        Err(StoreError::Injected {
+            op: "callback",
+            call: 1,
+        })
+    });
+    assert!(matches!(err, Err(StoreError::Injected { .. })));
+    assert_eq!(calls, 1);
+
+    store.delete_many(&[ids[0], ids[2], absent]).unwrap();
+    assert_eq!(store.has_many(&ids).unwrap(), vec![ids[0], ids[2]]);
+    assert_eq!(store.get_many(&[ids[0]]).unwrap(), vec![None]);
+    store.delete_many(&[ids[1], ids[3]]).unwrap();
+    assert_eq!(store.has_many(&ids).unwrap(), ids, "everything deleted");
+}
+
+/// Batches larger than any backend's statement parameter limit.
+pub fn large_batches(store: &dyn Store) {
+    let blobs: Vec<Vec<u8>> = (0..40_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+    let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+    store.put_many(&batch[..30_000]).unwrap();
+    let absent = store.has_many(&ids).unwrap();
+    assert_eq!(absent, ids[30_000..], "absence of 40,000 ids, in order");
+    let got = store.get_many(&ids[29_990..30_010]).unwrap();
+    assert!(got[..10].iter().all(Option::is_some) && got[10..].iter().all(Option::is_none));
+    store.put_many(&batch).unwrap();
+    assert!(store.has_many(&ids).unwrap().is_empty());
+    store.delete_many(&ids).unwrap();
+    assert_eq!(store.has_many(&ids).unwrap().len(), ids.len());
+}
+
+/// The store is an `ObjectSource`: a commit put in checks out from it.
+pub fn serves_the_core(store: &dyn Store) {
+    let mut ws = Workspace::new();
+    ws.write("/src/main.rs", b"fn main() {}\n".repeat(50))
+        .unwrap();
+    ws.write("/big.bin", vec![7u8; 300_000]).unwrap();
+    ws.symlink("/link", "src/main.rs").unwrap();
+    let commit = ws.commit(CommitOptions::new()).unwrap();
+    let batch: Vec<(ObjectId, &[u8])> = commit.objects().iter().map(|(i, b)| (*i, b)).collect();
+    store.put_many(&batch).unwrap();
+    let mut restored = Workspace::new();
+    restored
+        .checkout(commit.id(), store, CheckoutPolicy::default())
+        .unwrap();
+    assert_eq!(restored.read("/big.bin").unwrap(), &vec![7u8; 300_000][..]);
+    assert_eq!(restored.read_link("/link").unwrap(), "src/main.rs");
+    let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+    store.delete_many(&ids).unwrap();
+}
+
+/// Refs: create, compare-and-swap, conflicts naming the actual value, delete, list,
+/// reflog.
+pub fn refs(store: &dyn Store) {
+    let a = id_of(b"a");
+    let b = id_of(b"b");
+    let c = id_of(b"c");
+    assert_eq!(store.get_ref("heads/main").unwrap(), None);
+    store
+        .compare_and_swap_ref("heads/main", None, a, "create")
+        .unwrap();
+    assert_eq!(store.get_ref("heads/main").unwrap(), Some(a));
+
+    match store.compare_and_swap_ref("heads/main", None, b, "racing create") {
+        Err(StoreError::RefConflict {
+            name,
+            expected,
+            actual,
+        }) => {
+            assert_eq!(
+                (name.as_str(), expected, actual),
+                ("heads/main", None, Some(a))
+            );
+        }
+        other => panic!("create over an existing ref must conflict, got {other:?}"),
+    }
+    match store.compare_and_swap_ref("heads/main", Some(c), b, "stale") {
+        Err(StoreError::RefConflict { actual, .. }) => assert_eq!(actual, Some(a)),
+        other => panic!("stale expected value must conflict, got {other:?}"),
+    }
+    assert_eq!(
+        store.get_ref("heads/main").unwrap(),
+        Some(a),
+        "a conflict changes nothing"
+    );
+
+    store
+        .compare_and_swap_ref("heads/main", Some(a), b, "advance")
+        .unwrap();
+    store
+        .compare_and_swap_ref("heads/dev", None, c, "fork")
+        .unwrap();
+    store
+        .compare_and_swap_ref("tags/v1", None, a, "tag")
+        .unwrap();
+    store
+        .compare_and_swap_ref("heads-not/x", None, a, "lookalike")
+        .unwrap();
+    assert_eq!(
+        store.list_refs("heads/").unwrap(),
+        vec![("heads/dev".to_string(), c), ("heads/main".to_string(), b)]
+    );
+    assert_eq!(store.list_refs("").unwrap().len(), 4);
+    assert!(store.list_refs("nothing/").unwrap().is_empty());
+
+    assert!(matches!(
+        store.delete_ref("heads/dev", a, "wrong"),
+        Err(StoreError::RefConflict { .. })
+    ));
+    store.delete_ref("heads/dev", c, "drop dev").unwrap();
+    assert_eq!(store.get_ref("heads/dev").unwrap(), None);
+
+    let log = store.reflog("heads/main").unwrap();
+    let moves: Vec<_> = log
+        .iter()
+        .map(|e| (e.old, e.new, e.message.as_str()))
+        .collect();
+    assert_eq!(
+        moves,
+        vec![(None, Some(a), "create"), (Some(a), Some(b), "advance")]
+    );
+    let dev = store.reflog("heads/dev").unwrap();
+    assert_eq!(
+        dev.last().map(|e| (e.old, e.new)),
+        Some((Some(c), None)),
+        "deletion logged"
+    );
+    assert!(store.reflog("heads/none").unwrap().is_empty());
+
+    for (name, id) in store.list_refs("").unwrap() {
+        store.delete_ref(&name, id, "cleanup").unwrap();
+    }
+}
+
+/// Batches apply all or nothing; guards hold a batch to another ref's value.
+pub fn atomic_batches(store: &dyn Store) {
+    let a = id_of(b"batch a");
+    let b = id_of(b"batch b");
+    store
+        .update_refs(
+            &[
+                RefUpdate::new("heads/x", None, Some(a)),
+                RefUpdate::new("heads/y", None, Some(b)),
+            ],
+            "two at once",
+        )
+        .unwrap();
+    let conflict = store.update_refs(
+        &[
+            RefUpdate::new("heads/x", Some(a), Some(b)),
+            RefUpdate::new("heads/y", Some(a), Some(a)), // guard fails: y holds b
+        ],
+        "must not apply",
+    );
+    assert!(matches!(conflict, Err(StoreError::RefConflict { ref name, .. }) if name == "heads/y"));
+    assert_eq!(
+        store.get_ref("heads/x").unwrap(),
+        Some(a),
+        "nothing applied"
+    );
+    assert_eq!(store.reflog("heads/x").unwrap().len(), 1);
+
+    store
+        .update_refs(
+            &[
+                RefUpdate::new("heads/x", Some(a), Some(b)),
+                RefUpdate::guard("heads/y", Some(b)),
+                RefUpdate::guard("heads/absent", None),
+            ],
+            "guarded",
+        )
+        .unwrap();
+    assert_eq!(store.get_ref("heads/x").unwrap(), Some(b));
+    assert_eq!(
+        store.reflog("heads/y").unwrap().len(),
+        1,
+        "a guard logs nothing"
+    );
+    assert_eq!(store.get_ref("heads/absent").unwrap(), None);
+
+    store
+        .update_refs(
+            &[
+                RefUpdate::new("heads/x", Some(b), None),
+                RefUpdate::new("heads/y", Some(b), None),
+            ],
+            "cleanup",
+        )
+        .unwrap();
+    assert!(store.list_refs("").unwrap().is_empty());
+}
+
+/// Names that could escape a directory or confuse a parser are refused.
+pub fn invalid_names(store: &dyn Store) {
+    let a = id_of(b"a");
+    let long = "x".repeat(256);
+    for name in [
+        "", "/abs", "a//b", "a/../b", "..", "a/.", "trail/", "sp ace", "nul\0", "é", &long,
+    ] {
+        assert!(
+            matches!(
+                store.compare_and_swap_ref(name, None, a, "bad"),
+                Err(StoreError::InvalidRefName { .. })
+            ),
+            "ref name {name:?} must be refused"
+        );
+        assert!(matches!(
+            store.get_ref(name),
+            Err(StoreError::InvalidRefName { .. })
+        ));
+    }
+    let twice = store.update_refs(
+        &[
+            RefUpdate::new("heads/t", None, Some(a)),
+            RefUpdate::new("heads/t", None, Some(a)),
+        ],
+        "twice",
+    );
+    assert!(matches!(twice, Err(StoreError::InvalidRefName { .. })));
+    assert!(store.list_refs("").unwrap().is_empty());
+}
+
+/// `threads` writers each advance one ref `rounds` times by read-then-CAS with
+/// retry: no update may be lost, so the reflog ends with exactly
+/// `threads * rounds` entries, each starting where the previous ended.
+pub fn concurrent_compare_and_swap(store: &dyn Store, threads: usize, rounds: usize) {
+    let name = "heads/contended";
+    let conflicts = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let conflicts = &conflicts;
+            s.spawn(move || {
+                for r in 0..rounds {
+                    let new = id_of(format!("writer {t} round {r}").as_bytes());
+                    loop {
+                        let old = store.get_ref(name).unwrap();
+                        match store.compare_and_swap_ref(name, old, new, &format!("{t}/{r}")) {
+                            Ok(()) => break,
+                            Err(StoreError::RefConflict { .. }) => {
+                                conflicts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let log = store.reflog(name).unwrap();
+    assert_eq!(
+        log.len(),
+        threads * rounds,
+        "every successful CAS is logged once"
+    );
+    for pair in log.windows(2) {
+        assert_eq!(
+            pair[0].new, pair[1].old,
+            "each move starts where the last ended"
+        );
+    }
+    assert_eq!(store.get_ref(name).unwrap(), log.last().and_then(|e| e.new));
+    let last = store.get_ref(name).unwrap().unwrap();
+    store.delete_ref(name, last, "cleanup").unwrap();
+}

@@ -1,0 +1,144 @@
+//! The in-memory adapter: a mutex around maps. For tests, caches and short sessions.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use snapgraph::ObjectId;
+
+use crate::error::StoreError;
+use crate::refs::apply_updates;
+use crate::store::{RefUpdate, ReflogEntry, Store};
+
+#[derive(Debug, Default)]
+struct State {
+    objects: HashMap<ObjectId, Arc<[u8]>>,
+    refs: BTreeMap<String, ObjectId>,
+    reflog: HashMap<String, Vec<ReflogEntry>>,
+}
+
+/// A store in memory. Reads verify like every adapter's, so a test can corrupt an
+/// object with [`corrupt`](Self::corrupt) and see the error a real store would give.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps half-updated (every
+        // change is one insert or one batch applied after all checks), so poison is
+        // safe to ignore.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.lock().objects.len()
+    }
+
+    /// Whether it holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Replaces the bytes kept for `id` (for tests of corruption handling).
+    pub fn corrupt(&self, id: ObjectId, bytes: impl Into<Arc<[u8]>>) {
+        self.lock().objects.insert(id, bytes.into());
+    }
+}
+
+impl Store for MemoryStore {
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let found: Vec<Option<Arc<[u8]>>> = {
+            let state = self.lock();
+            ids.iter()
+                .map(|id| state.objects.get(id).cloned())
+                .collect()
+        };
+        ids.iter()
+            .zip(found)
+            .map(|(id, b)| b.map(|b| crate::codec::check(id, b.to_vec())).transpose())
+            .collect()
+    }
+
+    fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
+        let state = self.lock();
+        Ok(ids
+            .iter()
+            .filter(|id| !state.objects.contains_key(*id))
+            .copied()
+            .collect())
+    }
+
+    fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for (id, bytes) in objects {
+            state
+                .objects
+                .entry(*id)
+                .or_insert_with(|| Arc::from(*bytes));
+        }
+        Ok(())
+    }
+
+    fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        for id in ids {
+            state.objects.remove(id);
+        }
+        Ok(())
+    }
+
+    fn for_each_id(
+        &self,
+        f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<ObjectId> = self.lock().objects.keys().copied().collect();
+        ids.into_iter().try_for_each(f)
+    }
+
+    fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        crate::store::validate_ref_name(name)?;
+        Ok(self.lock().refs.get(name).copied())
+    }
+
+    fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let State { refs, reflog, .. } = &mut *state;
+        apply_updates(updates, |name| Ok(refs.get(name).copied()))?;
+        for u in updates.iter().filter(|u| u.changes()) {
+            match u.new {
+                Some(id) => refs.insert(u.name.clone(), id),
+                None => refs.remove(&u.name),
+            };
+            reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
+                old: u.expected,
+                new: u.new,
+                message: message.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        Ok(self
+            .lock()
+            .refs
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect())
+    }
+
+    fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError> {
+        crate::store::validate_ref_name(name)?;
+        Ok(self.lock().reflog.get(name).cloned().unwrap_or_default())
+    }
+}
+
+crate::impl_object_source!(MemoryStore);

@@ -1,0 +1,220 @@
+//! The `Store` trait: what a real backend implements.
+
+use snapgraph::{ObjectId, ObjectSource};
+
+use crate::error::StoreError;
+
+/// One change of a ref inside an atomic [`Store::update_refs`].
+///
+/// `expected` is what the ref must hold for the update to apply (`None`: it must not
+/// exist); `new` is what it will hold (`None`: delete it). An update whose `expected`
+/// equals its `new` changes nothing but still guards the whole batch: it is how a
+/// caller says "only if this other ref has not moved".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefUpdate {
+    /// The ref's name (see [`validate_ref_name`]).
+    pub name: String,
+    /// The value the ref must hold now.
+    pub expected: Option<ObjectId>,
+    /// The value it will hold.
+    pub new: Option<ObjectId>,
+}
+
+impl RefUpdate {
+    /// Moves `name` from `expected` to `new`.
+    pub fn new(name: impl Into<String>, expected: Option<ObjectId>, new: Option<ObjectId>) -> Self {
+        Self {
+            name: name.into(),
+            expected,
+            new,
+        }
+    }
+
+    /// Requires `name` to hold `value`, changing nothing.
+    pub fn guard(name: impl Into<String>, value: Option<ObjectId>) -> Self {
+        Self::new(name, value, value)
+    }
+
+    /// Whether the update changes the ref (guards do not).
+    pub fn changes(&self) -> bool {
+        self.expected != self.new
+    }
+}
+
+/// One move of a ref, as its reflog records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReflogEntry {
+    /// The value before (`None`: the ref was created).
+    pub old: Option<ObjectId>,
+    /// The value after (`None`: the ref was deleted).
+    pub new: Option<ObjectId>,
+    /// The caller's message.
+    pub message: String,
+}
+
+/// A key-value store of objects and refs, batched and fallible.
+///
+/// Objects are the stored bytes of the core format, keyed by their id. A store keeps
+/// them as it likes (compressed, say) but hands back exactly the bytes that hash to
+/// the id: adapters verify every object they read and report a mismatch as
+/// [`StoreError::Corrupt`]. `put_many` does not re-hash (callers hand it objects the
+/// core made or a verified read returned); a wrong id put in is caught when read.
+///
+/// Refs are names for commits, changed only by compare-and-swap, atomically in
+/// batches, each change recorded in the ref's reflog. Every store is also the core's
+/// [`ObjectSource`].
+///
+/// The invariant a store keeps with the help of its callers (`Repo`, `sync`): an
+/// object is written only after everything it references, so holding an object means
+/// holding its whole closure, and a ref moves only after its commit's closure is in.
+pub trait Store: ObjectSource + Send + Sync {
+    /// The verified stored bytes of each id, in the order asked; `None` where absent.
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// The ids among `ids` the store does not hold, in the order asked.
+    fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError>;
+
+    /// Writes objects; already held ones are left as they are (idempotent). Durable
+    /// when it returns, in the order given as far as a crash can observe: write
+    /// referenced objects in earlier calls or earlier in the batch.
+    fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError>;
+
+    /// Deletes objects; absent ones are ignored.
+    fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError>;
+
+    /// Calls `f` with every object id held, in no particular order. An error from `f`
+    /// stops the iteration and is returned.
+    fn for_each_id(
+        &self,
+        f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// The value of a ref.
+    fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError>;
+
+    /// Applies every update or none: if any ref does not hold its `expected` value,
+    /// nothing changes and the error is [`StoreError::RefConflict`] for the first
+    /// such ref. Each changing update appends `message` to that ref's reflog.
+    fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError>;
+
+    /// Every ref whose name starts with `prefix`, sorted by name.
+    fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError>;
+
+    /// The moves of a ref, oldest first (kept after the ref is deleted).
+    fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError>;
+
+    /// Moves `name` from `expected` to `new` if it still holds `expected`.
+    fn compare_and_swap_ref(
+        &self,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+        message: &str,
+    ) -> Result<(), StoreError> {
+        self.update_refs(&[RefUpdate::new(name, expected, Some(new))], message)
+    }
+
+    /// Deletes `name` if it still holds `expected`.
+    fn delete_ref(&self, name: &str, expected: ObjectId, message: &str) -> Result<(), StoreError> {
+        self.update_refs(&[RefUpdate::new(name, Some(expected), None)], message)
+    }
+}
+
+/// Longest ref name accepted, in bytes.
+pub const MAX_REF_NAME: usize = 255;
+
+/// Checks a ref name: 1 to 255 bytes of ASCII letters, digits, `.`, `_`, `-`, `+`,
+/// `=`, `@` and `/`; no empty, `.` or `..` component; no leading or trailing `/`.
+/// Every adapter refuses other names with [`StoreError::InvalidRefName`], so a name
+/// is safe as a file name under the directory adapter.
+pub fn validate_ref_name(name: &str) -> Result<(), StoreError> {
+    let bad = |reason| {
+        Err(StoreError::InvalidRefName {
+            name: name.chars().take(300).collect(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > MAX_REF_NAME {
+        return bad("longer than 255 bytes");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-+=@/".contains(&b))
+    {
+        return bad("only ASCII letters, digits and . _ - + = @ / are allowed");
+    }
+    if name
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return bad("empty, '.' or '..' path component");
+    }
+    Ok(())
+}
+
+/// Implements the core's [`ObjectSource`] for a [`Store`] through `get_many`/`has_many`.
+#[macro_export]
+macro_rules! impl_object_source {
+    ($ty:ty) => {
+        impl ::snapgraph::ObjectSource for $ty {
+            fn get(
+                &self,
+                id: &::snapgraph::ObjectId,
+            ) -> ::std::result::Result<
+                ::std::option::Option<::std::borrow::Cow<'_, [u8]>>,
+                ::snapgraph::BoxError,
+            > {
+                let mut got = $crate::Store::get_many(self, ::std::slice::from_ref(id))?;
+                Ok(got.pop().flatten().map(::std::borrow::Cow::Owned))
+            }
+            fn contains(
+                &self,
+                id: &::snapgraph::ObjectId,
+            ) -> ::std::result::Result<bool, ::snapgraph::BoxError> {
+                Ok($crate::Store::has_many(self, ::std::slice::from_ref(id))?.is_empty())
+            }
+        }
+    };
+}
+
+macro_rules! forward_store {
+    ($($ptr:ty),*) => {$(
+        impl<T: Store + ?Sized> Store for $ptr {
+            fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+                (**self).get_many(ids)
+            }
+            fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
+                (**self).has_many(ids)
+            }
+            fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+                (**self).put_many(objects)
+            }
+            fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+                (**self).delete_many(ids)
+            }
+            fn for_each_id(
+                &self,
+                f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+            ) -> Result<(), StoreError> {
+                (**self).for_each_id(f)
+            }
+            fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+                (**self).get_ref(name)
+            }
+            fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+                (**self).update_refs(updates, message)
+            }
+            fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+                (**self).list_refs(prefix)
+            }
+            fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError> {
+                (**self).reflog(name)
+            }
+        }
+    )*};
+}
+
+forward_store!(&T, Box<T>, std::sync::Arc<T>);
