@@ -65,15 +65,18 @@ impl ContentObjects {
 
     /// The previous version worth keeping when `file` is overwritten with `data`:
     /// both large and the old objects known.
+    /// A file a shallow checkout left unloaded has no previous bytes: its new
+    /// objects are built from scratch (the same ids, by construction).
     pub(crate) fn reusable(
         file: &crate::workspace::FileNode,
         data: &[u8],
     ) -> Option<Arc<Previous>> {
-        if data.len() < REUSE_MIN || file.data.len() < REUSE_MIN {
+        let old = file.data.as_ref()?;
+        if data.len() < REUSE_MIN || old.len() < REUSE_MIN {
             return None;
         }
         match (&file.objects, &file.prev) {
-            (Some(objects), _) => Some(Arc::new((file.data.clone(), objects.clone()))),
+            (Some(objects), _) => Some(Arc::new((old.clone(), objects.clone()))),
             // Written twice since the last commit: the committed version still helps.
             (None, Some(prev)) => Some(prev.clone()),
             (None, None) => None,
@@ -262,8 +265,31 @@ impl ContentObjects {
         }
     }
 
+    /// What a file left in the store by a shallow checkout is known by: its size and
+    /// content (the root reference), without chunk spans or manifest nodes, so that
+    /// its tree entry can be re-emitted unchanged. There is nothing to
+    /// [`emit`](Self::emit) from it.
+    pub fn reference(size: u64, content: Content) -> Self {
+        Self {
+            size,
+            content,
+            chunks: Vec::new(),
+            manifest: Vec::new(),
+        }
+    }
+
+    /// Whether these are only a [`reference`](Self::reference) to stored objects.
+    pub fn is_reference(&self) -> bool {
+        self.chunks.is_empty() && !matches!(self.content, Content::Inline(_))
+    }
+
     /// Adds the objects not in `have` (nor already emitted) to `out`, children first.
+    /// `data` must be the bytes these objects store; a [`reference`](Self::reference)
+    /// emits nothing (callers check first that the destination holds its objects).
     pub fn emit(&self, data: &[u8], out: &mut Emitter<'_>) {
+        if self.is_reference() {
+            return;
+        }
         match &self.content {
             Content::Inline(_) => {}
             Content::Chunk(_) => self.emit_chunk(0, data, out),

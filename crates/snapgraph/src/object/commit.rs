@@ -46,6 +46,15 @@ impl CommitObject {
         out
     }
 
+    /// The stored bytes of this commit and their id: how a tool makes a commit that
+    /// shares another's snapshot (a tag with labels in [`meta`](Self::meta), say)
+    /// without a workspace. Nothing is checked here; [`decode`](Self::decode) checks
+    /// what readers will (parents distinct, generation above every parent's).
+    pub fn to_stored(&self) -> (ObjectId, Vec<u8>) {
+        let stored = super::encode(ObjectKind::Commit, self);
+        (ObjectId::hash_stored(&stored), stored)
+    }
+
     /// Decodes and checks a commit body.
     pub fn decode(id: &ObjectId, body: &[u8]) -> Result<Self, ObjectError> {
         let c: CommitObject = super::decode_body(id, ObjectKind::Commit, body)?;

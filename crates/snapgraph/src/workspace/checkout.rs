@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::{path, ContentRule, DirNode, FileNode, Node, SymlinkNode, Workspace};
+use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
 use crate::chunk::CHUNK_MIN;
 use crate::content::{ContentObjects, Span};
 use crate::drift::{DriftPolicy, Restore};
@@ -85,6 +85,9 @@ pub enum CheckoutError {
         /// The first path found longer than the limit.
         path: String,
     },
+    /// The path given to [`Workspace::load_content`] does not name a file.
+    #[error(transparent)]
+    Fs(#[from] FsError),
 }
 
 /// What a restore must make of the commit's recorded external reads.
@@ -131,6 +134,94 @@ impl Workspace {
         Ok(restore)
     }
 
+    /// Like [`checkout`](Self::checkout), but leaves file content in the store: a
+    /// *shallow* checkout.
+    ///
+    /// The commit, its capabilities, every tree node, the state and the recorded
+    /// external reads are loaded and verified exactly as by `checkout`, and the same
+    /// [`Limits`] apply (the sizes the trees record count against
+    /// [`max_bytes`](Limits::max_bytes), so that loading every file later stays
+    /// within them). Of each file whose bytes are not stored inline in its tree entry
+    /// only the entry is kept (size, mode and content reference): no chunk or manifest
+    /// object is read, so the cost is that of the tree, not of the content.
+    ///
+    /// Such a file is listed, moved, removed, re-moded and overwritten like any other;
+    /// [`read`](Self::read) gives [`FsError::NotLoaded`] until
+    /// [`load_content`](Self::load_content) fetches it. A commit keeps its tree entry as
+    /// it was, so it produces the same ids as after a full checkout, and needs the
+    /// destination to hold the content (else [`CommitError::ContentNotLoaded`]):
+    /// commit back into the store checked out from, with
+    /// [`have_in`](crate::CommitOptions::have_in). A packed snapshot needs every byte
+    /// (see [`try_snapshot`](Self::try_snapshot)).
+    ///
+    /// Content rules ([`require_feature_for_prefix`](Self::require_feature_for_prefix))
+    /// are checked against the state and inline files here, and against other files
+    /// when they are loaded. The content objects of unloaded files are not checked
+    /// here: a missing or corrupt one is reported when the file is loaded.
+    ///
+    /// [`CommitError::ContentNotLoaded`]: crate::CommitError::ContentNotLoaded
+    pub fn checkout_shallow<S: ObjectSource + ?Sized>(
+        &mut self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+    ) -> Result<Restore, CheckoutError> {
+        self.checkout_shallow_with(id, source, policy, DriftPolicy::Strict)
+    }
+
+    /// [`checkout_shallow`](Self::checkout_shallow) with a choice of [`DriftPolicy`].
+    pub fn checkout_shallow_with<S: ObjectSource + ?Sized>(
+        &mut self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<Restore, CheckoutError> {
+        let restored = self.load_commit_as(id, source, policy, true, true)?;
+        let restore = Restore::new(id, &restored.reads, drift);
+        self.apply(id, restored, &restore);
+        Ok(restore)
+    }
+
+    /// Fetches and verifies the bytes of a file a
+    /// [shallow checkout](Self::checkout_shallow) left in the store, as a full
+    /// checkout would have: every object is re-hashed and its kind checked, the chunk
+    /// lengths and the manifest's shape are checked against the recorded size, the
+    /// size against the workspace's [`Limits`], and the bytes against the content
+    /// rules. Does nothing for a file already loaded.
+    ///
+    /// Errors name the workspace's head as the commit. On error the file stays
+    /// unloaded. The file's tree entry does not change, so nothing is marked changed.
+    pub fn load_content<S: ObjectSource + ?Sized>(
+        &mut self,
+        path: &str,
+        source: &S,
+    ) -> Result<(), CheckoutError> {
+        let comps = path::parse(path).map_err(FsError::from)?;
+        let reference = match self.lookup(&comps)? {
+            Some(Node::File(f)) => match (&f.data, &f.objects) {
+                (None, Some(reference)) => reference.clone(),
+                _ => return Ok(()),
+            },
+            // Not a file: `read` says why.
+            _ => return self.read(path).map(|_| ()).map_err(Into::into),
+        };
+        let p = path::join(&comps);
+        let commit = match (self.head, reference.content.object()) {
+            (Some(head), _) => head,
+            (None, Some((id, _))) => id,
+            (None, None) => ObjectId::from_bytes([0; 32]),
+        };
+        let mut loader = self.loader(source, commit, true, false);
+        loader.charge(1, reference.size)?;
+        let (data, objects) = loader.content(&reference.content, reference.size, &p)?;
+        if let Some(f) = self.file_in_place(&comps) {
+            f.data = Some(data);
+            f.objects = Some(objects);
+        }
+        Ok(())
+    }
+
     pub(crate) fn apply(&mut self, id: ObjectId, r: Restored, restore: &Restore) {
         self.root = r.root;
         self.state = r.state;
@@ -155,6 +246,19 @@ impl Workspace {
         policy: CheckoutPolicy,
         hash: bool,
     ) -> Result<Restored, CheckoutError> {
+        self.load_commit_as(id, source, policy, hash, false)
+    }
+
+    /// [`load_commit`](Self::load_commit), leaving files that are not inline unloaded
+    /// when `shallow`.
+    fn load_commit_as<S: ObjectSource + ?Sized>(
+        &self,
+        id: ObjectId,
+        source: &S,
+        policy: CheckoutPolicy,
+        hash: bool,
+        shallow: bool,
+    ) -> Result<Restored, CheckoutError> {
         let commit = CommitObject::decode(
             &id,
             load_with(source, &id, ObjectKind::Commit, hash)?.body(),
@@ -168,20 +272,7 @@ impl Workspace {
         };
         self.check_capabilities(id, capabilities.as_ref(), policy)?;
 
-        let mut loader = Loader {
-            source,
-            commit: id,
-            limits: self.limits,
-            files: 0,
-            bytes: 0,
-            entries_seen: 0,
-            dirs_seen: 0,
-            path_len: 0,
-            hash,
-            cache: HashMap::new(),
-            rules: &self.content_rules,
-            live: self.capabilities.as_deref(),
-        };
+        let mut loader = self.loader(source, id, hash, shallow);
         let root_node = loader.node(&commit.tree)?;
         let (files, bytes) = root_node.totals();
         loader.charge(files, bytes)?;
@@ -205,6 +296,31 @@ impl Workspace {
             commit,
             reads,
         })
+    }
+
+    fn loader<'a, S: ObjectSource + ?Sized>(
+        &'a self,
+        source: &'a S,
+        commit: ObjectId,
+        hash: bool,
+        shallow: bool,
+    ) -> Loader<'a, S> {
+        Loader {
+            source,
+            commit,
+            limits: self.limits,
+            files: 0,
+            bytes: 0,
+            entries_seen: 0,
+            dirs_seen: 0,
+            path_len: 0,
+            hash,
+            shallow,
+            cache: HashMap::new(),
+            references: HashMap::new(),
+            rules: &self.content_rules,
+            live: self.capabilities.as_deref(),
+        }
     }
 
     fn check_capabilities(
@@ -254,8 +370,13 @@ struct Loader<'a, S: ?Sized> {
     path_len: usize,
     /// Whether to re-hash objects read.
     hash: bool,
+    /// Whether to leave content that is not inline in the store.
+    shallow: bool,
     /// Content already loaded: identical files share one buffer.
     cache: HashMap<Content, (Arc<[u8]>, Arc<ContentObjects>)>,
+    /// Content left in the store (when `shallow`): identical files share one
+    /// reference, and must agree on its size.
+    references: HashMap<Content, Arc<ContentObjects>>,
     rules: &'a [ContentRule],
     live: Option<&'a CapabilityFingerprint>,
 }
@@ -346,14 +467,24 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             let node = match e.node {
                 EntryNode::File { size, content } => {
                     self.charge(1, size)?;
-                    let p = path::join(path);
-                    let (data, objects) = self.content(&content, size, &p)?;
-                    Node::File(FileNode {
-                        data,
-                        mode: e.mode,
-                        objects: Some(objects),
-                        prev: None,
-                    })
+                    if self.shallow && !matches!(content, Content::Inline(_)) {
+                        let objects = self.reference(content, size, path)?;
+                        Node::File(FileNode {
+                            data: None,
+                            mode: e.mode,
+                            objects: Some(objects),
+                            prev: None,
+                        })
+                    } else {
+                        let p = path::join(path);
+                        let (data, objects) = self.content(&content, size, &p)?;
+                        Node::File(FileNode {
+                            data: Some(data),
+                            mode: e.mode,
+                            objects: Some(objects),
+                            prev: None,
+                        })
+                    }
                 }
                 EntryNode::Dir { tree, files, bytes } => {
                     let mut d = self.dir(tree, None, depth + 1, path)?;
@@ -388,6 +519,36 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             dirty: BTreeSet::new(),
             last: None,
         })
+    }
+
+    /// The reference kept for content left in the store. Entries naming the same
+    /// object must agree on its size, as a full checkout requires.
+    fn reference(
+        &mut self,
+        content: Content,
+        size: u64,
+        path: &[String],
+    ) -> Result<Arc<ContentObjects>, CheckoutError> {
+        if let Some(known) = self.references.get(&content) {
+            if known.size != size {
+                if let Some((id, kind)) = content.object() {
+                    return Err(ObjectError::malformed(
+                        id,
+                        kind,
+                        format!(
+                            "{} says {size} bytes where another entry says {}",
+                            path::join(path),
+                            known.size
+                        ),
+                    )
+                    .into());
+                }
+            }
+            return Ok(known.clone());
+        }
+        let objects = Arc::new(ContentObjects::reference(size, content.clone()));
+        self.references.insert(content, objects.clone());
+        Ok(objects)
     }
 
     /// Loads content of `size` bytes, verifying every chunk and the manifest's shape.

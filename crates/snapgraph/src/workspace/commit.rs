@@ -199,6 +199,19 @@ pub enum CommitError {
         /// The limit.
         limit: usize,
     },
+    /// A file a [shallow checkout](Workspace::checkout_shallow) left in the store has
+    /// content the destination lacks (as declared with
+    /// [`have`](CommitOptions::have)/[`have_in`](CommitOptions::have_in), or not
+    /// declared at all), so the commit cannot emit it. Load it with
+    /// [`Workspace::load_content`] or declare a destination that holds it. Nothing is
+    /// emitted and the head does not move.
+    #[error("{path}: content {id} is not loaded and the destination lacks it")]
+    ContentNotLoaded {
+        /// The file (the first one found).
+        path: String,
+        /// Its content's root object (a chunk or a manifest).
+        id: ObjectId,
+    },
 }
 
 impl Workspace {
@@ -208,6 +221,10 @@ impl Workspace {
     /// tree nodes on changed paths are re-encoded. Without
     /// [`have`](CommitOptions::have)/[`have_in`](CommitOptions::have_in) every object
     /// the commit needs is emitted; with them, only what the destination lacks.
+    ///
+    /// Files a [shallow checkout](Self::checkout_shallow) left in the store keep their
+    /// tree entries; their content must be held by the destination, else
+    /// [`CommitError::ContentNotLoaded`].
     pub fn commit(&mut self, options: CommitOptions<'_>) -> Result<Commit, CommitError> {
         let generation = self.generation_for(&options)?;
 
@@ -265,7 +282,7 @@ impl Workspace {
         let id = ObjectId::hash_stored(&stored);
 
         let mut out = Emitter::new(&options.have);
-        emit_dir(&self.root, &mut out, epoch);
+        emit_dir(&self.root, &mut out, epoch, &mut Vec::new())?;
         state.emit(&self.state, &mut out);
         for (oid, bytes) in capabilities.into_iter().chain(reads) {
             if out.wants(&oid) {
@@ -339,10 +356,15 @@ fn pending_contents(dir: &DirNode, out: &mut Vec<Pending>) {
     for name in names_to_commit(dir) {
         match dir.entries.get(&name) {
             Some(Node::Dir(d)) if !d.is_clean() => pending_contents(d, out),
-            Some(Node::File(f)) if f.objects.is_none() => out.push(Pending {
-                data: f.data.clone(),
-                prev: f.prev.clone(),
-            }),
+            Some(Node::File(f)) if f.objects.is_none() => {
+                // A file without objects has its bytes (only unloaded ones lack them).
+                if let Some(data) = &f.data {
+                    out.push(Pending {
+                        data: data.clone(),
+                        prev: f.prev.clone(),
+                    })
+                }
+            }
             _ => {}
         }
     }
@@ -360,11 +382,12 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
         match dir.entries.get_mut(name) {
             Some(Node::Dir(d)) if !d.is_clean() => commit_dir(Arc::make_mut(d), built, epoch),
             Some(Node::File(f)) if f.objects.is_none() => {
-                let objects = built
-                    .next()
-                    .unwrap_or_else(|| ContentObjects::build(&f.data));
-                f.objects = Some(Arc::new(objects));
-                f.prev = None;
+                // In step with `pending_contents`, which skips files without bytes.
+                if let Some(data) = &f.data {
+                    let objects = built.next().unwrap_or_else(|| ContentObjects::build(data));
+                    f.objects = Some(Arc::new(objects));
+                    f.prev = None;
+                }
             }
             _ => {}
         }
@@ -396,10 +419,9 @@ fn commit_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects
 pub(crate) fn entry_of(name: &str, node: &Node) -> Entry {
     let (mode, node) = match node {
         Node::File(f) => {
-            let objects = f
-                .objects
-                .clone()
-                .unwrap_or_else(|| Arc::new(ContentObjects::build(&f.data)));
+            let objects = f.objects.clone().unwrap_or_else(|| {
+                Arc::new(ContentObjects::build(f.data.as_deref().unwrap_or_default()))
+            });
             (
                 f.mode,
                 EntryNode::File {
@@ -433,22 +455,30 @@ pub(crate) fn entry_of(name: &str, node: &Node) -> Entry {
     }
 }
 
-/// Emits a committed directory's objects that the destination lacks.
+/// Emits a committed directory's objects that the destination lacks. `path` holds
+/// the directory's components (for errors).
 ///
 /// If this commit (`epoch`) changed the directory and the destination holds its
 /// previous root, everything this commit did not change is held: old nodes and
 /// unchanged entries are skipped without asking, so the have-set is asked about the
-/// changed path only.
-fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>, epoch: u64) {
+/// changed path only. A file left unloaded whose content the destination lacks (and
+/// that this commit has not emitted already) fails the commit.
+fn emit_dir(
+    dir: &DirNode,
+    out: &mut Emitter<'_>,
+    epoch: u64,
+    path: &mut Vec<String>,
+) -> Result<(), CommitError> {
     let Some(layout) = dir.layout.as_ref() else {
-        return;
+        return Ok(());
     };
     let last = dir
         .last
         .as_deref()
         .filter(|l| l.epoch == epoch && out.holds(&l.prev_root));
+    let mut failed: Option<CommitError> = None;
     layout.emit(out, last.map(|l| l.epoch), &mut |slot, out| {
-        if slot.items == 0 {
+        if slot.items == 0 || failed.is_some() {
             return;
         }
         for (name, node) in dir.entries.range::<str, _>((
@@ -459,7 +489,10 @@ fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>, epoch: u64) {
                 if l.names.binary_search(name).is_err() {
                     // Held under the previous root; left out only if it has objects.
                     let has_objects = match node {
-                        Node::File(f) => f.objects.as_ref().is_some_and(|o| !o.chunks.is_empty()),
+                        Node::File(f) => f
+                            .objects
+                            .as_ref()
+                            .is_some_and(|o| o.content.object().is_some()),
                         Node::Dir(_) => true,
                         Node::Symlink(_) => false,
                     };
@@ -467,15 +500,36 @@ fn emit_dir(dir: &DirNode, out: &mut Emitter<'_>, epoch: u64) {
                     continue;
                 }
             }
-            match node {
-                Node::File(f) => {
-                    if let Some(objects) = &f.objects {
-                        objects.emit(&f.data, out);
+            let result = match node {
+                Node::File(f) => match (&f.data, &f.objects) {
+                    (Some(data), Some(objects)) => {
+                        objects.emit(data, out);
+                        Ok(())
                     }
+                    (None, Some(objects)) => match objects.content.object() {
+                        Some((id, _)) if out.wants(&id) => Err(CommitError::ContentNotLoaded {
+                            path: super::path::join(
+                                &[&path[..], std::slice::from_ref(name)].concat(),
+                            ),
+                            id,
+                        }),
+                        _ => Ok(()),
+                    },
+                    _ => Ok(()),
+                },
+                Node::Dir(d) => {
+                    path.push(name.clone());
+                    let r = emit_dir(d, out, epoch, path);
+                    path.pop();
+                    r
                 }
-                Node::Dir(d) => emit_dir(d, out, epoch),
-                Node::Symlink(_) => {}
+                Node::Symlink(_) => Ok(()),
+            };
+            if let Err(e) = result {
+                failed = Some(e);
+                return;
             }
         }
     });
+    failed.map_or(Ok(()), Err)
 }

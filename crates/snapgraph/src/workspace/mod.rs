@@ -6,6 +6,22 @@
 //! a commit re-chunks only files written since the last commit or checkout and
 //! re-encodes only tree nodes on changed paths. Cloning a workspace is O(1): files and
 //! directories are shared until one side writes to them.
+//!
+//! ## Shallow checkout
+//!
+//! [`Workspace::checkout_shallow`] restores a commit's directories, symlinks, modes,
+//! state and small (inline) files, but leaves every other file's bytes in the store:
+//! such a file keeps only its tree entry (size, mode, content reference), and no chunk
+//! or manifest object is read. Its cost is that of the tree nodes, whatever the size
+//! of the content, and the same limits and checks apply as to a full checkout.
+//! Listing, metadata, moving, removing, changing modes and overwriting work as usual;
+//! [`Workspace::read`] gives [`FsError::NotLoaded`] until
+//! [`Workspace::load_content`] fetches and verifies that one file. A commit re-uses the
+//! tree entries of unchanged files, so it has the same id as after a full checkout and
+//! reads nothing but what changed; it needs the destination to hold the content it
+//! cannot emit (commit with [`have_in`](CommitOptions::have_in) the store checked out
+//! from), and fails with [`CommitError::ContentNotLoaded`] otherwise. Packed snapshots
+//! need every byte ([`Workspace::try_snapshot`]).
 
 pub mod checkout;
 pub mod commit;
@@ -140,17 +156,44 @@ pub enum FsError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// The file's bytes were left in the store by a
+    /// [shallow checkout](Workspace::checkout_shallow): fetch them with
+    /// [`Workspace::load_content`] first.
+    #[error("{path}: content not loaded (shallow checkout)")]
+    NotLoaded {
+        /// The file.
+        path: String,
+    },
 }
 
+/// One file.
+///
+/// A file a shallow checkout left in the store has `data` `None` and `objects` a
+/// reference (`ContentObjects::reference`: size and content root, no chunk spans or
+/// manifest nodes), and no `prev`. Every other file has its bytes.
 #[derive(Debug, Clone)]
 pub(crate) struct FileNode {
-    pub data: Arc<[u8]>,
+    /// The bytes; `None` while unloaded.
+    pub data: Option<Arc<[u8]>>,
     pub mode: u32,
-    /// The objects `data` is stored as, once computed; `None` after a write.
+    /// The objects `data` is stored as, once computed; `None` after a write. Always
+    /// set (to a reference) while `data` is `None`.
     pub objects: Option<Arc<ContentObjects>>,
     /// After a write over a large committed file: its previous bytes and objects, so
     /// the commit re-chunks only the changed region (see `ContentObjects::rebuild`).
     pub prev: Option<Arc<Previous>>,
+}
+
+impl FileNode {
+    /// Its length in bytes (from its tree entry while unloaded).
+    pub fn size(&self) -> u64 {
+        match (&self.data, &self.objects) {
+            (Some(data), _) => data.len() as u64,
+            (None, Some(objects)) => objects.size,
+            // Never constructed: an unloaded file keeps its reference.
+            (None, None) => 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -172,7 +215,7 @@ impl Node {
             Node::File(f) => Metadata {
                 kind: EntryKind::File,
                 mode: f.mode,
-                size: f.data.len() as u64,
+                size: f.size(),
             },
             Node::Dir(d) => Metadata {
                 kind: EntryKind::Dir,
@@ -434,11 +477,15 @@ impl Workspace {
         }
     }
 
-    /// The bytes of the file at `path`.
+    /// The bytes of the file at `path`. A file a
+    /// [shallow checkout](Self::checkout_shallow) left in the store is
+    /// [`FsError::NotLoaded`] until [`load_content`](Self::load_content) fetches it.
     pub fn read(&self, path: &str) -> Result<&[u8], FsError> {
         let comps = path::parse(path)?;
         match self.lookup(&comps)? {
-            Some(Node::File(f)) => Ok(&f.data),
+            Some(Node::File(f)) => f.data.as_deref().ok_or_else(|| FsError::NotLoaded {
+                path: path::join(&comps),
+            }),
             Some(Node::Dir(_)) => Err(FsError::IsADirectory {
                 path: path::join(&comps),
             }),
@@ -478,6 +525,30 @@ impl Workspace {
             Ok(comps) if comps.is_empty() => true,
             Ok(comps) => matches!(self.lookup(&comps), Ok(Some(_))),
             Err(_) => false,
+        }
+    }
+
+    /// Whether `path` names a file whose bytes are in memory: false for a file a
+    /// [shallow checkout](Self::checkout_shallow) left in the store (until
+    /// [`load_content`](Self::load_content)), and for anything that is not a file.
+    pub fn is_loaded(&self, path: &str) -> bool {
+        let Ok(comps) = path::parse(path) else {
+            return false;
+        };
+        matches!(self.lookup(&comps), Ok(Some(Node::File(f))) if f.data.is_some())
+    }
+
+    /// The id of the object that stores the file at `path` (its single chunk or its
+    /// manifest root) as of the last commit or checkout, loaded or not: equal ids mean
+    /// equal bytes. `None` for a file written since (its objects are computed by the
+    /// next commit), for content small enough to be stored inline in its tree entry
+    /// (at most [`INLINE_MAX`](crate::limits::INLINE_MAX) bytes, always loaded), and
+    /// for anything that is not a file.
+    pub fn file_content_id(&self, path: &str) -> Option<ObjectId> {
+        let comps = path::parse(path).ok()?;
+        match self.lookup(&comps) {
+            Ok(Some(Node::File(f))) => f.objects.as_ref()?.content.object().map(|(id, _)| id),
+            _ => None,
         }
     }
 
@@ -534,6 +605,23 @@ impl Workspace {
     }
 
     // ----- writing -----
+
+    /// The file at `comps`, made unique, without marking anything changed: for
+    /// filling in the bytes of a file whose tree entry stays as it was.
+    fn file_in_place(&mut self, comps: &[String]) -> Option<&mut FileNode> {
+        let (name, parent) = comps.split_last()?;
+        let mut dir = Arc::make_mut(&mut self.root);
+        for c in parent {
+            match dir.entries.get_mut(c) {
+                Some(Node::Dir(d)) => dir = Arc::make_mut(d),
+                _ => return None,
+            }
+        }
+        match dir.entries.get_mut(name) {
+            Some(Node::File(f)) => Some(f),
+            _ => None,
+        }
+    }
 
     /// Checks that every existing component of `comps` is a directory.
     fn check_dirs(&self, comps: &[String]) -> Result<(), FsError> {
@@ -606,7 +694,7 @@ impl Workspace {
         dir.entries.insert(
             name.clone(),
             Node::File(FileNode {
-                data,
+                data: Some(data),
                 mode,
                 objects: None,
                 prev,

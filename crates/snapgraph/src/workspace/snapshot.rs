@@ -5,7 +5,9 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use super::{CheckoutPolicy, Commit, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE};
+use super::{
+    CheckoutPolicy, Commit, CommitError, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE,
+};
 use crate::chunk::CHUNK_MIN;
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
@@ -25,6 +27,11 @@ impl Workspace {
     /// The workspace as one self-contained snapshot: the bytes of a parentless commit
     /// of it (no metadata) and every object that commit needs. The same workspace
     /// always packs to the same bytes.
+    ///
+    /// A snapshot needs every file's bytes: if a
+    /// [shallow checkout](Self::checkout_shallow) left any in the store (and the
+    /// snapshot does not exclude files), this returns an empty vector, which no
+    /// restore accepts. [`try_snapshot`](Self::try_snapshot) says which file.
     pub fn snapshot(&self) -> Vec<u8> {
         self.snapshot_bytes(SnapshotOptions::default(), None)
     }
@@ -40,23 +47,44 @@ impl Workspace {
         self.snapshot_bytes(SnapshotOptions::default(), Some(key))
     }
 
-    /// Writes a snapshot to `out` as it is produced (no second copy of the bytes).
+    /// A snapshot ([`snapshot_with_options`](Self::snapshot_with_options), keyed with
+    /// `key` if given), or [`CommitError::ContentNotLoaded`] naming a file a
+    /// [shallow checkout](Self::checkout_shallow) left in the store (load it with
+    /// [`load_content`](Self::load_content) first, or exclude files).
+    pub fn try_snapshot(
+        &self,
+        options: SnapshotOptions,
+        key: Option<&SnapshotKey>,
+    ) -> Result<Vec<u8>, CommitError> {
+        let (commit, flags) = self.snapshot_commit(options)?;
+        Ok(pack_to_vec(&commit, flags, key))
+    }
+
+    /// Writes a snapshot to `out` as it is produced (no second copy of the bytes). If
+    /// a file is not loaded (see [`try_snapshot`](Self::try_snapshot)), nothing is
+    /// written and the error is an [`std::io::ErrorKind::Other`] wrapping the
+    /// [`CommitError::ContentNotLoaded`] (get it back with
+    /// [`std::io::Error::into_inner`] and `downcast`).
     pub fn write_snapshot<W: Write>(
         &self,
         options: SnapshotOptions,
         key: Option<&SnapshotKey>,
         out: W,
     ) -> std::io::Result<()> {
-        let (commit, flags) = self.snapshot_commit(options);
+        let (commit, flags) = self
+            .snapshot_commit(options)
+            .map_err(std::io::Error::other)?;
         write_packed(commit.id(), commit.objects(), flags, key, out)
     }
 
     fn snapshot_bytes(&self, options: SnapshotOptions, key: Option<&SnapshotKey>) -> Vec<u8> {
-        let (commit, flags) = self.snapshot_commit(options);
-        pack_to_vec(&commit, flags, key)
+        self.try_snapshot(options, key).unwrap_or_default()
     }
 
-    fn snapshot_commit(&self, options: SnapshotOptions) -> (Commit, u16) {
+    /// A parentless commit of the workspace (no metadata). It fails only on content
+    /// left unloaded: no parents to look up, and the commit object is a few hundred
+    /// bytes.
+    fn snapshot_commit(&self, options: SnapshotOptions) -> Result<(Commit, u16), CommitError> {
         let mut ws = self.clone();
         let mut flags = 0;
         if options.exclude_files {
@@ -70,12 +98,7 @@ impl Workspace {
         if options.compress {
             flags |= FLAG_ZSTD;
         }
-        // A parentless commit with no metadata cannot fail: no parents to look up,
-        // and the commit object is a few hundred bytes.
-        match ws.commit(CommitOptions::new()) {
-            Ok(c) => (c, flags),
-            Err(e) => unreachable!("parentless commit failed: {e}"),
-        }
+        Ok((ws.commit(CommitOptions::new())?, flags))
     }
 
     /// A fresh workspace restored from a snapshot. It adopts the snapshot's capability
