@@ -1,0 +1,138 @@
+//! The CLI's one error type: every variant names the path, revision or object
+//! involved, and prints as one `error: ...` line (with its causes after `: `).
+
+use std::path::{Path, PathBuf};
+
+use snapgraph::{CheckoutError, CommitError, FsError, GraphError, ObjectId, SnapshotError};
+use snapgraph_store::{GcError, RepoError, StoreError, SyncError};
+
+/// Everything that can make a command fail. The binary prints it and exits with 1.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// No `.snapgraph/` in the directory or any parent.
+    #[error("not a snapgraph repository (or any parent up to /): {}; run `snapgraph init` first", .start.display())]
+    NotARepo {
+        /// Where the search started.
+        start: PathBuf,
+    },
+    /// `init` found an existing repository.
+    #[error("{}: already a snapgraph repository", .path.display())]
+    AlreadyInitialized {
+        /// The `.snapgraph` directory.
+        path: PathBuf,
+    },
+    /// A file-system call failed.
+    #[error("{}: {source}", .path.display())]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path cannot be recorded or written (not UTF-8, reserved, hostile...).
+    #[error("{}: {reason}", .path.display())]
+    BadPath {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A commit holds something that must not be written to disk (path traversal,
+    /// a path through a symlink, a name the platform cannot hold).
+    #[error("refusing to check out commit {commit}: {path}: {reason}")]
+    Hostile {
+        /// The commit.
+        commit: ObjectId,
+        /// The path in the commit.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A bad command-line value (`--meta` without `=`, a bad key file...).
+    #[error("{0}")]
+    Usage(String),
+    /// The working directory has changes that a checkout would lose.
+    #[error("{}: the working directory has uncommitted changes ({summary}); commit them or pass --force", .path.display())]
+    Dirty {
+        /// The working directory.
+        path: PathBuf,
+        /// What changed.
+        summary: String,
+    },
+    /// A path inside a commit does not exist or is of the wrong kind.
+    #[error("{path}: not found in commit {commit}")]
+    NotInCommit {
+        /// The commit.
+        commit: ObjectId,
+        /// The path.
+        path: String,
+    },
+    /// `verify` found problems.
+    #[error("verify found {count} problem(s) in the store")]
+    VerifyFailed {
+        /// How many.
+        count: usize,
+    },
+    /// A store call failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// A repository operation failed.
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    /// A garbage collection stopped (leases held, another sweep running).
+    #[error("gc: {0}")]
+    Gc(#[from] GcError),
+    /// A sync failed.
+    #[error("sync: {0}")]
+    Sync(#[from] SyncError),
+    /// A packed snapshot was refused.
+    #[error("snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    /// Loading a commit failed.
+    #[error(transparent)]
+    Checkout(#[from] CheckoutError),
+    /// Committing failed.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    /// A workspace operation failed.
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// A history query failed.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+}
+
+impl CliError {
+    /// An I/O error at `path`.
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.as_ref().to_path_buf(),
+            source,
+        }
+    }
+
+    /// A path that cannot be handled.
+    pub fn bad_path(path: impl AsRef<Path>, reason: impl Into<String>) -> Self {
+        Self::BadPath {
+            path: path.as_ref().to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `Result` with [`CliError`].
+pub type Result<T, E = CliError> = std::result::Result<T, E>;
+
+/// Adds the path to an I/O result.
+pub trait IoContext<T> {
+    /// Maps the error to [`CliError::Io`] at `path`.
+    fn at(self, path: impl AsRef<Path>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T> {
+        self.map_err(|e| CliError::io(path, e))
+    }
+}

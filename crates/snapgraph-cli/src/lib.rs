@@ -1,0 +1,16 @@
+//! `snapgraph`, the command-line tool: versioned, verifiable history of real
+//! directories over any snapgraph store. See `README.md` for the commands and the
+//! design (stat cache, modes, safe checkout, deterministic export).
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod index;
+pub mod materialize;
+pub mod progress;
+pub mod repo;
+pub mod scan;
+pub mod tarball;
+
+pub use error::CliError;

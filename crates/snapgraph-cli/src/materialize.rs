@@ -1,0 +1,266 @@
+//! Writing a commit to disk, safely.
+//!
+//! A commit is first checked out shallow (trees only) and every path is validated
+//! before anything is created: each component must be a plain name (not empty, `.`
+//! or `..`, without `/` or NUL), and no path may lie below a symlink of the commit.
+//! Then everything is written into a **fresh staging directory** that this process
+//! creates (mode `0o700`): every directory with `create_dir` (which fails if
+//! anything exists), every file with `create_new` (`O_CREAT|O_EXCL`, which never
+//! follows a symlink), every symlink with `symlink` as recorded, never followed.
+//! Since the staging directory is new and every directory in it is one we created,
+//! and symlinks are only ever leaves, no write can leave it.
+//!
+//! File modes are written masked to `0o777` (no set-id or sticky bits from a
+//! commit); directory modes are applied last, deepest first, so that a read-only
+//! directory can still be filled. File bytes are fetched, verified and written one
+//! file at a time, so memory stays near the largest file.
+//!
+//! The staging directory is then renamed into place (see [`crate::commands`]):
+//! all or nothing for a new target directory.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use indicatif::ProgressBar;
+use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
+
+use crate::error::{CliError, IoContext, Result};
+
+/// One validated entry to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEntry {
+    /// The workspace path (`/a/b`).
+    pub path: String,
+    /// Its components.
+    pub components: Vec<String>,
+    /// What it is.
+    pub kind: EntryKind,
+    /// Its recorded mode.
+    pub mode: u32,
+}
+
+/// What was written.
+#[derive(Debug, Default, Clone)]
+pub struct Materialized {
+    /// Regular files.
+    pub files: u64,
+    /// Directories (the root excluded).
+    pub dirs: u64,
+    /// Symlinks.
+    pub symlinks: u64,
+    /// File bytes.
+    pub bytes: u64,
+    /// `(path, digest)` of every file, for the stat cache.
+    pub digests: Vec<(String, String)>,
+}
+
+/// Checks one path component.
+pub fn check_component(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty path component");
+    }
+    if name == "." || name == ".." {
+        return Err("'.' or '..' path component (path traversal)");
+    }
+    if name.contains('/') || name.contains('\0') {
+        return Err("path component contains '/' or NUL");
+    }
+    Ok(())
+}
+
+/// Validates entries (in the workspace's walk order: parents before children) and
+/// returns them planned, or the first hostile one.
+pub fn plan(
+    commit: ObjectId,
+    entries: impl IntoIterator<Item = (String, EntryKind, u32)>,
+) -> Result<Vec<PlannedEntry>> {
+    let hostile = |path: &str, reason: &str| CliError::Hostile {
+        commit,
+        path: path.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut dirs: HashSet<String> = HashSet::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut symlinks: HashSet<String> = HashSet::new();
+    let mut out = Vec::new();
+    for (path, kind, mode) in entries {
+        let Some(rest) = path.strip_prefix('/') else {
+            return Err(hostile(&path, "not an absolute workspace path"));
+        };
+        let components: Vec<String> = rest.split('/').map(str::to_string).collect();
+        for c in &components {
+            check_component(c).map_err(|r| hostile(&path, r))?;
+        }
+        let mut prefix = String::new();
+        for c in &components[..components.len() - 1] {
+            prefix.push('/');
+            prefix.push_str(c);
+            if symlinks.contains(&prefix) {
+                return Err(hostile(
+                    &path,
+                    &format!("lies below the symlink {prefix} (would write through it)"),
+                ));
+            }
+            if !dirs.contains(&prefix) {
+                return Err(hostile(
+                    &path,
+                    &format!("parent {prefix} is not a directory"),
+                ));
+            }
+        }
+        if !taken.insert(path.clone()) {
+            return Err(hostile(&path, "appears twice"));
+        }
+        match kind {
+            EntryKind::Dir => {
+                dirs.insert(path.clone());
+            }
+            EntryKind::Symlink => {
+                symlinks.insert(path.clone());
+            }
+            EntryKind::File => {}
+        }
+        out.push(PlannedEntry {
+            path,
+            components,
+            kind,
+            mode,
+        });
+    }
+    Ok(out)
+}
+
+fn fs_path(base: &Path, components: &[String]) -> PathBuf {
+    let mut p = base.to_path_buf();
+    for c in components {
+        p.push(c);
+    }
+    p
+}
+
+/// Writes the shallow workspace `ws` (at commit `commit`, file bytes in `source`)
+/// into `dest`, which must not exist; it is created with mode `0o700` and keeps it
+/// (the caller renames it into place and sets the root's mode). On error `dest` is
+/// left for the caller to remove. Files are removed from `ws` as they are written.
+pub fn materialize(
+    ws: &mut Workspace,
+    source: &dyn ObjectSource,
+    commit: ObjectId,
+    dest: &Path,
+    progress: &ProgressBar,
+) -> Result<Materialized> {
+    let planned = plan(
+        commit,
+        ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)),
+    )?;
+    progress.set_length(planned.len() as u64);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dest)
+        .at(dest)?;
+    let mut done = Materialized::default();
+    for e in &planned {
+        let target = fs_path(dest, &e.components);
+        match e.kind {
+            EntryKind::Dir => {
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&target)
+                    .at(&target)?;
+                done.dirs += 1;
+            }
+            EntryKind::Symlink => {
+                let link = ws.read_link(&e.path)?.to_string();
+                std::os::unix::fs::symlink(&link, &target).at(&target)?;
+                done.symlinks += 1;
+            }
+            EntryKind::File => {
+                ws.load_content(&e.path, source)?;
+                let digest = crate::scan::digest_of(ws, &e.path);
+                let data = ws.read(&e.path)?;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&target)
+                    .at(&target)?;
+                f.write_all(data).at(&target)?;
+                f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                    .at(&target)?;
+                done.files += 1;
+                done.bytes += data.len() as u64;
+                if let Some(d) = digest {
+                    done.digests.push((e.path.clone(), d));
+                }
+                // Free the bytes: the workspace is only a plan now.
+                ws.remove(&e.path)?;
+            }
+        }
+        progress.inc(1);
+    }
+    for e in planned.iter().rev().filter(|e| e.kind == EntryKind::Dir) {
+        let target = fs_path(dest, &e.components);
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(e.mode & 0o777))
+            .at(&target)?;
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> ObjectId {
+        ObjectId::from_bytes([7; 32])
+    }
+
+    fn err_of(entries: Vec<(&str, EntryKind)>) -> String {
+        plan(
+            id(),
+            entries.into_iter().map(|(p, k)| (p.to_string(), k, 0o644)),
+        )
+        .unwrap_err()
+        .to_string()
+    }
+
+    #[test]
+    fn refuses_traversal_and_symlink_escape() {
+        let e = err_of(vec![("/../etc/passwd", EntryKind::File)]);
+        assert!(
+            e.contains("/../etc/passwd") && e.contains("traversal"),
+            "{e}"
+        );
+        let e = err_of(vec![("/a/./b", EntryKind::File)]);
+        assert!(e.contains("traversal"), "{e}");
+        let e = err_of(vec![
+            ("/link", EntryKind::Symlink),
+            ("/link/x", EntryKind::File),
+        ]);
+        assert!(e.contains("/link/x") && e.contains("symlink /link"), "{e}");
+        let e = err_of(vec![("/a/b", EntryKind::File)]);
+        assert!(e.contains("parent /a"), "{e}");
+        let e = err_of(vec![("/a", EntryKind::File), ("/a", EntryKind::File)]);
+        assert!(e.contains("twice"), "{e}");
+        let e = err_of(vec![("a", EntryKind::File)]);
+        assert!(e.contains("absolute"), "{e}");
+        let e = err_of(vec![("/a//b", EntryKind::File)]);
+        assert!(e.contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn accepts_a_normal_tree() {
+        let p = plan(
+            id(),
+            [
+                ("/d".to_string(), EntryKind::Dir, 0o755),
+                ("/d/f".to_string(), EntryKind::File, 0o644),
+                ("/l".to_string(), EntryKind::Symlink, 0o777),
+            ],
+        )
+        .unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(p[1].components, vec!["d", "f"]);
+    }
+}

@@ -1,0 +1,31 @@
+//! Progress bars: drawn on stderr only when it is a terminal and `--quiet` is off.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar (with `len`) or spinner (without), hidden unless `enabled` and
+/// stderr is a terminal.
+pub fn bar(enabled: bool, len: Option<u64>, what: &str) -> ProgressBar {
+    let visible = enabled && std::io::stderr().is_terminal();
+    let target = if visible {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let pb = ProgressBar::with_draw_target(len, target);
+    let style = match len {
+        Some(_) => ProgressStyle::with_template(
+            "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}",
+        ),
+        None => ProgressStyle::with_template("{prefix} {spinner} [{elapsed_precise}] {pos} {msg}"),
+    };
+    if let Ok(style) = style {
+        pb.set_style(style);
+    }
+    pb.set_prefix(what.to_string());
+    if visible {
+        pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    }
+    pb
+}

@@ -1,0 +1,160 @@
+//! `export` / `import`: commits as tar archives.
+//!
+//! Export is deterministic: the same commit always gives the same bytes. Entries
+//! come in the workspace's sorted walk order (parents before children), every
+//! header is a GNU header with mtime 0, uid/gid 0, empty user and group names and
+//! the recorded mode; directories end in `/`. Long names and link targets use the
+//! GNU long-name extension. A `.zst` file name compresses the archive with zstd
+//! level 3 (single-threaded, so deterministic too).
+//!
+//! Import reads such an archive (or any tar of regular files, directories and
+//! symlinks) into a fresh workspace, refusing absolute paths, `..`, and paths below
+//! a symlink of the archive; directories get mode `0o755` and files `0o755` or
+//! `0o644` as `commit` records them, so importing an export and committing it gives
+//! the same tree.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use indicatif::ProgressBar;
+use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
+
+use crate::error::{CliError, IoContext, Result};
+use crate::materialize::check_component;
+
+/// Whether `path` names a zstd-compressed archive.
+pub fn is_zstd(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst" || e == "tzst")
+}
+
+fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode & 0o7777);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_size(size);
+    // Empty user and group names.
+    let _ = h.set_username("");
+    let _ = h.set_groupname("");
+    h
+}
+
+/// Writes the shallow workspace `ws` (at `commit`, bytes in `source`) as a tar
+/// archive to `out`. Files are removed from `ws` as they are written.
+pub fn export<W: Write>(
+    ws: &mut Workspace,
+    source: &dyn ObjectSource,
+    commit: ObjectId,
+    out: W,
+    progress: &ProgressBar,
+) -> Result<(W, u64)> {
+    let planned = crate::materialize::plan(
+        commit,
+        ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)),
+    )?;
+    progress.set_length(planned.len() as u64);
+    let mut b = tar::Builder::new(out);
+    let mut count = 0u64;
+    let err = |e: std::io::Error| CliError::Usage(format!("writing the archive: {e}"));
+    for e in &planned {
+        let rel = e.path.trim_start_matches('/');
+        match e.kind {
+            EntryKind::Dir => {
+                let mut h = header(tar::EntryType::Directory, e.mode, 0);
+                b.append_data(&mut h, format!("{rel}/"), std::io::empty())
+                    .map_err(err)?;
+            }
+            EntryKind::Symlink => {
+                let target = ws.read_link(&e.path)?.to_string();
+                let mut h = header(tar::EntryType::Symlink, e.mode, 0);
+                b.append_link(&mut h, rel, &target).map_err(err)?;
+            }
+            EntryKind::File => {
+                ws.load_content(&e.path, source)?;
+                let data = ws.read(&e.path)?;
+                let mut h = header(tar::EntryType::Regular, e.mode, data.len() as u64);
+                b.append_data(&mut h, rel, data).map_err(err)?;
+                ws.remove(&e.path)?;
+            }
+        }
+        count += 1;
+        progress.inc(1);
+    }
+    let out = b.into_inner().map_err(err)?;
+    Ok((out, count))
+}
+
+/// Reads a tar archive into a fresh workspace.
+pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<Workspace> {
+    let bad = |p: &str, reason: &str| CliError::bad_path(file, format!("entry {p:?}: {reason}"));
+    let mut ws = Workspace::new();
+    let mut archive = tar::Archive::new(input);
+    let entries = archive.entries().at(file)?;
+    for entry in entries {
+        let mut entry = entry.at(file)?;
+        let raw = entry.path_bytes().into_owned();
+        let name = String::from_utf8(raw).map_err(|_| bad("?", "name is not valid UTF-8"))?;
+        let trimmed = name.trim_end_matches('/');
+        let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+        if trimmed.is_empty() || trimmed == "." {
+            continue;
+        }
+        if trimmed.starts_with('/') {
+            return Err(bad(&name, "absolute path"));
+        }
+        for c in trimmed.split('/') {
+            check_component(c).map_err(|r| bad(&name, r))?;
+        }
+        let path = format!("/{trimmed}");
+        // Refuse paths through a symlink of the archive.
+        let mut prefix = String::new();
+        for c in trimmed
+            .split('/')
+            .collect::<Vec<_>>()
+            .split_last()
+            .map_or(&[][..], |s| s.1)
+        {
+            prefix.push('/');
+            prefix.push_str(c);
+            if ws
+                .metadata(&prefix)
+                .is_ok_and(|m| m.kind == EntryKind::Symlink)
+            {
+                return Err(bad(&name, "lies below a symlink"));
+            }
+        }
+        // A missing mode (some writers leave it empty for links) counts as 0o644.
+        let mode = entry.header().mode().unwrap_or(0o644);
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => ws.mkdir(&path)?,
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .ok_or_else(|| bad(&name, "symlink without target"))?
+                    .into_owned();
+                let target = String::from_utf8(target)
+                    .map_err(|_| bad(&name, "symlink target is not valid UTF-8"))?;
+                if ws.exists(&path) {
+                    ws.remove(&path)?;
+                }
+                ws.symlink(&path, &target)?;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let mut data = Vec::with_capacity(entry.size() as usize);
+                entry.read_to_end(&mut data).at(file)?;
+                if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
+                    ws.remove(&path)?;
+                }
+                ws.write(&path, data)?;
+                ws.set_mode(&path, crate::scan::file_mode(mode))?;
+            }
+            other => {
+                eprintln!("warning: {name}: skipping tar entry of type {other:?}");
+            }
+        }
+        progress.inc(1);
+    }
+    Ok(ws)
+}

@@ -1,0 +1,852 @@
+//! End-to-end tests: run the `snapgraph` binary on temporary directories.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_snapgraph");
+
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .arg("--quiet")
+        .current_dir(dir)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Runs and requires success; returns stdout.
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let out = run_in(dir, args);
+    assert!(
+        out.status.success(),
+        "snapgraph {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs and requires failure with exit code 1; returns stderr.
+fn fails(dir: &Path, args: &[&str]) -> String {
+    let out = run_in(dir, args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "snapgraph {args:?} should fail: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: "), "{err}");
+    err
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    serde_json::from_str(&ok(dir, &a)).unwrap()
+}
+
+fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        out.extend_from_slice(&seed.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn write(root: &Path, rel: &str, data: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, data).unwrap();
+}
+
+/// Sets every file's mtime 100 s back, so that none is "racy" (see the index docs).
+fn age(root: &Path) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+    for e in walk(root) {
+        if e.1 == Kind::File {
+            let f = std::fs::File::options().write(true).open(&e.0).unwrap();
+            f.set_modified(past).unwrap();
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    File,
+    Dir,
+    Link,
+}
+
+fn walk(root: &Path) -> Vec<(PathBuf, Kind)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if p.file_name().unwrap() == ".snapgraph" {
+                continue;
+            }
+            let t = e.file_type().unwrap();
+            if t.is_symlink() {
+                out.push((p, Kind::Link));
+            } else if t.is_dir() {
+                out.push((p.clone(), Kind::Dir));
+                stack.push(p);
+            } else {
+                out.push((p, Kind::File));
+            }
+        }
+    }
+    out
+}
+
+/// Everything observable of a tree: kind, bytes or target, exec bit.
+fn snapshot_of(root: &Path) -> BTreeMap<String, String> {
+    walk(root)
+        .into_iter()
+        .map(|(p, k)| {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let v = match k {
+                Kind::Dir => "dir".to_string(),
+                Kind::Link => format!("link {}", std::fs::read_link(&p).unwrap().display()),
+                Kind::File => {
+                    let m = std::fs::metadata(&p).unwrap();
+                    let bytes = std::fs::read(&p).unwrap();
+                    format!(
+                        "file {:o} {} {}",
+                        m.mode() & 0o777,
+                        bytes.len(),
+                        blake(&bytes)
+                    )
+                }
+            };
+            (rel, v)
+        })
+        .collect()
+}
+
+fn blake(b: &[u8]) -> String {
+    // A cheap fingerprint (FNV-1a 64) is enough to compare trees.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for x in b {
+        h ^= u64::from(*x);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    format!("{h:016x}")
+}
+
+/// A tree with binary files, a large file, unicode names, modes, symlinks and empty
+/// directories.
+fn rich_tree(root: &Path) {
+    write(root, "README.md", b"# hello\n");
+    write(root, "bin/tool.sh", b"#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(
+        root.join("bin/tool.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    write(root, "data/blob.bin", &[0u8, 1, 2, 255, 254, 0, 0, 7]);
+    write(root, "data/large.bin", &pseudo_random(5 << 20, 42));
+    write(root, "data/medium.bin", &pseudo_random(100_000, 7));
+    write(
+        root,
+        "ünïcødé/日本語 ファイル.txt",
+        "こんにちは\n".as_bytes(),
+    );
+    write(root, "ünïcødé/emoji 🎉.md", b"party\n");
+    std::fs::create_dir_all(root.join("empty/nested/deeper")).unwrap();
+    std::fs::create_dir_all(root.join("also-empty")).unwrap();
+    std::os::unix::fs::symlink("../README.md", root.join("data/readme-link")).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", root.join("absolute-link")).unwrap();
+    std::os::unix::fs::symlink("does/not/exist", root.join("dangling")).unwrap();
+}
+
+fn repo() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    t
+}
+
+fn field(summary: &str, name: &str) -> u64 {
+    let at = summary
+        .find(&format!("{name}: "))
+        .unwrap_or_else(|| panic!("{name} in {summary}"));
+    summary[at + name.len() + 2..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn commit_id(summary: &str) -> String {
+    let start = summary.find(' ').unwrap() + 1;
+    summary[start..start + 64].to_string()
+}
+
+#[test]
+fn round_trip_of_a_rich_tree() {
+    let t = repo();
+    rich_tree(t.path());
+    let out = ok(t.path(), &["commit", "-m", "first"]);
+    assert_eq!(field(&out, "files read"), 7, "{out}");
+    let id = commit_id(&out);
+    let dest = tempfile::tempdir().unwrap();
+    let to = dest.path().join("out");
+    ok(t.path(), &["checkout", &id, "--to", to.to_str().unwrap()]);
+    assert_eq!(snapshot_of(t.path()), snapshot_of(&to));
+    assert!(to.join("empty/nested/deeper").is_dir());
+    assert_eq!(
+        std::fs::read_link(to.join("absolute-link")).unwrap(),
+        Path::new("/etc/hostname")
+    );
+    // A second checkout into an existing non-empty directory is refused.
+    let err = fails(t.path(), &["checkout", &id, "--to", to.to_str().unwrap()]);
+    assert!(err.contains("not empty") && err.contains("out"), "{err}");
+    // ls and cat see the same content.
+    let listing = json(t.path(), &["ls", "main:data"]);
+    let names: Vec<&str> = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["blob.bin", "large.bin", "medium.bin", "readme-link"]
+    );
+    let cat = run_in(t.path(), &["cat", "main:data/large.bin"]);
+    assert_eq!(cat.stdout, pseudo_random(5 << 20, 42));
+    let cat = run_in(t.path(), &["cat", "main:ünïcødé/日本語 ファイル.txt"]);
+    assert_eq!(cat.stdout, "こんにちは\n".as_bytes());
+    let tool = json(t.path(), &["ls", "main:bin/tool.sh"]);
+    assert_eq!(tool[0]["mode"], "0755");
+}
+
+#[test]
+fn incremental_commit_reads_only_changed_files() {
+    let t = repo();
+    for i in 0..200 {
+        write(
+            t.path(),
+            &format!("files/{i:03}.txt"),
+            &pseudo_random(1000 + i, i as u64),
+        );
+    }
+    write(t.path(), "big.bin", &pseudo_random(3 << 20, 1));
+    age(t.path());
+    let first = ok(t.path(), &["commit", "-m", "one"]);
+    assert_eq!(field(&first, "files read"), 201, "{first}");
+    // Nothing changed: nothing read, nothing new but the commit object.
+    let same = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(same["files_read"], 0, "{same}");
+    assert_eq!(same["files_changed"], 0, "{same}");
+    assert_eq!(same["new_objects"], 1, "{same}");
+    // One file touched: one read.
+    write(t.path(), "files/100.txt", b"changed");
+    let second = ok(t.path(), &["commit", "-m", "two"]);
+    assert_eq!(field(&second, "files read"), 1, "{second}");
+    assert_eq!(field(&second, "files changed"), 1, "{second}");
+    // Removal and a mode change are seen without reading.
+    std::fs::remove_file(t.path().join("files/000.txt")).unwrap();
+    std::fs::set_permissions(
+        t.path().join("files/001.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let third = ok(t.path(), &["commit", "-m", "three"]);
+    assert_eq!(field(&third, "files changed"), 2, "{third}");
+    let diff = ok(t.path(), &["diff", "HEAD", "main"]);
+    assert_eq!(diff, "");
+    let log = json(t.path(), &["log"]);
+    let messages: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["meta"]["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(messages, ["three", "two", "same", "one"]);
+    // Without the index every file is read again, same commit tree.
+    std::fs::remove_file(t.path().join(".snapgraph/index")).unwrap();
+    let again = json(t.path(), &["commit", "-m", "four"]);
+    assert_eq!(again["files_read"], 200);
+    assert_eq!(again["files_changed"], 0);
+}
+
+#[test]
+fn racy_files_are_read_again() {
+    let t = repo();
+    write(t.path(), "a.txt", b"one");
+    // Not aged: the file may share the commit's timestamp tick, or not; either
+    // way a same-size rewrite right after must be seen.
+    ok(t.path(), &["commit", "-m", "one"]);
+    write(t.path(), "a.txt", b"two");
+    let out = ok(t.path(), &["commit", "-m", "two"]);
+    assert_eq!(field(&out, "files changed"), 1, "{out}");
+    assert_eq!(run_in(t.path(), &["cat", "main:a.txt"]).stdout, b"two");
+}
+
+#[test]
+fn snapgraphignore_is_respected() {
+    let t = repo();
+    write(t.path(), ".snapgraphignore", b"*.log\nbuild/\n!keep.log\n");
+    write(t.path(), "src/main.rs", b"fn main() {}\n");
+    write(t.path(), "src/debug.log", b"noise");
+    write(t.path(), "keep.log", b"kept");
+    write(t.path(), "build/out.o", b"object");
+    write(t.path(), "sub/.snapgraphignore", b"secret.txt\n");
+    write(t.path(), "sub/secret.txt", b"hidden");
+    write(t.path(), "sub/public.txt", b"shown");
+    ok(t.path(), &["commit", "-m", "ignore"]);
+    let all = json(t.path(), &["ls", "-r", "main"]);
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ".snapgraphignore",
+            "keep.log",
+            "src",
+            "src/main.rs",
+            "sub",
+            "sub/.snapgraphignore",
+            "sub/public.txt"
+        ]
+    );
+}
+
+#[test]
+fn checkout_into_the_working_directory() {
+    let t = repo();
+    write(t.path(), ".snapgraphignore", b"target/\n");
+    write(t.path(), "a.txt", b"version 1");
+    write(t.path(), "gone.txt", b"later removed");
+    write(t.path(), "target/cache", b"ignored, kept");
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    write(t.path(), "a.txt", b"version 2");
+    std::fs::remove_file(t.path().join("gone.txt")).unwrap();
+    write(t.path(), "new/b.txt", b"new");
+    ok(t.path(), &["commit", "-m", "two"]);
+    ok(t.path(), &["branch", "old", "--at", &one]);
+    // Uncommitted changes are protected.
+    write(t.path(), "a.txt", b"dirty");
+    let err = fails(t.path(), &["checkout", "old"]);
+    assert!(
+        err.contains("uncommitted changes") && err.contains("1 modified"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(t.path().join("a.txt")).unwrap(), b"dirty");
+    ok(t.path(), &["checkout", "old", "--force"]);
+    assert_eq!(std::fs::read(t.path().join("a.txt")).unwrap(), b"version 1");
+    assert_eq!(
+        std::fs::read(t.path().join("gone.txt")).unwrap(),
+        b"later removed"
+    );
+    assert!(!t.path().join("new").exists());
+    assert_eq!(
+        std::fs::read(t.path().join("target/cache")).unwrap(),
+        b"ignored, kept"
+    );
+    // The branch is current now, and the working directory is clean.
+    let branches = json(t.path(), &["branch"]);
+    let current: Vec<&str> = branches
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["current"].as_bool().unwrap())
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(current, ["old"]);
+    assert_eq!(
+        json(t.path(), &["status"])["modified"],
+        serde_json::json!([])
+    );
+    ok(t.path(), &["checkout", "main"]);
+    assert_eq!(std::fs::read(t.path().join("new/b.txt")).unwrap(), b"new");
+    // The index written by checkout keeps the next commit cheap.
+    age(t.path());
+    let c = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(c["files_changed"], 0, "{c}");
+}
+
+#[test]
+fn diff_against_the_working_directory() {
+    let t = repo();
+    write(t.path(), "a.txt", b"a");
+    write(t.path(), "b.txt", b"b");
+    ok(t.path(), &["commit", "-m", "one"]);
+    write(t.path(), "a.txt", b"changed");
+    std::fs::remove_file(t.path().join("b.txt")).unwrap();
+    write(t.path(), "c.txt", b"c");
+    assert_eq!(
+        ok(t.path(), &["diff", "main"]),
+        "M a.txt\nD b.txt\nA c.txt\n"
+    );
+    assert_eq!(
+        ok(t.path(), &["diff", "main", "--stat"]),
+        "1 added, 1 modified, 1 removed\n"
+    );
+    let d = json(t.path(), &["diff", "main"]);
+    assert_eq!(d["added"], serde_json::json!(["/c.txt"]));
+    // Nothing moved: the branch still has one commit.
+    assert_eq!(json(t.path(), &["log"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn export_is_deterministic_and_imports_to_the_same_commit() {
+    let t = repo();
+    rich_tree(t.path());
+    let id = commit_id(&ok(t.path(), &["commit", "-m", "snap"]));
+    let out = tempfile::tempdir().unwrap();
+    let a = out.path().join("a.tar");
+    let b = out.path().join("b.tar");
+    ok(t.path(), &["export", &id, "-o", a.to_str().unwrap()]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok(t.path(), &["export", "main", "-o", b.to_str().unwrap()]);
+    let bytes = std::fs::read(&a).unwrap();
+    assert_eq!(bytes, std::fs::read(&b).unwrap());
+    let za = out.path().join("a.tar.zst");
+    let zb = out.path().join("b.tar.zst");
+    ok(t.path(), &["export", &id, "-o", za.to_str().unwrap()]);
+    ok(t.path(), &["export", &id, "-o", zb.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&za).unwrap(), std::fs::read(&zb).unwrap());
+    // Readable by a tar reader, with fixed metadata.
+    let mut archive = tar::Archive::new(&bytes[..]);
+    let mut names = Vec::new();
+    for e in archive.entries().unwrap() {
+        let e = e.unwrap();
+        assert_eq!(e.header().mtime().unwrap(), 0);
+        assert_eq!(e.header().uid().unwrap(), 0);
+        names.push(e.path().unwrap().to_string_lossy().into_owned());
+    }
+    assert!(names.contains(&"data/large.bin".to_string()), "{names:?}");
+    assert!(
+        names.contains(&"empty/nested/deeper/".to_string()),
+        "{names:?}"
+    );
+    // Importing into a fresh repository with the same message gives the same commit.
+    for archive in [&a, &za] {
+        let other = repo();
+        let imported = json(
+            other.path(),
+            &["import", archive.to_str().unwrap(), "-m", "snap"],
+        );
+        assert_eq!(imported["id"], id.as_str());
+    }
+    // Importing into the same repository: same tree, nothing changed.
+    let again = json(t.path(), &["import", a.to_str().unwrap(), "-m", "again"]);
+    let d = json(t.path(), &["diff", &id, again["id"].as_str().unwrap()]);
+    assert_eq!(d["added"], serde_json::json!([]));
+    assert_eq!(d["modified"], serde_json::json!([]));
+}
+
+#[test]
+fn pack_and_unpack_round_trip() {
+    let t = repo();
+    rich_tree(t.path());
+    ok(t.path(), &["commit", "-m", "packed"]);
+    let files = tempfile::tempdir().unwrap();
+    let plain = files.path().join("snap.sgp");
+    ok(
+        t.path(),
+        &["pack", "main", "-o", plain.to_str().unwrap(), "--compress"],
+    );
+    let key = files.path().join("key");
+    std::fs::write(&key, hex_key()).unwrap();
+    let keyed = files.path().join("keyed.sgp");
+    ok(
+        t.path(),
+        &[
+            "pack",
+            "main",
+            "-o",
+            keyed.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    let other = repo();
+    let u = json(
+        other.path(),
+        &["unpack", plain.to_str().unwrap(), "--branch", "restored"],
+    );
+    assert_eq!(u["branch"], "restored");
+    let to = files.path().join("out");
+    ok(
+        other.path(),
+        &["checkout", "restored", "--to", to.to_str().unwrap()],
+    );
+    assert_eq!(snapshot_of(t.path()), snapshot_of(&to));
+    // Keyed: needs the key; a wrong key is refused.
+    let err = fails(other.path(), &["unpack", keyed.to_str().unwrap()]);
+    assert!(err.contains("keyed"), "{err}");
+    let wrong = files.path().join("wrong");
+    std::fs::write(&wrong, [9u8; 32]).unwrap();
+    let err = fails(
+        other.path(),
+        &[
+            "unpack",
+            keyed.to_str().unwrap(),
+            "--key-file",
+            wrong.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("not authentic"), "{err}");
+    let k = json(
+        other.path(),
+        &[
+            "unpack",
+            keyed.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+            "-b",
+            "k",
+        ],
+    );
+    assert_eq!(k["id"], u["id"]);
+    let bad = files.path().join("bad-key");
+    std::fs::write(&bad, b"short").unwrap();
+    let err = fails(
+        t.path(),
+        &[
+            "pack",
+            "main",
+            "-o",
+            "x",
+            "--key-file",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("bad-key") && err.contains("64 hex"), "{err}");
+}
+
+fn hex_key() -> String {
+    (0..32).map(|i| format!("{:02x}", i * 7 % 256)).collect()
+}
+
+#[test]
+fn sync_between_stores() {
+    let a = repo();
+    write(a.path(), "x.txt", b"x");
+    write(a.path(), "big.bin", &pseudo_random(200_000, 3));
+    let first = commit_id(&ok(a.path(), &["commit", "-m", "one"]));
+    ok(a.path(), &["tag", "v1", "--label", "kind=release"]);
+    let b = repo();
+    let r = json(
+        b.path(),
+        &[
+            "sync",
+            a.path().to_str().unwrap(),
+            b.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.as_array().unwrap().len(), 2);
+    assert!(r[0]["objects"].as_u64().unwrap() > 0);
+    assert_eq!(json(b.path(), &["log"])[0]["id"], first.as_str());
+    assert_eq!(
+        json(b.path(), &["snapshots"])[0]["labels"]["kind"],
+        "release"
+    );
+    // Incremental: a second commit sends only what is new.
+    write(a.path(), "y.txt", b"y");
+    ok(a.path(), &["commit", "-m", "two"]);
+    let r = json(a.path(), &["sync", ".", b.path().to_str().unwrap(), "main"]);
+    assert!(r[0]["objects"].as_u64().unwrap() <= 4, "{r}");
+    // To a directory store given by URL, then verified.
+    let d = tempfile::tempdir().unwrap();
+    let url = format!("dir:{}", d.path().join("objects").display());
+    ok(a.path(), &["sync", ".", &url, "main"]);
+    let c = tempfile::tempdir().unwrap();
+    ok(c.path(), &["init", "--store", &url]);
+    let v = json(c.path(), &["verify", "--read-data"]);
+    assert_eq!(v["clean"], true);
+    assert_eq!(
+        json(c.path(), &["log", "main"]).as_array().unwrap().len(),
+        2
+    );
+    // Sqlite by URL as well.
+    let url = format!("sqlite:{}", d.path().join("s.db").display());
+    ok(a.path(), &["sync", ".", &url]);
+    let err = fails(a.path(), &["sync", ".", &url, "nosuch"]);
+    assert!(err.contains("nosuch"), "{err}");
+}
+
+#[test]
+fn branches_tags_snapshots_gc_verify() {
+    let t = repo();
+    write(t.path(), "a", b"1");
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    write(t.path(), "a", b"2");
+    ok(t.path(), &["commit", "-m", "two", "--meta", "ticket=42"]);
+    ok(t.path(), &["fork", "exp", "--at", &one]);
+    write(t.path(), "a", b"3");
+    let three = json(t.path(), &["commit", "-m", "three", "-b", "exp"]);
+    assert_eq!(three["previous"], one.as_str());
+    let names: Vec<String> = json(t.path(), &["branch"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["exp", "main"]);
+    let show = json(t.path(), &["show", "main"]);
+    assert_eq!(show["meta"]["ticket"], "42");
+    assert_eq!(show["diff"]["modified"], serde_json::json!(["/a"]));
+    ok(
+        t.path(),
+        &["tag", "release", "--at", "exp", "--label", "env=prod"],
+    );
+    let s = json(t.path(), &["snapshots", "inspect", "release"]);
+    assert_eq!(s["labels"]["env"], "prod");
+    assert_eq!(run_in(t.path(), &["cat", "release:a"]).stdout, b"3");
+    ok(t.path(), &["snapshots", "remove", "release"]);
+    ok(t.path(), &["branch", "-d", "exp"]);
+    let err = fails(t.path(), &["branch", "-d", "main"]);
+    assert!(err.contains("current branch"), "{err}");
+    let gc = json(t.path(), &["gc"]);
+    assert!(gc["deleted"].as_u64().unwrap() >= 1, "{gc}");
+    let v = json(t.path(), &["verify", "--read-data"]);
+    assert_eq!(v["clean"], true, "{v}");
+    assert_eq!(json(t.path(), &["log"]).as_array().unwrap().len(), 2);
+}
+
+// ------------------------------------------------------------------ hostile input
+
+fn stored(kind: snapgraph::ObjectKind, body: &[u8]) -> Vec<u8> {
+    let mut s = vec![kind.byte(), 1];
+    s.extend_from_slice(body);
+    s
+}
+
+/// Puts a commit whose root tree is `entries` (unchecked) under branch `evil`.
+fn plant(repo: &Path, entries: Vec<snapgraph::object::tree::Entry>) -> String {
+    use snapgraph::object::tree::{Content, TreeNode};
+    use snapgraph::{CommitObject, ObjectId, ObjectKind};
+    use snapgraph_store::Store;
+    let store = snapgraph_store::open(&format!(
+        "sqlite:{}",
+        repo.join(".snapgraph/store.db").display()
+    ))
+    .unwrap();
+    let tree = stored(
+        ObjectKind::Tree,
+        &postcard::to_allocvec(&TreeNode::Leaf(entries)).unwrap(),
+    );
+    let tree_id = ObjectId::hash_stored(&tree);
+    let commit = CommitObject {
+        tree: tree_id,
+        parents: vec![],
+        generation: 1,
+        state_size: 0,
+        state: Content::Inline(Vec::new()),
+        capabilities: None,
+        reads: None,
+        meta: BTreeMap::new(),
+    };
+    let (id, bytes) = commit.to_stored();
+    store.put_many(&[(tree_id, &tree), (id, &bytes)]).unwrap();
+    store
+        .compare_and_swap_ref("heads/evil", None, id, "plant")
+        .unwrap();
+    id.to_string()
+}
+
+fn file_entry(name: &str, data: &[u8]) -> snapgraph::object::tree::Entry {
+    use snapgraph::object::tree::{Content, Entry, EntryNode};
+    Entry {
+        name: name.into(),
+        mode: 0o644,
+        node: EntryNode::File {
+            size: data.len() as u64,
+            content: Content::Inline(data.to_vec()),
+        },
+    }
+}
+
+#[test]
+fn hostile_commits_are_refused_on_checkout() {
+    use snapgraph::object::tree::{Entry, EntryNode};
+    for (what, entries) in [
+        ("dot dot", vec![file_entry("..", b"escape")]),
+        ("slash", vec![file_entry("a/../../escape", b"escape")]),
+        ("dot", vec![file_entry(".", b"escape")]),
+    ] {
+        let t = repo();
+        let id = plant(t.path(), entries);
+        let outside = tempfile::tempdir().unwrap();
+        let to = outside.path().join("inner").join("target");
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let err = fails(
+            t.path(),
+            &["checkout", "evil", "--to", to.to_str().unwrap()],
+        );
+        assert!(err.contains(&id) || err.contains("entry"), "{what}: {err}");
+        assert!(
+            err.contains("..") || err.contains("\".\"") || err.contains('/'),
+            "{what}: {err}"
+        );
+        // Nothing written anywhere: not the target, not beside it.
+        assert!(!to.exists(), "{what}");
+        assert_eq!(
+            std::fs::read_dir(to.parent().unwrap()).unwrap().count(),
+            0,
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            1,
+            "{what}"
+        );
+        let err = fails(t.path(), &["export", "evil", "-o", "x.tar"]);
+        assert!(!err.is_empty());
+        assert!(!t.path().join("x.tar").exists());
+    }
+    // An absolute symlink is recorded and restored as-is, and never followed.
+    let t = repo();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    plant(
+        t.path(),
+        vec![Entry {
+            name: "link".into(),
+            mode: 0o777,
+            node: EntryNode::Symlink {
+                target: victim.to_str().unwrap().into(),
+            },
+        }],
+    );
+    let to = outside.path().join("out");
+    ok(
+        t.path(),
+        &["checkout", "evil", "--to", to.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read_link(to.join("link")).unwrap(), victim);
+    assert!(!victim.exists());
+}
+
+#[test]
+fn hostile_archives_are_refused_on_import() {
+    let t = repo();
+    for name in ["../escape.txt", "/abs.txt", "a/../../b"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(1);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        {
+            let gnu = h.as_gnu_mut().unwrap();
+            gnu.name[..name.len()].copy_from_slice(name.as_bytes());
+        }
+        h.set_cksum();
+        let mut bytes = h.as_bytes().to_vec();
+        bytes.extend_from_slice(b"x");
+        bytes.resize(512 * 2, 0);
+        bytes.extend_from_slice(&[0u8; 1024]);
+        let file = t.path().join("evil.tar");
+        std::fs::write(&file, &bytes).unwrap();
+        let err = fails(t.path(), &["import", "evil.tar"]);
+        assert!(
+            err.contains("evil.tar") && err.contains(name),
+            "{name}: {err}"
+        );
+    }
+    // Symlink then a file through it.
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "link", "/tmp").unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_size(1);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "link/file", &b"x"[..]).unwrap();
+    std::fs::write(t.path().join("evil2.tar"), b.into_inner().unwrap()).unwrap();
+    let err = fails(t.path(), &["import", "evil2.tar"]);
+    assert!(
+        err.contains("link/file") && err.contains("symlink"),
+        "{err}"
+    );
+    assert!(json(t.path(), &["branch"]).as_array().unwrap().is_empty());
+}
+
+// ------------------------------------------------------------------ errors
+
+#[test]
+fn error_paths_print_useful_messages() {
+    let t = tempfile::tempdir().unwrap();
+    // No repository.
+    let err = fails(t.path(), &["log"]);
+    assert!(err.contains("not a snapgraph repository"), "{err}");
+    // Bad store URL.
+    let err = fails(t.path(), &["init", "--store", "ftp://nowhere"]);
+    assert!(err.contains("ftp://nowhere"), "{err}");
+    assert!(!t.path().join(".snapgraph").exists());
+    ok(t.path(), &["init"]);
+    let err = fails(t.path(), &["init"]);
+    assert!(err.contains("already"), "{err}");
+    // Empty branch.
+    let err = fails(t.path(), &["log"]);
+    assert!(err.contains("no commits yet"), "{err}");
+    write(t.path(), "a.txt", b"a");
+    ok(t.path(), &["commit", "-m", "one"]);
+    // Unknown revisions.
+    let err = fails(t.path(), &["show", "nosuch"]);
+    assert!(
+        err.contains("unknown revision") && err.contains("nosuch"),
+        "{err}"
+    );
+    let zeros = "0".repeat(64);
+    let err = fails(t.path(), &["checkout", &zeros, "--to", "out"]);
+    assert!(err.contains(&zeros), "{err}");
+    // Missing paths in a commit.
+    let err = fails(t.path(), &["cat", "main:missing.txt"]);
+    assert!(
+        err.contains("/missing.txt") && err.contains("not found"),
+        "{err}"
+    );
+    let err = fails(t.path(), &["cat", "main"]);
+    assert!(err.contains("REV:PATH"), "{err}");
+    // Bad --meta.
+    let err = fails(t.path(), &["commit", "--meta", "novalue"]);
+    assert!(err.contains("novalue"), "{err}");
+    // Missing files.
+    let err = fails(t.path(), &["import", "nosuch.tar"]);
+    assert!(err.contains("nosuch.tar"), "{err}");
+    let err = fails(t.path(), &["commit", "no/such/dir"]);
+    assert!(err.contains("no/such/dir"), "{err}");
+    // A file name that is not UTF-8.
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"bad\xffname");
+        std::fs::write(t.path().join(name), b"x").unwrap();
+        let err = fails(t.path(), &["commit", "-m", "bad"]);
+        assert!(err.contains("UTF-8") && err.contains("bad"), "{err}");
+        std::fs::remove_file(t.path().join(name)).unwrap();
+    }
+    // An unreadable file (meaningless when running as root, who reads anything).
+    let secret = t.path().join("secret.txt");
+    std::fs::write(&secret, b"s").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if std::fs::read(&secret).is_err() {
+        let err = fails(t.path(), &["commit", "-m", "x"]);
+        assert!(err.contains("secret.txt"), "{err}");
+    }
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Usage errors exit with 2.
+    let out = run_in(t.path(), &["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,442 @@
+//! Garbage collection: keep what refs and pins reach, delete the rest, and never
+//! delete what a concurrent commit is about to reference.
+//!
+//! # The rule
+//!
+//! A commit may reuse any object the store holds (that is how a turn costs what it
+//! changed), including objects no ref reaches yet or any more, and stores keep the
+//! invariant "holding an object means holding its closure", which commits and syncs
+//! rely on to skip whole subtrees. A collector deleting unreachable objects while a
+//! writer is between "the store has X" and "my branch points at a commit using X"
+//! would break both: the commit, and every object the writer writes above X. Clocks
+//! cannot settle the race (no clock is shared), so the store's refs do:
+//!
+//! - **Leases.** Every writer ([`crate::Repo`] operations, [`crate::sync()`]) first
+//!   creates a lease ref `snapgraph/lease/ID`, then looks at the store and writes its
+//!   objects, then moves its branch and deletes its lease in one atomic update.
+//! - **The sweep marker and token.** `snapgraph/gc-sweep` exists exactly while a
+//!   collector sweeps; `snapgraph/gc` holds a token every sweep changes. Creating a
+//!   lease and publishing are both guarded by "no sweep, token unchanged".
+//!
+//! A collector marks everything reachable from refs and pins while writers run
+//! freely. It then starts the sweep (token changed, marker created, atomically): from
+//! here no lease can be created and no writer can publish. It waits until no lease
+//! is left: writers that held one finish writing, fail their guarded publish, drop
+//! their lease and wait for the sweep to end. With no lease left, nobody is writing
+//! or can start, so the collector marks again from refs that moved since its first
+//! pass, lists the objects, and deletes every unmarked one, referrers before what
+//! they reference (so a collector killed midway still leaves every held object's
+//! closure complete). Then it ends the sweep.
+//!
+//! Why it is safe: every object a writer relies on is either reachable from a ref
+//! or was seen present by a writer holding a lease; a sweep deletes only after all
+//! leases are gone, and every lease holder that overlapped a sweep fails to publish
+//! and starts over (re-checking its closure under a new lease). Nothing depends on
+//! time. A writer only waits while a sweep runs; a collector waits for leases.
+//!
+//! A process killed while holding a lease (or mid-sweep) leaves its ref behind: a
+//! collection then stops with [`GcError::LeasesHeld`] (and writers wait for a dead
+//! sweep, then fail with [`crate::RepoError::GcInProgress`]). [`break_leases`] and
+//! [`clear_marker`] remove them; call them only when no writer or collector runs.
+
+use std::time::{Duration, Instant};
+
+use hashbrown::{HashMap, HashSet};
+use snapgraph::object::references;
+use snapgraph::{ObjectId, ObjectKind};
+
+use crate::error::StoreError;
+use crate::store::{RefUpdate, Store};
+use crate::walk::{mark, WalkProblem, BATCH};
+
+/// Prefix of the refs snapgraph keeps for itself.
+pub const RESERVED: &str = "snapgraph/";
+/// The collection token, changed by every sweep.
+pub const GC_TOKEN: &str = "snapgraph/gc";
+/// Present while a sweep runs.
+pub const GC_SWEEP: &str = "snapgraph/gc-sweep";
+/// Prefix of writers' leases.
+pub const LEASES: &str = "snapgraph/lease/";
+
+/// Why a collection stopped. The store is consistent after any of them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GcError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writers' leases were still held when the wait ended; nothing was deleted. A
+    /// lease of a killed writer stays until [`break_leases`].
+    #[error("{} writer lease(s) still held after waiting, nothing deleted (first: {})", .leases.len(), .leases[0])]
+    LeasesHeld {
+        /// The lease refs.
+        leases: Vec<String>,
+    },
+    /// Another collection is sweeping.
+    #[error("another garbage collection is sweeping (marker {marker})")]
+    SweepInProgress {
+        /// Its marker.
+        marker: ObjectId,
+    },
+}
+
+/// Options of [`collect_with`].
+#[derive(Debug, Clone)]
+pub struct GcOptions {
+    /// Commits to keep (with their history) besides every ref's.
+    pub pins: Vec<ObjectId>,
+    /// How long to wait for writers' leases once the sweep has started.
+    pub lease_wait: Duration,
+}
+
+impl Default for GcOptions {
+    fn default() -> Self {
+        Self {
+            pins: Vec::new(),
+            lease_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a collection did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Objects deleted, referrers before what they reference.
+    pub deleted: Vec<ObjectId>,
+    /// Objects kept (reachable or pinned).
+    pub kept: usize,
+    /// Refs marked from (including refs that moved during the collection).
+    pub refs: usize,
+    /// Problems met while marking (a ref whose closure is incomplete). Nothing
+    /// below a missing object can be marked, so its absence is reported here; the
+    /// collection still removes only unmarked objects.
+    pub problems: Vec<WalkProblem>,
+}
+
+/// [`collect_with`] keeping `pins` and waiting up to a minute for leases.
+pub fn collect(store: &dyn Store, pins: &[ObjectId]) -> Result<GcReport, GcError> {
+    collect_with(
+        store,
+        &GcOptions {
+            pins: pins.to_vec(),
+            ..GcOptions::default()
+        },
+    )
+}
+
+/// Collects garbage in `store`: marks from every ref (history included) and from
+/// the pins, then deletes every other object. See the module docs for why it is
+/// safe with concurrent writers.
+pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, GcError> {
+    let mut report = GcReport::default();
+    let mut seen = HashSet::new();
+
+    // Phase 1: mark while writers run.
+    let token = store.get_ref(GC_TOKEN)?;
+    if let Some(marker) = store.get_ref(GC_SWEEP)? {
+        return Err(GcError::SweepInProgress { marker });
+    }
+    let before = user_refs(store.list_refs("")?);
+    let pinned = options.pins.iter().map(|id| (*id, ObjectKind::Commit));
+    mark(
+        store,
+        roots(&before).chain(pinned),
+        &mut seen,
+        &mut report.problems,
+    )?;
+
+    // Phase 2: announce the sweep; from here no lease is granted, nothing published.
+    let marker = new_token(token);
+    match store.update_refs(
+        &[
+            RefUpdate::new(GC_TOKEN, token, Some(marker)),
+            RefUpdate::new(GC_SWEEP, None, Some(marker)),
+        ],
+        "gc: sweep begins",
+    ) {
+        Ok(()) => {}
+        Err(StoreError::RefConflict { .. }) => {
+            return Err(match store.get_ref(GC_SWEEP)? {
+                Some(marker) => GcError::SweepInProgress { marker },
+                // Only the token moved: another collection came and went. Its
+                // sweep is over; this one can simply be run again.
+                None => GcError::Store(StoreError::RefConflict {
+                    name: GC_TOKEN.into(),
+                    expected: token,
+                    actual: store.get_ref(GC_TOKEN)?,
+                }),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let result = sweep(store, &before, &mut seen, &mut report, options.lease_wait);
+    // End the sweep even if it failed, so writers are not left waiting; a failing
+    // store gets a few more tries, since a marker left behind blocks every writer.
+    let end_token = new_token(Some(marker));
+    let mut end = Ok(());
+    for attempt in 0..5u32 {
+        end = store.update_refs(
+            &[
+                RefUpdate::new(GC_TOKEN, Some(marker), Some(end_token)),
+                RefUpdate::new(GC_SWEEP, Some(marker), None),
+            ],
+            "gc: sweep ends",
+        );
+        match &end {
+            Err(StoreError::RefConflict { .. }) | Ok(()) => break,
+            Err(_) => std::thread::sleep(Duration::from_millis(10 << attempt)),
+        }
+    }
+    result?;
+    end?;
+    report.kept = seen.len();
+    Ok(report)
+}
+
+fn user_refs(refs: Vec<(String, ObjectId)>) -> Vec<(String, ObjectId)> {
+    refs.into_iter()
+        .filter(|(n, _)| !n.starts_with(RESERVED))
+        .collect()
+}
+
+fn roots(refs: &[(String, ObjectId)]) -> impl Iterator<Item = (ObjectId, ObjectKind)> + '_ {
+    refs.iter().map(|(_, id)| (*id, ObjectKind::Commit))
+}
+
+fn sweep(
+    store: &dyn Store,
+    before: &[(String, ObjectId)],
+    seen: &mut HashSet<ObjectId>,
+    report: &mut GcReport,
+    lease_wait: Duration,
+) -> Result<(), GcError> {
+    // Wait for every writer that got a lease before the sweep began.
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        let leases: Vec<String> = store
+            .list_refs(LEASES)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        if leases.is_empty() {
+            break;
+        }
+        if start.elapsed() >= lease_wait {
+            return Err(GcError::LeasesHeld { leases });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+
+    // Refs that moved while phase 1 marked: their commits were published before
+    // the sweep began, so they are marked now (only what is new is walked).
+    let after = user_refs(store.list_refs("")?);
+    let moved: Vec<(String, ObjectId)> = after
+        .iter()
+        .filter(|r| !before.contains(r))
+        .cloned()
+        .collect();
+    mark(store, roots(&moved), seen, &mut report.problems)?;
+    report.refs = before.len() + moved.len();
+
+    let mut doomed = Vec::new();
+    store.for_each_id(&mut |id| {
+        if !seen.contains(&id) {
+            doomed.push(id);
+        }
+        Ok(())
+    })?;
+    let ordered = referrers_first(store, doomed)?;
+    for batch in ordered.chunks(BATCH) {
+        store.delete_many(batch)?;
+    }
+    report.deleted = ordered;
+    Ok(())
+}
+
+/// Orders objects to delete so that each comes before everything it references
+/// (among them): whatever prefix of the deletion has happened, no remaining object
+/// misses a referenced one. Reads each object once; unreadable ones go first (they
+/// reference nothing anyone can use).
+fn referrers_first(store: &dyn Store, doomed: Vec<ObjectId>) -> Result<Vec<ObjectId>, StoreError> {
+    let set: HashSet<ObjectId> = doomed.iter().copied().collect();
+    let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
+    let mut referenced = HashSet::new();
+    for batch in doomed.chunks(BATCH) {
+        let got = match store.get_many(batch) {
+            Ok(got) => got,
+            // A corrupt object among them: read one by one, skipping the bad.
+            Err(StoreError::Corrupt { .. }) => batch
+                .iter()
+                .map(|id| {
+                    Ok(store
+                        .get_many(std::slice::from_ref(id))
+                        .ok()
+                        .and_then(|mut v| v.pop().flatten()))
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?,
+            Err(e) => return Err(e),
+        };
+        for (id, bytes) in batch.iter().zip(got) {
+            let Some(bytes) = bytes else { continue };
+            if bytes.first() == Some(&ObjectKind::Chunk.byte()) {
+                continue;
+            }
+            if let Ok((_, refs)) = references(id, &bytes) {
+                let kids: Vec<ObjectId> = refs
+                    .into_iter()
+                    .map(|(c, _)| c)
+                    .filter(|c| set.contains(c))
+                    .collect();
+                referenced.extend(kids.iter().copied());
+                children.insert(*id, kids);
+            }
+        }
+    }
+    // Reverse post-order from the objects nothing doomed references.
+    let mut post = Vec::with_capacity(doomed.len());
+    let mut done = HashSet::new();
+    for root in doomed.iter().filter(|id| !referenced.contains(*id)) {
+        let mut stack = vec![(*root, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            if expanded {
+                post.push(id);
+                continue;
+            }
+            if !done.insert(id) {
+                continue;
+            }
+            stack.push((id, true));
+            if let Some(kids) = children.get(&id) {
+                stack.extend(kids.iter().map(|k| (*k, false)));
+            }
+        }
+    }
+    // Objects only on reference cycles (impossible with hashes, but cheap to cover).
+    post.extend(doomed.iter().filter(|id| !done.contains(*id)));
+    post.reverse();
+    Ok(post)
+}
+
+/// A writer's lease (see the module docs): held while the writer looks at the
+/// store and writes; [`release_updates`](Self::release_updates) go into the
+/// publishing ref update.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    name: String,
+    value: ObjectId,
+    token: Option<ObjectId>,
+}
+
+impl Lease {
+    /// Takes a lease, waiting up to `wait` for a running sweep to end. The error
+    /// carries the marker of a sweep that did not end in time.
+    pub fn acquire(
+        store: &dyn Store,
+        wait: Duration,
+    ) -> Result<Result<Self, ObjectId>, StoreError> {
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let token = store.get_ref(GC_TOKEN)?;
+            let value = new_token(token);
+            let name = format!("{LEASES}{value}");
+            match store.update_refs(
+                &[
+                    RefUpdate::new(name.clone(), None, Some(value)),
+                    RefUpdate::guard(GC_TOKEN, token),
+                    RefUpdate::guard(GC_SWEEP, None),
+                ],
+                "lease",
+            ) {
+                Ok(()) => return Ok(Ok(Self { name, value, token })),
+                Err(StoreError::RefConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+            match store.get_ref(GC_SWEEP)? {
+                Some(marker) if start.elapsed() >= wait => return Ok(Err(marker)),
+                Some(_) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+                None => {} // the token moved between our reads: try again
+            }
+        }
+    }
+
+    /// The updates that release the lease inside a publishing ref update, guarded
+    /// so that it applies only if no sweep began since the lease was taken.
+    pub fn release_updates(&self) -> [RefUpdate; 3] {
+        [
+            RefUpdate::new(self.name.clone(), Some(self.value), None),
+            RefUpdate::guard(GC_TOKEN, self.token),
+            RefUpdate::guard(GC_SWEEP, None),
+        ]
+    }
+
+    /// Whether a ref conflict on `name` is about the lease protocol (a sweep began)
+    /// rather than the caller's own refs.
+    pub fn is_protocol_ref(name: &str) -> bool {
+        name.starts_with(RESERVED)
+    }
+
+    /// Drops the lease without publishing (best effort: a lease left behind only
+    /// delays collections until [`break_leases`]).
+    pub fn release(self, store: &dyn Store) {
+        let _ = store.update_refs(
+            &[RefUpdate::new(self.name, Some(self.value), None)],
+            "lease released",
+        );
+    }
+}
+
+/// Deletes every lease. Only when no writer runs: a live writer would then publish
+/// objects a collection may be deleting.
+pub fn break_leases(store: &dyn Store) -> Result<usize, StoreError> {
+    let leases = store.list_refs(LEASES)?;
+    for (name, id) in &leases {
+        match store.delete_ref(name, *id, "lease broken by hand") {
+            Ok(()) | Err(StoreError::RefConflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(leases.len())
+}
+
+/// A fresh token: unique, not secret.
+fn new_token(previous: Option<ObjectId>) -> ObjectId {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = blake3::Hasher::new();
+    h.update(b"snapgraph gc token");
+    h.update(
+        previous
+            .as_ref()
+            .map_or(&[0u8; 32][..], |p| &p.as_bytes()[..]),
+    );
+    h.update(&std::process::id().to_le_bytes());
+    h.update(&COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.update(&nanos.to_le_bytes());
+    ObjectId::from_bytes(*h.finalize().as_bytes())
+}
+
+/// Removes a sweep marker left by a collector that died. Only call it when no
+/// collector runs: a live collector would go on deleting while writers publish.
+pub fn clear_marker(store: &dyn Store) -> Result<bool, StoreError> {
+    let Some(marker) = store.get_ref(GC_SWEEP)? else {
+        return Ok(false);
+    };
+    let token = store.get_ref(GC_TOKEN)?;
+    store.update_refs(
+        &[
+            RefUpdate::new(GC_SWEEP, Some(marker), None),
+            RefUpdate::new(GC_TOKEN, token, Some(new_token(token))),
+        ],
+        "gc: marker cleared by hand",
+    )?;
+    Ok(true)
+}

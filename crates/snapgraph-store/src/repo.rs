@@ -1,0 +1,786 @@
+//! `Repo`: branches, commits, checkouts, forks and tagged snapshots over any store.
+//!
+//! Ref layout: branches are `heads/NAME`, snapshots (tags) are `tags/NAME`, and
+//! `snapgraph/` is reserved for the garbage collector's coordination refs (see
+//! [`crate::gc`](mod@crate::gc)).
+//!
+//! Ordering is what makes a crash harmless: a commit's new objects are written, in
+//! dependency order, before the branch moves, and the branch moves by
+//! compare-and-swap. A crash at any point leaves at most unreferenced objects (which
+//! the next GC removes), never a ref to something missing; a commit whose
+//! [`Repo::commit`] returned is on its branch.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use snapgraph::{
+    CheckoutError, CheckoutPolicy, CommitError, CommitObject, CommitOptions, DriftPolicy,
+    GraphError, ObjectId, SnapshotGraph, Workspace,
+};
+
+use crate::error::StoreError;
+use crate::gc::Lease;
+use crate::store::{validate_ref_name, RefUpdate, Store};
+use crate::walk::BATCH;
+
+/// Prefix of branch refs.
+pub const HEADS: &str = "heads/";
+/// Prefix of snapshot (tag) refs.
+pub const TAGS: &str = "tags/";
+/// Prefix of the refs [`Repo::reindex`] creates for commits no ref reached.
+pub const LOST_FOUND: &str = "lost-found/";
+/// Commit metadata key holding a commit message.
+pub const MESSAGE_KEY: &str = "message";
+/// Commit metadata key marking a snapshot commit: its value is the snapshot's name.
+pub const TAG_KEY: &str = "snapgraph.tag";
+
+/// Most bytes handed to one `put_many`.
+const PUT_BYTES: u64 = 8 << 20;
+
+/// What can go wrong in a [`Repo`] operation. Each variant names the ref, id or
+/// snapshot involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepoError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The workspace could not be committed.
+    #[error(transparent)]
+    Commit(#[from] CommitError),
+    /// A commit could not be checked out.
+    #[error(transparent)]
+    Checkout(#[from] CheckoutError),
+    /// The object graph is incomplete or invalid.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A garbage collection stopped.
+    #[error(transparent)]
+    Gc(#[from] crate::gc::GcError),
+    /// A name that is no branch, snapshot or commit id the store holds.
+    #[error("unknown revision {rev:?}: not a branch, snapshot or commit id in the store")]
+    UnknownRevision {
+        /// What was asked for.
+        rev: String,
+    },
+    /// The branch is not where the workspace last saw it: someone else committed.
+    /// Nothing moved and the workspace is unchanged: commit it to another branch
+    /// (which forks), or check the branch out and redo the change.
+    #[error("branch {branch} moved: the workspace is at {}, the branch at {}", show(.workspace), show(.branch_tip))]
+    BranchMoved {
+        /// The branch's ref.
+        branch: String,
+        /// The commit the workspace was at (its parent for this commit).
+        workspace: Option<ObjectId>,
+        /// Where the branch is now.
+        branch_tip: Option<ObjectId>,
+    },
+    /// A branch or snapshot of that name exists.
+    #[error("{name} already exists (at {id})")]
+    AlreadyExists {
+        /// The ref.
+        name: String,
+        /// What it points to.
+        id: ObjectId,
+    },
+    /// Removing the snapshot would drop history other refs still build on.
+    #[error("snapshot {name} is still needed by {}; remove with force to drop the name anyway", .needed_by.join(", "))]
+    SnapshotInUse {
+        /// The snapshot's ref.
+        name: String,
+        /// Refs whose history contains it.
+        needed_by: Vec<String>,
+    },
+    /// A garbage collection is sweeping and did not finish within the wait.
+    #[error("a garbage collection is sweeping (marker {marker}); if no collector runs, clear it with Repo::clear_gc_marker")]
+    GcInProgress {
+        /// The sweep marker.
+        marker: ObjectId,
+    },
+    /// Objects the commit reused were swept by a concurrent garbage collection before
+    /// the branch could move. Check the branch out again and redo the change.
+    #[error("commit {commit} lost {} reused objects to a concurrent garbage collection (first: {})", .missing.len(), .missing[0])]
+    Swept {
+        /// The commit that could not be published.
+        commit: ObjectId,
+        /// Objects it needs that are gone.
+        missing: Vec<ObjectId>,
+    },
+    /// A ref name under the reserved `snapgraph/` prefix, or otherwise refused.
+    #[error("{name:?} is reserved for snapgraph's own refs")]
+    Reserved {
+        /// The name.
+        name: String,
+    },
+}
+
+fn show(id: &Option<ObjectId>) -> String {
+    id.map_or_else(|| "no commit".to_string(), |id| id.to_string())
+}
+
+/// Options of [`Repo::commit`].
+#[derive(Debug, Clone, Default)]
+pub struct RepoCommitOptions {
+    /// Stored under [`MESSAGE_KEY`] in the commit's metadata.
+    pub message: Option<String>,
+    /// More metadata.
+    pub meta: BTreeMap<String, String>,
+    /// Parents besides the workspace's head (a merge).
+    pub extra_parents: Vec<ObjectId>,
+}
+
+impl RepoCommitOptions {
+    /// Options with a message.
+    pub fn message(message: impl Into<String>) -> Self {
+        Self {
+            message: Some(message.into()),
+            ..Self::default()
+        }
+    }
+}
+
+/// What a commit wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The new commit.
+    pub id: ObjectId,
+    /// The branch's previous tip.
+    pub previous: Option<ObjectId>,
+    /// Objects written (new to the store).
+    pub objects_written: usize,
+    /// Their stored bytes (before the adapter's compression).
+    pub bytes_written: u64,
+}
+
+/// What [`Repo::reindex`] rebuilt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReindexReport {
+    /// Commits found among the objects.
+    pub commits: usize,
+    /// Snapshot refs recreated: name and snapshot commit.
+    pub tags_restored: Vec<(String, ObjectId)>,
+    /// Unreferenced head commits, now under `lost-found/`.
+    pub lost_found: Vec<ObjectId>,
+}
+
+/// The objects a commit emitted, over the store: what the store will hold once they
+/// are written again.
+struct Overlay<'a, S> {
+    objects: &'a snapgraph::ObjectSet,
+    store: &'a S,
+}
+
+impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        match self.objects.get_bytes(id) {
+            Some(b) => Ok(Some(std::borrow::Cow::Borrowed(b))),
+            None => self.store.get(id),
+        }
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
+        Ok(self.objects.contains_id(id) || self.store.contains(id)?)
+    }
+}
+
+fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {
+    std::collections::HashMap::from([(*id, bytes)])
+}
+
+/// A snapshot: a named, labelled commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Its name (without `tags/`).
+    pub name: String,
+    /// The snapshot commit (the tag commit itself).
+    pub id: ObjectId,
+    /// The commit it labels.
+    pub target: ObjectId,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A store with branches, snapshots and the rules that keep them consistent.
+#[derive(Debug)]
+pub struct Repo<S> {
+    store: S,
+    gc_wait: Duration,
+}
+
+impl<S: Store> Repo<S> {
+    /// A repository over `store`.
+    pub fn new(store: S) -> Self {
+        Self {
+            store,
+            gc_wait: Duration::from_secs(60),
+        }
+    }
+
+    /// How long a commit waits for a sweeping garbage collection before
+    /// [`RepoError::GcInProgress`] (default 60 s).
+    pub fn set_gc_wait(&mut self, wait: Duration) {
+        self.gc_wait = wait;
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Gives the store back.
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// The ref name of branch `name` (`heads/NAME`); a name already starting with
+    /// `heads/` is kept.
+    pub fn branch_ref(name: &str) -> String {
+        if name.starts_with(HEADS) {
+            name.to_string()
+        } else {
+            format!("{HEADS}{name}")
+        }
+    }
+
+    fn tag_ref(name: &str) -> String {
+        if name.starts_with(TAGS) {
+            name.to_string()
+        } else {
+            format!("{TAGS}{name}")
+        }
+    }
+
+    fn user_ref(name: String) -> Result<String, RepoError> {
+        validate_ref_name(&name)?;
+        Ok(name)
+    }
+
+    /// Resolves a revision: a full ref name (`heads/main`), a branch name, a snapshot
+    /// name, or a 64-digit commit id the store holds.
+    pub fn resolve(&self, rev: &str) -> Result<ObjectId, RepoError> {
+        let unknown = || RepoError::UnknownRevision {
+            rev: rev.chars().take(300).collect(),
+        };
+        if rev.len() == 64 {
+            if let Ok(id) = ObjectId::from_hex(rev) {
+                if self.store.has_many(&[id])?.is_empty() {
+                    return Ok(id);
+                }
+                return Err(unknown());
+            }
+        }
+        for name in [rev.to_string(), Self::branch_ref(rev), Self::tag_ref(rev)] {
+            if validate_ref_name(&name).is_err() || name.starts_with(crate::gc::RESERVED) {
+                continue;
+            }
+            if let Some(id) = self.store.get_ref(&name)? {
+                return Ok(id);
+            }
+        }
+        Err(unknown())
+    }
+
+    /// The tip of branch `name`, if it exists.
+    pub fn branch(&self, name: &str) -> Result<Option<ObjectId>, RepoError> {
+        Ok(self
+            .store
+            .get_ref(&Self::user_ref(Self::branch_ref(name))?)?)
+    }
+
+    /// Every branch, by name (without `heads/`).
+    pub fn branches(&self) -> Result<Vec<(String, ObjectId)>, RepoError> {
+        Ok(self
+            .store
+            .list_refs(HEADS)?
+            .into_iter()
+            .map(|(n, id)| (n[HEADS.len()..].to_string(), id))
+            .collect())
+    }
+
+    /// Commits the workspace to `branch` and moves the branch to it.
+    ///
+    /// The parent is the workspace's head (the commit it was checked out at or last
+    /// committed), and a branch that does not exist yet starts there (a fork); a
+    /// fresh workspace starts a new branch with a root commit. If the branch exists
+    /// and is not at the workspace's head (someone else committed, or the workspace
+    /// never saw the branch), nothing
+    /// moves and the error is [`RepoError::BranchMoved`]. Only objects the store
+    /// lacks are written, children before parents, before the ref moves. On any
+    /// error the workspace is left as it was (its head included), so the call can
+    /// simply be retried.
+    pub fn commit(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let name = Self::user_ref(Self::branch_ref(branch))?;
+        let tip = self.store.get_ref(&name)?;
+        let head = ws.head();
+        // Allowed: the workspace is at the tip, or the branch is new (a fresh
+        // workspace starts it with a root commit, a checked-out one forks it).
+        if tip.is_some() && head != tip {
+            return Err(RepoError::BranchMoved {
+                branch: name,
+                workspace: head,
+                branch_tip: tip,
+            });
+        }
+        let mut opts = CommitOptions::new().parent_source(&self.store);
+        if head.is_some() {
+            opts = opts.parents(head);
+            // The workspace knows what it last committed or checked out; the store
+            // answers for everything else as the commit walks changed paths only.
+            opts = opts.have_in(&self.store);
+        }
+        opts = opts.parents(options.extra_parents.iter().copied());
+        if let Some(m) = &options.message {
+            opts = opts.meta(MESSAGE_KEY, m.clone());
+        }
+        for (k, v) in &options.meta {
+            opts = opts.meta(k.clone(), v.clone());
+        }
+        // The lease comes before the commit looks at the store: what it finds
+        // there cannot be collected until the lease is released (see `crate::gc`).
+        let mut lease = self.lease()?;
+        // Commit a copy (cheap: directories are shared copy-on-write) so that a
+        // failure anywhere below leaves the caller's workspace as it was, ready for
+        // a retry.
+        let mut draft = ws.clone();
+        let commit = match draft.commit(opts) {
+            Ok(c) => c,
+            Err(e) => {
+                lease.release(&self.store);
+                return Err(e.into());
+            }
+        };
+        let mut written = None;
+        loop {
+            let attempt = self.put_new(commit.objects().iter()).and_then(|counts| {
+                written.get_or_insert(counts);
+                let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
+                updates.extend(lease.release_updates());
+                let message = options.message.as_deref().unwrap_or("commit");
+                Ok(self.store.update_refs(&updates, message)?)
+            });
+            match attempt {
+                Ok(()) => break,
+                Err(RepoError::Store(StoreError::RefConflict {
+                    name: n, actual, ..
+                })) if n == name => {
+                    lease.release(&self.store);
+                    return Err(RepoError::BranchMoved {
+                        branch: name,
+                        workspace: tip,
+                        branch_tip: actual,
+                    });
+                }
+                Err(RepoError::Store(StoreError::RefConflict { name: n, .. }))
+                    if Lease::is_protocol_ref(&n) =>
+                {
+                    // A collection began sweeping while we held the lease: what we
+                    // reused may be gone. Let it finish, then, under a new lease,
+                    // check the closure (our own objects can be written again) and
+                    // go round.
+                    lease.release(&self.store);
+                    lease = self.lease()?;
+                    let overlay = Overlay {
+                        objects: commit.objects(),
+                        store: &self.store,
+                    };
+                    let missing = match self.missing_closure(commit.id(), &overlay) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            lease.release(&self.store);
+                            return Err(e);
+                        }
+                    };
+                    if !missing.is_empty() {
+                        lease.release(&self.store);
+                        return Err(RepoError::Swept {
+                            commit: commit.id(),
+                            missing,
+                        });
+                    }
+                }
+                Err(e) => {
+                    lease.release(&self.store);
+                    return Err(e);
+                }
+            }
+        }
+        *ws = draft;
+        let (objects_written, bytes_written) = written.unwrap_or_default();
+        Ok(Committed {
+            id: commit.id(),
+            previous: tip,
+            objects_written,
+            bytes_written,
+        })
+    }
+
+    /// Objects `source` lacks below commit `id` (its snapshot, not its history).
+    fn missing_closure(
+        &self,
+        id: ObjectId,
+        source: &dyn snapgraph::ObjectSource,
+    ) -> Result<Vec<ObjectId>, RepoError> {
+        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(id);
+        Ok(plan.missing(source)?)
+    }
+
+    /// Takes a writer's lease, waiting while a collection sweeps.
+    fn lease(&self) -> Result<Lease, RepoError> {
+        Lease::acquire(&self.store, self.gc_wait)?
+            .map_err(|marker| RepoError::GcInProgress { marker })
+    }
+
+    /// Writes the objects the store lacks, in the order given (children first), in
+    /// batches; returns how many objects and bytes were new.
+    fn put_new<'a>(
+        &self,
+        objects: impl Iterator<Item = (&'a ObjectId, &'a [u8])>,
+    ) -> Result<(usize, u64), RepoError> {
+        let mut count = 0;
+        let mut bytes = 0;
+        let mut batch: Vec<(ObjectId, &[u8])> = Vec::new();
+        let mut batch_bytes = 0u64;
+        let mut flush = |batch: &mut Vec<(ObjectId, &[u8])>| -> Result<(), RepoError> {
+            let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+            let absent: hashbrown::HashSet<ObjectId> =
+                self.store.has_many(&ids)?.into_iter().collect();
+            let new: Vec<(ObjectId, &[u8])> = batch
+                .drain(..)
+                .filter(|(i, _)| absent.contains(i))
+                .collect();
+            count += new.len();
+            bytes += new.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+            if !new.is_empty() {
+                self.store.put_many(&new)?;
+            }
+            Ok(())
+        };
+        for (id, b) in objects {
+            batch.push((*id, b));
+            batch_bytes += b.len() as u64;
+            if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {
+                flush(&mut batch)?;
+                batch_bytes = 0;
+            }
+        }
+        if !batch.is_empty() {
+            flush(&mut batch)?;
+        }
+        Ok((count, bytes))
+    }
+
+    /// A workspace at revision `rev` (branch, snapshot or id), every object verified.
+    /// External reads are restored stale-marked ([`DriftPolicy::Off`]); use
+    /// [`checkout_into`](Self::checkout_into) to choose.
+    pub fn checkout(&self, rev: &str) -> Result<Workspace, RepoError> {
+        let mut ws = Workspace::new();
+        self.checkout_into(&mut ws, rev, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        Ok(ws)
+    }
+
+    /// Checks `rev` out into an existing workspace (keeping its limits and
+    /// capabilities), all or nothing.
+    pub fn checkout_into(
+        &self,
+        ws: &mut Workspace,
+        rev: &str,
+        policy: CheckoutPolicy,
+        drift: DriftPolicy,
+    ) -> Result<snapgraph::Restore, RepoError> {
+        let id = self.resolve(rev)?;
+        Ok(ws.checkout_with(id, &self.store, policy, drift)?)
+    }
+
+    /// A workspace at revision `rev` whose files carry only their content ids
+    /// ([`Workspace::checkout_shallow`]): trees are read and verified, file content
+    /// is not. Committing it back with [`commit`](Self::commit) after a few writes
+    /// costs what changed; reading an unloaded file needs
+    /// [`Workspace::load_content`].
+    pub fn checkout_shallow(&self, rev: &str) -> Result<Workspace, RepoError> {
+        let id = self.resolve(rev)?;
+        let mut ws = Workspace::new();
+        ws.checkout_shallow_with(id, &self.store, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        Ok(ws)
+    }
+
+    /// Rebuilds the refs that can be rebuilt from the objects present: every
+    /// snapshot commit whose `tags/NAME` ref is gone gets it back (if the name is
+    /// free), and every other commit that no ref reaches and no commit names as a
+    /// parent gets a `lost-found/ID` ref, so nothing committed is lost to a deleted
+    /// or damaged ref (and the next GC keeps it). Reads every object once.
+    pub fn reindex(&self) -> Result<ReindexReport, RepoError> {
+        let mut ids = Vec::new();
+        self.store.for_each_id(&mut |id| {
+            ids.push(id);
+            Ok(())
+        })?;
+        let mut commits = BTreeMap::new();
+        for batch in ids.chunks(BATCH) {
+            for (id, bytes) in batch.iter().zip(self.store.get_many(batch)?) {
+                let Some(bytes) = bytes else { continue };
+                if bytes.first() != Some(&snapgraph::ObjectKind::Commit.byte()) {
+                    continue;
+                }
+                if let Ok(c) = SnapshotGraph::commit(*id, &vec_source(id, &bytes)) {
+                    commits.insert(*id, c);
+                }
+            }
+        }
+        let mut reached = hashbrown::HashSet::new();
+        let mut stack: Vec<ObjectId> = self
+            .store
+            .list_refs("")?
+            .into_iter()
+            .filter(|(n, _)| !n.starts_with(crate::gc::RESERVED))
+            .map(|(_, id)| id)
+            .collect();
+        while let Some(c) = stack.pop() {
+            if reached.insert(c) {
+                if let Some(commit) = commits.get(&c) {
+                    stack.extend(commit.parents.iter().copied());
+                }
+            }
+        }
+        let parents: hashbrown::HashSet<ObjectId> = commits
+            .values()
+            .flat_map(|c| c.parents.iter().copied())
+            .collect();
+        let mut report = ReindexReport {
+            commits: commits.len(),
+            ..ReindexReport::default()
+        };
+        for (id, c) in &commits {
+            if reached.contains(id) {
+                continue;
+            }
+            if let Some(name) = c.meta.get(TAG_KEY) {
+                let ref_name = Self::tag_ref(name);
+                if validate_ref_name(&ref_name).is_ok()
+                    && self.store.get_ref(&ref_name)?.is_none()
+                    && self
+                        .store
+                        .compare_and_swap_ref(&ref_name, None, *id, "reindex: snapshot restored")
+                        .is_ok()
+                {
+                    report.tags_restored.push((name.clone(), *id));
+                    continue;
+                }
+            }
+            if !parents.contains(id) {
+                let ref_name = format!("{LOST_FOUND}{id}");
+                match self.store.compare_and_swap_ref(
+                    &ref_name,
+                    None,
+                    *id,
+                    "reindex: unreferenced head",
+                ) {
+                    Ok(()) | Err(StoreError::RefConflict { .. }) => report.lost_found.push(*id),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Creates branch `new_branch` at revision `at`. Refuses an existing name.
+    pub fn fork(&self, new_branch: &str, at: &str) -> Result<ObjectId, RepoError> {
+        let name = Self::user_ref(Self::branch_ref(new_branch))?;
+        self.publish(|| {
+            let id = self.resolve(at)?;
+            SnapshotGraph::commit(id, &self.store)?;
+            Ok((
+                vec![RefUpdate::new(name.clone(), None, Some(id))],
+                format!("fork at {at}"),
+                id,
+            ))
+        })
+    }
+
+    /// Applies the ref updates `op` prepares, guarded against a concurrent sweep
+    /// (see [`crate::gc`](mod@crate::gc)): `op` runs after the collection token is read, and runs
+    /// again if a sweep began before the refs could move. A creation that finds the
+    /// ref taken is [`RepoError::AlreadyExists`].
+    fn publish<T>(
+        &self,
+        op: impl Fn() -> Result<(Vec<RefUpdate>, String, T), RepoError>,
+    ) -> Result<T, RepoError> {
+        loop {
+            let lease = self.lease()?;
+            let attempt = op().and_then(|(mut updates, message, out)| {
+                updates.extend(lease.release_updates());
+                self.store.update_refs(&updates, &message)?;
+                Ok(out)
+            });
+            match attempt {
+                Ok(out) => return Ok(out),
+                Err(RepoError::Store(StoreError::RefConflict { name, .. }))
+                    if Lease::is_protocol_ref(&name) =>
+                {
+                    lease.release(&self.store);
+                }
+                Err(RepoError::Store(StoreError::RefConflict {
+                    name,
+                    expected: None,
+                    actual: Some(id),
+                })) => {
+                    lease.release(&self.store);
+                    return Err(RepoError::AlreadyExists { name, id });
+                }
+                Err(e) => {
+                    lease.release(&self.store);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Deletes branch `name` if it is still at `expected`.
+    pub fn delete_branch(&self, name: &str, expected: ObjectId) -> Result<(), RepoError> {
+        let name = Self::user_ref(Self::branch_ref(name))?;
+        Ok(self.store.delete_ref(&name, expected, "delete branch")?)
+    }
+
+    /// Commits `id` and its ancestors, newest first, at most `limit`.
+    pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
+        let id = self.resolve(rev)?;
+        SnapshotGraph::ancestry(id, &self.store, limit)?
+            .into_iter()
+            .map(|c| Ok((c, SnapshotGraph::commit(c, &self.store)?)))
+            .collect()
+    }
+
+    /// Records a snapshot: a commit labelled `labels` whose only parent is `at` and
+    /// whose snapshot is `at`'s (so it restores exactly like `at`), under
+    /// `tags/NAME`. Refuses an existing name.
+    pub fn tag(
+        &self,
+        name: &str,
+        at: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<SnapshotInfo, RepoError> {
+        let ref_name = Self::user_ref(Self::tag_ref(name))?;
+        let short = ref_name[TAGS.len()..].to_string();
+        self.publish(|| {
+            let target = self.resolve(at)?;
+            let base = SnapshotGraph::commit(target, &self.store)?;
+            let mut meta = labels.clone();
+            meta.insert(TAG_KEY.to_string(), short.clone());
+            let tag = CommitObject {
+                parents: vec![target],
+                generation: base.generation + 1,
+                meta,
+                ..base
+            };
+            let (id, stored) = tag.to_stored();
+            self.store.put_many(&[(id, &stored)])?;
+            Ok((
+                vec![RefUpdate::new(ref_name.clone(), None, Some(id))],
+                format!("snapshot of {target}"),
+                SnapshotInfo {
+                    name: short.clone(),
+                    id,
+                    target,
+                    labels: labels.clone(),
+                },
+            ))
+        })
+    }
+
+    /// Every snapshot, by name.
+    pub fn snapshots(&self) -> Result<Vec<SnapshotInfo>, RepoError> {
+        self.store
+            .list_refs(TAGS)?
+            .into_iter()
+            .map(|(n, id)| self.snapshot_info(&n[TAGS.len()..], id))
+            .collect()
+    }
+
+    /// One snapshot.
+    pub fn inspect(&self, name: &str) -> Result<SnapshotInfo, RepoError> {
+        let ref_name = Self::user_ref(Self::tag_ref(name))?;
+        let id = self
+            .store
+            .get_ref(&ref_name)?
+            .ok_or_else(|| RepoError::UnknownRevision {
+                rev: ref_name.clone(),
+            })?;
+        self.snapshot_info(&ref_name[TAGS.len()..], id)
+    }
+
+    fn snapshot_info(&self, name: &str, id: ObjectId) -> Result<SnapshotInfo, RepoError> {
+        let c = SnapshotGraph::commit(id, &self.store)?;
+        let mut labels = c.meta;
+        let is_tag = labels.remove(TAG_KEY).is_some();
+        let target = match (is_tag, c.parents.as_slice()) {
+            (true, [p]) => *p,
+            _ => id, // a plain ref to a commit under tags/
+        };
+        Ok(SnapshotInfo {
+            name: name.to_string(),
+            id,
+            target,
+            labels: if is_tag { labels } else { BTreeMap::new() },
+        })
+    }
+
+    /// Removes snapshot `name`. Its objects go at the next garbage collection unless
+    /// other refs reach them. Refused with [`RepoError::SnapshotInUse`] when another
+    /// ref's history contains the snapshot commit (a branch forked from it), unless
+    /// `force`: the name goes, the history those refs need stays.
+    pub fn remove_snapshot(&self, name: &str, force: bool) -> Result<SnapshotInfo, RepoError> {
+        let info = self.inspect(name)?;
+        let ref_name = Self::tag_ref(name);
+        if !force {
+            let gen = SnapshotGraph::commit(info.id, &self.store)?.generation;
+            let mut needed_by = Vec::new();
+            for (other, tip) in self.store.list_refs("")? {
+                if other == ref_name || other.starts_with(crate::gc::RESERVED) {
+                    continue;
+                }
+                if self.reaches(tip, info.id, gen)? {
+                    needed_by.push(other);
+                }
+            }
+            if !needed_by.is_empty() {
+                return Err(RepoError::SnapshotInUse {
+                    name: ref_name,
+                    needed_by,
+                });
+            }
+        }
+        self.store
+            .delete_ref(&ref_name, info.id, "remove snapshot")?;
+        Ok(info)
+    }
+
+    /// Whether `target` (of generation `gen`) is `from` or an ancestor of it; walks
+    /// only commits of higher generation.
+    fn reaches(&self, from: ObjectId, target: ObjectId, gen: u64) -> Result<bool, RepoError> {
+        let mut stack = vec![from];
+        let mut seen = hashbrown::HashSet::new();
+        while let Some(c) = stack.pop() {
+            if c == target {
+                return Ok(true);
+            }
+            if !seen.insert(c) {
+                continue;
+            }
+            let commit = match SnapshotGraph::commit(c, &self.store) {
+                Ok(commit) => commit,
+                Err(_) if c != from => continue, // a shallow or damaged history
+                Err(e) => return Err(e.into()),
+            };
+            if commit.generation > gen {
+                stack.extend(commit.parents);
+            }
+        }
+        Ok(false)
+    }
+}

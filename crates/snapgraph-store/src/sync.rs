@@ -1,0 +1,439 @@
+//! Sync: copy exactly the objects a destination lacks, then move its ref.
+//!
+//! Stores keep one invariant (see [`Store`]): holding an object means holding
+//! everything under it. Sync uses it both ways:
+//!
+//! - **Discovery, top-down.** Starting from the source ref's commit, each level of
+//!   the object graph is asked of the destination in batched `has_many` calls (one
+//!   round trip per 1,000 ids of a level). An object the destination holds is not
+//!   descended into: a whole unchanged subtree, or the whole history under the
+//!   destination's old tip, costs one id in one query. Absent objects are read from
+//!   the source (chunks are not: they reference nothing) and their references form
+//!   the next level. The cost follows what is new, not the history's size.
+//! - **Writing, bottom-up.** Absent objects are written children first, in batches,
+//!   so that the destination never holds an object without its closure, even if
+//!   the sync is interrupted. An interrupted sync therefore resumes by running again:
+//!   its discovery stops at everything already written.
+//!
+//! The ref moves last, by compare-and-swap from the destination's old value, only
+//! as a fast-forward unless forced, and guarded against a concurrent garbage
+//! collection of the destination like a commit is (see [`crate::gc`](mod@crate::gc)).
+
+use std::time::Duration;
+
+use hashbrown::{HashMap, HashSet};
+use snapgraph::object::references;
+use snapgraph::{ObjectId, ObjectKind, SnapshotGraph};
+
+use crate::error::StoreError;
+use crate::gc::Lease;
+use crate::store::{validate_ref_name, RefUpdate, Store};
+use crate::walk::BATCH;
+
+/// Chunks fetched from the source per call (at most 64 KiB each).
+const CHUNK_BATCH: usize = 128;
+
+/// Which side of a sync an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The store copied from.
+    Source,
+    /// The store copied to.
+    Destination,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::Source => "source",
+            Side::Destination => "destination",
+        })
+    }
+}
+
+/// What can stop a sync. Nothing moves on the destination unless the sync
+/// completes; objects already written stay (they are complete subtrees) and make
+/// the next attempt shorter.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SyncError {
+    /// A store failed.
+    #[error("{side} store: {source}")]
+    Store {
+        /// Which store.
+        side: Side,
+        /// Its error.
+        #[source]
+        source: StoreError,
+    },
+    /// The source has no such ref.
+    #[error("the source has no ref {name}")]
+    UnknownRef {
+        /// The ref.
+        name: String,
+    },
+    /// The source lacks an object its ref needs: its closure is incomplete.
+    #[error("the source lacks object {id}, referenced by {referenced_by}")]
+    MissingInSource {
+        /// The absent object.
+        id: ObjectId,
+        /// The object referencing it.
+        referenced_by: ObjectId,
+    },
+    /// An object read from the source did not verify or decode.
+    #[error("object {id} from the source is invalid: {reason}")]
+    Invalid {
+        /// The object.
+        id: ObjectId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The destination's ref is not an ancestor of the source's: moving it would
+    /// drop commits from it. Use `force` to move it anyway.
+    #[error("{name} has diverged: the destination is at {destination}, which is not an ancestor of the source's {source_tip}")]
+    NotFastForward {
+        /// The ref.
+        name: String,
+        /// The destination's value.
+        destination: ObjectId,
+        /// The source's value.
+        source_tip: ObjectId,
+    },
+    /// The destination's ref moved during the sync.
+    #[error("{name} moved on the destination during the sync (now {})", .actual.map_or("absent".to_string(), |a| a.to_string()))]
+    RefMoved {
+        /// The ref.
+        name: String,
+        /// Its value now.
+        actual: Option<ObjectId>,
+    },
+    /// A collection of the destination is sweeping and did not end within the wait.
+    #[error("a garbage collection of the destination is sweeping (marker {marker})")]
+    GcInProgress {
+        /// The sweep marker.
+        marker: ObjectId,
+    },
+}
+
+fn src_err(source: StoreError) -> SyncError {
+    SyncError::Store {
+        side: Side::Source,
+        source,
+    }
+}
+
+fn dst_err(source: StoreError) -> SyncError {
+    SyncError::Store {
+        side: Side::Destination,
+        source,
+    }
+}
+
+/// Options of [`sync_with`].
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Move the destination's ref even if it is not an ancestor of the source's.
+    pub force: bool,
+    /// How long to wait for a sweeping collection of the destination.
+    pub gc_wait: Duration,
+}
+
+impl Default for SyncOptions {
+    fn default() -> Self {
+        Self {
+            force: false,
+            gc_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// The destination ref's value before.
+    pub from: Option<ObjectId>,
+    /// Its value now.
+    pub to: Option<ObjectId>,
+    /// Objects sent (absent from the destination).
+    pub objects: usize,
+    /// Their stored bytes.
+    pub bytes: u64,
+    /// Objects whose presence was asked of the destination.
+    pub examined: usize,
+    /// `has_many` round trips to the destination.
+    pub queries: usize,
+    /// Levels of the object graph discovery went through.
+    pub levels: usize,
+}
+
+/// [`sync_with`] with default options.
+pub fn sync(src: &dyn Store, dst: &dyn Store, name: &str) -> Result<SyncReport, SyncError> {
+    sync_with(src, dst, name, &SyncOptions::default())
+}
+
+/// Copies what `dst` lacks of `src`'s ref `name` (history included), then moves
+/// `dst`'s ref to the same commit. See the module docs.
+pub fn sync_with(
+    src: &dyn Store,
+    dst: &dyn Store,
+    name: &str,
+    options: &SyncOptions,
+) -> Result<SyncReport, SyncError> {
+    validate_ref_name(name).map_err(src_err)?;
+    let tip = src
+        .get_ref(name)
+        .map_err(src_err)?
+        .ok_or_else(|| SyncError::UnknownRef {
+            name: name.to_string(),
+        })?;
+    loop {
+        let lease = Lease::acquire(dst, options.gc_wait)
+            .map_err(dst_err)?
+            .map_err(|marker| SyncError::GcInProgress { marker })?;
+        match attempt(src, dst, name, tip, options, &lease) {
+            Ok(report) => return Ok(report),
+            // A collection of the destination began sweeping: what we relied on
+            // may be gone. Run again under a new lease; discovery stops at
+            // whatever survived.
+            Err(SyncError::Store {
+                side: Side::Destination,
+                source: StoreError::RefConflict { name: n, .. },
+            }) if Lease::is_protocol_ref(&n) => lease.release(dst),
+            Err(e) => {
+                lease.release(dst);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// One sync under a lease; the lease is released by the publishing update.
+fn attempt(
+    src: &dyn Store,
+    dst: &dyn Store,
+    name: &str,
+    tip: ObjectId,
+    options: &SyncOptions,
+    lease: &Lease,
+) -> Result<SyncReport, SyncError> {
+    let before = dst.get_ref(name).map_err(dst_err)?;
+    let mut report = SyncReport {
+        from: before,
+        to: Some(tip),
+        ..SyncReport::default()
+    };
+    if before == Some(tip) {
+        lease.clone().release(dst);
+        return Ok(report);
+    }
+    let found = discover(src, dst, tip, &mut report)?;
+    if let Some(old) = before {
+        if !options.force && !is_ancestor(dst, &found.present_commits, tip, old)? {
+            return Err(SyncError::NotFastForward {
+                name: name.to_string(),
+                destination: old,
+                source_tip: tip,
+            });
+        }
+    }
+    write(src, dst, tip, &found, &mut report)?;
+    let mut updates = vec![RefUpdate::new(name, before, Some(tip))];
+    updates.extend(lease.release_updates());
+    match dst.update_refs(&updates, &format!("sync to {tip}")) {
+        Ok(()) => Ok(report),
+        Err(StoreError::RefConflict {
+            name: n, actual, ..
+        }) if n == name => Err(SyncError::RefMoved { name: n, actual }),
+        Err(e) => Err(dst_err(e)),
+    }
+}
+
+/// What discovery found.
+struct Found {
+    /// Absent objects with their kinds, in discovery order.
+    absent: Vec<(ObjectId, ObjectKind)>,
+    /// Stored bytes of absent non-chunk objects.
+    bytes: HashMap<ObjectId, Vec<u8>>,
+    /// References of absent non-chunk objects.
+    children: HashMap<ObjectId, Vec<ObjectId>>,
+    /// Commits found present in the destination.
+    present_commits: HashSet<ObjectId>,
+}
+
+fn discover(
+    src: &dyn Store,
+    dst: &dyn Store,
+    tip: ObjectId,
+    report: &mut SyncReport,
+) -> Result<Found, SyncError> {
+    let mut found = Found {
+        absent: Vec::new(),
+        bytes: HashMap::new(),
+        children: HashMap::new(),
+        present_commits: HashSet::new(),
+    };
+    let mut seen = HashSet::new();
+    seen.insert(tip);
+    let mut level = vec![(tip, ObjectKind::Commit, tip)];
+    while !level.is_empty() {
+        report.levels += 1;
+        let mut next = Vec::new();
+        for batch in level.chunks(BATCH) {
+            let ids: Vec<ObjectId> = batch.iter().map(|(id, _, _)| *id).collect();
+            report.examined += ids.len();
+            report.queries += 1;
+            let absent: HashSet<ObjectId> =
+                dst.has_many(&ids).map_err(dst_err)?.into_iter().collect();
+            let to_read: Vec<ObjectId> = batch
+                .iter()
+                .filter(|(id, kind, _)| *kind != ObjectKind::Chunk && absent.contains(id))
+                .map(|(id, _, _)| *id)
+                .collect();
+            let got = if to_read.is_empty() {
+                Vec::new()
+            } else {
+                src.get_many(&to_read).map_err(src_err)?
+            };
+            let mut got: HashMap<ObjectId, Option<Vec<u8>>> =
+                to_read.into_iter().zip(got).collect();
+            for (id, kind, parent) in batch {
+                if !absent.contains(id) {
+                    if *kind == ObjectKind::Commit {
+                        found.present_commits.insert(*id);
+                    }
+                    continue;
+                }
+                found.absent.push((*id, *kind));
+                if *kind == ObjectKind::Chunk {
+                    continue;
+                }
+                let stored = got.remove(id).flatten().ok_or(SyncError::MissingInSource {
+                    id: *id,
+                    referenced_by: *parent,
+                })?;
+                let (actual, refs) = references(id, &stored).map_err(|e| SyncError::Invalid {
+                    id: *id,
+                    reason: e.to_string(),
+                })?;
+                if actual != *kind {
+                    return Err(SyncError::Invalid {
+                        id: *id,
+                        reason: format!("is a {actual}, referenced as a {kind}"),
+                    });
+                }
+                let mut kids = Vec::with_capacity(refs.len());
+                for (child, ckind) in refs {
+                    kids.push(child);
+                    if seen.insert(child) {
+                        next.push((child, ckind, *id));
+                    }
+                }
+                found.children.insert(*id, kids);
+                found.bytes.insert(*id, stored);
+            }
+        }
+        level = next;
+    }
+    Ok(found)
+}
+
+/// Whether `old` is `tip` or one of its ancestors. Discovery saw every commit
+/// reachable from `tip` down to the first ones the destination holds; `old` is
+/// usually among those, else it is looked for below them, walking only commits of
+/// a higher generation than `old`'s.
+fn is_ancestor(
+    dst: &dyn Store,
+    present: &HashSet<ObjectId>,
+    tip: ObjectId,
+    old: ObjectId,
+) -> Result<bool, SyncError> {
+    if old == tip || present.contains(&old) {
+        return Ok(true);
+    }
+    let gen = match SnapshotGraph::commit(old, dst) {
+        Ok(c) => c.generation,
+        Err(_) => return Ok(false),
+    };
+    let mut stack: Vec<ObjectId> = present.iter().copied().collect();
+    let mut seen = HashSet::new();
+    while let Some(c) = stack.pop() {
+        if c == old {
+            return Ok(true);
+        }
+        if !seen.insert(c) {
+            continue;
+        }
+        if let Ok(commit) = SnapshotGraph::commit(c, dst) {
+            if commit.generation > gen {
+                stack.extend(commit.parents);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Writes the absent objects children first, in batches.
+fn write(
+    src: &dyn Store,
+    dst: &dyn Store,
+    tip: ObjectId,
+    found: &Found,
+    report: &mut SyncReport,
+) -> Result<(), SyncError> {
+    let kinds: HashMap<ObjectId, ObjectKind> = found.absent.iter().copied().collect();
+    // Iterative post-order over the absent objects from the tip.
+    let mut order = Vec::with_capacity(found.absent.len());
+    let mut done = HashSet::new();
+    let mut stack = vec![(tip, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if expanded {
+            order.push(id);
+            continue;
+        }
+        if !kinds.contains_key(&id) || !done.insert(id) {
+            continue;
+        }
+        stack.push((id, true));
+        if let Some(kids) = found.children.get(&id) {
+            stack.extend(kids.iter().rev().map(|k| (*k, false)));
+        }
+    }
+
+    let mut i = 0;
+    while i < order.len() {
+        // A batch: up to BATCH objects, at most CHUNK_BATCH of them chunks.
+        let mut end = i;
+        let mut chunks = Vec::new();
+        while end < order.len() && end - i < BATCH && chunks.len() < CHUNK_BATCH {
+            if kinds[&order[end]] == ObjectKind::Chunk {
+                chunks.push(order[end]);
+            }
+            end += 1;
+        }
+        let fetched = if chunks.is_empty() {
+            Vec::new()
+        } else {
+            src.get_many(&chunks).map_err(src_err)?
+        };
+        let mut chunk_bytes: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+        for (id, bytes) in chunks.iter().zip(fetched) {
+            let bytes = bytes.ok_or(SyncError::MissingInSource {
+                id: *id,
+                referenced_by: tip,
+            })?;
+            chunk_bytes.insert(*id, bytes);
+        }
+        let batch: Vec<(ObjectId, &[u8])> = order[i..end]
+            .iter()
+            .map(|id| {
+                let b = found.bytes.get(id).or_else(|| chunk_bytes.get(id));
+                (*id, b.map_or(&[][..], |b| &b[..]))
+            })
+            .collect();
+        report.objects += batch.len();
+        report.bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        dst.put_many(&batch).map_err(dst_err)?;
+        i = end;
+    }
+    Ok(())
+}

@@ -1,0 +1,719 @@
+//! The PostgreSQL adapter against a real server: `SNAPGRAPH_PG_URL` names it
+//! (`eval "$(scripts/postgres)"` starts a local one and prints the line to export).
+//! Without it the tests fail, unless `SNAPGRAPH_SKIP_PG=1` says to skip them.
+//!
+//! Every test works in its own freshly created schema, dropped at the end, so tests
+//! run in parallel and can be re-run against the same database.
+//!
+//! Figures: `cargo test --release -p snapgraph-store --test postgres -- --ignored
+//! --nocapture pg_figures`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use snapgraph::{ObjectId, ObjectSource};
+use snapgraph_store::postgres::{PgError, PgOptions, PgStore};
+use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
+
+/// The server's URL, `None` when the tests are to be skipped.
+fn url() -> Option<String> {
+    match std::env::var("SNAPGRAPH_PG_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("SNAPGRAPH_SKIP_PG").as_deref() == Ok("1") => {
+            eprintln!("SNAPGRAPH_SKIP_PG=1: skipping the PostgreSQL tests");
+            None
+        }
+        _ => panic!(
+            "SNAPGRAPH_PG_URL is not set: run `eval \"$(scripts/postgres)\"` to start a local \
+             test server and export it (or set SNAPGRAPH_SKIP_PG=1 to skip these tests)"
+        ),
+    }
+}
+
+/// A schema of its own for one test, dropped (with everything in it) at the end.
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Schema {
+    fn new() -> Option<Self> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let url = url()?;
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let name = format!(
+            "sgtest_{}_{}_{}",
+            std::process::id(),
+            nanos % 1_000_000_000_000,
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        Some(Self { url, name })
+    }
+
+    fn options(&self, compression: Compression) -> PgOptions {
+        PgOptions {
+            compression,
+            schema: Some(self.name.clone()),
+        }
+    }
+
+    fn store(&self) -> PgStore {
+        self.store_with(Compression::default())
+    }
+
+    fn store_with(&self, compression: Compression) -> PgStore {
+        PgStore::connect_with(&self.url, self.options(compression)).unwrap()
+    }
+
+    /// A plain client, to do to the tables what the adapter never would.
+    fn sql(&self, statement: &str) {
+        let mut client = postgres::Client::connect(&self.url, postgres::NoTls).unwrap();
+        client.batch_execute(statement).unwrap();
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.url, postgres::NoTls) {
+            let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+        }
+    }
+}
+
+fn id_of(bytes: &[u8]) -> ObjectId {
+    ObjectId::hash_stored(bytes)
+}
+
+/// The `PgError` behind a backend error, if any.
+fn pg_error(e: &StoreError) -> Option<&PgError> {
+    match e {
+        StoreError::Backend { source, .. } => source.downcast_ref::<PgError>(),
+        _ => None,
+    }
+}
+
+#[test]
+fn conforms_with_default_compression() {
+    let Some(schema) = Schema::new() else { return };
+    conformance::run(&schema.store());
+}
+
+#[test]
+fn conforms_uncompressed() {
+    let Some(schema) = Schema::new() else { return };
+    conformance::run(&schema.store_with(Compression::None));
+}
+
+#[test]
+fn corrupt_rows_are_reported_with_their_id() {
+    let Some(schema) = Schema::new() else { return };
+    let store = schema.store();
+    let text = b"a text object that compresses well ".repeat(50);
+    let raw = b"short".to_vec();
+    let (t, r) = (id_of(&text), id_of(&raw));
+    store.put_many(&[(t, &text[..]), (r, &raw[..])]).unwrap();
+    let table = format!("{}.objects", schema.name);
+
+    // A flipped byte in the raw object.
+    schema.sql(&format!(
+        "UPDATE {table} SET data = set_byte(data, 2, get_byte(data, 2) # 1) WHERE id = '\\x{}'",
+        r.to_hex()
+    ));
+    match store.get_many(&[t, r]) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, r),
+        other => panic!("a flipped byte must read as corrupt, got {other:?}"),
+    }
+    assert!(store.get(&r).is_err(), "the core's reads see it too");
+
+    // A truncated zstd frame, and an empty record.
+    schema.sql(&format!(
+        "UPDATE {table} SET data = substr(data, 1, 10) WHERE id = '\\x{}'",
+        t.to_hex()
+    ));
+    let err = store.get_many(&[t]).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Corrupt { id, .. } if id == t),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&t.to_hex()), "{err}");
+    schema.sql(&format!(
+        "UPDATE {table} SET data = '\\x' WHERE id = '\\x{}'",
+        t.to_hex()
+    ));
+    assert!(matches!(store.get_many(&[t]), Err(StoreError::Corrupt { id, .. }) if id == t));
+
+    // Presence is not a read: has_many still answers, and a fresh put does not
+    // overwrite (put is idempotent, `verify`/repair is the way out).
+    assert!(store.has_many(&[t, r]).unwrap().is_empty());
+}
+
+#[test]
+fn bad_urls_and_unreachable_servers_are_typed_errors() {
+    let Some(schema) = Schema::new() else { return };
+    let secret = "s3cret-Pa55word";
+    let no_secret = |e: &StoreError| {
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains(secret), "the password leaked: {shown}");
+    };
+
+    // Nothing listens on port 1.
+    let err = PgStore::connect(&format!("postgres://someone:{secret}@127.0.0.1:1/db")).unwrap_err();
+    assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+    assert!(err.to_string().contains("127.0.0.1"), "{err}");
+    no_secret(&err);
+
+    // Unparsable URLs.
+    for bad in [
+        format!("postgres://someone:{secret}@127.0.0.1:notaport/db"),
+        format!("postgres://someone:{secret}@127.0.0.1/db?nonsense_option=1"),
+        format!("host=127.0.0.1 password={secret} sslmode=verify-full"),
+        "not a url at all '".to_string(),
+    ] {
+        let err = PgStore::connect(&bad).unwrap_err();
+        assert!(matches!(err, StoreError::Backend { .. }), "{err:?}");
+        no_secret(&err);
+    }
+
+    // Without a password in it, the parser's own message is kept.
+    let err = PgStore::connect("host=127.0.0.1 nonsense=1").unwrap_err();
+    assert!(
+        matches!(
+            pg_error(&err),
+            Some(PgError::InvalidUrl { detail: Some(_) })
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("nonsense"), "{err}");
+
+    // TLS required: refused up front with a clear reason.
+    let err = PgStore::connect(&format!(
+        "postgres://someone:{secret}@127.0.0.1/db?sslmode=require"
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(pg_error(&err), Some(PgError::TlsUnsupported)),
+        "{err:?}"
+    );
+    no_secret(&err);
+
+    // A database that does not exist on a live server.
+    let (base, query) = match schema.url.split_once('?') {
+        Some((b, q)) => (b.to_string(), format!("?{q}")),
+        None => (schema.url.clone(), String::new()),
+    };
+    let err = PgStore::connect(&format!("{base}_no_such_db{query}")).unwrap_err();
+    assert!(err.to_string().contains("no_such_db"), "{err}");
+    assert!(
+        err.to_string().contains("does not exist"),
+        "the server's reason: {err}"
+    );
+    assert_eq!(
+        pg_error(&err).and_then(PgError::code).map(|c| c.code()),
+        Some("3D000")
+    );
+
+    // A schema name that could inject SQL.
+    let err = PgStore::connect_with(
+        &schema.url,
+        PgOptions {
+            compression: Compression::None,
+            schema: Some("x\"; DROP TABLE y; --".into()),
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(pg_error(&err), Some(PgError::InvalidSchema { .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn newer_schema_versions_are_refused() {
+    let Some(schema) = Schema::new() else { return };
+    drop(schema.store());
+    schema.sql(&format!(
+        "UPDATE {}.meta SET value = 99 WHERE key = 'schema_version'",
+        schema.name
+    ));
+    let err = PgStore::connect_with(&schema.url, schema.options(Compression::None)).unwrap_err();
+    assert!(
+        matches!(
+            pg_error(&err),
+            Some(PgError::SchemaTooNew {
+                found: 99,
+                supported: 1
+            })
+        ),
+        "{err:?}"
+    );
+}
+
+/// A login role for one test, dropped at the end.
+struct Role<'a> {
+    schema: &'a Schema,
+    name: String,
+}
+
+impl Drop for Role<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut client) = postgres::Client::connect(&self.schema.url, postgres::NoTls) {
+            let _ = client.batch_execute(&format!(
+                "DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}",
+                self.name
+            ));
+        }
+    }
+}
+
+/// Once an owner made the tables, a role with only data rights (no CREATE) uses them.
+#[test]
+fn a_role_without_create_rights_uses_existing_tables() {
+    let Some(schema) = Schema::new() else { return };
+    drop(schema.store());
+    let role = Role {
+        name: format!("{}_app", schema.name),
+        schema: &schema,
+    };
+    let password = format!("pw_{}", schema.name);
+    schema.sql(&format!(
+        "CREATE ROLE {r} LOGIN PASSWORD '{password}';
+         GRANT USAGE ON SCHEMA {s} TO {r};
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {r};
+         GRANT USAGE ON ALL SEQUENCES IN SCHEMA {s} TO {r};",
+        r = role.name,
+        s = schema.name
+    ));
+    let config: postgres::Config = schema.url.parse().unwrap();
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        other => panic!("a TCP host is needed for this test, got {other:?}"),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let url = format!(
+        "host={host} port={port} dbname={} user={} password={password}",
+        config.get_dbname().unwrap_or("postgres"),
+        role.name
+    );
+    let store = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap();
+    let blob = b"written by the app role".to_vec();
+    let id = id_of(&blob);
+    store.put_many(&[(id, &blob[..])]).unwrap();
+    store
+        .compare_and_swap_ref("heads/main", None, id, "app")
+        .unwrap();
+    assert_eq!(
+        store.get_many(&[id]).unwrap()[0].as_deref(),
+        Some(&blob[..])
+    );
+    assert_eq!(store.reflog("heads/main").unwrap().len(), 1);
+    // Where the tables are missing, it cannot create them: a clear error.
+    let err = PgStore::connect_with(
+        &url,
+        PgOptions {
+            compression: Compression::None,
+            schema: Some(format!("{}_other", schema.name)),
+        },
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    assert!(!err.to_string().contains(&password), "{err}");
+}
+
+#[test]
+fn data_persists_across_reconnects() {
+    let Some(schema) = Schema::new() else { return };
+    let blobs: Vec<Vec<u8>> = (0..500u32)
+        .map(|i| {
+            format!("object {i}")
+                .repeat(i as usize % 40 + 1)
+                .into_bytes()
+        })
+        .collect();
+    let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+    let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+    let (a, b) = (ids[0], ids[1]);
+    {
+        let store = schema.store();
+        store.put_many(&batch).unwrap();
+        store
+            .compare_and_swap_ref("heads/main", None, a, "create")
+            .unwrap();
+        store
+            .compare_and_swap_ref("heads/main", Some(a), b, "advance")
+            .unwrap();
+        store
+            .compare_and_swap_ref("tags/v1", None, a, "tag")
+            .unwrap();
+    }
+    // Reopened with another compression setting: old objects still read.
+    let store = schema.store_with(Compression::None);
+    assert!(store.has_many(&ids).unwrap().is_empty());
+    let got = store.get_many(&ids).unwrap();
+    for (bytes, got) in blobs.iter().zip(got) {
+        assert_eq!(got.as_deref(), Some(&bytes[..]));
+    }
+    assert_eq!(store.get_ref("heads/main").unwrap(), Some(b));
+    assert_eq!(
+        store.list_refs("").unwrap(),
+        vec![("heads/main".to_string(), b), ("tags/v1".to_string(), a)]
+    );
+    let log: Vec<_> = store
+        .reflog("heads/main")
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.old, e.new, e.message))
+        .collect();
+    assert_eq!(
+        log,
+        vec![
+            (None, Some(a), "create".to_string()),
+            (Some(a), Some(b), "advance".to_string())
+        ]
+    );
+}
+
+#[test]
+fn a_killed_connection_is_reopened() {
+    let Some(schema) = Schema::new() else { return };
+    let app = schema.name.clone();
+    let sep = if schema.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}application_name={app}", schema.url);
+    let store = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap();
+    let a = id_of(b"a");
+    store
+        .compare_and_swap_ref("heads/main", None, a, "create")
+        .unwrap();
+    schema.sql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'"
+    ));
+    // The first call may see the dead connection; the next one reconnects.
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        answers.push(store.get_ref("heads/main").map_err(|e| e.to_string()));
+    }
+    assert_eq!(answers.last(), Some(&Ok(Some(a))), "{answers:?}");
+    for answer in &answers {
+        if let Err(e) = answer {
+            assert!(e.contains(&app) || e.contains("heads/main"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn for_each_id_pages_and_lets_the_callback_use_the_store() {
+    let Some(schema) = Schema::new() else { return };
+    let store = schema.store();
+    let blobs: Vec<Vec<u8>> = (0..25_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+    store.put_many(&batch).unwrap();
+    let mut seen = Vec::new();
+    store
+        .for_each_id(&mut |id| {
+            if seen.len() % 5_000 == 0 {
+                // Re-entering the store from the callback must not deadlock.
+                assert!(store.get_many(&[id])?[0].is_some());
+            }
+            seen.push(id);
+            Ok(())
+        })
+        .unwrap();
+    seen.sort();
+    let mut want: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+    want.sort();
+    assert_eq!(seen, want);
+}
+
+/// Each thread has its own connection: PostgreSQL, not the store's mutex, keeps the
+/// compare-and-swap honest.
+#[test]
+fn concurrent_writers_on_separate_connections_lose_no_update() {
+    let Some(schema) = Schema::new() else { return };
+    let (threads, rounds) = (6, 30);
+    let stores: Vec<PgStore> = (0..threads).map(|_| schema.store()).collect();
+    let name = "heads/contended";
+    std::thread::scope(|s| {
+        for (t, store) in stores.iter().enumerate() {
+            s.spawn(move || {
+                for r in 0..rounds {
+                    let new = id_of(format!("writer {t} round {r}").as_bytes());
+                    loop {
+                        let old = store.get_ref(name).unwrap();
+                        match store.compare_and_swap_ref(name, old, new, &format!("{t}/{r}")) {
+                            Ok(()) => break,
+                            Err(StoreError::RefConflict { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let log = stores[0].reflog(name).unwrap();
+    assert_eq!(
+        log.len(),
+        threads * rounds,
+        "every successful swap logged once"
+    );
+    assert_eq!(log[0].old, None);
+    for pair in log.windows(2) {
+        assert_eq!(
+            pair[0].new, pair[1].old,
+            "each move starts where the last ended"
+        );
+    }
+    assert_eq!(stores[0].get_ref(name).unwrap(), log.last().unwrap().new);
+}
+
+/// Batches of two refs moved together, with a guard on a third that one thread
+/// creates and deletes meanwhile: the pair always holds equal values, and no move is
+/// lost.
+#[test]
+fn concurrent_batches_on_separate_connections_stay_atomic() {
+    let Some(schema) = Schema::new() else { return };
+    let (threads, rounds) = (4, 20);
+    let stores: Vec<PgStore> = (0..=threads).map(|_| schema.store()).collect();
+    let (x, y, g) = ("heads/x", "heads/y", "locks/gate");
+    let gate = id_of(b"gate");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let guarded_applied = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        // The gate flips between absent and present.
+        let (toggler, writers) = stores.split_last().unwrap();
+        let done = &done;
+        s.spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                toggler
+                    .compare_and_swap_ref(g, None, gate, "close")
+                    .unwrap();
+                toggler.delete_ref(g, gate, "open").unwrap();
+            }
+        });
+        for (t, store) in writers.iter().enumerate() {
+            let guarded_applied = &guarded_applied;
+            s.spawn(move || {
+                for r in 0..rounds {
+                    let new = id_of(format!("pair {t} {r}").as_bytes());
+                    loop {
+                        let old = store.get_ref(x).unwrap();
+                        // Odd rounds only go while the gate is open.
+                        let mut batch = vec![
+                            RefUpdate::new(x, old, Some(new)),
+                            RefUpdate::new(y, old, Some(new)),
+                        ];
+                        if r % 2 == 1 {
+                            batch.push(RefUpdate::guard(g, None));
+                        }
+                        match store.update_refs(&batch, &format!("{t}/{r}")) {
+                            Ok(()) => {
+                                if r % 2 == 1 {
+                                    guarded_applied.fetch_add(1, Ordering::Relaxed);
+                                }
+                                break;
+                            }
+                            Err(StoreError::RefConflict { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+        // Stop the toggler once the writers are through.
+        s.spawn(|| {
+            while guarded_applied.load(Ordering::Relaxed) < (threads * rounds / 2) as u64 {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+    });
+    let store = &stores[0];
+    assert_eq!(store.get_ref(x).unwrap(), store.get_ref(y).unwrap());
+    for name in [x, y] {
+        let log = store.reflog(name).unwrap();
+        assert_eq!(log.len(), threads * rounds, "{name}");
+        for pair in log.windows(2) {
+            assert_eq!(pair[0].new, pair[1].old);
+        }
+    }
+    // The gate's log alternates strictly.
+    let gate_log = store.reflog(g).unwrap();
+    for (i, e) in gate_log.iter().enumerate() {
+        let want = if i % 2 == 0 {
+            (None, Some(gate))
+        } else {
+            (Some(gate), None)
+        };
+        assert_eq!((e.old, e.new), want);
+    }
+}
+
+/// Many writers racing to create the same refs: exactly one wins each.
+#[test]
+fn creation_races_have_one_winner() {
+    let Some(schema) = Schema::new() else { return };
+    let threads = 5;
+    let stores: Vec<PgStore> = (0..threads).map(|_| schema.store()).collect();
+    let wins = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for (t, store) in stores.iter().enumerate() {
+            let wins = &wins;
+            s.spawn(move || {
+                for r in 0..20 {
+                    let mine = id_of(format!("{t}/{r}").as_bytes());
+                    let name = format!("race/{r}");
+                    // Half of the racers go through a two-ref batch.
+                    let result = if t % 2 == 0 {
+                        store.compare_and_swap_ref(&name, None, mine, "single")
+                    } else {
+                        store.update_refs(
+                            &[
+                                RefUpdate::new(&name, None, Some(mine)),
+                                RefUpdate::new(format!("mine/{t}/{r}"), None, Some(mine)),
+                            ],
+                            "batch",
+                        )
+                    };
+                    match result {
+                        Ok(()) => {
+                            wins.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(StoreError::RefConflict { actual, .. }) => assert!(actual.is_some()),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(wins.load(Ordering::Relaxed), 20);
+    for r in 0..20 {
+        assert_eq!(stores[0].reflog(&format!("race/{r}")).unwrap().len(), 1);
+    }
+}
+
+/// Writers putting overlapping sets of objects in different orders all succeed, and
+/// every object reads back verified.
+#[test]
+fn concurrent_overlapping_puts_converge() {
+    let Some(schema) = Schema::new() else { return };
+    let threads = 4;
+    let blobs: Vec<Vec<u8>> = (0..6_000u32)
+        .map(|i| {
+            format!("shared object {i} ")
+                .repeat(i as usize % 20 + 1)
+                .into_bytes()
+        })
+        .collect();
+    let all: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+    let stores: Vec<PgStore> = (0..threads).map(|_| schema.store()).collect();
+    std::thread::scope(|s| {
+        for (t, store) in stores.iter().enumerate() {
+            let all = &all;
+            s.spawn(move || {
+                // Thread t takes a window of 3,000 shifted by t * 1,000, in its own
+                // order (reversed on odd threads), in batches of 500.
+                let mut mine: Vec<(ObjectId, &[u8])> = all
+                    .iter()
+                    .cycle()
+                    .skip(t * 1_000)
+                    .take(3_000)
+                    .copied()
+                    .collect();
+                if t % 2 == 1 {
+                    mine.reverse();
+                }
+                for _ in 0..2 {
+                    for batch in mine.chunks(500) {
+                        store.put_many(batch).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    // The windows cover every object.
+    let ids: Vec<ObjectId> = all.iter().map(|(i, _)| *i).collect();
+    assert!(stores[0].has_many(&ids).unwrap().is_empty());
+    let got = stores[0].get_many(&ids).unwrap();
+    for ((_, bytes), got) in all.iter().zip(got) {
+        assert_eq!(got.as_deref(), Some(*bytes));
+    }
+}
+
+/// Throughput figures; run with `cargo test --release -p snapgraph-store --test
+/// postgres -- --ignored --nocapture pg_figures`.
+#[test]
+#[ignore]
+fn pg_figures() {
+    let Some(_) = url() else { return };
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let random: Vec<Vec<u8>> = (0..20_000)
+        .map(|_| {
+            (0..16 * 1024 / 8)
+                .flat_map(|_| next().to_le_bytes())
+                .collect()
+        })
+        .collect();
+    let words = [
+        "the", "store", "object", "commit", "tree", "ref", "history", "snapshot", "content",
+        "address", "hash", "delta", "chunk", "fn", "let", "mut", "impl", "struct", "{", "}", "(",
+        ")", ";", "\n", "    ",
+    ];
+    let text: Vec<Vec<u8>> = (0..20_000)
+        .map(|_| {
+            let mut t = Vec::with_capacity(4096);
+            while t.len() < 4096 {
+                t.extend_from_slice(words[(next() % words.len() as u64) as usize].as_bytes());
+                t.push(b' ');
+            }
+            t.truncate(4096);
+            t
+        })
+        .collect();
+    for compression in [Compression::default(), Compression::None] {
+        let Some(schema) = Schema::new() else { return };
+        let store = schema.store_with(compression);
+        println!("\nPgStore, {compression:?}, {}", store.database());
+        let mut all_ids = Vec::new();
+        for (label, set) in [("16 KiB random", &random), ("4 KiB text", &text)] {
+            let batch: Vec<(ObjectId, &[u8])> = set.iter().map(|b| (id_of(b), &b[..])).collect();
+            let bytes: usize = set.iter().map(Vec::len).sum();
+            let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+            let start = Instant::now();
+            for chunk in batch.chunks(1_000) {
+                store.put_many(chunk).unwrap();
+            }
+            report(&format!("put_many {label}"), start, set.len(), bytes);
+            let start = Instant::now();
+            for chunk in ids.chunks(1_000) {
+                let got = store.get_many(chunk).unwrap();
+                assert!(got.iter().all(Option::is_some));
+            }
+            report(&format!("get_many {label}"), start, set.len(), bytes);
+            all_ids.extend(ids);
+        }
+        let start = Instant::now();
+        assert!(store.has_many(&all_ids).unwrap().is_empty());
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "  has_many of {} ids: {:.3} s, {:.0} ids/s",
+            all_ids.len(),
+            secs,
+            all_ids.len() as f64 / secs
+        );
+    }
+}
+
+fn report(what: &str, start: Instant, objects: usize, bytes: usize) {
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "  {what}: {objects} objects in {secs:.2} s: {:.0} objects/s, {:.1} MB/s",
+        objects as f64 / secs,
+        bytes as f64 / secs / 1e6
+    );
+}

@@ -1,0 +1,751 @@
+//! The SQLite adapter: conformance, persistence, corruption, hostile files,
+//! compression at rest, and several writer processes on one database.
+//!
+//! `adapter_figures` (ignored) measures both on-disk adapters:
+//! `cargo test --release -p snapgraph-store --test sqlite -- --ignored --nocapture adapter_figures`
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use rusqlite::Connection;
+use snapgraph::{ObjectId, ObjectSource};
+use snapgraph_store::dir::{DirOptions, DirStore};
+use snapgraph_store::sqlite::{SqliteError, SqliteOptions, SqliteStore};
+use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
+
+fn id_of(bytes: &[u8]) -> ObjectId {
+    ObjectId::hash_stored(bytes)
+}
+
+/// Text-like bytes: words from a small vocabulary (zstd shrinks them 3-4x).
+fn text(seed: u64, len: usize) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "fn",
+        "let",
+        "mut",
+        "store",
+        "object",
+        "commit",
+        "tree",
+        "ref",
+        "the",
+        "of",
+        "and",
+        "return",
+        "match",
+        "Some",
+        "None",
+        "Ok",
+        "Err",
+        "self",
+        "impl",
+        "for",
+        "in",
+        "{",
+        "}",
+        "(",
+        ")",
+        ";",
+        "\n",
+        "    ",
+        "snapgraph",
+        "batch",
+        "id",
+        "bytes",
+    ];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
+        out.push(b' ');
+    }
+    out.truncate(len);
+    out
+}
+
+/// Incompressible bytes.
+fn random(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn backend_source<T: std::error::Error + 'static>(err: &StoreError) -> Option<&T> {
+    match err {
+        StoreError::Backend { source, .. } => source.downcast_ref::<T>(),
+        _ => None,
+    }
+}
+
+#[test]
+fn sqlite_file_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("store.db")).unwrap();
+    conformance::run(&store);
+}
+
+#[test]
+fn sqlite_in_memory_conforms() {
+    conformance::run(&SqliteStore::in_memory().unwrap());
+}
+
+#[test]
+fn sqlite_uncompressed_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        compression: Compression::None,
+    };
+    let store = SqliteStore::open_with(dir.path().join("raw.db"), options).unwrap();
+    conformance::run(&store);
+}
+
+#[test]
+fn reopening_sees_objects_refs_and_reflogs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let blob = text(1, 5000);
+    let id = id_of(&blob);
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_many(&[(id, &blob)]).unwrap();
+        store
+            .compare_and_swap_ref("heads/main", None, id, "first")
+            .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.get_many(&[id]).unwrap(), vec![Some(blob)]);
+    assert_eq!(store.get_ref("heads/main").unwrap(), Some(id));
+    assert_eq!(store.reflog("heads/main").unwrap().len(), 1);
+    assert_eq!(store.path(), path.display().to_string());
+}
+
+#[test]
+fn corrupt_rows_are_corrupt_errors_naming_the_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let blobs: Vec<Vec<u8>> = (0..4).map(|i| text(i, 3000)).collect();
+    let ids: Vec<ObjectId> = blobs.iter().map(|b| id_of(b)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = ids.iter().zip(&blobs).map(|(i, b)| (*i, &b[..])).collect();
+    store.put_many(&batch).unwrap();
+
+    let raw = Connection::open(&path).unwrap();
+    // A flipped byte in a compressed record.
+    let mut data: Vec<u8> = raw
+        .query_row(
+            "SELECT data FROM objects WHERE id = ?1",
+            [&ids[0].as_bytes()[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let last = data.len() - 1;
+    data[last] ^= 0x40;
+    raw.execute(
+        "UPDATE objects SET data = ?1 WHERE id = ?2",
+        rusqlite::params![data, &ids[0].as_bytes()[..]],
+    )
+    .unwrap();
+    // A record of the wrong type, an empty one, and another object's bytes.
+    raw.execute(
+        "UPDATE objects SET data = 42 WHERE id = ?1",
+        [&ids[1].as_bytes()[..]],
+    )
+    .unwrap();
+    raw.execute(
+        "UPDATE objects SET data = x'' WHERE id = ?1",
+        [&ids[2].as_bytes()[..]],
+    )
+    .unwrap();
+    raw.execute(
+        "UPDATE objects SET data = (SELECT data FROM objects WHERE id = ?1) WHERE id = ?2",
+        [&ids[0].as_bytes()[..], &ids[3].as_bytes()[..]],
+    )
+    .unwrap();
+
+    for id in &ids {
+        match store.get_many(&[*id]) {
+            Err(StoreError::Corrupt { id: bad, .. }) => assert_eq!(bad, *id),
+            other => panic!("expected Corrupt for {id}, got {other:?}"),
+        }
+        assert!(store.get(id).is_err(), "the core sees the error too");
+    }
+    // Presence does not read the bytes.
+    assert!(store.has_many(&ids).unwrap().is_empty());
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("not-a.db");
+    std::fs::write(
+        &path,
+        b"this is not an SQLite database, just text\n".repeat(200),
+    )
+    .unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            backend_source::<SqliteError>(&err),
+            Some(SqliteError::NotADatabase { .. })
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+
+    // A directory where the file should be, and a path under a regular file.
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Backend { .. }));
+    assert!(err.to_string().contains(&dir.path().display().to_string()));
+    let under_file = path.join("x.db");
+    let err = SqliteStore::open(&under_file).unwrap_err();
+    assert!(
+        err.to_string().contains(&under_file.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("future.db");
+    drop(SqliteStore::open(&path).unwrap());
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE meta SET value = 99 WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    match backend_source::<SqliteError>(&err) {
+        Some(SqliteError::NewerSchema {
+            found, supported, ..
+        }) => assert_eq!((*found, *supported), (99, 1)),
+        other => panic!("expected NewerSchema, got {other:?} from {err:?}"),
+    }
+    assert!(err.to_string().contains(&path.display().to_string()));
+}
+
+#[test]
+fn malformed_ref_rows_are_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "INSERT INTO refs (name, id) VALUES ('heads/short', x'0102')",
+        [],
+    )
+    .unwrap();
+    raw.execute(
+        "INSERT INTO reflog (name, old, new, message) VALUES ('heads/short', 7, NULL, 'm')",
+        [],
+    )
+    .unwrap();
+    raw.execute("INSERT INTO objects (id, data) VALUES (x'01', x'00')", [])
+        .unwrap();
+    for err in [
+        store.get_ref("heads/short").unwrap_err(),
+        store.list_refs("").unwrap_err(),
+        store.reflog("heads/short").unwrap_err(),
+        store.for_each_id(&mut |_| Ok(())).unwrap_err(),
+        store
+            .compare_and_swap_ref("heads/short", None, id_of(b"x"), "m")
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                backend_source::<SqliteError>(&err),
+                Some(SqliteError::Malformed { .. })
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains(&path.display().to_string()));
+    }
+}
+
+#[test]
+fn compression_shrinks_text_at_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs: Vec<Vec<u8>> = (0..300).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+    let raw_total: usize = blobs.iter().map(Vec::len).sum();
+    let mut sizes = Vec::new();
+    for (name, compression) in [
+        ("zstd.db", Compression::default()),
+        ("raw.db", Compression::None),
+    ] {
+        let path = dir.path().join(name);
+        let store = SqliteStore::open_with(&path, SqliteOptions { compression }).unwrap();
+        store.put_many(&batch).unwrap();
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        let at_rest: i64 = conn
+            .query_row("SELECT sum(length(data)) FROM objects", [], |r| r.get(0))
+            .unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        drop(conn);
+        let file = std::fs::metadata(&path).unwrap().len();
+        sizes.push((at_rest as usize, file as usize));
+    }
+    let (zstd, raw) = (sizes[0], sizes[1]);
+    assert!(zstd.0 * 2 < raw_total, "records: {zstd:?} of {raw_total}");
+    assert!(raw.0 >= raw_total);
+    assert!(zstd.1 * 2 < raw.1, "files: zstd {zstd:?}, raw {raw:?}");
+}
+
+#[test]
+fn two_stores_on_one_file_share_refs_and_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let a = SqliteStore::open(&path).unwrap();
+    let b = SqliteStore::open(&path).unwrap();
+    let blob = b"shared".to_vec();
+    let id = id_of(&blob);
+    a.put_many(&[(id, &blob)]).unwrap();
+    b.put_many(&[(id, &blob)]).unwrap();
+    assert_eq!(b.get_many(&[id]).unwrap(), vec![Some(blob)]);
+    a.compare_and_swap_ref("heads/main", None, id, "a").unwrap();
+    assert!(matches!(
+        b.compare_and_swap_ref("heads/main", None, id, "b"),
+        Err(StoreError::RefConflict { .. })
+    ));
+    // Threads of two stores on one file contend like threads of one store.
+    let name = "heads/contended";
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let store = if t % 2 == 0 { &a } else { &b };
+            s.spawn(move || {
+                for r in 0..15 {
+                    let new = id_of(format!("{t} {r}").as_bytes());
+                    loop {
+                        let old = store.get_ref(name).unwrap();
+                        match store.compare_and_swap_ref(name, old, new, "m") {
+                            Ok(()) => break,
+                            Err(StoreError::RefConflict { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let log = a.reflog(name).unwrap();
+    assert_eq!(log.len(), 60);
+    for pair in log.windows(2) {
+        assert_eq!(pair[0].new, pair[1].old);
+    }
+}
+
+// ----- several writer processes -----
+
+const CHILD_DB: &str = "SNAPGRAPH_CHILD_DB";
+const CHILD_INDEX: &str = "SNAPGRAPH_CHILD_INDEX";
+const CHILDREN: usize = 3;
+const ROUNDS: usize = 25;
+
+/// The objects child `k` writes in round `r`: one every child writes, one of its
+/// own (text) and one of its own (random).
+fn child_objects(k: usize, r: usize) -> [Vec<u8>; 3] {
+    [
+        text(1_000_000 + r as u64, 2000),
+        text((k * 1000 + r) as u64, 3000),
+        random((k * 1000 + r) as u64, 9000),
+    ]
+}
+
+/// Not a test of its own: the body of a child process (see
+/// `several_processes_converge`); returns at once unless the environment says so.
+#[test]
+fn child_writer_entry() {
+    let Ok(db) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let k: usize = std::env::var(CHILD_INDEX).unwrap().parse().unwrap();
+    let store = SqliteStore::open(&db).unwrap();
+    run_child(&store, k);
+}
+
+fn run_child(store: &dyn Store, k: usize) {
+    let mine = format!("heads/child-{k}");
+    let mut prev = None;
+    for r in 0..ROUNDS {
+        let objects = child_objects(k, r);
+        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|b| (id_of(b), &b[..])).collect();
+        store.put_many(&batch).unwrap();
+        let new = batch[1].0;
+        loop {
+            let old = store.get_ref("heads/main").unwrap();
+            let updates = [
+                RefUpdate::new("heads/main", old, Some(new)),
+                RefUpdate::new(mine.as_str(), prev, Some(new)),
+            ];
+            match store.update_refs(&updates, &format!("child {k} round {r}")) {
+                Ok(()) => break,
+                Err(StoreError::RefConflict { name, .. }) => assert_eq!(name, "heads/main"),
+                Err(e) => panic!("child {k}: {e}"),
+            }
+        }
+        prev = Some(new);
+    }
+}
+
+/// Checks what `CHILDREN` children left in `store`.
+fn check_children(store: &dyn Store) {
+    let log = store.reflog("heads/main").unwrap();
+    assert_eq!(log.len(), CHILDREN * ROUNDS, "one entry per successful CAS");
+    assert_eq!(log[0].old, None);
+    for pair in log.windows(2) {
+        assert_eq!(pair[0].new, pair[1].old, "the reflog is a chain");
+    }
+    assert_eq!(
+        store.get_ref("heads/main").unwrap(),
+        log.last().unwrap().new
+    );
+    let mut expected = Vec::new();
+    for k in 0..CHILDREN {
+        let own = store.reflog(&format!("heads/child-{k}")).unwrap();
+        assert_eq!(own.len(), ROUNDS);
+        for pair in own.windows(2) {
+            assert_eq!(pair[0].new, pair[1].old);
+        }
+        for r in 0..ROUNDS {
+            expected.extend(child_objects(k, r));
+        }
+    }
+    expected.sort();
+    expected.dedup();
+    let ids: Vec<ObjectId> = expected.iter().map(|b| id_of(b)).collect();
+    let got = store.get_many(&ids).unwrap();
+    for (want, got) in expected.iter().zip(got) {
+        assert_eq!(
+            got.as_ref(),
+            Some(want),
+            "every object readable and verified"
+        );
+    }
+    let mut count = 0;
+    store
+        .for_each_id(&mut |_| {
+            count += 1;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(count, ids.len(), "no object twice, none missing");
+}
+
+fn spawn_children(var: &str, location: &Path) {
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..CHILDREN)
+        .map(|k| {
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "child_writer_entry",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(var, location)
+                .env(CHILD_INDEX, k.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (k, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "child {k} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn several_processes_converge() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("multi.db");
+    // Created up front so that the children race on data, not on the schema.
+    drop(SqliteStore::open(&path).unwrap());
+    spawn_children(CHILD_DB, &path);
+    check_children(&SqliteStore::open(&path).unwrap());
+}
+
+// ----- figures -----
+
+struct Figures {
+    put: f64,
+    get: f64,
+    has: f64,
+    bytes: usize,
+    at_rest: u64,
+}
+
+fn dir_size(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return std::fs::metadata(path).map_or(0, |m| m.len());
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dir_size(&p)
+            } else {
+                e.metadata().map_or(0, |m| m.len())
+            }
+        })
+        .sum()
+}
+
+/// The figures' objects, batch by batch (generated, not timed).
+fn figure_batch(b: usize) -> Vec<Vec<u8>> {
+    (0..1000)
+        .map(|i| {
+            let n = (b * 1000 + i) as u64;
+            if b % 2 == 0 {
+                random(n, 16 * 1024)
+            } else {
+                text(n, 4 * 1024)
+            }
+        })
+        .collect()
+}
+
+fn measure(store: &dyn Store, location: &Path) -> Figures {
+    let batches = 40;
+    let mut ids = Vec::new();
+    let mut bytes = 0;
+    let mut put = 0.0;
+    for b in 0..batches {
+        let blobs = figure_batch(b);
+        let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
+        bytes += blobs.iter().map(Vec::len).sum::<usize>();
+        ids.extend(batch.iter().map(|(i, _)| *i));
+        let t = Instant::now();
+        store.put_many(&batch).unwrap();
+        put += t.elapsed().as_secs_f64();
+    }
+    let t = Instant::now();
+    let mut read = 0;
+    for chunk in ids.chunks(1000) {
+        for got in store.get_many(chunk).unwrap() {
+            read += got.unwrap().len();
+        }
+    }
+    let get = t.elapsed().as_secs_f64();
+    assert_eq!(read, bytes);
+    let t = Instant::now();
+    assert!(store.has_many(&ids).unwrap().is_empty());
+    let has = t.elapsed().as_secs_f64();
+    Figures {
+        put,
+        get,
+        has,
+        bytes,
+        at_rest: dir_size(location),
+    }
+}
+
+fn print_figures(name: &str, f: &Figures) {
+    let n = 40_000.0;
+    let mb = f.bytes as f64 / 1e6;
+    println!(
+        "{name:>8}: put {:>7.0} obj/s {:>6.1} MB/s | get_many {:>7.0} obj/s {:>6.1} MB/s | \
+         has_many(40k) {:.3} s ({:.0} ids/s) | {:.0} MB stored in {:.0} MB",
+        n / f.put,
+        mb / f.put,
+        n / f.get,
+        mb / f.get,
+        f.has,
+        n / f.has,
+        mb,
+        f.at_rest as f64 / 1e6
+    );
+}
+
+fn cas_rate(store: &dyn Store, n: usize) -> f64 {
+    let t = Instant::now();
+    let mut old = None;
+    for i in 0..n {
+        let new = id_of(format!("cas {i}").as_bytes());
+        store
+            .compare_and_swap_ref("heads/bench", old, new, "bench")
+            .unwrap();
+        old = Some(new);
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Ref moves per second on a raw connection with the adapter's schema, for a given
+/// `synchronous` setting (what the adapter's FULL costs against NORMAL).
+fn raw_ref_rate(path: &Path, synchronous: &str, n: usize) -> f64 {
+    let mut conn = Connection::open(path).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", synchronous)
+        .unwrap();
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY NOT NULL, id BLOB NOT NULL);
+         CREATE TABLE IF NOT EXISTS reflog (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+             name TEXT NOT NULL, old BLOB, new BLOB, message TEXT NOT NULL);",
+    )
+    .unwrap();
+    let t = Instant::now();
+    for i in 0..n {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        let id = id_of(format!("{synchronous} {i}").as_bytes());
+        tx.execute(
+            "INSERT OR REPLACE INTO refs (name, id) VALUES ('heads/x', ?1)",
+            [&id.as_bytes()[..]],
+        )
+        .unwrap();
+        tx.execute(
+            "INSERT INTO reflog (name, old, new, message) VALUES ('heads/x', NULL, ?1, 'm')",
+            [&id.as_bytes()[..]],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Looks `ids` up on a raw connection to an adapter's database, in one read
+/// transaction, with a cached single-row statement in a loop; `sql` selects
+/// `id, <column>`. Returns the seconds taken and how many were found.
+fn lookup_loop(conn: &Connection, column: &str, ids: &[ObjectId]) -> (f64, usize) {
+    let t = Instant::now();
+    let tx = conn.unchecked_transaction().unwrap();
+    let mut found = 0;
+    {
+        let mut stmt = tx
+            .prepare_cached(&format!("SELECT {column} FROM objects WHERE id = ?1"))
+            .unwrap();
+        for id in ids {
+            let mut rows = stmt.query([&id.as_bytes()[..]]).unwrap();
+            if let Some(row) = rows.next().unwrap() {
+                let _ = row.get_ref(0).unwrap();
+                found += 1;
+            }
+        }
+    }
+    tx.commit().unwrap();
+    (t.elapsed().as_secs_f64(), found)
+}
+
+/// The same with `IN (...)` chunks of 500 and a map back to the order asked.
+fn lookup_chunked(conn: &Connection, column: &str, ids: &[ObjectId]) -> (f64, usize) {
+    let t = Instant::now();
+    let tx = conn.unchecked_transaction().unwrap();
+    let mut at = std::collections::HashMap::new();
+    for (i, id) in ids.iter().enumerate() {
+        at.entry(*id.as_bytes()).or_insert(i);
+    }
+    let mut out: Vec<Option<usize>> = vec![None; ids.len()];
+    {
+        let sql = format!(
+            "SELECT id, {column} FROM objects WHERE id IN ({})",
+            vec!["?"; 500].join(",")
+        );
+        let mut stmt = tx.prepare_cached(&sql).unwrap();
+        for chunk in ids.chunks(500) {
+            let pad = std::iter::repeat_n(&chunk[chunk.len() - 1], 500 - chunk.len());
+            let mut rows = stmt
+                .query(rusqlite::params_from_iter(
+                    chunk.iter().chain(pad).map(|id| &id.as_bytes()[..]),
+                ))
+                .unwrap();
+            while let Some(row) = rows.next().unwrap() {
+                let key: [u8; 32] = row
+                    .get_ref(0)
+                    .unwrap()
+                    .as_bytes()
+                    .unwrap()
+                    .try_into()
+                    .unwrap();
+                let _ = row.get_ref(1).unwrap();
+                out[at[&key]] = Some(1);
+            }
+        }
+    }
+    tx.commit().unwrap();
+    (t.elapsed().as_secs_f64(), out.iter().flatten().count())
+}
+
+/// Compares the two lookup strategies on 10,000 ids (get: with the data; has: ids
+/// only, half of them absent), best of three rounds.
+fn lookup_strategies(path: &Path, present: &[ObjectId]) {
+    let conn = Connection::open(path).unwrap();
+    let mut half: Vec<ObjectId> = present[..present.len() / 2].to_vec();
+    half.extend((0..present.len() / 2).map(|i| id_of(format!("absent {i}").as_bytes())));
+    for (what, column, ids) in [("get", "data", present), ("has", "1", &half[..])] {
+        let (mut single, mut chunked) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            let (a, found_a) = lookup_loop(&conn, column, ids);
+            let (b, found_b) = lookup_chunked(&conn, column, ids);
+            assert_eq!(found_a, found_b);
+            single = single.min(a);
+            chunked = chunked.min(b);
+        }
+        println!(
+            "  {what} of {} ids: single-row loop {:.1} ms, IN chunks of 500 {:.1} ms",
+            ids.len(),
+            single * 1e3,
+            chunked * 1e3
+        );
+    }
+}
+
+#[test]
+#[ignore = "measurement: run in release with --ignored --nocapture"]
+fn adapter_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    println!("40,000 objects (20,000 x 16 KiB random, 20,000 x 4 KiB text), batches of 1,000");
+
+    let db = dir.path().join("figures.db");
+    let store = SqliteStore::open(&db).unwrap();
+    let f = measure(&store, dir.path());
+    print_figures("sqlite", &f);
+    println!(
+        "  sqlite CAS (synchronous=FULL): {:.0} ref moves/s",
+        cas_rate(&store, 300)
+    );
+    drop(store);
+    println!(
+        "  sqlite file after close: {:.0} MB",
+        std::fs::metadata(&db).unwrap().len() as f64 / 1e6
+    );
+    let sample: Vec<ObjectId> = (0..10).flat_map(figure_batch).map(|b| id_of(&b)).collect();
+    lookup_strategies(&db, &sample);
+    let raw = dir.path().join("raw-refs.db");
+    println!(
+        "  raw ref move + reflog row: synchronous=FULL {:.0}/s, NORMAL {:.0}/s",
+        raw_ref_rate(&raw, "FULL", 300),
+        raw_ref_rate(&dir.path().join("raw-refs-normal.db"), "NORMAL", 300),
+    );
+
+    let root = dir.path().join("dirstore");
+    let store = DirStore::open_with(&root, DirOptions::default()).unwrap();
+    let f = measure(&store, &root);
+    print_figures("dir", &f);
+    println!("  dir CAS: {:.0} ref moves/s", cas_rate(&store, 300));
+}

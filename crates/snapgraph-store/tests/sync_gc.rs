@@ -1,0 +1,404 @@
+//! Sync, garbage collection, verification and fault injection.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use snapgraph::{ObjectId, SnapshotGraph, Workspace};
+use snapgraph_store::fault::{Calls, FaultyStore};
+use snapgraph_store::{
+    gc, sync, sync_with, verify, MemoryStore, Repo, RepoCommitOptions, Store, StoreError,
+    SyncError, SyncOptions, WalkProblem,
+};
+
+fn seed(ws: &mut Workspace, files: usize) {
+    for i in 0..files {
+        let body: Vec<u8> = (0..4096)
+            .map(|j| (i * 131 + j * 17 + j / 7) as u8)
+            .collect();
+        ws.write(&format!("/dir{}/file{i}.dat", i % 20), body)
+            .unwrap();
+    }
+}
+
+fn turn(ws: &mut Workspace, t: usize) {
+    let body: Vec<u8> = (0..4096).map(|j| (t * 7 + j * 13) as u8 ^ 0x5a).collect();
+    ws.write(&format!("/dir{}/file{}.dat", t % 20, t % 200), body)
+        .unwrap();
+}
+
+fn history_objects(store: &dyn Store, name: &str) -> usize {
+    let tip = store.get_ref(name).unwrap().unwrap();
+    SnapshotGraph::reachable_history(tip, &store).unwrap().len()
+}
+
+#[test]
+fn sync_sends_exactly_what_is_missing() {
+    let src = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 200);
+    src.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    for t in 0..10 {
+        turn(&mut ws, t);
+        src.commit(&mut ws, "main", RepoCommitOptions::default())
+            .unwrap();
+    }
+    let dst = MemoryStore::new();
+    let first = sync(src.store(), &dst, "heads/main").unwrap();
+    assert_eq!(first.objects, history_objects(src.store(), "heads/main"));
+    assert_eq!(first.objects, dst.len());
+    assert_eq!(
+        dst.get_ref("heads/main").unwrap(),
+        src.branch("main").unwrap()
+    );
+    assert!(verify(&dst, true).unwrap().is_clean());
+
+    // Nothing new: nothing sent, not even a query.
+    let again = sync(src.store(), &dst, "heads/main").unwrap();
+    assert_eq!((again.objects, again.queries), (0, 0));
+
+    // Five new turns: exactly their new objects, a few queries per level.
+    let mut written = 0;
+    for t in 10..15 {
+        turn(&mut ws, t);
+        written += src
+            .commit(&mut ws, "main", RepoCommitOptions::default())
+            .unwrap()
+            .objects_written;
+    }
+    let inc = sync(src.store(), &dst, "heads/main").unwrap();
+    assert_eq!(inc.objects, written);
+    assert!(inc.queries <= inc.levels + 1, "{inc:?}");
+    assert!(
+        inc.examined < 200,
+        "examined {} objects for 5 turns",
+        inc.examined
+    );
+    assert_eq!(dst.len(), src.store().len());
+    assert!(verify(&dst, true).unwrap().is_clean());
+}
+
+#[test]
+fn sync_refuses_to_drop_commits_unless_forced() {
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    ws.write("/a", b"1").unwrap();
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let dst_repo = Repo::new(MemoryStore::new());
+    sync(repo.store(), dst_repo.store(), "heads/main").unwrap();
+
+    // Both sides move on independently.
+    ws.write("/a", b"src").unwrap();
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let mut other = dst_repo.checkout("main").unwrap();
+    other.write("/a", b"dst").unwrap();
+    let dst_tip = dst_repo
+        .commit(&mut other, "main", RepoCommitOptions::default())
+        .unwrap();
+
+    match sync(repo.store(), dst_repo.store(), "heads/main") {
+        Err(SyncError::NotFastForward { destination, .. }) => assert_eq!(destination, dst_tip.id),
+        other => panic!("expected NotFastForward, got {other:?}"),
+    }
+    assert_eq!(dst_repo.branch("main").unwrap(), Some(dst_tip.id));
+    let forced = sync_with(
+        repo.store(),
+        dst_repo.store(),
+        "heads/main",
+        &SyncOptions {
+            force: true,
+            ..SyncOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(forced.to, repo.branch("main").unwrap());
+    assert!(matches!(
+        sync(repo.store(), dst_repo.store(), "heads/none"),
+        Err(SyncError::UnknownRef { .. })
+    ));
+}
+
+#[test]
+fn an_interrupted_sync_resumes_and_never_exposes_a_partial_ref() {
+    let src = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 100);
+    ws.write(
+        "/big.bin",
+        (0..3_000_000u32)
+            .map(|i| i.wrapping_mul(2654435761) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    src.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let total = history_objects(src.store(), "heads/main");
+
+    let probe = FaultyStore::new(MemoryStore::new(), Calls::All);
+    sync(src.store(), &probe, "heads/main").unwrap();
+    let calls = probe.calls();
+    assert!(calls > 5);
+    for n in 1..=calls {
+        let dst = FaultyStore::new(MemoryStore::new(), Calls::All);
+        dst.fail_at(n);
+        let err = sync(src.store(), &dst, "heads/main").expect_err("the fault must surface");
+        assert!(
+            matches!(
+                err,
+                SyncError::Store {
+                    source: StoreError::Injected { .. },
+                    ..
+                }
+            ),
+            "call {n}: {err}"
+        );
+        // The ref never points at an incomplete closure.
+        let report = verify(dst.inner(), false).unwrap();
+        assert!(report.is_clean(), "call {n}: {:?}", report.problems);
+        let held = dst.inner().len();
+        let retry = sync(src.store(), &dst, "heads/main").unwrap();
+        assert_eq!(
+            retry.objects + held,
+            total,
+            "call {n}: the retry re-sent work"
+        );
+        assert!(verify(dst.inner(), true).unwrap().is_clean());
+    }
+}
+
+#[test]
+fn every_failed_call_leaves_a_consistent_store_and_a_retry_succeeds() {
+    // A scenario touching every write path: commits, fork, snapshot, GC.
+    fn scenario(
+        repo: &Repo<&FaultyStore<MemoryStore>>,
+        ws: &mut Workspace,
+        step: usize,
+    ) -> Result<(), String> {
+        let r = match step {
+            0 => repo
+                .commit(ws, "main", RepoCommitOptions::message("base"))
+                .map(|_| ()),
+            1..=3 => {
+                turn(ws, step);
+                repo.commit(ws, "main", RepoCommitOptions::default())
+                    .map(|_| ())
+            }
+            4 => repo.fork("side", "main").map(|_| ()),
+            5 => repo.tag("t", "main", BTreeMap::new()).map(|_| ()),
+            6 => repo
+                .branch("side")
+                .and_then(|tip| tip.map_or(Ok(()), |id| repo.delete_branch("side", id))),
+            _ => gc(repo.store(), &[]).map(|_| ()).map_err(Into::into),
+        };
+        r.map_err(|e| e.to_string())
+    }
+    const STEPS: usize = 8;
+    let run = |fail: Option<u64>| -> (u64, ObjectId, bool) {
+        let store = FaultyStore::new(MemoryStore::new(), Calls::All);
+        let repo = Repo::new(&store);
+        let mut ws = Workspace::new();
+        seed(&mut ws, 60);
+        if let Some(n) = fail {
+            store.fail_at(n);
+        } else {
+            store.reset();
+        }
+        let mut failed = false;
+        for step in 0..STEPS {
+            let mut attempt = ws.clone();
+            // A step is retried after a failure with the workspace as the failed
+            // call left it (Repo::commit leaves it unchanged on error).
+            match scenario(&repo, &mut attempt, step) {
+                Ok(()) => ws = attempt,
+                Err(e) => {
+                    assert!(e.contains("injected"), "step {step}: {e}");
+                    failed = true;
+                    let report = verify(store.inner(), false).unwrap();
+                    assert!(
+                        report.is_clean(),
+                        "after fault at {fail:?}: {:?}",
+                        report.problems
+                    );
+                    let mut retry = ws.clone();
+                    scenario(&repo, &mut retry, step).unwrap_or_else(|e| {
+                        panic!("retry of step {step} after fault {fail:?}: {e}")
+                    });
+                    ws = retry;
+                }
+            }
+        }
+        // A failed presence query inside the core's commit walk counts as "absent"
+        // (the object is written again), so not every fault surfaces; most do.
+        assert!(fail.is_some() || !failed);
+        let report = verify(store.inner(), true).unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        assert_eq!(report.unreachable, 0, "GC ran last");
+        (store.calls(), repo.branch("main").unwrap().unwrap(), failed)
+    };
+    let (calls, tip, _) = run(None);
+    let mut surfaced = 0;
+    for n in 1..=calls {
+        let (_, got, failed) = run(Some(n));
+        assert_eq!(got, tip, "fault at call {n} changed the outcome");
+        surfaced += usize::from(failed);
+    }
+    assert!(
+        surfaced * 2 > calls as usize,
+        "only {surfaced} of {calls} faults surfaced"
+    );
+}
+
+#[test]
+fn gc_keeps_history_and_pins_and_frees_the_rest() {
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 50);
+    let base = repo
+        .commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    ws.write("/pinned.bin", vec![1u8; 50_000]).unwrap();
+    let mut pinned_ws = ws.clone();
+    let pinned = repo
+        .commit(&mut pinned_ws, "pin-me", RepoCommitOptions::default())
+        .unwrap();
+    repo.delete_branch("pin-me", pinned.id).unwrap();
+    ws.write("/garbage.bin", vec![2u8; 50_000]).unwrap();
+    let garbage = repo
+        .commit(&mut ws.clone(), "junk", RepoCommitOptions::default())
+        .unwrap();
+    repo.delete_branch("junk", garbage.id).unwrap();
+
+    let report = gc(repo.store(), &[pinned.id]).unwrap();
+    assert!(report.deleted.contains(&garbage.id));
+    assert!(!report.deleted.contains(&pinned.id));
+    assert!(report.problems.is_empty());
+    assert!(repo.checkout(&pinned.id.to_hex()).is_ok());
+    assert!(repo.checkout(&base.id.to_hex()).is_ok());
+    assert_eq!(
+        repo.store().has_many(&[garbage.id]).unwrap(),
+        vec![garbage.id]
+    );
+    let v = verify(repo.store(), true).unwrap();
+    assert!(v.is_clean() && v.unreachable == report.kept - v.reachable);
+
+    // Idempotent: a second run deletes nothing.
+    assert!(gc(repo.store(), &[pinned.id]).unwrap().deleted.is_empty());
+}
+
+#[test]
+fn gc_never_deletes_what_a_concurrent_commit_reuses() {
+    // The dangerous case: the writer's new content equals garbage (objects no ref
+    // reaches), so its commit reuses those objects instead of writing them, while
+    // collections sweep garbage as fast as they can.
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 40);
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let mut published = Vec::new();
+    std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let (mut runs, mut deleted) = (0, 0);
+            while !stop.load(Ordering::Relaxed) {
+                deleted += gc(repo.store(), &[]).unwrap().deleted.len();
+                runs += 1;
+            }
+            eprintln!("{runs} collections deleted {deleted} objects");
+            runs
+        });
+        for round in 0..150usize {
+            let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + round * 13) as u8).collect();
+            // Garbage with exactly that content.
+            let mut scratch = Workspace::new();
+            scratch.write("/x", &content).unwrap();
+            let g = repo
+                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+                .unwrap();
+            repo.delete_branch("scratch", g.id).unwrap();
+            // The writer reuses it.
+            ws.write(&format!("/dir{}/reuse.dat", round % 5), &content)
+                .unwrap();
+            loop {
+                match repo.commit(&mut ws, "main", RepoCommitOptions::default()) {
+                    Ok(c) => {
+                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+                        let m = plan.missing(repo.store()).unwrap();
+                        assert!(
+                            m.is_empty(),
+                            "round {round}: published {} misses {m:?}",
+                            c.id
+                        );
+                        published.push(c.id);
+                        break;
+                    }
+                    // The reused objects were swept before the ref moved: the
+                    // commit was refused, nothing published. Rewrite and retry.
+                    Err(snapgraph_store::RepoError::Swept { .. }) => {
+                        let fresh = repo.checkout("main").unwrap();
+                        let files = ws.clone();
+                        ws = fresh;
+                        for (path, meta) in files.walk() {
+                            if meta.kind == snapgraph::EntryKind::File {
+                                ws.write(&path, files.read(&path).unwrap()).unwrap();
+                            }
+                        }
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(collector.join().unwrap() > 0);
+    });
+    let report = verify(repo.store(), true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let history = repo.log("main", usize::MAX).unwrap();
+    for id in &published {
+        assert!(history.iter().any(|(h, _)| h == id), "commit {id} lost");
+        assert!(repo.checkout(&id.to_hex()).is_ok());
+    }
+}
+
+#[test]
+fn verify_reports_missing_and_corrupt_objects() {
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 30);
+    ws.write("/big.bin", vec![3u8; 200_000]).unwrap();
+    let c = repo
+        .commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    assert!(verify(repo.store(), true).unwrap().is_clean());
+    let commit = SnapshotGraph::commit(c.id, repo.store()).unwrap();
+    // Corrupt the root tree; delete some chunk.
+    repo.store().corrupt(commit.tree, b"garbage".to_vec());
+    let report = verify(repo.store(), false).unwrap();
+    assert!(report
+        .problems
+        .iter()
+        .any(|p| matches!(p, WalkProblem::Invalid { id, .. } if *id == commit.tree)));
+    assert_eq!(report.broken_refs, vec!["heads/main".to_string()]);
+
+    let repo2 = Repo::new(MemoryStore::new());
+    let mut ws2 = Workspace::new();
+    ws2.write(
+        "/big.bin",
+        (0..300_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let c2 = repo2
+        .commit(&mut ws2, "main", RepoCommitOptions::default())
+        .unwrap();
+    let objects = SnapshotGraph::reachable(c2.id, repo2.store()).unwrap();
+    let victim = objects[0];
+    repo2.store().delete_many(&[victim]).unwrap();
+    let report = verify(repo2.store(), false).unwrap();
+    assert!(report
+        .problems
+        .iter()
+        .any(|p| matches!(p, WalkProblem::Missing { id, .. } if *id == victim)));
+    assert!(!report.is_clean());
+}
