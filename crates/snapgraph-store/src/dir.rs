@@ -274,9 +274,8 @@ impl Journal {
 }
 
 /// Takes the lock on `root/lock` (released when the file is dropped).
-// `File::lock` and `File::lock_shared` are stable since Rust 1.89: this module needs
-// 1.89 although the workspace still declares an older rust-version.
-#[allow(clippy::incompatible_msrv)]
+// `File::lock` and `File::lock_shared` are stable since Rust 1.89 (the workspace's
+// rust-version).
 fn take_lock(path: &Path, exclusive: bool) -> Result<File, StoreError> {
     let file = OpenOptions::new()
         .read(true)

@@ -11,6 +11,29 @@
 //! - [`gc`](mod@gc): mark from refs and pins, sweep the rest, safe with concurrent commits.
 //! - [`verify()`]: re-hash every object and check every ref's closure.
 //! - [`fault::FaultyStore`]: a wrapper failing the N-th call, for reliability tests.
+//!
+//! ```
+//! use snapgraph::Workspace;
+//! use snapgraph_store::{gc, open, sync, verify, Repo, RepoCommitOptions};
+//!
+//! let repo = Repo::new(open("memory:")?); // or "sqlite:history.db", "postgres://…"
+//! let mut ws = Workspace::new();
+//! ws.write("/notes.txt", b"turn 1")?;
+//! repo.commit(&mut ws, "main", RepoCommitOptions::message("turn 1"))?;
+//!
+//! let mut ws = repo.checkout_shallow("main")?; // trees only, no file content read
+//! ws.write("/notes.txt", b"turn 2")?;
+//! let c = repo.commit(&mut ws, "main", RepoCommitOptions::message("turn 2"))?;
+//! repo.tag("before-refactor", "main", [("score".into(), "0.93".into())].into())?;
+//! repo.fork("experiment", &c.id.to_hex())?;
+//!
+//! let server = open("memory:")?;
+//! let sent = sync(repo.store(), &*server, "heads/main")?; // only what it lacks
+//! assert_eq!(sent.to, Some(c.id));
+//! gc(repo.store(), &[])?; // safe with concurrent writers
+//! assert!(verify(repo.store(), true)?.is_clean());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod codec;

@@ -14,9 +14,11 @@
 //! (a `put_many`, a `delete_many`, an `update_refs`) has its WAL frames fsynced before
 //! the call returns, so an object put or a ref move that returned survives a process
 //! kill *and* a power loss. `synchronous=NORMAL` would survive a process kill only (WAL
-//! mode defers the fsync to checkpoints); the saving is one fsync per transaction, and
-//! since objects are written in batches that is small next to what a lost ref move
-//! costs (see the `adapter_figures` test for the numbers).
+//! mode defers the fsync to checkpoints); the saving is one fsync per transaction.
+//! Measured (`adapter_figures`, a shared virtual disk): a ref move with its reflog row
+//! ran at 2,400/s with FULL against 8,300/s with NORMAL; objects are written in
+//! batches, one fsync per `put_many`, where it does not show. Hundreds to thousands of
+//! ref moves a second is plenty, and losing an acknowledged one is not acceptable.
 //!
 //! Every write runs in a `BEGIN IMMEDIATE` transaction, so a writer takes the database
 //! write lock before it reads anything: a compare-and-swap reads the refs it checks and

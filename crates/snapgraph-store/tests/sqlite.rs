@@ -521,7 +521,7 @@ fn figure_batch(b: usize) -> Vec<Vec<u8>> {
     (0..1000)
         .map(|i| {
             let n = (b * 1000 + i) as u64;
-            if b % 2 == 0 {
+            if b.is_multiple_of(2) {
                 random(n, 16 * 1024)
             } else {
                 text(n, 4 * 1024)
