@@ -166,6 +166,13 @@ impl SqliteStore {
         let fail = |e| open_error(&path, e);
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
         if on_disk {
+            // 8 KiB pages for a new file (a no-op on an existing one): objects are
+            // mostly chunks of 4 to 64 KiB, which 4 KiB pages split into long
+            // overflow chains. Measured (`adapter_figures`, 410 MB of 16 KiB random
+            // and 4 KiB text objects): 4 KiB pages put 71 MB/s, get 293 MB/s, file
+            // 401 MB; 8 KiB 96 MB/s, 422 MB/s, 426 MB; 16 KiB 105 MB/s, 447 MB/s,
+            // 446 MB (slack in the last overflow page grows with the page).
+            conn.pragma_update(None, "page_size", 8_192).map_err(fail)?;
             // The first read of the file: a file that is not a database fails here.
             let mode: String = conn
                 .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -184,6 +191,10 @@ impl SqliteStore {
         }
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(fail)?;
+        // A 64 MiB page cache (negative: KiB) and a WAL checkpointed every 4,096
+        // pages (32 MiB) instead of every 1,000: fewer, larger checkpoints.
+        conn.pragma_update(None, "cache_size", -65_536).map_err(fail)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 4_096).map_err(fail)?;
         conn.set_prepared_statement_cache_capacity(32);
 
         let tx = conn
