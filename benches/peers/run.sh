@@ -35,16 +35,21 @@ SG=$ROOT/target/release/snapgraph
 mkdir -p "$CACHE/sdist" "$CACHE/tree"
 VERSIONS=()
 for ((i = FIRST_PATCH; i < FIRST_PATCH + COUNT; i++)); do VERSIONS+=("4.2.$i"); done
+INDEX=$CACHE/$PROJECT.json
 for v in "${VERSIONS[@]}"; do
   [ -d "$CACHE/tree/$v" ] && continue
-  url=$(curl -fsS "https://pypi.org/pypi/$PROJECT/$v/json" | python3 -c '
+  [ -s "$INDEX" ] || curl -fsS -o "$INDEX" "https://pypi.org/pypi/$PROJECT/json"
+  url=$(python3 - "$INDEX" "$v" <<'PY'
 import json, sys, urllib.parse
-d = json.load(sys.stdin)
-base = "https://pypi.org/pypi/'"$PROJECT/$v"'/json"
-print(next(urllib.parse.urljoin(base, f["url"]) for f in d["urls"] if f["packagetype"] == "sdist"))')
+index, version = sys.argv[1], sys.argv[2]
+files = json.load(open(index))["releases"][version]
+base = "https://pypi.org/pypi/django/json"
+print(next(urllib.parse.urljoin(base, f["url"]) for f in files if f["packagetype"] == "sdist"))
+PY
+)
   echo "downloading $PROJECT $v" >&2
   curl -fsS -o "$CACHE/sdist/$v.tar.gz" "$url"
-  mkdir -p "$CACHE/tree/$v.tmp"
+  rm -rf "$CACHE/tree/$v.tmp" && mkdir -p "$CACHE/tree/$v.tmp"
   tar xzf "$CACHE/sdist/$v.tar.gz" -C "$CACHE/tree/$v.tmp" --strip-components=1
   mv "$CACHE/tree/$v.tmp" "$CACHE/tree/$v"
 done
@@ -58,7 +63,7 @@ elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 sum() { python3 -c "import sys; print(f'{sum(map(float, sys.argv[1:])):.2f}')" "$@"; }
 
 # Per tool: init / snapshot VERSION / restore VERSION DIR; each runs in its tree.
-sg_init() { (cd "$W" && "$SG" init --store "sqlite:$R/store.db" >/dev/null); }
+sg_init() { mkdir -p "$R" && (cd "$W" && "$SG" init --store "sqlite:$R/store.db" >/dev/null); }
 sg_snap() { (cd "$W" && "$SG" commit -m "$1" >/dev/null && "$SG" tag "v$1" >/dev/null); }
 sg_time() { (cd "$W" && "$SG" commit -m "$1" >/dev/null); }
 sg_restore() { (cd "$W" && "$SG" checkout "v$1" --to "$2" >/dev/null); }
