@@ -193,8 +193,10 @@ impl SqliteStore {
             .map_err(fail)?;
         // A 64 MiB page cache (negative: KiB) and a WAL checkpointed every 4,096
         // pages (32 MiB) instead of every 1,000: fewer, larger checkpoints.
-        conn.pragma_update(None, "cache_size", -65_536).map_err(fail)?;
-        conn.pragma_update(None, "wal_autocheckpoint", 4_096).map_err(fail)?;
+        conn.pragma_update(None, "cache_size", -65_536)
+            .map_err(fail)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 4_096)
+            .map_err(fail)?;
         conn.set_prepared_statement_cache_capacity(32);
 
         let tx = conn
