@@ -381,6 +381,7 @@ fn commit(
             message,
             meta,
             extra_parents: Vec::new(),
+            onto_tip: false,
         },
     )?;
     // The stat cache for the next commit.
@@ -1122,6 +1123,8 @@ fn import(ctx: &Ctx, file: &Path, message: Option<String>, branch: Option<String
         &branch,
         RepoCommitOptions {
             message,
+            // An archive replaces the branch's content as its next commit.
+            onto_tip: true,
             ..RepoCommitOptions::default()
         },
     )?;

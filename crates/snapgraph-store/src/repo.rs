@@ -127,6 +127,11 @@ pub struct RepoCommitOptions {
     pub meta: BTreeMap<String, String>,
     /// Parents besides the workspace's head (a merge).
     pub extra_parents: Vec<ObjectId>,
+    /// Lets a workspace that was never checked out from the branch (no head, say an
+    /// imported archive) become the branch's next commit, its parent the tip read at
+    /// the start (still moved by compare-and-swap, so a concurrent commit is not
+    /// lost). Without it such a commit onto an existing branch is refused.
+    pub onto_tip: bool,
 }
 
 impl RepoCommitOptions {
@@ -321,7 +326,7 @@ impl<S: Store> Repo<S> {
         let head = ws.head();
         // Allowed: the workspace is at the tip, or the branch is new (a fresh
         // workspace starts it with a root commit, a checked-out one forks it).
-        if tip.is_some() && head != tip {
+        if tip.is_some() && head != tip && !(head.is_none() && options.onto_tip) {
             return Err(RepoError::BranchMoved {
                 branch: name,
                 workspace: head,
@@ -329,6 +334,9 @@ impl<S: Store> Repo<S> {
             });
         }
         let mut opts = CommitOptions::new().parent_source(&self.store);
+        if head.is_none() && options.onto_tip {
+            opts = opts.parents(tip).have_in(&self.store);
+        }
         if head.is_some() {
             opts = opts.parents(head);
             // The workspace knows what it last committed or checked out; the store

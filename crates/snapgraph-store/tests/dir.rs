@@ -4,94 +4,17 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use snapgraph::ObjectId;
 use snapgraph_store::dir::{DirError, DirOptions, DirStore};
 use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
 
-fn id_of(bytes: &[u8]) -> ObjectId {
-    ObjectId::hash_stored(bytes)
-}
-
-fn text(seed: u64, len: usize) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "fn",
-        "let",
-        "mut",
-        "store",
-        "object",
-        "commit",
-        "tree",
-        "ref",
-        "the",
-        "of",
-        "and",
-        "return",
-        "match",
-        "Some",
-        "None",
-        "\n",
-        "    ",
-        "snapgraph",
-        "batch",
-        "id",
-    ];
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
-        out.push(b' ');
-    }
-    out.truncate(len);
-    out
-}
-
-fn random(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
+mod common;
+use common::*;
 
 fn object_file(root: &Path, id: &ObjectId) -> PathBuf {
     let hex = id.to_hex();
     root.join("objects").join(&hex[..2]).join(&hex[2..])
-}
-
-fn all_ids(store: &dyn Store) -> Vec<ObjectId> {
-    let mut ids = Vec::new();
-    store
-        .for_each_id(&mut |id| {
-            ids.push(id);
-            Ok(())
-        })
-        .unwrap();
-    ids.sort();
-    ids
-}
-
-fn tree_size(path: &Path) -> u64 {
-    fs::read_dir(path)
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            if e.file_type().unwrap().is_dir() {
-                tree_size(&e.path())
-            } else {
-                e.metadata().unwrap().len()
-            }
-        })
-        .sum()
 }
 
 #[test]
@@ -415,8 +338,8 @@ fn compression_shrinks_text_at_rest() {
     .unwrap()
     .put_many(&batch)
     .unwrap();
-    let zstd = tree_size(&zstd_root.join("objects"));
-    let raw = tree_size(&raw_root.join("objects"));
+    let zstd = dir_size(&zstd_root.join("objects"));
+    let raw = dir_size(&raw_root.join("objects"));
     assert!(raw >= raw_total);
     assert!(zstd * 2 < raw_total, "zstd {zstd} of {raw_total}");
 }
@@ -424,17 +347,6 @@ fn compression_shrinks_text_at_rest() {
 // ----- several writer processes -----
 
 const CHILD_DIR: &str = "SNAPGRAPH_CHILD_DIR";
-const CHILD_INDEX: &str = "SNAPGRAPH_CHILD_INDEX";
-const CHILDREN: usize = 3;
-const ROUNDS: usize = 25;
-
-fn child_objects(k: usize, r: usize) -> [Vec<u8>; 3] {
-    [
-        text(1_000_000 + r as u64, 2000),
-        text((k * 1000 + r) as u64, 3000),
-        random((k * 1000 + r) as u64, 9000),
-    ]
-}
 
 /// Not a test of its own: the body of a child process (see
 /// `several_processes_converge`); returns at once unless the environment says so.
@@ -444,28 +356,7 @@ fn child_writer_entry() {
         return;
     };
     let k: usize = std::env::var(CHILD_INDEX).unwrap().parse().unwrap();
-    let store = DirStore::open(&root).unwrap();
-    let mine = format!("heads/child-{k}");
-    let mut prev = None;
-    for r in 0..ROUNDS {
-        let objects = child_objects(k, r);
-        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|b| (id_of(b), &b[..])).collect();
-        store.put_many(&batch).unwrap();
-        let new = batch[1].0;
-        loop {
-            let old = store.get_ref("heads/main").unwrap();
-            let updates = [
-                RefUpdate::new("heads/main", old, Some(new)),
-                RefUpdate::new(mine.as_str(), prev, Some(new)),
-            ];
-            match store.update_refs(&updates, &format!("child {k} round {r}")) {
-                Ok(()) => break,
-                Err(StoreError::RefConflict { name, .. }) => assert_eq!(name, "heads/main"),
-                Err(e) => panic!("child {k}: {e}"),
-            }
-        }
-        prev = Some(new);
-    }
+    run_child(&DirStore::open(&root).unwrap(), k);
 }
 
 #[test]
@@ -473,67 +364,9 @@ fn several_processes_converge() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("multi");
     drop(DirStore::open(&root).unwrap());
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..CHILDREN)
-        .map(|k| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "child_writer_entry",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_DIR, &root)
-                .env(CHILD_INDEX, k.to_string())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for (k, child) in children.into_iter().enumerate() {
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "child {k} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
+    spawn_children(CHILD_DIR, &root);
     let store = DirStore::open(&root).unwrap();
-    let log = store.reflog("heads/main").unwrap();
-    assert_eq!(log.len(), CHILDREN * ROUNDS, "one entry per successful CAS");
-    assert_eq!(log[0].old, None);
-    for pair in log.windows(2) {
-        assert_eq!(pair[0].new, pair[1].old, "the reflog is a chain");
-    }
-    assert_eq!(
-        store.get_ref("heads/main").unwrap(),
-        log.last().unwrap().new
-    );
-    let mut expected = Vec::new();
-    for k in 0..CHILDREN {
-        let own = store.reflog(&format!("heads/child-{k}")).unwrap();
-        assert_eq!(own.len(), ROUNDS);
-        for pair in own.windows(2) {
-            assert_eq!(pair[0].new, pair[1].old);
-        }
-        for r in 0..ROUNDS {
-            expected.extend(child_objects(k, r));
-        }
-    }
-    expected.sort();
-    expected.dedup();
-    let ids: Vec<ObjectId> = expected.iter().map(|b| id_of(b)).collect();
-    for (want, got) in expected.iter().zip(store.get_many(&ids).unwrap()) {
-        assert_eq!(
-            got.as_ref(),
-            Some(want),
-            "every object readable and verified"
-        );
-    }
-    assert_eq!(all_ids(&store).len(), ids.len());
+    check_children(&store);
     assert_eq!(
         fs::read_dir(root.join("tmp")).unwrap().count(),
         0,

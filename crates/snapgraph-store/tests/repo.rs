@@ -272,3 +272,28 @@ fn reindex_restores_snapshots_and_rescues_unreferenced_heads() {
     let again = repo.reindex().unwrap();
     assert!(again.tags_restored.is_empty() && again.lost_found.is_empty());
 }
+
+#[test]
+fn onto_tip_makes_a_fresh_workspace_the_next_commit() {
+    let repo = Repo::new(MemoryStore::new());
+    let mut a = Workspace::new();
+    a.write("/x", b"1").unwrap();
+    let first = repo
+        .commit(&mut a, "main", RepoCommitOptions::default())
+        .unwrap();
+    let mut imported = Workspace::new();
+    imported.write("/y", b"2").unwrap();
+    let options = RepoCommitOptions {
+        onto_tip: true,
+        ..RepoCommitOptions::default()
+    };
+    let second = repo.commit(&mut imported, "main", options).unwrap();
+    assert_eq!(second.previous, Some(first.id));
+    let log = repo.log("main", 5).unwrap();
+    assert_eq!(log[1].0, first.id);
+    let now = repo.checkout("main").unwrap();
+    assert!(
+        !now.exists("/x") && now.exists("/y"),
+        "the content is replaced"
+    );
+}
