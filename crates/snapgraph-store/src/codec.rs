@@ -10,6 +10,8 @@
 //! differently hold the same objects under the same ids, and `decode` re-hashes what
 //! it returns: a store that flips a bit is caught on every read.
 
+use std::cell::RefCell;
+
 use snapgraph::object::MAX_OBJECT_SIZE;
 use snapgraph::ObjectId;
 
@@ -45,7 +47,7 @@ impl Default for Compression {
 pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
     if let Compression::Zstd { level } = compression {
         if stored.len() >= MIN_COMPRESS {
-            if let Ok(packed) = zstd::bulk::compress(stored, level) {
+            if let Some(packed) = compress(stored, level) {
                 if packed.len() + stored.len() / 16 < stored.len() {
                     let mut out = Vec::with_capacity(packed.len() + 1);
                     out.push(ZSTD);
@@ -61,13 +63,47 @@ pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
     out
 }
 
+thread_local! {
+    // zstd contexts are costly to set up next to a small object (tens of
+    // microseconds, more than compressing a tree node), so each thread keeps one.
+    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { RefCell::new(None) };
+}
+
+fn compress(data: &[u8], level: i32) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+            *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+        }
+        let (_, c) = slot.as_mut()?;
+        c.compress(data).ok()
+    })
+}
+
+fn decompress(data: &[u8]) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match slot.as_mut() {
+            Some(d) => d.decompress(data, MAX_OBJECT_SIZE),
+            None => zstd::bulk::decompress(data, MAX_OBJECT_SIZE),
+        }
+    })
+}
+
 /// The stored bytes of `id` from what was kept at rest, verified against the id.
 pub fn decode(id: &ObjectId, encoded: &[u8]) -> Result<Vec<u8>, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
     let stored = match encoded.split_first() {
         Some((&RAW, rest)) => rest.to_vec(),
-        Some((&ZSTD, rest)) => zstd::bulk::decompress(rest, MAX_OBJECT_SIZE)
-            .map_err(|e| corrupt(format!("zstd frame does not decode: {e}")))?,
+        Some((&ZSTD, rest)) => {
+            decompress(rest).map_err(|e| corrupt(format!("zstd frame does not decode: {e}")))?
+        }
         Some((tag, _)) => return Err(corrupt(format!("unknown encoding tag {tag}"))),
         None => return Err(corrupt("empty record".into())),
     };
