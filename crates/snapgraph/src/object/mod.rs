@@ -264,7 +264,7 @@ pub fn references(
 }
 
 /// Checks size, kind byte and version of stored bytes already known to hash to `id`.
-fn header(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectError> {
+pub(crate) fn header(id: &ObjectId, stored: &[u8]) -> Result<(ObjectKind, u8), ObjectError> {
     if stored.len() > MAX_OBJECT_SIZE {
         return Err(ObjectError::TooLarge {
             id: *id,

@@ -306,6 +306,7 @@ impl Workspace {
         shallow: bool,
     ) -> Loader<'a, S> {
         Loader {
+            threads: self.parallelism(),
             source,
             commit,
             limits: self.limits,
@@ -353,7 +354,82 @@ impl Workspace {
     }
 }
 
+/// Chunks fetched before they are verified and copied in parallel: bounds the memory
+/// an owning source (a database) holds beside the file's buffer (64 chunks of at most
+/// 64 KiB).
+const CHECKOUT_WINDOW: usize = 64;
+
+/// Checks each fetched chunk (its hash when `hash`, its header, its kind and the
+/// length the manifest gives it) and copies it into `target`, which is exactly as
+/// long as the lengths together, on up to `threads` threads. The error reported is
+/// that of the first bad chunk in order.
+fn verify_and_copy(
+    chunks: &[(ObjectId, std::borrow::Cow<'_, [u8]>, usize)],
+    target: &mut [u8],
+    hash: bool,
+    threads: usize,
+) -> Result<(), ObjectError> {
+    let run = |part: &[(ObjectId, std::borrow::Cow<'_, [u8]>, usize)], out: &mut [u8]| {
+        let mut at = 0;
+        for (id, stored, len) in part {
+            let (kind, _) = if hash {
+                crate::object::verify(id, stored)?
+            } else {
+                crate::object::header(id, stored)?
+            };
+            if kind != ObjectKind::Chunk {
+                return Err(ObjectError::WrongKind {
+                    id: *id,
+                    expected: ObjectKind::Chunk,
+                    actual: kind,
+                });
+            }
+            let body = &stored[2..];
+            if body.len() != *len {
+                return Err(ObjectError::malformed(
+                    *id,
+                    ObjectKind::Chunk,
+                    format!("{} bytes where the manifest says {len}", body.len()),
+                ));
+            }
+            out[at..at + len].copy_from_slice(body);
+            at += len;
+        }
+        Ok(())
+    };
+    let total = target.len();
+    if threads < 2 || chunks.len() < 2 || total < (1 << 20) {
+        return run(chunks, target);
+    }
+    // Split the chunks into `threads` runs of about equal bytes.
+    let share = total.div_ceil(threads);
+    let mut parts = Vec::with_capacity(threads);
+    let (mut start, mut bytes, mut rest) = (0, 0, target);
+    for (i, (_, _, len)) in chunks.iter().enumerate() {
+        bytes += len;
+        if bytes >= share || i + 1 == chunks.len() {
+            let (out, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
+            parts.push((&chunks[start..=i], out));
+            rest = tail;
+            start = i + 1;
+            bytes = 0;
+        }
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|(part, out)| scope.spawn(move || run(part, out)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<Result<(), ObjectError>>()
+    })
+}
+
 struct Loader<'a, S: ?Sized> {
+    /// Threads a large file's chunks are verified on.
+    threads: usize,
     source: &'a S,
     commit: ObjectId,
     limits: Limits,
@@ -711,26 +787,42 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         let Some(data) = Arc::get_mut(&mut buffer) else {
             unreachable!("a freshly collected Arc is unique")
         };
-        let mut at = 0usize;
         let mut spans = Vec::with_capacity(chunks.len());
+        let mut at = 0usize;
         for c in &chunks {
-            let loaded = load_with(self.source, &c.id, ObjectKind::Chunk, self.hash)?;
-            let body = loaded.body();
-            if body.len() != c.len as usize {
-                return Err(ObjectError::malformed(
-                    c.id,
-                    ObjectKind::Chunk,
-                    format!("{} bytes where the manifest says {}", body.len(), c.len),
-                )
-                .into());
-            }
             spans.push(Span {
                 id: c.id,
                 start: at,
                 len: c.len,
             });
-            data[at..at + body.len()].copy_from_slice(body);
-            at += body.len();
+            at += c.len as usize;
+        }
+        if at != data.len() {
+            return Err(ObjectError::malformed(
+                root,
+                ObjectKind::Manifest,
+                format!("chunks hold {at} bytes where the manifest says {size}"),
+            )
+            .into());
+        }
+        // Chunks are fetched in order (the source need not be shareable between
+        // threads), a window at a time, then re-hashed and copied into place on up to
+        // `threads` threads: verification is most of a large checkout's work.
+        let mut rest: &mut [u8] = data;
+        for window in chunks.chunks(CHECKOUT_WINDOW) {
+            let mut fetched = Vec::with_capacity(window.len());
+            for c in window {
+                let stored = self
+                    .source
+                    .get(&c.id)
+                    .map_err(|source| ObjectError::Source { id: c.id, source })?
+                    .ok_or(ObjectError::NotFound { id: c.id })?;
+                fetched.push((c.id, stored, c.len as usize));
+            }
+            let len: usize = window.iter().map(|c| c.len as usize).sum();
+            let (target, tail) = rest.split_at_mut(len);
+            rest = tail;
+            verify_and_copy(&fetched, target, self.hash, self.threads)?;
         }
         if spans.len() < 2 {
             return Err(ObjectError::malformed(
