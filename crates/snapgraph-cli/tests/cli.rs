@@ -850,3 +850,44 @@ fn error_paths_print_useful_messages() {
     let out = run_in(t.path(), &["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The server store: a repository on PostgreSQL (its own schema), committed to,
+/// synced from and verified; then synced back into a SQLite repository.
+#[test]
+fn a_repository_on_postgres() {
+    let Ok(base) = std::env::var("SNAPGRAPH_PG_URL") else {
+        assert!(
+            std::env::var("SNAPGRAPH_SKIP_PG").is_ok(),
+            "SNAPGRAPH_PG_URL is unset: run scripts/postgres (or scripts/test), or set SNAPGRAPH_SKIP_PG=1"
+        );
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("cli_{}_{nanos}", std::process::id());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}snapgraph_schema={schema}");
+    let a = tempfile::tempdir().unwrap();
+    ok(a.path(), &["init", "--store", &url]);
+    write(a.path(), "notes.txt", b"on the server");
+    write(a.path(), "big.bin", &pseudo_random(300_000, 9));
+    let first = commit_id(&ok(a.path(), &["commit", "-m", "one"]));
+    write(a.path(), "notes.txt", b"edited");
+    let second = commit_id(&ok(a.path(), &["commit", "-m", "two"]));
+    assert_eq!(json(a.path(), &["log"]).as_array().unwrap().len(), 2);
+    assert_eq!(json(a.path(), &["verify", "--read-data"])["clean"], true);
+    let b = repo();
+    ok(b.path(), &["sync", a.path().to_str().unwrap(), ".", "main"]);
+    let log = json(b.path(), &["log", "main"]);
+    assert_eq!(log[0]["id"], second.as_str());
+    assert_eq!(log[1]["id"], first.as_str());
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("restored");
+    ok(
+        b.path(),
+        &["checkout", "main", "--to", to.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(to.join("notes.txt")).unwrap(), b"edited");
+}
