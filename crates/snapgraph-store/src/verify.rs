@@ -74,13 +74,15 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
     let held: HashSet<ObjectId> = all.iter().copied().collect();
 
     // Chunks of the closures: present? (Their bytes are checked with read_data.)
+    let reported: HashSet<ObjectId> = report
+        .problems
+        .iter()
+        .map(|p| match p {
+            WalkProblem::Missing { id, .. } | WalkProblem::Invalid { id, .. } => *id,
+        })
+        .collect();
     for id in &seen {
-        if !held.contains(id)
-            && !report
-                .problems
-                .iter()
-                .any(|p| matches!(p, WalkProblem::Missing { id: m, .. } | WalkProblem::Invalid { id: m, .. } if m == id))
-        {
+        if !held.contains(id) && !reported.contains(id) {
             report.problems.push(WalkProblem::Missing {
                 id: *id,
                 referenced_by: None,

@@ -57,16 +57,21 @@ pub(crate) fn mark(
                 .filter(|(_, kind, _)| *kind != ObjectKind::Chunk)
                 .map(|(id, _, _)| *id)
                 .collect();
+            let before = problems.len();
             let got = read_batch(store, &to_read, problems)?;
+            // Objects of this batch found invalid (not merely absent).
+            let invalid: HashSet<ObjectId> = problems[before..]
+                .iter()
+                .map(|p| match p {
+                    WalkProblem::Missing { id, .. } | WalkProblem::Invalid { id, .. } => *id,
+                })
+                .collect();
             for (id, kind, parent) in batch {
                 if *kind == ObjectKind::Chunk {
                     continue;
                 }
                 let Some(stored) = got.get(id) else {
-                    if !problems
-                        .iter()
-                        .any(|p| matches!(p, WalkProblem::Invalid { id: i, .. } if i == id))
-                    {
+                    if !invalid.contains(id) {
                         problems.push(WalkProblem::Missing {
                             id: *id,
                             referenced_by: *parent,
