@@ -128,7 +128,19 @@ pub enum Command {
         action: Option<SnapshotsAction>,
     },
     /// Delete objects no branch or snapshot reaches.
-    Gc,
+    Gc {
+        /// First remove leases left by killed writers. Only when no other snapgraph
+        /// process writes to this store.
+        #[arg(long)]
+        break_leases: bool,
+        /// First remove the sweep marker of a collector that died. Only when no
+        /// other collection runs.
+        #[arg(long)]
+        clear_marker: bool,
+        /// How long to wait for writers' leases before giving up, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait: u64,
+    },
     /// Re-hash objects and check every ref's history is complete.
     Verify {
         /// Re-hash every object, file chunks included.

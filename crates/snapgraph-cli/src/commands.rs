@@ -94,7 +94,11 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Tag { name, at, label } => tag(&ctx, &name, at.as_deref(), &label),
         Command::Fork { new, at } => fork(&ctx, &new, &at),
         Command::Snapshots { action } => snapshots(&ctx, action.unwrap_or(SnapshotsAction::List)),
-        Command::Gc => gc(&ctx),
+        Command::Gc {
+            break_leases,
+            clear_marker,
+            wait,
+        } => gc(&ctx, break_leases, clear_marker, wait),
         Command::Verify { read_data } => verify(&ctx, read_data),
         Command::Pack {
             rev,
@@ -927,10 +931,21 @@ fn snapshots(ctx: &Ctx, action: SnapshotsAction) -> Result<()> {
     Ok(())
 }
 
-fn gc(ctx: &Ctx) -> Result<()> {
+fn gc(ctx: &Ctx, break_leases: bool, clear_marker: bool, wait: u64) -> Result<()> {
     let wd = ctx.open()?;
+    if break_leases {
+        let n = snapgraph_store::gc::break_leases(wd.store())?;
+        eprintln!("removed {n} writer lease(s)");
+    }
+    if clear_marker && snapgraph_store::gc::clear_marker(wd.store())? {
+        eprintln!("removed a sweep marker");
+    }
     let pb = ctx.bar(None, "gc");
-    let r = snapgraph_store::gc(wd.store(), &[])?;
+    let options = snapgraph_store::GcOptions {
+        lease_wait: std::time::Duration::from_secs(wait),
+        ..Default::default()
+    };
+    let r = snapgraph_store::gc::collect_with(wd.store(), &options)?;
     pb.finish_and_clear();
     ctx.print(
         json!({"deleted": r.deleted.len(), "kept": r.kept, "refs": r.refs, "problems": r.problems.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>()}),

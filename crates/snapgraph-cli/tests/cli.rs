@@ -891,3 +891,22 @@ fn a_repository_on_postgres() {
     );
     assert_eq!(std::fs::read(to.join("notes.txt")).unwrap(), b"edited");
 }
+
+/// A writer killed while holding its lease blocks collections, with a message that
+/// says what to do; `gc --break-leases` clears it.
+#[test]
+fn a_dead_writers_lease_is_reported_and_can_be_broken() {
+    let t = repo();
+    write(t.path(), "a", b"1");
+    ok(t.path(), &["commit", "-m", "one"]);
+    let url = format!("sqlite:{}", t.path().join(".snapgraph/store.db").display());
+    let store = snapgraph_store::open(&url).unwrap();
+    let lease = snapgraph_store::gc::Lease::acquire(&*store, std::time::Duration::ZERO)
+        .unwrap()
+        .unwrap();
+    drop(lease); // never released: as if the writer had been killed
+    let err = fails(t.path(), &["gc", "--wait", "0"]);
+    assert!(err.contains("lease"), "{err}");
+    ok(t.path(), &["gc", "--break-leases", "--wait", "0"]);
+    assert_eq!(json(t.path(), &["verify"])["clean"], true);
+}

@@ -92,7 +92,7 @@ pub enum RepoError {
         needed_by: Vec<String>,
     },
     /// A garbage collection is sweeping and did not finish within the wait.
-    #[error("a garbage collection is sweeping (marker {marker}); if no collector runs, clear it with Repo::clear_gc_marker")]
+    #[error("a garbage collection is sweeping (marker {marker}); if no collector runs, clear it with gc::clear_marker (snapgraph gc --clear-marker)")]
     GcInProgress {
         /// The sweep marker.
         marker: ObjectId,
