@@ -468,6 +468,20 @@ impl PgStore {
         &self.label
     }
 
+    /// Refuses tables of a newer schema than this build knows.
+    fn refuse_newer(&self, found: i64) -> Result<(), StoreError> {
+        if found > SCHEMA_VERSION {
+            return Err(self.err(
+                "checking the schema version",
+                PgError::SchemaTooNew {
+                    found,
+                    supported: SCHEMA_VERSION,
+                },
+            ));
+        }
+        Ok(())
+    }
+
     fn err(&self, what: impl fmt::Display, e: impl Into<PgError>) -> StoreError {
         StoreError::backend(format!("{what} in {}", self.label), e.into())
     }
@@ -514,15 +528,7 @@ impl PgStore {
                 .map_err(|e| self.err("reading the schema version", e))?;
             if let Some(row) = row {
                 let found: i64 = self.column(&row, 0, &"reading the schema version")?;
-                if found > SCHEMA_VERSION {
-                    return Err(self.err(
-                        "checking the schema version",
-                        PgError::SchemaTooNew {
-                            found,
-                            supported: SCHEMA_VERSION,
-                        },
-                    ));
-                }
+                self.refuse_newer(found)?;
                 if found == SCHEMA_VERSION {
                     return Ok(());
                 }
@@ -547,15 +553,7 @@ impl PgStore {
             .query_typed_one(&version_sql, &[])
             .map_err(|e| self.err(what, e))?;
         let found: i64 = self.column(&row, 0, &"reading the schema version")?;
-        if found > SCHEMA_VERSION {
-            return Err(self.err(
-                "checking the schema version",
-                PgError::SchemaTooNew {
-                    found,
-                    supported: SCHEMA_VERSION,
-                },
-            ));
-        }
+        self.refuse_newer(found)?;
         let (objects, refs, reflog) = (t("objects"), t("refs"), t("reflog"));
         tx.batch_execute(&format!(
             "CREATE TABLE IF NOT EXISTS {objects} (
