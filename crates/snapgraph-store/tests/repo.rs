@@ -132,7 +132,7 @@ fn a_branch_that_moved_is_not_overwritten() {
 }
 
 #[test]
-fn a_fresh_workspace_cannot_overwrite_an_existing_branch() {
+fn a_fresh_workspace_replaces_an_existing_branch_only_when_asked() {
     let repo = Repo::new(MemoryStore::new());
     let mut a = Workspace::new();
     a.write("/x", b"1").unwrap();
@@ -153,6 +153,20 @@ fn a_fresh_workspace_cannot_overwrite_an_existing_branch() {
     }
     assert_eq!(fresh.head(), None, "the workspace is unchanged");
     assert_eq!(repo.log("main", 5).unwrap().len(), 1);
+
+    // Unless asked: `onto_tip` makes it the branch's next commit (an import).
+    let options = RepoCommitOptions {
+        onto_tip: true,
+        ..RepoCommitOptions::default()
+    };
+    let second = repo.commit(&mut fresh, "main", options).unwrap();
+    assert_eq!(second.previous, Some(first.id));
+    assert_eq!(repo.log("main", 5).unwrap()[1].0, first.id);
+    let now = repo.checkout("main").unwrap();
+    assert!(
+        !now.exists("/x") && now.exists("/y"),
+        "the content is replaced"
+    );
 }
 
 #[test]
@@ -271,29 +285,4 @@ fn reindex_restores_snapshots_and_rescues_unreferenced_heads() {
     // Idempotent.
     let again = repo.reindex().unwrap();
     assert!(again.tags_restored.is_empty() && again.lost_found.is_empty());
-}
-
-#[test]
-fn onto_tip_makes_a_fresh_workspace_the_next_commit() {
-    let repo = Repo::new(MemoryStore::new());
-    let mut a = Workspace::new();
-    a.write("/x", b"1").unwrap();
-    let first = repo
-        .commit(&mut a, "main", RepoCommitOptions::default())
-        .unwrap();
-    let mut imported = Workspace::new();
-    imported.write("/y", b"2").unwrap();
-    let options = RepoCommitOptions {
-        onto_tip: true,
-        ..RepoCommitOptions::default()
-    };
-    let second = repo.commit(&mut imported, "main", options).unwrap();
-    assert_eq!(second.previous, Some(first.id));
-    let log = repo.log("main", 5).unwrap();
-    assert_eq!(log[1].0, first.id);
-    let now = repo.checkout("main").unwrap();
-    assert!(
-        !now.exists("/x") && now.exists("/y"),
-        "the content is replaced"
-    );
 }
