@@ -642,7 +642,7 @@ fn concurrent_overlapping_puts_converge() {
 /// Throughput figures; run with `cargo test --release -p snapgraph-store --test
 /// postgres -- --ignored --nocapture pg_figures`.
 #[test]
-#[ignore]
+#[ignore = "measurement: run in release with --ignored --nocapture"]
 fn pg_figures() {
     let Some(_) = url() else { return };
     let mut x = 0x2545_f491_4f6c_dd1du64;
