@@ -101,7 +101,9 @@ impl Index {
 
     /// Writes the index atomically.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let bytes = serde_json::to_vec(self).expect("an index always serializes");
+        // Fails only for a root path that is not UTF-8 (JSON strings are).
+        let bytes = serde_json::to_vec(self)
+            .map_err(|e| crate::error::CliError::bad_path(&self.root, e.to_string()))?;
         crate::repo::write_atomic(path, &bytes)
     }
 }
