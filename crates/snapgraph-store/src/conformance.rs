@@ -17,6 +17,7 @@ pub fn run(store: &dyn Store) {
     refs(store);
     atomic_batches(store);
     invalid_names(store);
+    leases_are_not_logged(store);
     concurrent_compare_and_swap(store, 4, 25);
 }
 
@@ -352,4 +353,30 @@ pub fn concurrent_compare_and_swap(store: &dyn Store, threads: usize, rounds: us
     assert_eq!(store.get_ref(name).unwrap(), log.last().and_then(|e| e.new));
     let last = store.get_ref(name).unwrap().unwrap();
     store.delete_ref(name, last, "cleanup").unwrap();
+}
+
+/// Writers' lease refs (`snapgraph/lease/…`) move like any ref but leave no reflog:
+/// every commit takes and drops one.
+pub fn leases_are_not_logged(store: &dyn Store) {
+    let a = id_of(b"lease a");
+    let lease = "snapgraph/lease/conformance";
+    store
+        .update_refs(
+            &[
+                RefUpdate::new(lease, None, Some(a)),
+                RefUpdate::new("heads/with-lease", None, Some(a)),
+            ],
+            "take",
+        )
+        .unwrap();
+    assert_eq!(store.get_ref(lease).unwrap(), Some(a));
+    store.delete_ref(lease, a, "drop").unwrap(); // a single update
+    assert_eq!(store.get_ref(lease).unwrap(), None);
+    assert!(
+        store.reflog(lease).unwrap().is_empty(),
+        "a lease is not logged"
+    );
+    assert_eq!(store.reflog("heads/with-lease").unwrap().len(), 1);
+    store.delete_ref("heads/with-lease", a, "cleanup").unwrap();
+    assert!(store.list_refs("").unwrap().is_empty());
 }

@@ -662,7 +662,7 @@ impl DirStore {
                 Err(e) => return Err(io_err("syncing", dir, e)),
             }
         }
-        for u in log {
+        for u in log.iter().filter(|u| crate::refs::logged(&u.name)) {
             self.append_log(&u.name, u.expected, u.new, &journal.message, recovering)?;
         }
         Ok(())

@@ -116,11 +116,13 @@ impl Store for MemoryStore {
                 Some(id) => refs.insert(u.name.clone(), id),
                 None => refs.remove(&u.name),
             };
-            reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
-                old: u.expected,
-                new: u.new,
-                message: message.to_string(),
-            });
+            if crate::refs::logged(&u.name) {
+                reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
+                    old: u.expected,
+                    new: u.new,
+                    message: message.to_string(),
+                });
+            }
         }
         Ok(())
     }

@@ -755,7 +755,10 @@ impl PgStore {
             )
             .map_err(fail)?;
         }
-        let changing: Vec<&RefUpdate> = updates.iter().filter(|u| u.changes()).collect();
+        let changing: Vec<&RefUpdate> = updates
+            .iter()
+            .filter(|u| u.changes() && crate::refs::logged(&u.name))
+            .collect();
         if !changing.is_empty() {
             let names: Vec<&str> = changing.iter().map(|u| u.name.as_str()).collect();
             let olds: Vec<Option<&[u8]>> =
@@ -910,7 +913,9 @@ impl Store for PgStore {
         loop {
             attempt += 1;
             let outcome = match updates {
-                [one] => self.update_one(one, message),
+                // A single move is one statement that also logs it; leases are
+                // not logged, so theirs take the batch path.
+                [one] if crate::refs::logged(&one.name) => self.update_one(one, message),
                 _ => self.update_batch(updates, message),
             };
             let failed = match outcome {

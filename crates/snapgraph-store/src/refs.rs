@@ -40,3 +40,10 @@ pub fn check_batch(updates: &[RefUpdate]) -> Result<(), StoreError> {
     }
     Ok(())
 }
+
+/// Whether moves of `name` go to the reflog: every ref's do, except writers'
+/// leases (`snapgraph/lease/…`), which come and go with every commit and would
+/// otherwise add two rows per commit.
+pub fn logged(name: &str) -> bool {
+    !name.starts_with(crate::gc::LEASES)
+}

@@ -548,6 +548,9 @@ impl Store for SqliteStore {
                     stmt.execute([&u.name]).map_err(ctx)?;
                 }
             }
+            if !crate::refs::logged(&u.name) {
+                continue;
+            }
             let mut stmt = tx
                 .prepare_cached(
                     "INSERT INTO reflog (name, old, new, message) VALUES (?1, ?2, ?3, ?4)",

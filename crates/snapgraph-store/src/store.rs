@@ -94,7 +94,8 @@ pub trait Store: ObjectSource + Send + Sync {
 
     /// Applies every update or none: if any ref does not hold its `expected` value,
     /// nothing changes and the error is [`StoreError::RefConflict`] for the first
-    /// such ref. Each changing update appends `message` to that ref's reflog.
+    /// such ref. Each changing update appends `message` to that ref's reflog, except
+    /// for writers' leases (`snapgraph/lease/…`, see [`crate::refs::logged`]).
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError>;
 
     /// Every ref whose name starts with `prefix`, sorted by name.
