@@ -15,6 +15,9 @@ use snapgraph::{ObjectId, ObjectSource};
 use snapgraph_store::postgres::{PgError, PgOptions, PgStore};
 use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
 
+mod common;
+use common::{check_children, run_child, spawn_children, CHILD_INDEX};
+
 /// The server's URL, `None` when the tests are to be skipped.
 fn url() -> Option<String> {
     match std::env::var("SNAPGRAPH_PG_URL") {
@@ -716,4 +719,32 @@ fn report(what: &str, start: Instant, objects: usize, bytes: usize) {
         objects as f64 / secs,
         bytes as f64 / secs / 1e6
     );
+}
+
+const CHILD_SCHEMA: &str = "SNAPGRAPH_CHILD_PG_SCHEMA";
+
+/// Not a test of its own: the body of a child process (see
+/// `several_processes_converge`); returns at once unless the environment says so.
+#[test]
+fn child_writer_entry() {
+    let Ok(schema) = std::env::var(CHILD_SCHEMA) else {
+        return;
+    };
+    let Some(url) = url() else { return };
+    let k: usize = std::env::var(CHILD_INDEX).unwrap().parse().unwrap();
+    let options = PgOptions {
+        schema: Some(schema),
+        ..PgOptions::default()
+    };
+    run_child(&PgStore::connect_with(&url, options).unwrap(), k);
+}
+
+/// Writer processes, each with its own connection, on one database: every CAS lands
+/// once, the reflog is a chain, every object reads back verified.
+#[test]
+fn several_processes_converge() {
+    let Some(schema) = Schema::new() else { return };
+    drop(schema.store()); // the tables exist before the children race
+    spawn_children(CHILD_SCHEMA, std::path::Path::new(&schema.name));
+    check_children(&schema.store());
 }
