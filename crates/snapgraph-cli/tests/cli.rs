@@ -837,15 +837,7 @@ fn error_paths_print_useful_messages() {
         assert!(err.contains("UTF-8") && err.contains("bad"), "{err}");
         std::fs::remove_file(t.path().join(name)).unwrap();
     }
-    // An unreadable file (meaningless when running as root, who reads anything).
-    let secret = t.path().join("secret.txt");
-    std::fs::write(&secret, b"s").unwrap();
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
-    if std::fs::read(&secret).is_err() {
-        let err = fails(t.path(), &["commit", "-m", "x"]);
-        assert!(err.contains("secret.txt"), "{err}");
-    }
-    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // An unreadable file: tests/unprivileged.rs (it needs a user who is not root).
     // Usage errors exit with 2.
     let out = run_in(t.path(), &["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
