@@ -637,7 +637,7 @@ fn stored(kind: snapgraph::ObjectKind, body: &[u8]) -> Vec<u8> {
 fn plant(repo: &Path, entries: Vec<snapgraph::object::tree::Entry>) -> String {
     use snapgraph::object::tree::{Content, TreeNode};
     use snapgraph::{CommitObject, ObjectId, ObjectKind};
-    use snapgraph_store::Store;
+    use snapgraph_store::{ObjectStore, RefStore};
     let store = snapgraph_store::open(&format!(
         "sqlite:{}",
         repo.join(".snapgraph/store.db").display()

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use snapgraph::ObjectId;
 
 use crate::error::StoreError;
-use crate::store::{RefUpdate, ReflogEntry, Store};
+use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// Which calls count (and can fail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct FaultyStore<S> {
     partial: bool,
 }
 
-impl<S: Store> FaultyStore<S> {
+impl<S> FaultyStore<S> {
     /// Wraps `inner`, counting `counted` calls; nothing fails until
     /// [`fail_at`](Self::fail_at).
     pub fn new(inner: S, counted: Calls) -> Self {
@@ -81,7 +81,7 @@ impl<S: Store> FaultyStore<S> {
     }
 }
 
-impl<S: Store> Store for FaultyStore<S> {
+impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.tick("get_many", false)?;
         self.inner.get_many(ids)
@@ -116,6 +116,9 @@ impl<S: Store> Store for FaultyStore<S> {
         self.tick("for_each_id", false)?;
         self.inner.for_each_id(f)
     }
+}
+
+impl<S: RefStore> RefStore for FaultyStore<S> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.tick("get_ref", false)?;
         self.inner.get_ref(name)
@@ -134,15 +137,14 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 }
 
-impl<S: Store> snapgraph::ObjectSource for FaultyStore<S> {
+impl<S: ObjectStore> snapgraph::ObjectSource for FaultyStore<S> {
     fn get(
         &self,
         id: &ObjectId,
     ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        let mut got = self.get_many(std::slice::from_ref(id))?;
-        Ok(got.pop().flatten().map(std::borrow::Cow::Owned))
+        crate::store::source_get(self, id)
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
-        Ok(self.has_many(std::slice::from_ref(id))?.is_empty())
+        crate::store::source_contains(self, id)
     }
 }

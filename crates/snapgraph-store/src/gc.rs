@@ -46,7 +46,7 @@ use snapgraph::object::references;
 use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
-use crate::store::{RefUpdate, Store};
+use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
 use crate::walk::{mark, WalkProblem, BATCH};
 
 /// Prefix of the refs snapgraph keeps for itself.
@@ -259,7 +259,10 @@ fn sweep(
 /// (among them): whatever prefix of the deletion has happened, no remaining object
 /// misses a referenced one. Reads each object once; unreadable ones go first (they
 /// reference nothing anyone can use).
-fn referrers_first(store: &dyn Store, doomed: Vec<ObjectId>) -> Result<Vec<ObjectId>, StoreError> {
+fn referrers_first(
+    store: &dyn ObjectStore,
+    doomed: Vec<ObjectId>,
+) -> Result<Vec<ObjectId>, StoreError> {
     let set: HashSet<ObjectId> = doomed.iter().copied().collect();
     let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
     let mut referenced = HashSet::new();
@@ -333,7 +336,7 @@ impl Lease {
     /// Takes a lease, waiting up to `wait` for a running sweep to end. The error
     /// carries the marker of a sweep that did not end in time.
     pub fn acquire(
-        store: &dyn Store,
+        store: &dyn RefStore,
         wait: Duration,
     ) -> Result<Result<Self, ObjectId>, StoreError> {
         let start = Instant::now();
@@ -383,7 +386,7 @@ impl Lease {
 
     /// Drops the lease without publishing (best effort: a lease left behind only
     /// delays collections until [`break_leases`]).
-    pub fn release(self, store: &dyn Store) {
+    pub fn release(self, store: &dyn RefStore) {
         let _ = store.update_refs(
             &[RefUpdate::new(self.name, Some(self.value), None)],
             "lease released",
@@ -393,7 +396,7 @@ impl Lease {
 
 /// Deletes every lease. Only when no writer runs: a live writer would then publish
 /// objects a collection may be deleting.
-pub fn break_leases(store: &dyn Store) -> Result<usize, StoreError> {
+pub fn break_leases(store: &dyn RefStore) -> Result<usize, StoreError> {
     let leases = store.list_refs(LEASES)?;
     for (name, id) in &leases {
         match store.delete_ref(name, *id, "lease broken by hand") {
@@ -426,7 +429,7 @@ fn new_token(previous: Option<ObjectId>) -> ObjectId {
 
 /// Removes a sweep marker left by a collector that died. Only call it when no
 /// collector runs: a live collector would go on deleting while writers publish.
-pub fn clear_marker(store: &dyn Store) -> Result<bool, StoreError> {
+pub fn clear_marker(store: &dyn RefStore) -> Result<bool, StoreError> {
     let Some(marker) = store.get_ref(GC_SWEEP)? else {
         return Ok(false);
     };

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use snapgraph_store::postgres::{PgOptions, PgStore};
-//! use snapgraph_store::{Compression, Store};
+//! use snapgraph_store::{Compression, RefStore};
 //!
 //! let store = PgStore::connect_with(
 //!     "postgres://snapgraph@db.internal:5432/history",
@@ -123,7 +123,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch};
-use crate::store::{validate_ref_name, RefUpdate, ReflogEntry, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// The version of the tables this adapter creates and understands.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -780,7 +780,7 @@ impl PgStore {
     }
 }
 
-impl Store for PgStore {
+impl ObjectStore for PgStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(GET_CHUNK) {
@@ -885,7 +885,9 @@ impl Store for PgStore {
             }
         }
     }
+}
 
+impl RefStore for PgStore {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         validate_ref_name(name)?;
         let what = format!("reading ref {name}");

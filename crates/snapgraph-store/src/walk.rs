@@ -6,7 +6,7 @@ use snapgraph::object::references;
 use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
-use crate::store::Store;
+use crate::store::ObjectStore;
 
 /// Ids per `get_many`/`has_many` call: large enough that a round trip per batch is
 /// cheap next to the work, small enough to bound memory.
@@ -38,7 +38,7 @@ pub enum WalkProblem {
 /// a second call with more roots costs only what is new. Problems are reported, not
 /// fatal: the walk goes on around them. Backend errors are fatal.
 pub(crate) fn mark(
-    store: &dyn Store,
+    store: &dyn ObjectStore,
     roots: impl IntoIterator<Item = (ObjectId, ObjectKind)>,
     seen: &mut HashSet<ObjectId>,
     problems: &mut Vec<WalkProblem>,
@@ -107,7 +107,7 @@ pub(crate) fn mark(
 /// `get_many` of a batch; a corrupt object fails the whole call in most adapters, so
 /// on `Corrupt` the batch is re-read one object at a time to isolate it.
 pub(crate) fn read_batch(
-    store: &dyn Store,
+    store: &dyn ObjectStore,
     ids: &[ObjectId],
     problems: &mut Vec<WalkProblem>,
 ) -> Result<HashMap<ObjectId, Vec<u8>>, StoreError> {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use snapgraph::ObjectId;
 use snapgraph_store::dir::DirStore;
+#[cfg(feature = "postgres")]
 use snapgraph_store::postgres::{PgOptions, PgStore};
 use snapgraph_store::sqlite::SqliteStore;
 use snapgraph_store::{verify, MemoryStore, Repo, RepoCommitOptions, RepoError, Store};
@@ -110,6 +111,7 @@ fn directory() {
     writers(&DirStore::open(dir.path()).unwrap());
 }
 
+#[cfg(feature = "postgres")]
 #[test]
 fn postgres() {
     let Ok(url) = std::env::var("SNAPGRAPH_PG_URL") else {

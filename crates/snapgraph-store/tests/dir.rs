@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use snapgraph::ObjectId;
 use snapgraph_store::dir::{DirError, DirOptions, DirStore};
-use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
+use snapgraph_store::{conformance, Compression, ObjectStore, RefStore, RefUpdate, StoreError};
 
 mod common;
 use common::*;

@@ -13,7 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use snapgraph::{ObjectId, ObjectSource};
 use snapgraph_store::postgres::{PgError, PgOptions, PgStore};
-use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
+use snapgraph_store::{conformance, Compression, ObjectStore, RefStore, RefUpdate, StoreError};
 
 mod common;
 use common::{check_children, run_child, spawn_children, CHILD_INDEX};

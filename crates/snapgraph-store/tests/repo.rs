@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use snapgraph::{ObjectId, Workspace};
 use snapgraph_store::{
-    gc, verify, MemoryStore, Repo, RepoCommitOptions, RepoError, Store, StoreError,
+    gc, verify, MemoryStore, RefStore, Repo, RepoCommitOptions, RepoError, StoreError,
 };
 
 fn files(ws: &mut Workspace, n: usize, salt: u8) {

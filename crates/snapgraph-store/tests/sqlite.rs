@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use snapgraph::{ObjectId, ObjectSource};
 use snapgraph_store::dir::{DirOptions, DirStore};
 use snapgraph_store::sqlite::{SqliteError, SqliteOptions, SqliteStore};
-use snapgraph_store::{conformance, Compression, Store, StoreError};
+use snapgraph_store::{conformance, Compression, ObjectStore, RefStore, Store, StoreError};
 
 mod common;
 use common::*;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use snapgraph::{ObjectId, SnapshotGraph, Workspace};
 use snapgraph_store::fault::{Calls, FaultyStore};
 use snapgraph_store::{
-    gc, sync, sync_with, verify, MemoryStore, Repo, RepoCommitOptions, Store, StoreError,
-    SyncError, SyncOptions, WalkProblem,
+    gc, sync, sync_with, verify, MemoryStore, ObjectStore, RefStore, Repo, RepoCommitOptions,
+    Store, StoreError, SyncError, SyncOptions, WalkProblem,
 };
 
 fn seed(ws: &mut Workspace, files: usize) {
