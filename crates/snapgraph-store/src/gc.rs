@@ -167,11 +167,26 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
                 }),
             });
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // The announcement may have landed with its reply lost: end it (nothing
+            // was deleted), or its marker would block every writer.
+            let _ = end_sweep(store, marker);
+            return Err(e.into());
+        }
     }
     let result = sweep(store, &before, &mut seen, &mut report, options.lease_wait);
-    // End the sweep even if it failed, so writers are not left waiting; a failing
-    // store gets a few more tries, since a marker left behind blocks every writer.
+    // End the sweep even if it failed, so writers are not left waiting.
+    let end = end_sweep(store, marker);
+    result?;
+    end?;
+    report.kept = seen.len();
+    Ok(report)
+}
+
+/// Ends the sweep announced with `marker` (a conflict: the marker was cleared by hand,
+/// or never set). A failing store gets a few more tries, since a marker left behind
+/// blocks every writer.
+fn end_sweep(store: &dyn Store, marker: ObjectId) -> Result<(), StoreError> {
     let end_token = new_token(Some(marker));
     let mut end = Ok(());
     for attempt in 0..5u32 {
@@ -183,14 +198,20 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
             "gc: sweep ends",
         );
         match &end {
-            Err(StoreError::RefConflict { .. }) | Ok(()) => break,
+            Ok(()) => break,
+            // An earlier try that failed may have landed (its reply lost).
+            Err(StoreError::RefConflict { .. })
+                if attempt > 0
+                    && store.get_ref(GC_SWEEP)?.is_none()
+                    && store.get_ref(GC_TOKEN)? == Some(end_token) =>
+            {
+                return Ok(());
+            }
+            Err(StoreError::RefConflict { .. }) => break,
             Err(_) => std::thread::sleep(Duration::from_millis(10 << attempt)),
         }
     }
-    result?;
-    end?;
-    report.kept = seen.len();
-    Ok(report)
+    end
 }
 
 fn user_refs(refs: Vec<(String, ObjectId)>) -> Vec<(String, ObjectId)> {
@@ -355,7 +376,15 @@ impl Lease {
             ) {
                 Ok(()) => return Ok(Ok(Self { name, value, token })),
                 Err(StoreError::RefConflict { .. }) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The write may have landed with its reply lost: take the lease
+                    // back (best effort), or it would hold off every collection.
+                    let _ = store.update_refs(
+                        &[RefUpdate::new(name, Some(value), None)],
+                        "lease not taken",
+                    );
+                    return Err(e);
+                }
             }
             match store.get_ref(GC_SWEEP)? {
                 Some(marker) if start.elapsed() >= wait => return Ok(Err(marker)),

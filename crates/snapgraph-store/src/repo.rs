@@ -325,14 +325,10 @@ impl<S: Store> Repo<S> {
         let tip = self.store.get_ref(&name)?;
         let head = ws.head();
         // Allowed: the workspace is at the tip, or the branch is new (a fresh
-        // workspace starts it with a root commit, a checked-out one forks it).
-        if tip.is_some() && head != tip && !(head.is_none() && options.onto_tip) {
-            return Err(RepoError::BranchMoved {
-                branch: name,
-                workspace: head,
-                branch_tip: tip,
-            });
-        }
+        // workspace starts it with a root commit, a checked-out one forks it). A
+        // branch that moved is refused below, unless it moved to exactly the commit
+        // this call makes: an earlier call published it and its reply was lost.
+        let moved = tip.is_some() && head != tip && !(head.is_none() && options.onto_tip);
         let mut opts = CommitOptions::new().parent_source(&self.store);
         if head.is_none() && options.onto_tip {
             opts = opts.parents(tip).have_in(&self.store);
@@ -364,6 +360,23 @@ impl<S: Store> Repo<S> {
                 return Err(e.into());
             }
         };
+        if moved {
+            lease.release(&self.store);
+            if tip != Some(commit.id()) {
+                return Err(RepoError::BranchMoved {
+                    branch: name,
+                    workspace: head,
+                    branch_tip: tip,
+                });
+            }
+            *ws = draft;
+            return Ok(Committed {
+                id: commit.id(),
+                previous: head,
+                objects_written: 0,
+                bytes_written: 0,
+            });
+        }
         let mut written = None;
         loop {
             let attempt = self.put_new(commit.objects().iter()).and_then(|counts| {
@@ -375,6 +388,13 @@ impl<S: Store> Repo<S> {
             });
             match attempt {
                 Ok(()) => break,
+                // Our own update, applied by an earlier round whose reply was lost.
+                Err(RepoError::Store(StoreError::RefConflict {
+                    name: n, actual, ..
+                })) if n == name && actual == Some(commit.id()) => {
+                    lease.release(&self.store);
+                    break;
+                }
                 Err(RepoError::Store(StoreError::RefConflict {
                     name: n, actual, ..
                 })) if n == name => {
@@ -623,11 +643,28 @@ impl<S: Store> Repo<S> {
             let lease = self.lease()?;
             let attempt = op().and_then(|(mut updates, message, out)| {
                 updates.extend(lease.release_updates());
-                self.store.update_refs(&updates, &message)?;
-                Ok(out)
+                match self.store.update_refs(&updates, &message) {
+                    Ok(()) => Ok((out, true)),
+                    // The ref already holds what this update sets: an earlier call
+                    // applied it and its reply was lost (batches are atomic, so all
+                    // of it applied). Done, with this round's lease still to drop.
+                    Err(StoreError::RefConflict { name, actual, .. })
+                        if !Lease::is_protocol_ref(&name)
+                            && updates
+                                .iter()
+                                .any(|u| u.name == name && u.changes() && u.new == actual) =>
+                    {
+                        Ok((out, false))
+                    }
+                    Err(e) => Err(e.into()),
+                }
             });
             match attempt {
-                Ok(out) => return Ok(out),
+                Ok((out, true)) => return Ok(out),
+                Ok((out, false)) => {
+                    lease.release(&self.store);
+                    return Ok(out);
+                }
                 Err(RepoError::Store(StoreError::RefConflict { name, .. }))
                     if Lease::is_protocol_ref(&name) =>
                 {
