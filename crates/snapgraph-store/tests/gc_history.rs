@@ -29,7 +29,7 @@ fn files(ws: &Workspace) -> Files {
 fn turn(ws: &mut Workspace, line: u8, t: usize) {
     let body = |n: usize| -> Vec<u8> {
         (0..n)
-            .map(|j| (j as u64 * 2_654_435_761 >> 13) as u8 ^ line ^ t as u8)
+            .map(|j| ((j as u64 * 2_654_435_761) >> 13) as u8 ^ line ^ t as u8)
             .collect()
     };
     ws.write(&format!("/src/{line}/f{}.txt", t % 4), body(3000 + t))
