@@ -350,6 +350,60 @@ impl<S: Store> Repo<S> {
         for (k, v) in &options.meta {
             opts = opts.meta(k.clone(), v.clone());
         }
+        let message = options.message.as_deref().unwrap_or("commit");
+        self.commit_leased(ws, name, tip, opts, message)
+    }
+
+    /// Commits a workspace with no history here (an unpacked snapshot, an imported
+    /// archive: its head, if any, is ignored) as the root commit of a new branch
+    /// `branch` (plus `options.extra_parents`), like [`commit`](Self::commit): under
+    /// a writer's lease, objects the store lacks written before the branch is created
+    /// by compare-and-swap from nothing. So a concurrent garbage collection can
+    /// neither delete what the commit reuses before the branch exists nor leave the
+    /// branch naming swept objects. An existing branch is
+    /// [`RepoError::AlreadyExists`], and nothing moves.
+    pub fn commit_new_branch(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let name = Self::user_ref(Self::branch_ref(branch))?;
+        if let Some(id) = self.store.get_ref(&name)? {
+            return Err(RepoError::AlreadyExists { name, id });
+        }
+        let mut opts = CommitOptions::new()
+            .parent_source(&self.store)
+            .have_in(&self.store)
+            .parents(options.extra_parents.iter().copied());
+        if let Some(m) = &options.message {
+            opts = opts.meta(MESSAGE_KEY, m.clone());
+        }
+        for (k, v) in &options.meta {
+            opts = opts.meta(k.clone(), v.clone());
+        }
+        let message = options.message.as_deref().unwrap_or("new branch");
+        match self.commit_leased(ws, name, None, opts, message) {
+            Err(RepoError::BranchMoved {
+                branch,
+                branch_tip: Some(id),
+                ..
+            }) => Err(RepoError::AlreadyExists { name: branch, id }),
+            other => other,
+        }
+    }
+
+    /// Commits `ws` with `opts` under a writer's lease, writes what the store
+    /// lacks and moves ref `name` from `tip` to the commit, retrying across a
+    /// concurrent sweep (see [`commit`](Self::commit)).
+    fn commit_leased(
+        &self,
+        ws: &mut Workspace,
+        name: String,
+        tip: Option<ObjectId>,
+        opts: CommitOptions<'_>,
+        message: &str,
+    ) -> Result<Committed, RepoError> {
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
         let mut lease = self.lease()?;
@@ -370,7 +424,6 @@ impl<S: Store> Repo<S> {
                 written.get_or_insert(counts);
                 let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
                 updates.extend(lease.release_updates());
-                let message = options.message.as_deref().unwrap_or("commit");
                 Ok(self.store.update_refs(&updates, message)?)
             });
             match attempt {
