@@ -190,6 +190,29 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     }
 }
 
+/// A source remembering every object read through it (for a walk that reads the
+/// same few objects twice).
+struct Remembered<'a, S> {
+    store: &'a S,
+    read: std::cell::RefCell<hashbrown::HashMap<ObjectId, Vec<u8>>>,
+}
+
+impl<S: Store> snapgraph::ObjectSource for Remembered<'_, S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        if let Some(b) = self.read.borrow().get(id) {
+            return Ok(Some(std::borrow::Cow::Owned(b.clone())));
+        }
+        let got = self.store.get(id)?.map(|b| b.into_owned());
+        if let Some(b) = &got {
+            self.read.borrow_mut().insert(*id, b.clone());
+        }
+        Ok(got.map(std::borrow::Cow::Owned))
+    }
+}
+
 fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {
     std::collections::HashMap::from([(*id, bytes)])
 }
@@ -711,9 +734,16 @@ impl<S: Store> Repo<S> {
     /// Commits `id` and its ancestors, newest first, at most `limit`.
     pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
         let id = self.resolve(rev)?;
-        SnapshotGraph::ancestry(id, &self.store, limit)?
+        // Each commit is read from the store once: the ancestry walk's reads are
+        // remembered and decoded again from memory.
+        // (When the core has an ancestry iterator of decoded commits, use it.)
+        let seen = Remembered {
+            store: &self.store,
+            read: std::cell::RefCell::new(hashbrown::HashMap::new()),
+        };
+        SnapshotGraph::ancestry(id, &seen, limit)?
             .into_iter()
-            .map(|c| Ok((c, SnapshotGraph::commit(c, &self.store)?)))
+            .map(|c| Ok((c, SnapshotGraph::commit(c, &seen)?)))
             .collect()
     }
 

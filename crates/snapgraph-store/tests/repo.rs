@@ -318,3 +318,23 @@ fn a_new_branch_is_a_root_commit_and_an_existing_name_is_refused() {
     assert_eq!(repo.branch("main").unwrap(), Some(first.id));
     assert_eq!(other.head(), None, "the workspace is unchanged");
 }
+
+#[test]
+fn log_reads_each_commit_once() {
+    let repo = Repo::new(snapgraph_store::counting::CountingStore::new(
+        MemoryStore::new(),
+    ));
+    let mut ws = Workspace::new();
+    for i in 0..10u8 {
+        files(&mut ws, 3, i);
+        repo.commit(&mut ws, "main", RepoCommitOptions::default())
+            .unwrap();
+    }
+    repo.store().take();
+    let log = repo.log("main", usize::MAX).unwrap();
+    assert_eq!(log.len(), 10);
+    let counts = repo.store().take();
+    assert_eq!(counts.get_ids, 10, "one read per commit: {counts:?}");
+    assert_eq!(repo.log("main", 4).unwrap().len(), 4);
+    assert!(repo.store().take().get_ids <= 5);
+}
