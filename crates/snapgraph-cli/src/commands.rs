@@ -1033,27 +1033,6 @@ fn pack(ctx: &Ctx, rev: &str, output: &Path, key: Option<&Path>, compress: bool)
     Ok(())
 }
 
-fn put_objects(store: &dyn Store, objects: &snapgraph::ObjectSet) -> Result<(usize, u64)> {
-    let mut batch: Vec<(ObjectId, &[u8])> = Vec::new();
-    let mut size = 0u64;
-    let (mut n, mut bytes) = (0usize, 0u64);
-    for (id, b) in objects.iter() {
-        batch.push((*id, b));
-        size += b.len() as u64;
-        n += 1;
-        bytes += b.len() as u64;
-        if batch.len() >= 1000 || size >= 8 << 20 {
-            store.put_many(&batch)?;
-            batch.clear();
-            size = 0;
-        }
-    }
-    if !batch.is_empty() {
-        store.put_many(&batch)?;
-    }
-    Ok((n, bytes))
-}
-
 fn unpack(ctx: &Ctx, file: &Path, key: Option<&Path>, branch: Option<String>) -> Result<()> {
     let key = read_key(key)?;
     let wd = ctx.open()?;
@@ -1064,12 +1043,21 @@ fn unpack(ctx: &Ctx, file: &Path, key: Option<&Path>, branch: Option<String>) ->
         None => Workspace::from_snapshot(&bytes),
     }
     .map_err(|e| CliError::Usage(format!("{}: {e}", file.display())))?;
-    let c = ws.commit(CommitOptions::new())?;
-    let id = c.id();
-    let objects = c.into_objects();
-    put_objects(wd.store(), &objects)?;
-    let branch = branch.unwrap_or_else(|| format!("unpacked-{}", &id.to_string()[..12]));
-    wd.repo.fork(&branch, &id.to_string())?;
+    let branch = match branch {
+        Some(b) => b,
+        None => {
+            // Named after the commit: commit once in memory to learn its id (the
+            // workspace keeps the objects it built, so the commit below reuses them).
+            let id = ws.commit(CommitOptions::new())?.id();
+            format!("unpacked-{}", &id.to_string()[..12])
+        }
+    };
+    // Objects and branch under a writer's lease, so a concurrent `gc` cannot sweep
+    // what the commit reuses before the branch exists.
+    let id = wd
+        .repo
+        .commit_new_branch(&mut ws, &branch, RepoCommitOptions::default())?
+        .id;
     ctx.print(json!({"id": id.to_string(), "branch": branch}), || {
         println!("unpacked {id} onto new branch {branch}")
     });

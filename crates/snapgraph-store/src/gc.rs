@@ -47,7 +47,7 @@ use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
 use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
-use crate::walk::{mark, WalkProblem, BATCH};
+use crate::walk::{mark, Marked, WalkProblem, BATCH};
 
 /// Prefix of the refs snapgraph keeps for itself.
 pub const RESERVED: &str = "snapgraph/";
@@ -129,7 +129,7 @@ pub fn collect(store: &dyn Store, pins: &[ObjectId]) -> Result<GcReport, GcError
 /// safe with concurrent writers.
 pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, GcError> {
     let mut report = GcReport::default();
-    let mut seen = HashSet::new();
+    let mut seen = Marked::new();
 
     // Phase 1: mark while writers run.
     let token = store.get_ref(GC_TOKEN)?;
@@ -227,7 +227,7 @@ fn roots(refs: &[(String, ObjectId)]) -> impl Iterator<Item = (ObjectId, ObjectK
 fn sweep(
     store: &dyn Store,
     before: &[(String, ObjectId)],
-    seen: &mut HashSet<ObjectId>,
+    seen: &mut Marked,
     report: &mut GcReport,
     lease_wait: Duration,
 ) -> Result<(), GcError> {
@@ -263,7 +263,7 @@ fn sweep(
 
     let mut doomed = Vec::new();
     store.for_each_id(&mut |id| {
-        if !seen.contains(&id) {
+        if !seen.contains_key(&id) {
             doomed.push(id);
         }
         Ok(())

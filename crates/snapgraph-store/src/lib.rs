@@ -13,7 +13,8 @@
 //! - [`sync()`]: copy only what another store lacks, then move its ref.
 //! - [`gc`](mod@gc): mark from refs and pins, sweep the rest, safe with concurrent commits.
 //! - [`verify()`]: re-hash every object and check every ref's closure.
-//! - [`fault::FaultyStore`]: a wrapper failing the N-th call, for reliability tests.
+//! - [`fault::FaultyStore`]: a wrapper failing the N-th call, for reliability tests;
+//!   [`counting::CountingStore`]: one counting calls, for round-trip tests and benches.
 //!
 //! ```
 //! use snapgraph::Workspace;
@@ -41,6 +42,7 @@
 
 pub mod codec;
 pub mod conformance;
+pub mod counting;
 #[cfg(feature = "dir")]
 pub mod dir;
 pub mod error;

@@ -190,6 +190,29 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     }
 }
 
+/// A source remembering every object read through it (for a walk that reads the
+/// same few objects twice).
+struct Remembered<'a, S> {
+    store: &'a S,
+    read: std::cell::RefCell<hashbrown::HashMap<ObjectId, Vec<u8>>>,
+}
+
+impl<S: Store> snapgraph::ObjectSource for Remembered<'_, S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        if let Some(b) = self.read.borrow().get(id) {
+            return Ok(Some(std::borrow::Cow::Owned(b.clone())));
+        }
+        let got = self.store.get(id)?.map(|b| b.into_owned());
+        if let Some(b) = &got {
+            self.read.borrow_mut().insert(*id, b.clone());
+        }
+        Ok(got.map(std::borrow::Cow::Owned))
+    }
+}
+
 fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {
     std::collections::HashMap::from([(*id, bytes)])
 }
@@ -346,6 +369,60 @@ impl<S: Store> Repo<S> {
         for (k, v) in &options.meta {
             opts = opts.meta(k.clone(), v.clone());
         }
+        let message = options.message.as_deref().unwrap_or("commit");
+        self.commit_leased(ws, name, tip, opts, message)
+    }
+
+    /// Commits a workspace with no history here (an unpacked snapshot, an imported
+    /// archive: its head, if any, is ignored) as the root commit of a new branch
+    /// `branch` (plus `options.extra_parents`), like [`commit`](Self::commit): under
+    /// a writer's lease, objects the store lacks written before the branch is created
+    /// by compare-and-swap from nothing. So a concurrent garbage collection can
+    /// neither delete what the commit reuses before the branch exists nor leave the
+    /// branch naming swept objects. An existing branch is
+    /// [`RepoError::AlreadyExists`], and nothing moves.
+    pub fn commit_new_branch(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let name = Self::user_ref(Self::branch_ref(branch))?;
+        if let Some(id) = self.store.get_ref(&name)? {
+            return Err(RepoError::AlreadyExists { name, id });
+        }
+        let mut opts = CommitOptions::new()
+            .parent_source(&self.store)
+            .have_in(&self.store)
+            .parents(options.extra_parents.iter().copied());
+        if let Some(m) = &options.message {
+            opts = opts.meta(MESSAGE_KEY, m.clone());
+        }
+        for (k, v) in &options.meta {
+            opts = opts.meta(k.clone(), v.clone());
+        }
+        let message = options.message.as_deref().unwrap_or("new branch");
+        match self.commit_leased(ws, name, None, opts, message) {
+            Err(RepoError::BranchMoved {
+                branch,
+                branch_tip: Some(id),
+                ..
+            }) => Err(RepoError::AlreadyExists { name: branch, id }),
+            other => other,
+        }
+    }
+
+    /// Commits `ws` with `opts` under a writer's lease, writes what the store
+    /// lacks and moves ref `name` from `tip` to the commit, retrying across a
+    /// concurrent sweep (see [`commit`](Self::commit)).
+    fn commit_leased(
+        &self,
+        ws: &mut Workspace,
+        name: String,
+        tip: Option<ObjectId>,
+        opts: CommitOptions<'_>,
+        message: &str,
+    ) -> Result<Committed, RepoError> {
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
         let mut lease = self.lease()?;
@@ -383,7 +460,6 @@ impl<S: Store> Repo<S> {
                 written.get_or_insert(counts);
                 let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
                 updates.extend(lease.release_updates());
-                let message = options.message.as_deref().unwrap_or("commit");
                 Ok(self.store.update_refs(&updates, message)?)
             });
             match attempt {
@@ -695,9 +771,16 @@ impl<S: Store> Repo<S> {
     /// Commits `id` and its ancestors, newest first, at most `limit`.
     pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
         let id = self.resolve(rev)?;
-        SnapshotGraph::ancestry(id, &self.store, limit)?
+        // Each commit is read from the store once: the ancestry walk's reads are
+        // remembered and decoded again from memory.
+        // (When the core has an ancestry iterator of decoded commits, use it.)
+        let seen = Remembered {
+            store: &self.store,
+            read: std::cell::RefCell::new(hashbrown::HashMap::new()),
+        };
+        SnapshotGraph::ancestry(id, &seen, limit)?
             .into_iter()
-            .map(|c| Ok((c, SnapshotGraph::commit(c, &self.store)?)))
+            .map(|c| Ok((c, SnapshotGraph::commit(c, &seen)?)))
             .collect()
     }
 

@@ -7,7 +7,7 @@ use snapgraph::{ObjectId, ObjectKind};
 use crate::error::StoreError;
 use crate::gc::RESERVED;
 use crate::store::Store;
-use crate::walk::{mark, read_batch, WalkProblem, BATCH};
+use crate::walk::{mark, read_batch, Marked, WalkProblem, BATCH};
 
 /// What [`verify`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,7 +44,7 @@ impl VerifyReport {
 /// object the store holds, chunks included.
 pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreError> {
     let mut report = VerifyReport::default();
-    let mut seen = HashSet::new();
+    let mut seen = Marked::new();
     for (name, id) in store.list_refs("")? {
         if name.starts_with(RESERVED) {
             continue;
@@ -70,18 +70,12 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
         Ok(())
     })?;
     report.objects = all.len();
-    report.unreachable = all.iter().filter(|id| !seen.contains(*id)).count();
+    report.unreachable = all.iter().filter(|id| !seen.contains_key(*id)).count();
     let held: HashSet<ObjectId> = all.iter().copied().collect();
 
     // Chunks of the closures: present? (Their bytes are checked with read_data.)
-    let reported: HashSet<ObjectId> = report
-        .problems
-        .iter()
-        .map(|p| match p {
-            WalkProblem::Missing { id, .. } | WalkProblem::Invalid { id, .. } => *id,
-        })
-        .collect();
-    for id in &seen {
+    let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+    for id in seen.keys() {
         if !held.contains(id) && !reported.contains(id) {
             report.problems.push(WalkProblem::Missing {
                 id: *id,
@@ -94,6 +88,18 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
         report.bytes = 0;
         for batch in all.chunks(BATCH) {
             let got = read_batch(store, batch, &mut report.problems)?;
+            // Chunks are marked unread: their kind is checked here, with the bytes.
+            for (id, bytes) in &got {
+                let actual = bytes.first().copied().and_then(ObjectKind::from_byte);
+                if let (Some(ObjectKind::Chunk), Some(actual)) = (seen.get(id), actual) {
+                    if actual != ObjectKind::Chunk {
+                        report.problems.push(WalkProblem::Invalid {
+                            id: *id,
+                            reason: format!("is a {actual}, referenced as a chunk"),
+                        });
+                    }
+                }
+            }
             report.rehashed += got.len();
             report.bytes += got.values().map(|b| b.len() as u64).sum::<u64>();
         }

@@ -479,3 +479,65 @@ fn verify_reports_missing_and_corrupt_objects() {
         .any(|p| matches!(p, WalkProblem::Missing { id, .. } if *id == victim)));
     assert!(!report.is_clean());
 }
+
+/// `Repo::commit_new_branch` (the CLI's `unpack`) against a concurrent collector:
+/// each new branch's content equals garbage, so its commit reuses objects a sweep
+/// wants to delete; under the writer's lease no branch may name a swept object.
+#[test]
+fn a_new_branch_from_an_unrelated_workspace_survives_a_concurrent_collector() {
+    let repo = Repo::new(MemoryStore::new());
+    let stop = AtomicBool::new(false);
+    let mut created = Vec::new();
+    std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let mut runs = 0;
+            while !stop.load(Ordering::Relaxed) {
+                gc(repo.store(), &[]).unwrap();
+                runs += 1;
+            }
+            runs
+        });
+        for round in 0..120usize {
+            let content: Vec<u8> = (0..20_000).map(|j| (j * 11 + round * 5) as u8).collect();
+            let fill = |ws: &mut Workspace| {
+                ws.write("/data/blob", &content).unwrap();
+                ws.write(&format!("/round{}", round % 4), round.to_string())
+                    .unwrap();
+            };
+            let mut scratch = Workspace::new();
+            fill(&mut scratch);
+            let g = repo
+                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+                .unwrap();
+            repo.delete_branch("scratch", g.id).unwrap();
+            let branch = format!("unpacked-{round}");
+            loop {
+                let mut ws = Workspace::new(); // no history here, like an unpacked snapshot
+                fill(&mut ws);
+                match repo.commit_new_branch(&mut ws, &branch, RepoCommitOptions::default()) {
+                    Ok(c) => {
+                        assert_eq!(c.id, g.id, "same content, no parents: same commit");
+                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+                        let m = plan.missing(repo.store()).unwrap();
+                        assert!(m.is_empty(), "round {round}: {branch} misses {m:?}");
+                        created.push((branch, c.id));
+                        break;
+                    }
+                    // Swept before the branch could be created: nothing published.
+                    Err(snapgraph_store::RepoError::Swept { .. }) => {
+                        assert_eq!(repo.branch(&branch).unwrap(), None);
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(collector.join().unwrap() > 0);
+    });
+    let report = verify(repo.store(), true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    for (branch, id) in &created {
+        assert_eq!(repo.branch(branch).unwrap(), Some(*id));
+        assert!(repo.checkout(branch).is_ok());
+    }
+}
