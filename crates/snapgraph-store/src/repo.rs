@@ -370,7 +370,8 @@ impl<S: Store> Repo<S> {
             opts = opts.meta(k.clone(), v.clone());
         }
         let message = options.message.as_deref().unwrap_or("commit");
-        self.commit_leased(ws, name, tip, opts, message)
+        let moved_to = if moved { tip } else { None };
+        self.commit_leased(ws, name, tip, moved_to, opts, message)
     }
 
     /// Commits a workspace with no history here (an unpacked snapshot, an imported
@@ -388,9 +389,9 @@ impl<S: Store> Repo<S> {
         options: RepoCommitOptions,
     ) -> Result<Committed, RepoError> {
         let name = Self::user_ref(Self::branch_ref(branch))?;
-        if let Some(id) = self.store.get_ref(&name)? {
-            return Err(RepoError::AlreadyExists { name, id });
-        }
+        // An existing branch is refused below, unless it holds exactly the commit
+        // this call makes (an earlier call's reply was lost).
+        let existing = self.store.get_ref(&name)?;
         let mut opts = CommitOptions::new()
             .parent_source(&self.store)
             .have_in(&self.store)
@@ -402,7 +403,7 @@ impl<S: Store> Repo<S> {
             opts = opts.meta(k.clone(), v.clone());
         }
         let message = options.message.as_deref().unwrap_or("new branch");
-        match self.commit_leased(ws, name, None, opts, message) {
+        match self.commit_leased(ws, name, None, existing, opts, message) {
             Err(RepoError::BranchMoved {
                 branch,
                 branch_tip: Some(id),
@@ -414,12 +415,16 @@ impl<S: Store> Repo<S> {
 
     /// Commits `ws` with `opts` under a writer's lease, writes what the store
     /// lacks and moves ref `name` from `tip` to the commit, retrying across a
-    /// concurrent sweep (see [`commit`](Self::commit)).
+    /// concurrent sweep (see [`commit`](Self::commit)). `moved_to`: the ref is not
+    /// where this commit expects but at that commit; if that is the very commit this
+    /// call makes, an earlier call published it and lost its reply, so this one
+    /// succeeds with nothing written; else [`RepoError::BranchMoved`].
     fn commit_leased(
         &self,
         ws: &mut Workspace,
         name: String,
         tip: Option<ObjectId>,
+        moved_to: Option<ObjectId>,
         opts: CommitOptions<'_>,
         message: &str,
     ) -> Result<Committed, RepoError> {
@@ -437,19 +442,21 @@ impl<S: Store> Repo<S> {
                 return Err(e.into());
             }
         };
-        if moved {
+        if let Some(actual) = moved_to {
             lease.release(&self.store);
-            if tip != Some(commit.id()) {
+            if actual != commit.id() {
                 return Err(RepoError::BranchMoved {
                     branch: name,
-                    workspace: head,
-                    branch_tip: tip,
+                    workspace: ws.head(),
+                    branch_tip: Some(actual),
                 });
             }
+            // What the caller's call would have reported: the tip it moved from.
+            let previous = tip.and(ws.head());
             *ws = draft;
             return Ok(Committed {
                 id: commit.id(),
-                previous: head,
+                previous,
                 objects_written: 0,
                 bytes_written: 0,
             });

@@ -46,6 +46,12 @@ pub enum WalkProblem {
         /// The object making the second reference (`None` for a root).
         referenced_by: Option<ObjectId>,
     },
+    /// Reachable from a ref (found by [`crate::verify`]'s own walk) but not marked by
+    /// the collector's walk: a collection would delete it. A bug in the collector.
+    Unmarked {
+        /// The object.
+        id: ObjectId,
+    },
 }
 
 impl WalkProblem {
@@ -54,7 +60,8 @@ impl WalkProblem {
         match self {
             WalkProblem::Missing { id, .. }
             | WalkProblem::Invalid { id, .. }
-            | WalkProblem::KindConflict { id, .. } => *id,
+            | WalkProblem::KindConflict { id, .. }
+            | WalkProblem::Unmarked { id } => *id,
         }
     }
 }
@@ -80,6 +87,10 @@ impl std::fmt::Display for WalkProblem {
                     None => write!(f, " (by a ref)"),
                 }
             }
+            WalkProblem::Unmarked { id } => write!(
+                f,
+                "object {id} is reachable but the collector's marking misses it (a collection would delete it)"
+            ),
         }
     }
 }

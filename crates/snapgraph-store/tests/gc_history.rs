@@ -179,3 +179,47 @@ fn gc_keeps_all_history_on_the_directory_store() {
     let store = snapgraph_store::dir::DirStore::open(dir.path()).unwrap();
     scenario(Repo::new(store));
 }
+
+/// What a collector that forgets parents would leave: only each ref's snapshot (its
+/// commit, trees and content), with older commits deleted. `verify` walks history on
+/// its own, so it reports the lost commits instead of calling the store clean.
+#[test]
+fn verify_catches_a_collector_that_forgets_parents() {
+    use snapgraph::SnapshotGraph;
+    use snapgraph_store::{ObjectStore, RefStore, WalkProblem};
+    let repo = Repo::new(MemoryStore::new());
+    let mut line = Vec::new();
+    let mut ws = Workspace::new();
+    commits(&repo, &mut ws, "main", 1, 0..5, &mut line);
+    assert!(verify(repo.store(), true).unwrap().is_clean());
+
+    let mut keep = std::collections::HashSet::new();
+    for (_, tip) in repo.store().list_refs("").unwrap() {
+        keep.extend(SnapshotGraph::reachable(tip, repo.store()).unwrap());
+    }
+    let mut doomed = Vec::new();
+    repo.store()
+        .for_each_id(&mut |id| {
+            if !keep.contains(&id) {
+                doomed.push(id);
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(!doomed.is_empty());
+    repo.store().delete_many(&doomed).unwrap();
+
+    let report = verify(repo.store(), false).unwrap();
+    assert!(!report.is_clean());
+    let tip = line.last().unwrap().0;
+    let parent = line[line.len() - 2].0;
+    assert!(
+        report.problems.iter().any(|p| matches!(
+            p,
+            WalkProblem::Missing { id, referenced_by: Some(by) } if *id == parent && *by == tip
+        )),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(report.broken_refs, vec!["heads/main".to_string()]);
+}
