@@ -248,8 +248,12 @@ fn incremental_commit_reads_only_changed_files() {
     age(t.path());
     let first = ok(t.path(), &["commit", "-m", "one"]);
     assert_eq!(field(&first, "files read"), 201, "{first}");
-    // Nothing changed: nothing read, nothing new but the commit object.
-    let same = json(t.path(), &["commit", "-m", "same"]);
+    // Nothing changed: nothing read, no commit...
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+    // ... unless asked for: nothing new but the commit object.
+    let same = json(t.path(), &["commit", "-m", "same", "--allow-empty"]);
     assert_eq!(same["files_read"], 0, "{same}");
     assert_eq!(same["files_changed"], 0, "{same}");
     assert_eq!(same["new_objects"], 1, "{same}");
@@ -615,10 +619,12 @@ fn branches_tags_snapshots_gc_verify() {
     assert_eq!(s["labels"]["env"], "prod");
     assert_eq!(run_in(t.path(), &["cat", "release:a"]).stdout, b"3");
     ok(t.path(), &["snapshots", "remove", "release"]);
-    ok(t.path(), &["branch", "-d", "exp"]);
+    let err = fails(t.path(), &["branch", "-d", "exp"]);
+    assert!(err.contains("not merged") && err.contains("-D"), "{err}");
+    ok(t.path(), &["branch", "-D", "exp"]);
     let err = fails(t.path(), &["branch", "-d", "main"]);
     assert!(err.contains("current branch"), "{err}");
-    let gc = json(t.path(), &["gc"]);
+    let gc = json(t.path(), &["gc", "--prune=now"]);
     assert!(gc["deleted"].as_u64().unwrap() >= 1, "{gc}");
     let v = json(t.path(), &["verify", "--read-data"]);
     assert_eq!(v["clean"], true, "{v}");

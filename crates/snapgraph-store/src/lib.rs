@@ -44,6 +44,7 @@ pub mod fault;
 pub mod gc;
 pub mod memory;
 pub mod open;
+pub mod pgpass;
 pub mod postgres;
 pub mod refs;
 pub mod repo;
