@@ -15,7 +15,8 @@ pub struct Cli {
     #[arg(long, short, global = true)]
     pub quiet: bool,
     /// Run as if started in DIR.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
+    // Its own id: a global arg named `dir` would also capture `init DIR`.
+    #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     pub dir: Option<PathBuf>,
     /// The command.
     #[command(subcommand)]

@@ -63,9 +63,7 @@ pub struct Materialized {
 /// dropped, and the 8.3 short name `SNAPGR~N`.
 pub fn is_reserved_name(name: &str) -> bool {
     // Code points HFS+ ignores when comparing names (git's `is_hfs_dotgit`).
-    let ignorable = |c: char| {
-        matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
-    };
+    let ignorable = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
     let mut folded: String = name
         .chars()
         .filter(|c| !ignorable(*c))
@@ -95,7 +93,9 @@ pub fn check_component(name: &str) -> Result<(), &'static str> {
         return Err("path component contains '/' or NUL");
     }
     if is_reserved_name(name) {
-        return Err("reserved name: a file system may fold it into .snapgraph, the repository directory");
+        return Err(
+            "reserved name: a file system may fold it into .snapgraph, the repository directory",
+        );
     }
     Ok(())
 }
@@ -277,7 +277,15 @@ mod tests {
         assert!(e.contains("absolute"), "{e}");
         let e = err_of(vec![("/a//b", EntryKind::File)]);
         assert!(e.contains("empty"), "{e}");
-        for name in [".snapgraph", ".SnapGraph", ".snapgraph.", ".snapgraph ", "SNAPGR~1", ".snap\u{200c}graph", ".snapgraph::$INDEX_ALLOCATION"] {
+        for name in [
+            ".snapgraph",
+            ".SnapGraph",
+            ".snapgraph.",
+            ".snapgraph ",
+            "SNAPGR~1",
+            ".snap\u{200c}graph",
+            ".snapgraph::$INDEX_ALLOCATION",
+        ] {
             let e = err_of(vec![(&format!("/{name}"), EntryKind::Dir)]);
             assert!(e.contains("reserved"), "{name:?}: {e}");
         }

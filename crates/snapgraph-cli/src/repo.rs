@@ -96,7 +96,9 @@ pub fn open_existing_store(url: &str) -> Result<Box<dyn Store>> {
     };
     if let Some(path) = url.strip_prefix("sqlite:").filter(|p| *p != ":memory:") {
         match std::fs::metadata(path) {
-            Ok(m) if m.len() == 0 => return Err(missing("the database file is empty (truncated?)")),
+            Ok(m) if m.len() == 0 => {
+                return Err(missing("the database file is empty (truncated?)"))
+            }
             Ok(_) => {}
             Err(_) => return Err(missing("the database file does not exist")),
         }
@@ -110,9 +112,12 @@ pub fn open_existing_store(url: &str) -> Result<Box<dyn Store>> {
     let store = open_store(url)?;
     let marked = store.get_ref(STORE_MARKER)?.is_some();
     if !marked {
-        let has_refs = !store.list_refs("heads/")?.is_empty() || !store.list_refs("tags/")?.is_empty();
+        let has_refs =
+            !store.list_refs("heads/")?.is_empty() || !store.list_refs("tags/")?.is_empty();
         if !has_refs {
-            return Err(missing("no repository marker and no refs (an empty or unrelated store)"));
+            return Err(missing(
+                "no repository marker and no refs (an empty or unrelated store)",
+            ));
         }
         mark_store(store.as_ref())?;
     }
@@ -124,11 +129,8 @@ pub fn mark_store(store: &dyn Store) -> Result<()> {
     if store.get_ref(STORE_MARKER)?.is_some() {
         return Ok(());
     }
-    let update = snapgraph_store::RefUpdate::new(
-        STORE_MARKER,
-        None,
-        Some(ObjectId::from_bytes([0; 32])),
-    );
+    let update =
+        snapgraph_store::RefUpdate::new(STORE_MARKER, None, Some(ObjectId::from_bytes([0; 32])));
     match store.update_refs(&[update], "snapgraph init") {
         Ok(()) => Ok(()),
         // Someone else marked it meanwhile.
@@ -237,7 +239,8 @@ fn open_at(root: PathBuf) -> Result<Workdir> {
     if crate::secrets::split_password(&store_url).1.is_some() {
         return Err(CliError::SecretInConfig { path: config_path });
     }
-    let open_url = match crate::secrets::read_credentials(&crate::secrets::credentials_path(&dot))? {
+    let open_url = match crate::secrets::read_credentials(&crate::secrets::credentials_path(&dot))?
+    {
         Some(p) => crate::secrets::with_password(&store_url, &p),
         None => store_url.clone(),
     };
@@ -410,5 +413,9 @@ pub fn parse_config(text: &str) -> Vec<(String, String)> {
 pub fn config_value(dot: &Path, key: &str) -> Result<Option<String>> {
     let p = dot.join("config");
     let text = std::fs::read_to_string(&p).at(&p)?;
-    Ok(parse_config(&text).into_iter().rev().find(|(k, _)| k == key).map(|(_, v)| v))
+    Ok(parse_config(&text)
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v))
 }

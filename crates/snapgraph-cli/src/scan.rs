@@ -124,7 +124,8 @@ fn scope_of(only: Option<&[String]>, path: &str) -> Scope {
     let Some(only) = only else {
         return Scope::Inside;
     };
-    let below = |a: &str, b: &str| a == b || (a.starts_with(b) && a.as_bytes().get(b.len()) == Some(&b'/'));
+    let below =
+        |a: &str, b: &str| a == b || (a.starts_with(b) && a.as_bytes().get(b.len()) == Some(&b'/'));
     if only.iter().any(|o| o == "/" || below(path, o)) {
         Scope::Inside
     } else if only.iter().any(|o| below(o, path)) {
@@ -181,7 +182,12 @@ pub fn scan(
                 }
             }
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if is_dir && e.path().join(DOT_DIR).symlink_metadata().is_ok_and(|m| m.is_dir()) {
+            if is_dir
+                && e.path()
+                    .join(DOT_DIR)
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_dir())
+            {
                 if let Ok(mut v) = found.lock() {
                     v.push(e.path().to_path_buf());
                 }
@@ -269,7 +275,10 @@ pub fn scan(
                         .and_then(|ix| ix.clean(&path, &stat))
                         .is_some_and(|e| digest_of(ws, &path).as_deref() == Some(&e.digest))
             });
-            if current.as_ref().is_some_and(|c| c.kind == EntryKind::File && c.mode != mode) {
+            if current
+                .as_ref()
+                .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
+            {
                 report.changed = true;
             }
             if vouched {
@@ -279,7 +288,9 @@ pub fn scan(
                 }
             } else {
                 match &current {
-                    Some(c) if c.kind == EntryKind::File && c.size == stat.size => report.reread += 1,
+                    Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
+                        report.reread += 1
+                    }
                     _ => report.changed = true,
                 }
                 if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
@@ -320,7 +331,11 @@ pub fn scan(
             report.changed = true;
         }
     }
-    report.nested = std::mem::take(&mut *nested.lock().map_err(|_| CliError::bad_path(root, "scan thread panicked"))?);
+    report.nested = std::mem::take(
+        &mut *nested
+            .lock()
+            .map_err(|_| CliError::bad_path(root, "scan thread panicked"))?,
+    );
     report.nested.sort();
     Ok(report)
 }

@@ -96,11 +96,7 @@ pub fn with_password(url: &str, password: &str) -> String {
     let rest = &url[start..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..end].rfind('@') {
-        Some(at) => format!(
-            "{}:{password}{}",
-            &url[..start + at],
-            &url[start + at..]
-        ),
+        Some(at) => format!("{}:{password}{}", &url[..start + at], &url[start + at..]),
         None => format!("{}postgres:{password}@{}", &url[..start], rest),
     }
 }
@@ -173,7 +169,10 @@ mod tests {
             "postgres://alice:***@db.example:5432/snap?sslmode=disable"
         );
         let (bare, pw) = split_password(url);
-        assert_eq!(bare, "postgres://alice@db.example:5432/snap?sslmode=disable");
+        assert_eq!(
+            bare,
+            "postgres://alice@db.example:5432/snap?sslmode=disable"
+        );
         assert_eq!(pw.as_deref(), Some("s3cr%40t"));
         assert_eq!(with_password(&bare, "s3cr%40t"), url);
 
@@ -183,10 +182,22 @@ mod tests {
         let (bare, pw) = split_password("postgres://h/db?connect_timeout=5&password=x");
         assert_eq!(bare, "postgres://h/db?connect_timeout=5");
         assert_eq!(pw.as_deref(), Some("x"));
-        assert_eq!(redact("postgres://h/db?password=x"), "postgres://h/db?password=***");
+        assert_eq!(
+            redact("postgres://h/db?password=x"),
+            "postgres://h/db?password=***"
+        );
 
-        assert_eq!(split_password("postgres://bob@h/db"), ("postgres://bob@h/db".to_string(), None));
-        assert_eq!(split_password("sqlite:a:b@c"), ("sqlite:a:b@c".to_string(), None));
-        assert_eq!(with_password("postgres://h/db", "p"), "postgres://postgres:p@h/db");
+        assert_eq!(
+            split_password("postgres://bob@h/db"),
+            ("postgres://bob@h/db".to_string(), None)
+        );
+        assert_eq!(
+            split_password("sqlite:a:b@c"),
+            ("sqlite:a:b@c".to_string(), None)
+        );
+        assert_eq!(
+            with_password("postgres://h/db", "p"),
+            "postgres://postgres:p@h/db"
+        );
     }
 }

@@ -175,14 +175,21 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                 if !is_file {
                     return Err(bad(
                         &name,
-                        &format!("hard link to {target:?}, which is not an earlier file of the archive"),
+                        &format!(
+                            "hard link to {target:?}, which is not an earlier file of the archive"
+                        ),
                     ));
                 }
                 let data = ws.read(&from)?.to_vec();
                 let link_mode = ws.metadata(&from)?.mode;
                 total += data.len() as u64;
                 if total > budget {
-                    return Err(bad(&name, &format!("the archive holds more than the workspace limit of {budget} bytes")));
+                    return Err(bad(
+                        &name,
+                        &format!(
+                            "the archive holds more than the workspace limit of {budget} bytes"
+                        ),
+                    ));
                 }
                 if ws.exists(&path) {
                     ws.remove(&path)?;
@@ -202,7 +209,10 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                 let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
                 (&mut entry).take(size).read_to_end(&mut data).at(file)?;
                 if data.len() as u64 != size {
-                    return Err(bad(&name, &format!("truncated: {} of {size} bytes", data.len())));
+                    return Err(bad(
+                        &name,
+                        &format!("truncated: {} of {size} bytes", data.len()),
+                    ));
                 }
                 total += size;
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {

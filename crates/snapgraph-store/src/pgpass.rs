@@ -151,7 +151,10 @@ mod tests {
             None,
             "another user's line"
         );
-        assert_eq!(find("db.example:5432:snap:alice:a\\\\b\n", &target()).as_deref(), Some("a\\b"));
+        assert_eq!(
+            find("db.example:5432:snap:alice:a\\\\b\n", &target()).as_deref(),
+            Some("a\\b")
+        );
     }
 
     #[test]
@@ -161,10 +164,16 @@ mod tests {
         std::fs::write(&p, "*:*:*:*:secret\n").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = from_file(&p, &target()).unwrap_err();
-        assert!(matches!(e, PassfileError::Insecure { mode: 0o644, .. }), "{e}");
+        assert!(
+            matches!(e, PassfileError::Insecure { mode: 0o644, .. }),
+            "{e}"
+        );
         assert!(!e.to_string().contains("secret"));
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(from_file(&p, &target()).unwrap().as_deref(), Some("secret"));
-        assert_eq!(from_file(&dir.path().join("none"), &target()).unwrap(), None);
+        assert_eq!(
+            from_file(&dir.path().join("none"), &target()).unwrap(),
+            None
+        );
     }
 }

@@ -21,7 +21,13 @@ use crate::repo;
 pub const PACKED_FROM: &str = "snapgraph.packed_from";
 
 /// `pack REV -o FILE`.
-pub(super) fn pack(ctx: &Ctx, rev: &str, output: &Path, key: Option<&Path>, compress: bool) -> Result<()> {
+pub(super) fn pack(
+    ctx: &Ctx,
+    rev: &str,
+    output: &Path,
+    key: Option<&Path>,
+    compress: bool,
+) -> Result<()> {
     let key = read_key(key)?;
     let wd = ctx.open()?;
     let id = wd.resolve(rev)?;
@@ -36,7 +42,11 @@ pub(super) fn pack(ctx: &Ctx, rev: &str, output: &Path, key: Option<&Path>, comp
         }
     }
     let root = ws.commit(opts.meta(PACKED_FROM, id.to_string()))?;
-    let flags = if compress { snapgraph::pack::FLAG_ZSTD } else { 0 };
+    let flags = if compress {
+        snapgraph::pack::FLAG_ZSTD
+    } else {
+        0
+    };
     let output = resolve_path(ctx, output);
     let mut bytes = Vec::new();
     snapgraph::pack::write_packed(root.id(), root.objects(), flags, key.as_ref(), &mut bytes)
@@ -57,7 +67,10 @@ pub(super) fn pack(ctx: &Ctx, rev: &str, output: &Path, key: Option<&Path>, comp
     )
 }
 
-pub(super) fn put_objects(store: &dyn Store, objects: &snapgraph::ObjectSet) -> Result<(usize, u64)> {
+pub(super) fn put_objects(
+    store: &dyn Store,
+    objects: &snapgraph::ObjectSet,
+) -> Result<(usize, u64)> {
     let mut batch: Vec<(ObjectId, &[u8])> = Vec::new();
     let mut size = 0u64;
     let (mut n, mut bytes) = (0usize, 0u64);
@@ -79,7 +92,12 @@ pub(super) fn put_objects(store: &dyn Store, objects: &snapgraph::ObjectSet) -> 
 }
 
 /// `unpack FILE [--branch B]`.
-pub(super) fn unpack(ctx: &Ctx, file: &Path, key: Option<&Path>, branch: Option<String>) -> Result<()> {
+pub(super) fn unpack(
+    ctx: &Ctx,
+    file: &Path,
+    key: Option<&Path>,
+    branch: Option<String>,
+) -> Result<()> {
     let key = read_key(key)?;
     let wd = ctx.open()?;
     let file = resolve_path(ctx, file);
@@ -169,7 +187,12 @@ pub(super) fn export(ctx: &Ctx, rev: &str, output: &Path) -> Result<()> {
 }
 
 /// `import FILE`.
-pub(super) fn import(ctx: &Ctx, file: &Path, message: Option<String>, branch: Option<String>) -> Result<()> {
+pub(super) fn import(
+    ctx: &Ctx,
+    file: &Path,
+    message: Option<String>,
+    branch: Option<String>,
+) -> Result<()> {
     let wd = ctx.open()?;
     let file = resolve_path(ctx, file);
     let f = std::fs::File::open(&file).at(&file)?;
@@ -207,4 +230,3 @@ pub(super) fn import(ctx: &Ctx, file: &Path, message: Option<String>, branch: Op
         },
     )
 }
-

@@ -183,7 +183,13 @@ pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
                 .as_ref()
                 .map(|t| format!(" -> {}", quote(t)))
                 .unwrap_or_default();
-            writeln!(w, "{:04o} {kind:4} {:>12} {}{suffix}", m.mode, m.size, quote(n))?;
+            writeln!(
+                w,
+                "{:04o} {kind:4} {:>12} {}{suffix}",
+                m.mode,
+                m.size,
+                quote(n)
+            )?;
         }
         Ok(())
     })
@@ -215,4 +221,3 @@ pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     crate::output::with_stdout(|w| w.write_all(data))?;
     Ok(())
 }
-

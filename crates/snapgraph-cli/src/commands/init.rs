@@ -9,7 +9,12 @@ use crate::error::{IoContext, Result};
 use crate::repo;
 
 /// `init [DIR] [--store URL] [--force]`.
-pub(super) fn init(ctx: &Ctx, dir: Option<PathBuf>, store: Option<&str>, force: bool) -> Result<()> {
+pub(super) fn init(
+    ctx: &Ctx,
+    dir: Option<PathBuf>,
+    store: Option<&str>,
+    force: bool,
+) -> Result<()> {
     let dir = resolve_path(ctx, dir.as_deref().unwrap_or(Path::new(".")));
     std::fs::create_dir_all(&dir).at(&dir)?;
     let created = repo::init(&dir, store, force)?;

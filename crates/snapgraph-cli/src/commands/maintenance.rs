@@ -61,7 +61,10 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
         );
     }
     for p in repo::remove_stale_staging(&wd.dot) {
-        eprintln!("removed {}, left by a checkout that did not finish", p.display());
+        eprintln!(
+            "removed {}, left by a checkout that did not finish",
+            p.display()
+        );
     }
     if args.break_leases {
         let n = snapgraph_store::gc::break_leases(wd.store())?;

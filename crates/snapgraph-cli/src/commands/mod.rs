@@ -16,7 +16,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use snapgraph::{CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource, SnapshotGraph, SnapshotKey, Workspace};
+use snapgraph::{
+    CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource, SnapshotGraph,
+    SnapshotKey, Workspace,
+};
 
 use crate::cli::{Cli, Command, SnapshotsAction};
 use crate::error::{CliError, IoContext, Result};
@@ -364,4 +367,3 @@ pub(super) fn unique_name(base: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
-

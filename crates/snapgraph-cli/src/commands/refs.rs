@@ -1,6 +1,5 @@
 //! `branch`, `tag`, `fork`, `snapshots`: naming commits.
 
-
 use serde_json::{json, Value};
 
 use super::{parse_pairs, Ctx};
@@ -75,7 +74,11 @@ pub(super) fn tag(ctx: &Ctx, name: &str, at: Option<&str>, labels: &[String]) ->
     let at = wd.resolve(at.unwrap_or("HEAD"))?;
     let info = wd.repo.tag(name, &at.to_string(), labels)?;
     ctx.print(snapshot_json(&info), |w| {
-        writeln!(w, "snapshot {} = {} (of {})", info.name, info.id, info.target)
+        writeln!(
+            w,
+            "snapshot {} = {} (of {})",
+            info.name, info.id, info.target
+        )
     })
 }
 

@@ -34,7 +34,13 @@ fn open_any(ctx: &Ctx, spec: &str, create: bool) -> Result<Box<dyn Store>> {
 }
 
 /// `sync SRC DST [REF] [--force]`.
-pub(super) fn sync(ctx: &Ctx, src: &str, dst: &str, reference: Option<&str>, force: bool) -> Result<()> {
+pub(super) fn sync(
+    ctx: &Ctx,
+    src: &str,
+    dst: &str,
+    reference: Option<&str>,
+    force: bool,
+) -> Result<()> {
     let s = open_any(ctx, src, false)?;
     let d = open_any(ctx, dst, true)?;
     let refs: Vec<String> = match reference {
@@ -100,4 +106,3 @@ pub(super) fn sync(ctx: &Ctx, src: &str, dst: &str, reference: Option<&str>, for
         Ok(())
     })
 }
-

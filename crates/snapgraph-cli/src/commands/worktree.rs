@@ -69,7 +69,11 @@ fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<String> {
         return Err(CliError::bad_path(&full, "inside the repository directory"));
     }
     let path = scan::workspace_path(&canonical, rel)?;
-    Ok(if path.is_empty() { "/".to_string() } else { path })
+    Ok(if path.is_empty() {
+        "/".to_string()
+    } else {
+        path
+    })
 }
 
 /// `commit [PATH...]`.
@@ -131,14 +135,23 @@ pub(super) fn commit(
         let mut entries = BTreeMap::new();
         if let (Some(only), Some(old)) = (&only, &index) {
             for (p, e) in &old.entries {
-                if !only.iter().any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/"))) {
+                if !only
+                    .iter()
+                    .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
+                {
                     entries.insert(p.clone(), e.clone());
                 }
             }
         }
         for (path, stat) in &report.stats {
             if let Some(digest) = scan::digest_of(ws, path) {
-                entries.insert(path.clone(), IndexEntry { stat: *stat, digest });
+                entries.insert(
+                    path.clone(),
+                    IndexEntry {
+                        stat: *stat,
+                        digest,
+                    },
+                );
             }
         }
         Index {
@@ -158,7 +171,12 @@ pub(super) fn commit(
                     "bytes_read": report.bytes_read, "files_skipped": report.files_skipped,
                     "files_changed": 0,
                 }),
-                |w| writeln!(w, "nothing to commit on {branch} (use --allow-empty to commit anyway)"),
+                |w| {
+                    writeln!(
+                        w,
+                        "nothing to commit on {branch} (use --allow-empty to commit anyway)"
+                    )
+                },
             );
         }
     }
@@ -263,7 +281,11 @@ pub(super) fn status(ctx: &Ctx) -> Result<()> {
             print_diff(w, &d, false)?;
         }
         for n in &report.nested {
-            writeln!(w, "nested repository (not recorded): {}", quote(&n.to_string_lossy()))?;
+            writeln!(
+                w,
+                "nested repository (not recorded): {}",
+                quote(&n.to_string_lossy())
+            )?;
         }
         for s in &stale {
             writeln!(w, "{}", s.describe())?;
@@ -276,7 +298,10 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
     let wd = ctx.open()?;
     let id = wd.resolve(&args.rev)?;
     for p in repo::remove_stale_staging(&wd.dot) {
-        eprintln!("removed {}, left by a checkout that did not finish", p.display());
+        eprintln!(
+            "removed {}, left by a checkout that did not finish",
+            p.display()
+        );
     }
     let store: &dyn ObjectSource = wd.repo.store();
     let mut ws = shallow(id, store)?;
@@ -404,7 +429,10 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
             e.path() != dot
                 && !(e.depth() > 0
                     && is_dir
-                    && e.path().join(repo::DOT_DIR).symlink_metadata().is_ok_and(|m| m.is_dir()))
+                    && e.path()
+                        .join(repo::DOT_DIR)
+                        .symlink_metadata()
+                        .is_ok_and(|m| m.is_dir()))
         })
         .build();
     for entry in walker {
@@ -480,9 +508,7 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<()> {
             let shown = b.strip_prefix(staging).unwrap_or(&b).display().to_string();
             return Err(CliError::Dirty {
                 path: wd.root.join(&rel),
-                summary: format!(
-                    "an ignored entry that the commit's file {shown} would replace"
-                ),
+                summary: format!("an ignored entry that the commit's file {shown} would replace"),
             });
         }
         if let Err(e) = std::fs::rename(wd.root.join(&rel), staging.join(&rel)) {
