@@ -25,7 +25,7 @@ use crate::error::{CliError, Result};
 pub fn quote(name: &str) -> Cow<'_, str> {
     if !name
         .bytes()
-        .any(|b| b < 0x20 || b >= 0x7f || b == b'"' || b == b'\\')
+        .any(|b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')
     {
         return Cow::Borrowed(name);
     }
@@ -42,7 +42,7 @@ pub fn quote(name: &str) -> Cow<'_, str> {
             b'\r' => out.push_str("\\r"),
             b'"' => out.push_str("\\\""),
             b'\\' => out.push_str("\\\\"),
-            b if b < 0x20 || b >= 0x7f => out.push_str(&format!("\\{b:03o}")),
+            b if !(0x20..0x7f).contains(&b) => out.push_str(&format!("\\{b:03o}")),
             b => out.push(b as char),
         }
     }

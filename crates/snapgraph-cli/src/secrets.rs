@@ -36,6 +36,7 @@ fn userinfo_password(url: &str) -> Option<(usize, usize)> {
 /// The byte range of a `password=VALUE` query parameter (the whole `password=VALUE`,
 /// with the `&` before it, or the `?`'s following `&` when it is the first).
 fn query_password(url: &str) -> Option<(usize, usize, usize)> {
+    url.find("://")?;
     let q = url.find('?')?;
     let mut at = q + 1;
     for part in url[q + 1..].split('&') {
@@ -83,7 +84,9 @@ pub fn split_password(url: &str) -> (String, Option<String>) {
     (out, password)
 }
 
-/// `url` (without a password) with `password` (percent-encoded) in its user info.
+/// `url` (without a password) with `password` (percent-encoded; `@`, `/`, `?`, `#`
+/// and `:` are encoded if they appear raw, as they can in a query parameter) in its
+/// user info.
 /// A URL without a user gets `postgres` as its user, like libpq's default for the
 /// test servers we start; a URL that already has a password is returned unchanged.
 pub fn with_password(url: &str, password: &str) -> String {
@@ -93,6 +96,18 @@ pub fn with_password(url: &str, password: &str) -> String {
     let Some(start) = url.find("://").map(|i| i + 3) else {
         return url.to_string();
     };
+    let mut encoded = String::with_capacity(password.len());
+    for c in password.chars() {
+        match c {
+            '@' => encoded.push_str("%40"),
+            '/' => encoded.push_str("%2F"),
+            '?' => encoded.push_str("%3F"),
+            '#' => encoded.push_str("%23"),
+            ':' => encoded.push_str("%3A"),
+            c => encoded.push(c),
+        }
+    }
+    let password = encoded;
     let rest = &url[start..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..end].rfind('@') {

@@ -1,11 +1,7 @@
 //! End-to-end tests: run the `snapgraph` binary on temporary directories.
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 mod common;
 use common::*;

@@ -180,6 +180,14 @@ pub(super) fn commit(
             );
         }
     }
+    // The write phase: hashing what was read and storing what is new. `Repo::commit`
+    // reports nothing until it is done, so this is a spinner with the amount to go
+    // through, not a bar.
+    let pb = ctx.bar(None, "writing");
+    pb.set_message(format!(
+        "hashing {} read and storing what is new",
+        indicatif::HumanBytes(report.bytes_read)
+    ));
     let committed = wd.repo.commit(
         &mut ws,
         &branch,
@@ -189,7 +197,9 @@ pub(super) fn commit(
             extra_parents: Vec::new(),
             onto_tip: false,
         },
-    )?;
+    );
+    pb.finish_and_clear();
+    let committed = committed?;
     index_entries(&ws).save(&index_path)?;
     let d = diff_of(committed.previous, committed.id, store)?;
     ctx.print(
