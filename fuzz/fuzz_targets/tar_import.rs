@@ -23,5 +23,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     assert!(bytes <= data.len() as u64 * 64, "more bytes than the archive could hold");
-    ws.commit(CommitOptions::new()).expect("an accepted archive commits");
+    let commit = ws.commit(CommitOptions::new()).expect("an accepted archive commits");
+    assert!(commit.is_complete());
 });

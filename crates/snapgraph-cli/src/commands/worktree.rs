@@ -367,12 +367,16 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     let summary = match tip {
                         Some(t) => {
                             let d = SnapshotGraph::diff(t, wid, &overlay)?;
-                            format!(
-                                "{} added, {} modified, {} removed",
-                                d.files_added.len(),
-                                d.files_modified.len(),
-                                d.files_removed.len()
-                            )
+                            if changed(&d) == 0 {
+                                "directories added or removed (a directory holding only ignored files counts)".to_string()
+                            } else {
+                                format!(
+                                    "{} added, {} modified, {} removed",
+                                    d.files_added.len(),
+                                    d.files_modified.len(),
+                                    d.files_removed.len()
+                                )
+                            }
                         }
                         None => "files present and nothing committed".to_string(),
                     };
