@@ -11,7 +11,7 @@
 //!
 //! **A closed pipe.** When the reader of stdout goes away (`snapgraph log | head -1`),
 //! writing fails with `BrokenPipe`; commands turn that into
-//! [`CliError::ClosedPipe`](crate::CliError::ClosedPipe), which the binary ends on
+//! [`crate::CliError::ClosedPipe`], which the binary ends on
 //! quietly with exit status 141 (128 + SIGPIPE, what a shell reports for git killed
 //! by the signal), printing nothing.
 

@@ -491,7 +491,7 @@ fn item12_init_does_not_nest_silently() {
 /// Runs the binary, reads the start of its stdout, closes the pipe and returns the
 /// exit code and stderr.
 fn head_one(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(&*BIN)
         .args(args)
         .arg("--quiet")
         .current_dir(dir)
@@ -761,7 +761,7 @@ fn libpq_password_sources() {
     let t = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let run = |envs: &[(&str, &str)], args: &[&str]| {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(&*BIN);
         c.args(args)
             .arg("--quiet")
             .current_dir(t.path())

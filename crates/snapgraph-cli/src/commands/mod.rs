@@ -1,9 +1,9 @@
 //! The commands, one file per verb family: each parses nothing (clap did), calls the
 //! libraries, and prints its result (text, or JSON with `--json`) through
-//! [`Ctx::print`], so that a closed stdout ends the command quietly
+//! `Ctx::print`, so that a closed stdout ends the command quietly
 //! ([`crate::output`]).
 //!
-//! - [`init`](init.rs): `init`;
+//! - `init`: `init`;
 //! - `worktree`: `commit`, `status`, `checkout`, `restore` (the working directory);
 //! - `history`: `log`, `show`, `diff`, `ls`, `cat`;
 //! - `refs`: `branch`, `tag`, `fork`, `snapshots`;

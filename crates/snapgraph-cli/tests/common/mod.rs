@@ -9,10 +9,15 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_snapgraph");
+/// The binary under test: this build's, or `SNAPGRAPH_TEST_BIN` (to run the suite
+/// against an installed or older binary).
+pub static BIN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    std::env::var("SNAPGRAPH_TEST_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_snapgraph").to_string())
+});
 
 pub fn run_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
+    Command::new(&*BIN)
         .args(args)
         .arg("--quiet")
         .current_dir(dir)
