@@ -52,14 +52,20 @@ fn query_password(url: &str) -> Option<(usize, usize, usize)> {
 
 /// `url` with any password replaced by `***` (for printing).
 pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some((s, _, e)) = query_password(&out) {
-        out.replace_range(s + "password=".len()..e, "***");
+    let (out, password) = split_password(url);
+    if password.is_none() {
+        return out;
     }
-    if let Some((s, e)) = userinfo_password(&out) {
-        out.replace_range(s..e, "***");
+    let has_user = out.find("://").is_some_and(|i| {
+        let rest = &out[i + 3..];
+        rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())].contains('@')
+    });
+    if has_user {
+        with_password(&out, "***")
+    } else {
+        let sep = if out.contains('?') { '&' } else { '?' };
+        format!("{out}{sep}password=***")
     }
-    out
 }
 
 /// Splits the password out of `url`: the URL without it and the password as it
@@ -67,7 +73,8 @@ pub fn redact(url: &str) -> String {
 pub fn split_password(url: &str) -> (String, Option<String>) {
     let mut out = url.to_string();
     let mut password = None;
-    if let Some((s, v, e)) = query_password(&out) {
+    // Every `password=` parameter goes (the last one is the password, as for libpq).
+    while let Some((s, v, e)) = query_password(&out) {
         password = Some(out[v..e].to_string());
         // Remove `password=...` and one neighbouring separator.
         let (from, to) = if out.as_bytes().get(e) == Some(&b'&') {

@@ -104,6 +104,15 @@ fn entry_path(name: &str) -> std::result::Result<Option<String>, &'static str> {
     Ok(Some(format!("/{trimmed}")))
 }
 
+/// The link target of a symlink or hard link entry.
+fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> std::result::Result<String, &'static str> {
+    let target = entry
+        .link_name_bytes()
+        .ok_or("without target")?
+        .into_owned();
+    String::from_utf8(target).map_err(|_| "target is not valid UTF-8")
+}
+
 /// Reads a tar archive into a fresh workspace.
 ///
 /// Every entry is checked before it is stored: names as [`check_component`] requires
@@ -150,24 +159,16 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
         match entry.header().entry_type() {
             tar::EntryType::Directory => ws.mkdir(&path)?,
             tar::EntryType::Symlink => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| bad(&name, "symlink without target"))?
-                    .into_owned();
-                let target = String::from_utf8(target)
-                    .map_err(|_| bad(&name, "symlink target is not valid UTF-8"))?;
+                let target =
+                    link_target(&entry).map_err(|r| bad(&name, &format!("symlink {r}")))?;
                 if ws.exists(&path) {
                     ws.remove(&path)?;
                 }
                 ws.symlink(&path, &target)?;
             }
             tar::EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| bad(&name, "hard link without target"))?
-                    .into_owned();
-                let target = String::from_utf8(target)
-                    .map_err(|_| bad(&name, "hard link target is not valid UTF-8"))?;
+                let target =
+                    link_target(&entry).map_err(|r| bad(&name, &format!("hard link {r}")))?;
                 let from = entry_path(&target)
                     .map_err(|r| bad(&name, &format!("hard link target {target:?}: {r}")))?
                     .ok_or_else(|| bad(&name, "hard link to the archive's root"))?;
