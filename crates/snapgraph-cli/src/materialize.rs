@@ -62,6 +62,16 @@ pub struct Materialized {
 /// ignores removed, trailing dots and spaces and an NTFS stream suffix (`:...`)
 /// dropped, and the 8.3 short name `SNAPGR~N`.
 pub fn is_reserved_name(name: &str) -> bool {
+    // Fast path for the common case (the scan asks for every entry): an ASCII name
+    // can only fold into `.snapgraph` or `snapgr~N` if it starts with one of them.
+    if name.is_ascii() {
+        let b = name.as_bytes();
+        let dot = b.len() >= 10 && b[..10].eq_ignore_ascii_case(b".snapgraph");
+        let short = b.len() >= 8 && b[..7].eq_ignore_ascii_case(b"snapgr~");
+        if !dot && !short {
+            return false;
+        }
+    }
     // Code points HFS+ ignores when comparing names (git's `is_hfs_dotgit`).
     let ignorable = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
     let mut folded: String = name
