@@ -114,6 +114,13 @@ pub enum Command {
         #[arg(short = 'D', long = "force-delete")]
         force_delete: bool,
     },
+    /// Show the moves of a ref, newest first (kept after the ref is deleted): where
+    /// to find a deleted or overwritten branch tip.
+    Reflog {
+        /// A branch, `heads/NAME` or `tags/NAME` (default: the current branch).
+        #[arg(name = "REF")]
+        reference: Option<String>,
+    },
     /// Record a named, labelled snapshot of a commit.
     Tag {
         /// The snapshot's name.

@@ -338,6 +338,10 @@ fn item08_deleted_branches_survive_the_grace_period() {
     );
     let out = ok(t.path(), &["branch", "-D", "exp"]);
     assert!(out.contains(&format!("--at {exp}")), "{out}");
+    // The reflog of the deleted branch still names its tip.
+    let log = json(t.path(), &["reflog", "exp"]);
+    assert_eq!(log[0]["old"], exp.as_str(), "{log}");
+    assert_eq!(log[0]["new"], serde_json::Value::Null, "{log}");
     // gc within the grace period keeps it.
     ok(t.path(), &["gc"]);
     assert_eq!(

@@ -6,7 +6,7 @@
 //! - `init`: `init`;
 //! - `worktree`: `commit`, `status`, `checkout`, `restore` (the working directory);
 //! - `history`: `log`, `show`, `diff`, `ls`, `cat`;
-//! - `refs`: `branch`, `tag`, `fork`, `snapshots`;
+//! - `refs`: `branch`, `reflog`, `tag`, `fork`, `snapshots`;
 //! - `maintenance`: `gc`, `verify`;
 //! - `archive`: `pack`, `unpack`, `export`, `import`;
 //! - `sync`: `sync`.
@@ -106,6 +106,7 @@ pub fn run(cli: Cli) -> Result<()> {
             delete,
             force_delete,
         } => refs::branch(&ctx, name, at, delete, force_delete),
+        Command::Reflog { reference } => refs::reflog(&ctx, reference.as_deref()),
         Command::Tag { name, at, label } => refs::tag(&ctx, &name, at.as_deref(), &label),
         Command::Fork { new, at } => refs::fork(&ctx, &new, &at),
         Command::Snapshots { action } => {

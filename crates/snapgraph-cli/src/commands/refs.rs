@@ -1,4 +1,4 @@
-//! `branch`, `tag`, `fork`, `snapshots`: naming commits.
+//! `branch`, `reflog`, `tag`, `fork`, `snapshots`: naming commits.
 
 use serde_json::{json, Value};
 
@@ -64,6 +64,39 @@ pub(super) fn branch(
     let id = wd.repo.fork(&name, &at.to_string())?;
     ctx.print(json!({"branch": name, "id": id.to_string()}), |w| {
         writeln!(w, "created branch {name} at {id}")
+    })
+}
+
+/// `reflog [REF]`: the moves of a ref, newest first.
+pub(super) fn reflog(ctx: &Ctx, reference: Option<&str>) -> Result<()> {
+    let wd = ctx.open()?;
+    let name = match reference {
+        Some(r) if r.contains('/') => r.to_string(),
+        Some(r) => format!("heads/{r}"),
+        None => format!("heads/{}", wd.head_branch()?),
+    };
+    snapgraph_store::validate_ref_name(&name)?;
+    let mut entries = wd.store().reflog(&name)?;
+    entries.reverse();
+    let show = |id: Option<snapgraph::ObjectId>| id.map_or("-".to_string(), |i| i.to_string());
+    let value: Vec<Value> = entries
+        .iter()
+        .map(|e| json!({"old": e.old.map(|i| i.to_string()), "new": e.new.map(|i| i.to_string()), "message": e.message}))
+        .collect();
+    ctx.print(Value::Array(value), |w| {
+        for e in &entries {
+            writeln!(
+                w,
+                "{} -> {} {}",
+                show(e.old),
+                show(e.new),
+                crate::output::sanitize(&e.message).replace('\n', " ")
+            )?;
+        }
+        if entries.is_empty() {
+            writeln!(w, "no moves recorded for {name}")?;
+        }
+        Ok(())
     })
 }
 
