@@ -50,6 +50,7 @@ pub mod fault;
 pub mod gc;
 pub mod memory;
 pub mod open;
+pub mod pgpass;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod refs;
