@@ -129,6 +129,7 @@ async function act(fn) {
   app.busy = true;
   document.body.dataset.busy = "1";
   clearError();
+  notice("");
   try {
     await fn();
   } catch (e) {
@@ -166,6 +167,8 @@ function renderFiles() {
 }
 
 function select(path) {
+  // Switching files keeps what was typed: the edit is written to the workspace.
+  if (app.selected !== null && app.ws.exists(app.selected)) saveEditor();
   app.selected = path;
   const meta = app.ws.metadata(path);
   let text;
@@ -186,8 +189,8 @@ function select(path) {
 }
 
 function renderHead() {
-  $("head").textContent = app.ws.head ? `head ${short(app.ws.head)}` : "no commit yet";
-  $("head").dataset.id = app.ws.head ?? "";
+  $("head").textContent = app.ws.head() ? `head ${short(app.ws.head())}` : "no commit yet";
+  $("head").dataset.id = app.ws.head() ?? "";
 }
 
 async function renderBranches() {
@@ -218,7 +221,7 @@ async function renderHistory() {
   for (const c of app.history) {
     const li = document.createElement("li");
     li.dataset.id = c.id;
-    if (c.id === app.ws.head) li.classList.add("head");
+    if (c.id === app.ws.head()) li.classList.add("head");
     const picks = document.createElement("div");
     picks.className = "picks";
     for (const which of ["A", "B"]) {
@@ -309,7 +312,7 @@ function saveEditor() {
 async function commitTurn(message) {
   saveEditor();
   const ref = `heads/${app.branch}`;
-  const expected = app.ws.head ?? null;
+  const expected = app.ws.head() ?? null;
   // Commit on a copy: if storing or the ref update fails, the workspace is unchanged.
   const next = app.ws.copy();
   const c = next.commit({
@@ -326,8 +329,6 @@ async function commitTurn(message) {
   } catch (e) {
     next.free();
     throw e;
-  } finally {
-    c.free();
   }
   adopt(next);
   await renderAll();
@@ -432,20 +433,16 @@ function preview(ws, path) {
 async function importPack() {
   const ws = app.pack.ws.copy();
   const c = ws.commit({ have: app.cache, meta: { message: `unpacked ${app.pack.name}`, time: new Date().toISOString() } });
-  try {
-    const objects = c.objects;
-    await app.store.putMany(objects);
-    app.cache.addAll(objects);
-    const name = `unpacked-${short(c.id)}`;
-    const ref = `heads/${name}`;
-    const existing = await app.store.getRef(ref);
-    if (existing !== c.id) await app.store.updateRefs([{ name: ref, expected: null, new: c.id }], `unpack ${app.pack.name}`);
-    ws.free();
-    await openBranch(name);
-    notice(`imported ${app.pack.name} as branch ${name}`);
-  } finally {
-    c.free();
-  }
+  ws.free();
+  const objects = c.objects;
+  await app.store.putMany(objects);
+  app.cache.addAll(objects);
+  const name = `unpacked-${short(c.id)}`;
+  const ref = `heads/${name}`;
+  const existing = await app.store.getRef(ref);
+  if (existing !== c.id) await app.store.updateRefs([{ name: ref, expected: null, new: c.id }], `unpack ${app.pack.name}`);
+  await openBranch(name);
+  notice(`imported ${app.pack.name} as branch ${name}`);
 }
 
 // ----- benchmark -----
@@ -470,14 +467,12 @@ export function benchmark({ files = 2000, dirs = 20, size = 4000, warmup = 50, b
   const first = ws.commit({});
   for (const [id, b] of Object.entries(first.objects)) store.set(id, b);
   const firstMs = performance.now() - t0;
-  first.free();
   let edit = 0;
   const turn = (data) => {
     const i = (edit++ * 7919) % files;
     ws.write(path(i), data);
-    const c = ws.commit({ parents: [ws.head], have: store });
+    const c = ws.commit({ parents: [ws.head()], have: store });
     for (const [id, b] of Object.entries(c.objects)) store.set(id, b);
-    c.free();
   };
   const fresh = (n) => Array.from({ length: n }, () => fillRandom(new Uint8Array(size)));
   for (const d of fresh(warmup)) turn(d);
@@ -526,7 +521,7 @@ async function main() {
   const saved = localStorage.getItem(BRANCH_KEY);
   const branch = heads.includes(saved) ? saved : heads.includes("main") || heads.length === 0 ? "main" : heads[0];
   await openBranch(branch);
-  if (!app.ws.head && files(app.ws).length === 0) {
+  if (!app.ws.head() && files(app.ws).length === 0) {
     app.ws.write("/README.md", "# My workspace\n\nEdit files, then commit a turn.\n");
     renderFiles();
   }

@@ -7,7 +7,7 @@ import { launch } from "./test/chromium.mjs";
 const server = await serve(new URL(".", import.meta.url).pathname);
 const chrome = await launch();
 try {
-  const page = await chrome.browser.newPage();
+  const page = await chrome.context.newPage();
   await page.goto(`http://127.0.0.1:${server.address().port}/`);
   await page.waitForSelector("body[data-ready='1']");
   await page.click("[data-testid='bench']");

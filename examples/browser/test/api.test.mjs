@@ -14,6 +14,11 @@ import init, {
   CheckoutPlan,
   formatVersion,
   verifyObject,
+  snapshotAncestry,
+  snapshotCapabilities,
+  snapshotDiff,
+  snapshotPlanCheckout,
+  snapshotReachable,
 } from "../pkg/snapgraph_wasm.js";
 
 const wasm = readFileSync(fileURLToPath(new URL("../pkg/snapgraph_wasm_bg.wasm", import.meta.url)));
@@ -68,7 +73,7 @@ test("file-system errors are typed and name the path", () => {
   const ws = new Workspace();
   ws.write("/f", "x");
   throwsCode(() => ws.write("relative", "x"), "INVALID_PATH", { path: "relative" });
-  throwsCode(() => ws.read("/missing"), "NO_SUCH_PATH", { path: "/missing" });
+  throwsCode(() => ws.read("/missing"), "NOT_FOUND", { path: "/missing" });
   throwsCode(() => ws.write("/f/g", "x"), "NOT_A_DIRECTORY");
   throwsCode(() => ws.read("/"), "IS_A_DIRECTORY");
   throwsCode(() => ws.readLink("/f"), "NOT_A_SYMLINK", { path: "/f" });
@@ -82,6 +87,7 @@ test("commit, have, meta, ancestry, diff, reachable, checkout", () => {
   const store = new Map();
   const ws = new Workspace();
   ws.write("/log.txt", "one\n");
+  ws.write("/keep.bin", new Uint8Array(20_000).map((_, i) => (i * 31) % 251));
   ws.setState(enc.encode("state-1"));
   const c1 = ws.commit({ meta: { message: "first" } });
   assert.equal(c1.generation, 1);
@@ -89,7 +95,7 @@ test("commit, have, meta, ancestry, diff, reachable, checkout", () => {
   assert.equal(Object.keys(c1.objects).length, c1.objectCount);
   assert.ok(c1.packed instanceof Uint8Array);
   const first = persist(store, c1);
-  assert.equal(ws.head, first);
+  assert.equal(ws.head(), first);
 
   ws.write("/log.txt", "one\ntwo\n");
   ws.write("/new.txt", "new");
@@ -127,18 +133,25 @@ test("commit, have, meta, ancestry, diff, reachable, checkout", () => {
   const back = new Workspace();
   const r = back.checkout(first, store);
   assert.equal(r.commit, first);
-  assert.deepEqual(r.pins, []);
-  assert.equal(r.driftCheck(), undefined);
+  assert.deepEqual(r.pins(), []);
+  assert.equal(r.needsDriftCheck(), false);
+  r.finish();
   assert.equal(text(back, "/log.txt"), "one\n");
   assert.ok(!back.exists("/new.txt"));
   assert.equal(dec.decode(back.state()), "state-1");
-  assert.equal(back.head, first);
+  assert.equal(back.head(), first);
 
   // A record and an object with get() are sources too.
   const record = Object.fromEntries(store);
   assert.deepEqual(SnapshotGraph.ancestry(second, record), [second, first]);
   const getter = { get: (id) => store.get(id) };
   assert.deepEqual(SnapshotGraph.diff(first, second, getter).filesAdded, ["/new.txt"]);
+  assert.deepEqual(SnapshotGraph.ancestry(second, (id) => store.get(id)), [second, first]);
+  assert.deepEqual(snapshotAncestry(second, store), [second, first]);
+  assert.deepEqual(snapshotDiff(first, second, store).filesModified, ["/log.txt"]);
+  assert.deepEqual(snapshotReachable(second, store), reach);
+  assert.deepEqual(snapshotPlanCheckout(second, store), []);
+  assert.equal(snapshotCapabilities(second, store), null);
 });
 
 test("a fork and a merge", () => {
@@ -153,13 +166,14 @@ test("a fork and a merge", () => {
   const side = persist(store, fork.commit({ parents: [base], have: store }));
   assert.equal(ws.exists("/fork"), false, "a copy is independent");
   ws.write("/fork", "f");
-  const merge = persist(store, ws.commit({ parents: [main, side], have: store }));
+  // `side` was made by the other workspace: its generation is read from the store.
+  const merge = persist(store, ws.commit({ parents: [main, side], have: store, parentSource: store }));
   assert.equal(SnapshotGraph.commit(merge, store).generation, 3);
   const order = SnapshotGraph.ancestry(merge, store);
   assert.equal(order[0], merge);
   assert.equal(order.at(-1), base);
   assert.equal(order.length, 4);
-  throwsCode(() => new Workspace().commit({ parents: [main, main] }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.copy().commit({ parents: [main, main] }), "INVALID_ARGUMENT", { id: main });
   const unknown = "ab".repeat(32);
   throwsCode(() => new Workspace().commit({ parents: [unknown] }), "UNKNOWN_PARENT", { id: unknown });
   // A parent this workspace did not make is read from parentSource.
@@ -232,16 +246,16 @@ test("corrupt, truncated and swapped objects: typed errors naming the id, worksp
   throwsCode(() => target.checkout(chunkId, store), "WRONG_KIND", { id: chunkId });
 
   const throwing = { get: () => { throw new Error("disk on fire"); } };
-  throwsCode(() => target.checkout(id, throwing), "SOURCE", { id });
+  throwsCode(() => target.checkout(id, throwing), "BACKEND", { id });
   const lying = { get: () => "not bytes" };
-  throwsCode(() => target.checkout(id, lying), "SOURCE", { id });
+  throwsCode(() => target.checkout(id, lying), "BACKEND", { id });
   throwsCode(() => target.checkout(id, 17), "INVALID_ARGUMENT");
   throwsCode(() => target.checkout("nope", store), "INVALID_ID");
   throwsCode(() => target.checkout(id, store, { policy: "sometimes" }), "INVALID_ARGUMENT");
 
   assert.equal(JSON.stringify(target.walk()), before);
   assert.equal(text(target, "/keep.txt"), "keep");
-  assert.equal(target.head, undefined);
+  assert.equal(target.head(), null);
 
   assert.equal(verifyObject(id, store.get(id)), "commit");
   throwsCode(() => verifyObject(victim, bad), "CORRUPT", { id: victim });
@@ -269,7 +283,7 @@ test("packed snapshots: plain, compressed, keyed; wrong keys and tampering refus
   throwsCode(() => Workspace.fromSnapshot(keyed), "KEY_REQUIRED");
   throwsCode(() => Workspace.fromSnapshotKeyed(plain, key), "NOT_KEYED");
   throwsCode(() => ws.snapshotKeyed(new Uint8Array(31)), "INVALID_ARGUMENT");
-  throwsCode(() => Workspace.fromSnapshot(new Uint8Array([1, 2, 3])), "NOT_A_SNAPSHOT");
+  throwsCode(() => Workspace.fromSnapshot(new Uint8Array([1, 2, 3])), "CORRUPT");
   throwsCode(() => Workspace.fromSnapshot(plain.slice(0, plain.length - 9)), "CORRUPT");
   const tampered = plain.slice();
   tampered[plain.length >> 1] ^= 0x10;
@@ -328,21 +342,23 @@ test("capabilities, content rules, recorded reads and drift checks", () => {
   const ok = new Workspace();
   ok.setCapabilities({ builtins: ["ls", "cat"], features: ["sqlite"], fsBackend: "mem" });
   const r = ok.checkout(id, store);
-  assert.equal(r.pins[0].revision, "abc");
-  const check = r.driftCheck();
-  assert.deepEqual(check.pending(), ["s3://b/k"]);
-  assert.deepEqual(check.expected(), [{ source: "s3://b/k", fingerprint: "etag-1" }]);
-  throwsCode(() => check.finish(), "DRIFT", { commit: id });
-  assert.equal(check.supply("s3://other", "x"), false);
-  assert.equal(check.supply("s3://b/k", "etag-2"), true);
-  throwsCode(() => check.finish(), "DRIFT");
-  check.supply("s3://b/k", "etag-1");
-  check.finish();
+  assert.equal(r.pins()[0].revision, "abc");
+  assert.equal(r.revisionFor("git://r"), "abc");
+  assert.ok(r.needsDriftCheck());
+  assert.deepEqual(r.pending(), ["s3://b/k"]);
+  assert.deepEqual(r.expected(), { "s3://b/k": "etag-1" });
+  throwsCode(() => r.finish(), "DRIFT", { commit: id });
+  assert.equal(r.supply("s3://other", "x"), false);
+  assert.equal(r.supply("s3://b/k", "etag-2"), true);
+  throwsCode(() => r.finish(), "DRIFT");
+  r.supply("s3://b/k", "etag-1");
+  r.finish();
 
   const off = new Workspace();
   off.setCapabilities({ builtins: ["ls"], features: ["sqlite"], fsBackend: "mem" });
   const r2 = off.checkout(id, store, { drift: "off" });
-  assert.deepEqual(r2.stale, ["/cache/k"]);
+  assert.deepEqual(r2.stale(), ["/cache/k"]);
+  assert.ok(off.isStale("/cache/k"));
   assert.deepEqual(off.stalePaths(), ["/cache/k"]);
   assert.equal(off.forgetRead("s3://b/k").fingerprint, "etag-1");
   assert.equal(off.forgetRead("s3://b/k"), null);
@@ -355,6 +371,8 @@ test("shallow checkout and loadContent", () => {
   const id = persist(store, ws.commit({}));
   const s = new Workspace();
   s.checkout(id, store, { shallow: true }).free();
+  assert.equal(s.isLoaded("/big.txt"), false);
+  assert.match(s.fileContentId("/big.txt"), /^[0-9a-f]{64}$/);
   throwsCode(() => s.read("/big.txt"), "NOT_LOADED", { path: "/big.txt" });
   throwsCode(() => s.snapshot(), "NOT_LOADED", { path: "/big.txt" });
   s.loadContent("/big.txt", store);
@@ -398,7 +416,7 @@ test("randomized round trip: random edits, commits and checkouts agree with a mo
       ws.remove(path);
       model.delete(path);
     } else if (op < 9) {
-      const c = ws.commit({ parents: ws.head ? [ws.head] : [], have: store });
+      const c = ws.commit({ parents: ws.head() ? [ws.head()] : [], have: store });
       commits.push([persist(store, c), new Map(model)]);
     } else if (commits.length > 0) {
       const [id, snap] = commits[rand(commits.length)];

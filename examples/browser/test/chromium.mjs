@@ -1,5 +1,6 @@
-// Launches Debian's chromium through playwright-core with a fresh profile, the way
-// every browser run here does (the test and the benchmark).
+// Launches Debian's chromium through playwright-core with a fresh profile (so
+// IndexedDB starts empty), the way every browser run here does (the test and the
+// benchmark).
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -7,10 +8,14 @@ import { join } from "node:path";
 
 import { chromium } from "playwright-core";
 
-/** `{ browser, close }`: `close()` ends the browser and removes its profile. */
-export async function launch() {
+/**
+ * `{ context, close }`: a browser context on a fresh profile directory (playwright
+ * passes it as `--user-data-dir`); `close()` ends the browser and removes the profile.
+ */
+export async function launch(options = {}) {
   const profile = mkdtempSync(join(tmpdir(), "snapgraph-chromium-"));
-  const browser = await chromium.launch({
+  const context = await chromium.launchPersistentContext(profile, {
+    ...options,
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
     args: [
@@ -22,14 +27,12 @@ export async function launch() {
       "--disable-component-update",
       "--disable-sync",
       "--no-first-run",
-      // A fresh profile every run, so IndexedDB starts empty.
-      `--user-data-dir=${profile}`,
     ],
   });
   return {
-    browser,
+    context,
     close: async () => {
-      await browser.close();
+      await context.close();
       rmSync(profile, { recursive: true, force: true });
     },
   };

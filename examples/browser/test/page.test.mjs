@@ -28,8 +28,6 @@ mkdirSync(shots, { recursive: true });
 
 let server;
 let chrome;
-let browser;
-let context;
 let page;
 let base;
 let work;
@@ -39,10 +37,8 @@ before(async () => {
   work = mkdtempSync(join(tmpdir(), "snapgraph-browser-"));
   server = await serve(root);
   base = `http://127.0.0.1:${server.address().port}/`;
-  chrome = await launch();
-  browser = chrome.browser;
-  context = await browser.newContext({ viewport: { width: 1360, height: 1100 } });
-  page = await context.newPage();
+  chrome = await launch({ viewport: { width: 1360, height: 1100 } });
+  page = await chrome.context.newPage();
   // Uncaught exceptions only: errors the page shows are console.error'd on purpose.
   page.on("pageerror", (e) => errors.push(String(e)));
 });
