@@ -5,7 +5,7 @@
 // objects left as they are; refs are names for commits changed only by
 // compare-and-swap, atomically in batches (all or none), each change appended to the
 // ref's reflog. Names follow `validate_ref_name`. Errors are `Error`s with a `code`
-// (`REF_CONFLICT`, `INVALID_REF_NAME`, `STORE`), like the engine's.
+// (`REF_CONFLICT`, `INVALID_REF`, `INVALID_ID`, `BACKEND`), like the engine's.
 //
 // Every call is asynchronous (IndexedDB is); the engine's calls are synchronous, so a
 // page loads what a call needs into a `Map` first (see `ObjectCache` in app.js).
@@ -28,7 +28,7 @@ function storeError(code, message, extra = {}) {
 /** Throws INVALID_REF_NAME unless `name` is a valid ref name (the Rust rule). */
 export function validateRefName(name) {
   const bad = (reason) => {
-    throw storeError("INVALID_REF_NAME", `invalid ref name ${JSON.stringify(String(name).slice(0, 300))}: ${reason}`, { name });
+    throw storeError("INVALID_REF", `invalid ref name ${JSON.stringify(String(name).slice(0, 300))}: ${reason}`, { name });
   };
   if (typeof name !== "string" || name.length === 0) bad("empty");
   if (new TextEncoder().encode(name).length > MAX_REF_NAME) bad("longer than 255 bytes");
@@ -44,18 +44,23 @@ function checkId(id, what) {
   }
 }
 
+/** IndexedDB's own failures (quota, a closed database) as `BACKEND` errors. */
+function backend(err, what) {
+  return storeError("BACKEND", `IndexedDB ${what} failed: ${err?.name ?? "Error"}: ${err?.message ?? err}`);
+}
+
 function request(req) {
   return new Promise((resolve, reject) => {
     req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
+    req.onerror = () => reject(backend(req.error, "request"));
   });
 }
 
 function done(tx) {
   return new Promise((resolve, reject) => {
     tx.oncomplete = () => resolve();
-    tx.onabort = () => reject(tx.error ?? storeError("STORE", "IndexedDB transaction aborted"));
-    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(backend(tx.error, "transaction"));
+    tx.onerror = () => reject(backend(tx.error, "transaction"));
   });
 }
 
@@ -158,7 +163,7 @@ export class IdbStore {
     for (const u of updates) {
       validateRefName(u.name);
       if (seen.has(u.name)) {
-        throw storeError("INVALID_REF_NAME", `invalid ref name ${JSON.stringify(u.name)}: named twice in one atomic update`, { name: u.name });
+        throw storeError("INVALID_REF", `invalid ref name ${JSON.stringify(u.name)}: named twice in one atomic update`, { name: u.name });
       }
       seen.add(u.name);
       if (u.expected != null) checkId(u.expected, "expected");

@@ -219,6 +219,84 @@ test("a pack file from snapgraph pack is browsable; a tampered one is refused an
   assert.deepEqual(await fileList(), ["/README.md", "/docs/hello.txt"]);
 });
 
+test("the IndexedDB store: compare-and-swap refs, atomic batches, reflog, objects", async () => {
+  const r = await page.evaluate(async () => {
+    const { IdbStore } = await import("./idb-store.js");
+    const store = await IdbStore.open("store-test");
+    const a = "a".repeat(64);
+    const b = "b".repeat(64);
+    const code = async (p) => p.then(() => "ok", (e) => e.code);
+    const out = {};
+    out.create = await code(store.compareAndSwapRef("heads/x", null, a, "create"));
+    out.createAgain = await code(store.compareAndSwapRef("heads/x", null, b, "again"));
+    out.stale = await code(store.compareAndSwapRef("heads/x", b, a, "stale"));
+    out.move = await code(store.compareAndSwapRef("heads/x", a, b, "move"));
+    // A batch with one bad expectation applies nothing.
+    out.batch = await code(
+      store.updateRefs(
+        [
+          { name: "heads/y", expected: null, new: a },
+          { name: "heads/x", expected: a, new: a },
+        ],
+        "batch",
+      ),
+    );
+    out.yAfterBatch = await store.getRef("heads/y");
+    // A guard (expected == new) that holds lets the batch through.
+    out.guarded = await code(
+      store.updateRefs(
+        [
+          { name: "heads/y", expected: null, new: a },
+          { name: "heads/x", expected: b, new: b },
+        ],
+        "guarded",
+      ),
+    );
+    out.twice = await code(
+      store.updateRefs(
+        [
+          { name: "heads/z", expected: null, new: a },
+          { name: "heads/z", expected: null, new: b },
+        ],
+        "twice",
+      ),
+    );
+    out.badNames = await Promise.all(["", "heads/../x", "/lead", "sp ace", "x".repeat(256)].map((n) => code(store.getRef(n))));
+    out.badId = await code(store.compareAndSwapRef("heads/w", null, "nope", ""));
+    out.delete = await code(store.deleteRef("heads/y", a, "delete"));
+    out.refs = await store.listRefs("heads/");
+    out.reflogX = await store.reflog("heads/x");
+    out.reflogY = (await store.reflog("heads/y")).map((e) => e.message);
+    await store.putMany([[a, new Uint8Array([1, 2, 3])]]);
+    out.absent = await store.hasMany([a, b]);
+    out.got = (await store.getMany([a, b])).map((v) => (v ? [...v] : null));
+    await store.deleteMany([a]);
+    out.afterDelete = await store.hasMany([a]);
+    store.close();
+    return out;
+  });
+  assert.equal(r.create, "ok");
+  assert.equal(r.createAgain, "REF_CONFLICT");
+  assert.equal(r.stale, "REF_CONFLICT");
+  assert.equal(r.move, "ok");
+  assert.equal(r.batch, "REF_CONFLICT");
+  assert.equal(r.yAfterBatch, null, "nothing of a refused batch applies");
+  assert.equal(r.guarded, "ok");
+  assert.equal(r.twice, "INVALID_REF");
+  assert.deepEqual(r.badNames, Array(5).fill("INVALID_REF"));
+  assert.equal(r.badId, "INVALID_ID");
+  assert.equal(r.delete, "ok");
+  assert.deepEqual(r.refs, [["heads/x", "b".repeat(64)]]);
+  assert.deepEqual(r.reflogX, [
+    { old: null, new: "a".repeat(64), message: "create" },
+    { old: "a".repeat(64), new: "b".repeat(64), message: "move" },
+  ]);
+  assert.deepEqual(r.reflogY, ["guarded", "delete"]);
+  assert.deepEqual(r.absent, ["b".repeat(64)]);
+  assert.deepEqual(r.got, [[1, 2, 3], null]);
+  assert.deepEqual(r.afterDelete, ["a".repeat(64)]);
+});
+
 test("the page times a 2,000-file per-turn commit", async () => {
   await byTest("bench").click();
   await idle();
