@@ -67,6 +67,10 @@ pub fn id_value(v: &JsValue, what: &str) -> JsResult<ObjectId> {
 
 /// A list of ids: an array (or any iterable) of hex strings.
 pub fn ids(v: &JsValue, what: &str) -> JsResult<Vec<ObjectId>> {
+    // Arrays directly: the iterator protocol costs a call per step.
+    if let Some(a) = v.dyn_ref::<Array>() {
+        return a.iter().map(|item| id_value(&item, what)).collect();
+    }
     let Some(iter) = js_sys::try_iter(v).ok().flatten() else {
         return Err(invalid(format!(
             "{what} must be an array of hex object ids"
@@ -82,9 +86,20 @@ pub fn ids(v: &JsValue, what: &str) -> JsResult<Vec<ObjectId>> {
 
 /// An array of hex strings.
 pub fn id_array<'a>(ids: impl IntoIterator<Item = &'a ObjectId>) -> Array {
-    ids.into_iter()
-        .map(|i| JsValue::from_str(&i.to_hex()))
-        .collect()
+    ids.into_iter().map(hex).collect()
+}
+
+/// An id as a JavaScript hex string, without the intermediate `String` of
+/// `to_hex` (ids cross the boundary on every source lookup).
+pub fn hex(id: &ObjectId) -> JsValue {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (i, b) in id.as_bytes().iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    // ASCII hex digits are always UTF-8.
+    JsValue::from_str(std::str::from_utf8(&out).unwrap_or_default())
 }
 
 /// Bytes given as a `Uint8Array` (or a string, taken as UTF-8, where `text_ok`).
@@ -213,7 +228,7 @@ impl JsSource {
     }
 
     fn fetch(&self, id: &ObjectId) -> Result<JsValue, BoxError> {
-        let key = JsValue::from_str(&id.to_hex());
+        let key = hex(id);
         let r = match &self.get {
             Some(f) => f.call1(&self.target, &key),
             None => Reflect::get(&self.target, &key),
@@ -246,7 +261,7 @@ impl ObjectSource for JsSource {
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
         match &self.has {
             Some(f) => f
-                .call1(&self.target, &JsValue::from_str(&id.to_hex()))
+                .call1(&self.target, &hex(id))
                 .map(|v| v.is_truthy())
                 .map_err(|e| BoxError::from(js_message(&e))),
             None => {

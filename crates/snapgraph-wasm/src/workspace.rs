@@ -1,6 +1,6 @@
 //! `Workspace`, `Commit`, `Restore` and `DriftCheck` for JavaScript.
 
-use js_sys::{Array, Object, Uint8Array};
+use js_sys::{Array, Object, Reflect, Uint8Array};
 use snapgraph::{
     CapabilityFingerprint, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind, ExternalRead,
     Limits, Metadata, SnapshotOptions,
@@ -611,7 +611,7 @@ fn commit_object(c: snapgraph::Commit) -> Object {
     set(&o, "packed", &packed);
     let objects = js::object();
     for (id, bytes) in c.objects().iter() {
-        set(&objects, &id.to_hex(), &js::u8array(bytes));
+        let _ = Reflect::set(&objects, &js::hex(id), &js::u8array(bytes));
     }
     set(&o, "objects", &objects);
     o
