@@ -1,7 +1,7 @@
 //! `SnapshotGraph` (history queries) and `CheckoutPlan` (the resumable fetch loop).
 
 use js_sys::{Array, Object};
-use snapgraph::Limits;
+use snapgraph::{GraphError, Limits, ObjectId};
 use wasm_bindgen::prelude::*;
 
 use crate::error;
@@ -10,6 +10,17 @@ use crate::workspace::{fingerprint_object, read_object};
 
 fn strings(v: &[String]) -> Array {
     v.iter().map(|s| JsValue::from_str(s)).collect()
+}
+
+/// Runs a query of commit `id` over `objects`, converting the arguments and the error.
+fn query<T>(
+    id: &str,
+    objects: &JsValue,
+    f: impl FnOnce(ObjectId, &JsSource) -> Result<T, GraphError>,
+) -> JsResult<T> {
+    let id = js::id(id)?;
+    let source = JsSource::new(objects, "objects")?;
+    f(id, &source).map_err(|e| to_js(error::graph(&e)))
 }
 
 /// History queries over any object source (a `Map`, an object with `get(id)`, or a
@@ -56,17 +67,16 @@ impl SnapshotGraph {
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
         limit: Option<f64>,
     ) -> JsResult<Array> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
         let limit = match limit {
             None => usize::MAX,
             Some(n) => js::u64_value(&JsValue::from_f64(n), "limit")?
                 .try_into()
                 .unwrap_or(usize::MAX),
         };
-        snapgraph::SnapshotGraph::ancestry(id, &source, limit)
-            .map(|v| js::id_array(&v))
-            .map_err(|e| to_js(error::graph(&e)))
+        query(id, &objects, |i, s| {
+            snapgraph::SnapshotGraph::ancestry(i, s, limit)
+        })
+        .map(|v| js::id_array(&v))
     }
 
     /// The decoded commit: `{ id, tree, parents, generation, meta, stateSize,
@@ -106,11 +116,7 @@ impl SnapshotGraph {
         id: &str,
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
     ) -> JsResult<Array> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
-        snapgraph::SnapshotGraph::reachable(id, &source)
-            .map(|v| js::id_array(&v))
-            .map_err(|e| to_js(error::graph(&e)))
+        query(id, &objects, snapgraph::SnapshotGraph::reachable).map(|v| js::id_array(&v))
     }
 
     /// Every object of `id`'s whole history (parents followed): what a collector keeps.
@@ -119,11 +125,7 @@ impl SnapshotGraph {
         id: &str,
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
     ) -> JsResult<Array> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
-        snapgraph::SnapshotGraph::reachable_history(id, &source)
-            .map(|v| js::id_array(&v))
-            .map_err(|e| to_js(error::graph(&e)))
+        query(id, &objects, snapgraph::SnapshotGraph::reachable_history).map(|v| js::id_array(&v))
     }
 
     /// The objects still missing for a checkout of `id` among those reachable through
@@ -134,11 +136,7 @@ impl SnapshotGraph {
         id: &str,
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
     ) -> JsResult<Array> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
-        snapgraph::SnapshotGraph::plan_checkout(id, &source)
-            .map(|v| js::id_array(&v))
-            .map_err(|e| to_js(error::graph(&e)))
+        query(id, &objects, snapgraph::SnapshotGraph::plan_checkout).map(|v| js::id_array(&v))
     }
 
     /// The capability fingerprint commit `id` recorded, or `null`.
@@ -147,11 +145,8 @@ impl SnapshotGraph {
         id: &str,
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
     ) -> JsResult<JsValue> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
-        snapgraph::SnapshotGraph::capabilities(id, &source)
+        query(id, &objects, snapgraph::SnapshotGraph::capabilities)
             .map(|fp| fp.map_or(JsValue::NULL, |fp| fingerprint_object(&fp).into()))
-            .map_err(|e| to_js(error::graph(&e)))
     }
 
     /// The external reads commit `id` recorded, sorted by source.
@@ -160,11 +155,8 @@ impl SnapshotGraph {
         id: &str,
         #[wasm_bindgen(unchecked_param_type = "ObjectSourceLike")] objects: JsValue,
     ) -> JsResult<Array> {
-        let id = js::id(id)?;
-        let source = JsSource::new(&objects, "objects")?;
-        snapgraph::SnapshotGraph::external_reads(id, &source)
+        query(id, &objects, snapgraph::SnapshotGraph::external_reads)
             .map(|v| v.iter().map(|r| JsValue::from(read_object(r))).collect())
-            .map_err(|e| to_js(error::graph(&e)))
     }
 }
 
