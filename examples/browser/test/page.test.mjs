@@ -181,6 +181,7 @@ test("the page keeps a workspace's history in IndexedDB", async () => {
 test("a pack file from snapgraph pack is browsable; a tampered one is refused and changes nothing", async () => {
   const packPath = cliPack();
   await byTest("pack-file").setInputFiles(packPath);
+  await page.locator("#pack-list li").first().waitFor();
   await idle();
   await assertNoError();
   const packed = await page.locator("#pack-list li").evaluateAll((lis) => lis.map((li) => li.dataset.path));
@@ -197,8 +198,8 @@ test("a pack file from snapgraph pack is browsable; a tampered one is refused an
   const tampered = join(work, "tampered.snap");
   writeFileSync(tampered, bytes);
   await byTest("pack-file").setInputFiles(tampered);
+  await byTest("error").waitFor({ state: "visible", timeout: 10_000 });
   await idle();
-  assert.ok(await byTest("error").isVisible(), "the error is shown");
   assert.equal(await byTest("error-code").textContent(), "CORRUPT");
   assert.match(await byTest("error-message").textContent(), /corrupt/i);
   await page.screenshot({ path: join(shots, "2-tampered-snapshot.png"), fullPage: true });
@@ -211,6 +212,7 @@ test("a pack file from snapgraph pack is browsable; a tampered one is refused an
 
   // The intact pack imports as a branch.
   await byTest("pack-file").setInputFiles(packPath);
+  await page.waitForFunction(() => document.getElementById("notice").textContent.startsWith("opened"));
   await idle();
   await byTest("pack-import").click();
   await idle();
