@@ -103,6 +103,10 @@ pub fn hex(id: &ObjectId) -> JsValue {
 }
 
 /// Bytes given as a `Uint8Array` (or a string, taken as UTF-8, where `text_ok`).
+///
+/// Byte arguments come in as `JsValue` and are checked here rather than typed `&[u8]`
+/// or `&Uint8Array`: a wrong type then gives `INVALID_ARGUMENT`, not a JavaScript
+/// exception thrown through a wasm frame (which would leave the object borrowed).
 pub fn bytes(v: &JsValue, what: &str, text_ok: bool) -> JsResult<Vec<u8>> {
     if let Some(a) = v.dyn_ref::<Uint8Array>() {
         return Ok(a.to_vec());
@@ -120,8 +124,8 @@ pub fn bytes(v: &JsValue, what: &str, text_ok: bool) -> JsResult<Vec<u8>> {
 }
 
 /// A 32-byte snapshot key.
-pub fn key(v: &Uint8Array) -> JsResult<[u8; 32]> {
-    let k = v.to_vec();
+pub fn key(v: &JsValue) -> JsResult<[u8; 32]> {
+    let k = bytes(v, "key", false)?;
     k.as_slice()
         .try_into()
         .map_err(|_| invalid(format!("a snapshot key is 32 bytes, got {}", k.len())))

@@ -34,7 +34,6 @@ pub mod graph;
 pub mod js;
 pub mod workspace;
 
-use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 
 pub use graph::{CheckoutPlan, SnapshotGraph};
@@ -135,9 +134,13 @@ pub fn format_version() -> u32 {
 /// another object code) naming the id otherwise. For a store that wants to refuse
 /// bad bytes when they arrive instead of when they are read.
 #[wasm_bindgen(js_name = verifyObject)]
-pub fn verify_object(id: &str, bytes: &Uint8Array) -> Result<String, JsValue> {
+pub fn verify_object(
+    id: &str,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+) -> Result<String, JsValue> {
     let id = js::id(id)?;
-    snapgraph::object::verify(&id, &bytes.to_vec())
+    let bytes = js::bytes(&bytes, "bytes", false)?;
+    snapgraph::object::verify(&id, &bytes)
         .map(|(kind, _)| kind.name().to_owned())
         .map_err(|e| js::to_js(error::object(&e)))
 }

@@ -323,8 +323,12 @@ impl Workspace {
 
     /// Sets the opaque state bytes committed with the files.
     #[wasm_bindgen(js_name = setState)]
-    pub fn set_state(&mut self, state: &[u8]) {
-        self.inner.set_state(state.to_vec());
+    pub fn set_state(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] state: JsValue,
+    ) -> JsResult<()> {
+        self.inner.set_state(js::bytes(&state, "state", false)?);
+        Ok(())
     }
 
     /// The opaque state bytes.
@@ -349,9 +353,14 @@ impl Workspace {
 
     /// Declares that content starting with `prefix` needs `feature`.
     #[wasm_bindgen(js_name = requireFeatureForPrefix)]
-    pub fn require_feature_for_prefix(&mut self, prefix: &[u8], feature: &str) {
-        self.inner
-            .require_feature_for_prefix(prefix.to_vec(), feature);
+    pub fn require_feature_for_prefix(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] prefix: JsValue,
+        feature: &str,
+    ) -> JsResult<()> {
+        let prefix = js::bytes(&prefix, "prefix", false)?;
+        self.inner.require_feature_for_prefix(prefix, feature);
+        Ok(())
     }
 
     /// Records a read of an external source: `{ source, fingerprint, revision?, size?,
@@ -515,11 +524,11 @@ impl Workspace {
     #[wasm_bindgen(js_name = snapshotKeyed)]
     pub fn snapshot_keyed(
         &self,
-        key: &Uint8Array,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] key: JsValue,
         #[wasm_bindgen(unchecked_param_type = "SnapshotOptions | undefined")] options: JsValue,
     ) -> JsResult<Uint8Array> {
         opt_object(&options, "snapshot options")?;
-        let k = js::key(key)?;
+        let k = js::key(&key)?;
         let o = snapshot_options(&options)?;
         self.inner
             .try_snapshot(o, Some(&k))
@@ -531,39 +540,48 @@ impl Workspace {
     /// what it may unpack: use it for bytes from outside a trust boundary.
     #[wasm_bindgen(js_name = fromSnapshot)]
     pub fn from_snapshot(
-        bytes: &[u8],
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Partial<Limits> | undefined")] limits: JsValue,
     ) -> JsResult<Workspace> {
-        Self::from_snapshot_inner(bytes, None, &limits)
+        Self::from_snapshot_inner(&bytes, None, &limits)
     }
 
     /// [`fromSnapshot`](Self::from_snapshot) for a keyed snapshot.
     #[wasm_bindgen(js_name = fromSnapshotKeyed)]
     pub fn from_snapshot_keyed(
-        bytes: &[u8],
-        key: &Uint8Array,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] key: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Partial<Limits> | undefined")] limits: JsValue,
     ) -> JsResult<Workspace> {
-        let k = js::key(key)?;
-        Self::from_snapshot_inner(bytes, Some(&k), &limits)
+        let k = js::key(&key)?;
+        Self::from_snapshot_inner(&bytes, Some(&k), &limits)
     }
 
     /// Replaces files and state with a snapshot's, keeping this workspace's
     /// configuration; on error nothing changes.
     #[wasm_bindgen(js_name = restoreSnapshot)]
-    pub fn restore_snapshot(&mut self, bytes: &[u8]) -> JsResult<Restore> {
+    pub fn restore_snapshot(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+    ) -> JsResult<Restore> {
+        let bytes = js::bytes(&bytes, "bytes", false)?;
         self.inner
-            .restore_snapshot(bytes)
+            .restore_snapshot(&bytes)
             .map(Restore::from)
             .map_err(|e| to_js(error::snapshot(&e)))
     }
 
     /// [`restoreSnapshot`](Self::restore_snapshot) for a keyed snapshot.
     #[wasm_bindgen(js_name = restoreSnapshotKeyed)]
-    pub fn restore_snapshot_keyed(&mut self, bytes: &[u8], key: &Uint8Array) -> JsResult<Restore> {
-        let k = js::key(key)?;
+    pub fn restore_snapshot_keyed(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] key: JsValue,
+    ) -> JsResult<Restore> {
+        let k = js::key(&key)?;
+        let bytes = js::bytes(&bytes, "bytes", false)?;
         self.inner
-            .restore_snapshot_keyed(bytes, &k)
+            .restore_snapshot_keyed(&bytes, &k)
             .map(Restore::from)
             .map_err(|e| to_js(error::snapshot(&e)))
     }
@@ -571,16 +589,17 @@ impl Workspace {
 
 impl Workspace {
     fn from_snapshot_inner(
-        bytes: &[u8],
+        bytes: &JsValue,
         key: Option<&[u8; 32]>,
         limits: &JsValue,
     ) -> JsResult<Workspace> {
+        let bytes = js::bytes(bytes, "bytes", false)?;
         let l = if limits.is_undefined() || limits.is_null() {
             Limits::default()
         } else {
             limits_from(limits, Limits::default())?
         };
-        snapgraph::Workspace::from_snapshot_with_limits(bytes, key, l)
+        snapgraph::Workspace::from_snapshot_with_limits(&bytes, key, l)
             .map(Self::wrap)
             .map_err(|e| to_js(error::snapshot(&e)))
     }

@@ -379,6 +379,30 @@ test("shallow checkout and loadContent", () => {
   assert.equal(text(s, "/big.txt").length, 10_000);
 });
 
+test("arguments of the wrong type are INVALID_ARGUMENT and leave the object usable", () => {
+  const ws = new Workspace();
+  ws.write("/a", "a");
+  throwsCode(() => ws.setState("text"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.setState(undefined), "INVALID_ARGUMENT");
+  throwsCode(() => ws.requireFeatureForPrefix(7, "sqlite"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.snapshotKeyed("not a key"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.restoreSnapshot({ length: 3 }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.restoreSnapshotKeyed(ws.snapshot(), null), "INVALID_ARGUMENT");
+  throwsCode(() => Workspace.fromSnapshot([1, 2, 3]), "INVALID_ARGUMENT");
+  throwsCode(() => Workspace.fromSnapshotKeyed(ws.snapshot(), new Uint8Array(32), { maxFiles: "many" }), "INVALID_ARGUMENT");
+  throwsCode(() => verifyObject("ab".repeat(32), "bytes"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parents: "abc" }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ meta: { n: 1 } }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit("options"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.setCapabilities({ builtins: [1] }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.recordRead({ fingerprint: "f" }), "INVALID_ARGUMENT");
+  throwsCode(() => SnapshotGraph.ancestry("ab".repeat(32), new Map(), -1), "INVALID_ARGUMENT");
+  // Every failed call released the workspace: it still works.
+  ws.setState(new Uint8Array([1]));
+  assert.equal(text(ws, "/a"), "a");
+  assert.equal(ws.commit({}).generation, 1);
+});
+
 test("limits are read and set", () => {
   const ws = new Workspace();
   const l = ws.limits();
