@@ -286,12 +286,24 @@ function adopt(ws) {
   app.ws = ws;
 }
 
+/** Checks `id` out into a new workspace (freed again if the checkout fails). */
+async function checkedOut(id) {
+  const ws = new Workspace();
+  try {
+    if (id) (await app.cache.checkout(ws, id)).free();
+    return ws;
+  } catch (e) {
+    ws.free();
+    throw e;
+  }
+}
+
 async function openBranch(name) {
+  const tip = await app.store.getRef(`heads/${name}`);
+  // Nothing changes on the page unless the checkout succeeds.
+  const ws = await checkedOut(tip);
   app.branch = name;
   localStorage.setItem(BRANCH_KEY, name);
-  const tip = await app.store.getRef(`heads/${name}`);
-  const ws = new Workspace();
-  if (tip) (await app.cache.checkout(ws, tip)).free();
   adopt(ws);
   app.selected = null;
   $("content").value = "";
@@ -337,9 +349,13 @@ async function commitTurn(message) {
 async function rewindTo(id) {
   const ref = `heads/${app.branch}`;
   const tip = await app.store.getRef(ref);
-  const ws = new Workspace();
-  (await app.cache.checkout(ws, id)).free();
-  await app.store.updateRefs([{ name: ref, expected: tip, new: id }], `rewind to ${id}`);
+  const ws = await checkedOut(id);
+  try {
+    await app.store.updateRefs([{ name: ref, expected: tip, new: id }], `rewind to ${id}`);
+  } catch (e) {
+    ws.free();
+    throw e;
+  }
   adopt(ws);
   app.selected = null;
   $("content").value = "";
