@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
 use snapgraph::graph::reachable::CheckoutPlan as CorePlan;
-use snapgraph::{ObjectId, SnapshotGraph};
+use snapgraph::{GraphError, ObjectId, ObjectSource, SnapshotGraph};
 
 use crate::errors::Failure;
 use crate::source::{parse_id, Objects};
@@ -12,6 +12,18 @@ use crate::workspace::{Capabilities, PyExternalRead};
 
 fn hexes(ids: Vec<ObjectId>) -> Vec<String> {
     ids.iter().map(ObjectId::to_hex).collect()
+}
+
+/// Runs one query on commit `id` over `objects` without the GIL.
+fn query<T: Send>(
+    py: Python<'_>,
+    id: &str,
+    objects: &Bound<'_, PyAny>,
+    f: impl FnOnce(ObjectId, &dyn ObjectSource) -> Result<T, GraphError> + Send,
+) -> Result<T, Failure> {
+    let id = parse_id(id)?;
+    let objects = Objects::from_py(objects)?;
+    Ok(py.detach(|| f(id, objects.source()))?)
 }
 
 /// The history queries. Each takes commit ids (hex) and the objects to read (a store,
@@ -25,10 +37,9 @@ impl PySnapshotGraph {
     /// What differs between commits `a` and `b`.
     #[staticmethod]
     fn diff(py: Python<'_>, a: &str, b: &str, objects: &Bound<'_, PyAny>) -> Result<Diff, Failure> {
-        let (a, b) = (parse_id(a)?, parse_id(b)?);
-        let objects = Objects::from_py(objects)?;
-        let d = py.detach(|| SnapshotGraph::diff(a, b, objects.source()))?;
-        Ok(Diff::from(d))
+        let a = parse_id(a)?;
+        let inner = query(py, b, objects, |b, src| SnapshotGraph::diff(a, b, src))?;
+        Ok(Diff { inner })
     }
 
     /// `commit_id` and its ancestors, newest first (topological), at most `limit`.
@@ -101,10 +112,9 @@ impl PySnapshotGraph {
         commit_id: &str,
         objects: &Bound<'_, PyAny>,
     ) -> Result<CommitObject, Failure> {
-        let id = parse_id(commit_id)?;
-        let objects = Objects::from_py(objects)?;
-        let c = py.detach(|| SnapshotGraph::commit(id, objects.source()))?;
-        Ok(CommitObject::new(id, c))
+        query(py, commit_id, objects, |id, src| {
+            Ok(CommitObject::new(id, SnapshotGraph::commit(id, src)?))
+        })
     }
 
     /// The capability fingerprint the commit recorded, or None.
@@ -114,9 +124,9 @@ impl PySnapshotGraph {
         commit_id: &str,
         objects: &Bound<'_, PyAny>,
     ) -> Result<Option<Capabilities>, Failure> {
-        let id = parse_id(commit_id)?;
-        let objects = Objects::from_py(objects)?;
-        let c = py.detach(|| SnapshotGraph::capabilities(id, objects.source()))?;
+        let c = query(py, commit_id, objects, |id, src| {
+            SnapshotGraph::capabilities(id, src)
+        })?;
         Ok(c.as_ref().map(Capabilities::from))
     }
 
@@ -127,9 +137,9 @@ impl PySnapshotGraph {
         commit_id: &str,
         objects: &Bound<'_, PyAny>,
     ) -> Result<Vec<PyExternalRead>, Failure> {
-        let id = parse_id(commit_id)?;
-        let objects = Objects::from_py(objects)?;
-        let reads = py.detach(|| SnapshotGraph::external_reads(id, objects.source()))?;
+        let reads = query(py, commit_id, objects, |id, src| {
+            SnapshotGraph::external_reads(id, src)
+        })?;
         Ok(reads.into_iter().map(PyExternalRead::from).collect())
     }
 }
@@ -171,58 +181,67 @@ impl CheckoutPlan {
 }
 
 /// What differs between two commits. Paths are of regular files and symlinks.
-#[pyclass(module = "snapgraph", frozen, get_all)]
+#[pyclass(module = "snapgraph", frozen)]
 pub struct Diff {
-    /// Files present only in the second commit.
-    files_added: Vec<String>,
-    /// Files in both whose content, mode or kind differs.
-    files_modified: Vec<String>,
-    /// Files present only in the first commit.
-    files_removed: Vec<String>,
-    /// Whether the opaque state bytes differ.
-    state_changed: bool,
-    /// External read sources recorded only by the second commit.
-    reads_added: Vec<String>,
-    /// External read sources recorded by both with a different record.
-    reads_changed: Vec<String>,
-    /// External read sources recorded only by the first commit.
-    reads_removed: Vec<String>,
-}
-
-impl From<snapgraph::Diff> for Diff {
-    fn from(d: snapgraph::Diff) -> Self {
-        Self {
-            files_added: d.files_added,
-            files_modified: d.files_modified,
-            files_removed: d.files_removed,
-            state_changed: d.state_changed,
-            reads_added: d.reads_added,
-            reads_changed: d.reads_changed,
-            reads_removed: d.reads_removed,
-        }
-    }
+    inner: snapgraph::Diff,
 }
 
 #[pymethods]
 impl Diff {
+    /// Files present only in the second commit.
+    #[getter]
+    fn files_added(&self) -> Vec<String> {
+        self.inner.files_added.clone()
+    }
+
+    /// Files in both whose content, mode or kind differs.
+    #[getter]
+    fn files_modified(&self) -> Vec<String> {
+        self.inner.files_modified.clone()
+    }
+
+    /// Files present only in the first commit.
+    #[getter]
+    fn files_removed(&self) -> Vec<String> {
+        self.inner.files_removed.clone()
+    }
+
+    /// Whether the opaque state bytes differ.
+    #[getter]
+    fn state_changed(&self) -> bool {
+        self.inner.state_changed
+    }
+
+    /// External read sources recorded only by the second commit.
+    #[getter]
+    fn reads_added(&self) -> Vec<String> {
+        self.inner.reads_added.clone()
+    }
+
+    /// External read sources recorded by both with a different record.
+    #[getter]
+    fn reads_changed(&self) -> Vec<String> {
+        self.inner.reads_changed.clone()
+    }
+
+    /// External read sources recorded only by the first commit.
+    #[getter]
+    fn reads_removed(&self) -> Vec<String> {
+        self.inner.reads_removed.clone()
+    }
+
     /// Whether nothing differs.
     fn is_empty(&self) -> bool {
-        self.files_added.is_empty()
-            && self.files_modified.is_empty()
-            && self.files_removed.is_empty()
-            && !self.state_changed
-            && self.reads_added.is_empty()
-            && self.reads_changed.is_empty()
-            && self.reads_removed.is_empty()
+        self.inner.is_empty()
     }
 
     fn __repr__(&self) -> String {
         format!(
             "<snapgraph.Diff +{} ~{} -{} state_changed={}>",
-            self.files_added.len(),
-            self.files_modified.len(),
-            self.files_removed.len(),
-            self.state_changed
+            self.inner.files_added.len(),
+            self.inner.files_modified.len(),
+            self.inner.files_removed.len(),
+            self.inner.state_changed
         )
     }
 }
