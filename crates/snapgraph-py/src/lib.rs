@@ -4,7 +4,7 @@
 //! Thin by design: each class and function wraps one call of the core
 //! (`crates/snapgraph`) or the store crate (`crates/snapgraph-store`), converting ids
 //! to and from 64-character hex strings, byte buffers to and from `bytes`, and errors,
-//! once, into the exception hierarchy of [`errors`]. Heavy calls release the GIL;
+//! once, into the exception hierarchy of `src/errors.rs`. Heavy calls release the GIL;
 //! reads from a Python mapping take it back for each `__getitem__`.
 //!
 //! `unsafe` is denied in this crate's own code; PyO3's macros generate some (and
@@ -22,6 +22,8 @@ mod source;
 mod store;
 mod workspace;
 
+/// The native module of the `snapgraph` package: import `snapgraph`, which re-exports
+/// everything here.
 #[pymodule]
 fn _snapgraph(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;

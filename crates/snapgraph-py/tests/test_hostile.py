@@ -147,3 +147,55 @@ def test_diff_and_graph_queries_refuse_hostile_objects(history):
     with pytest.raises(snapgraph.ObjectNotFoundError) as e:
         snapgraph.SnapshotGraph.diff(first, second, missing)
     assert e.value.id == second
+
+
+def test_source_that_reenters_the_workspace(history, target):
+    """A mapping whose __getitem__ touches the workspace being checked out gets an
+    exception (the workspace is borrowed), not a crash or a deadlock."""
+    objects, first, _, _ = history
+
+    class Reentrant:
+        def __getitem__(self, key):
+            target.read("/mine.txt")
+            return objects[key]
+
+    before = snapshot_of(target)
+    with pytest.raises(snapgraph.SourceError) as e:
+        target.checkout(first, Reentrant())
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert snapshot_of(target) == before
+
+
+def test_concurrent_calls_on_one_workspace_are_refused_not_raced(history):
+    """While one thread checks out (GIL released), another thread's call on the same
+    workspace raises instead of racing it."""
+    import threading
+
+    objects, first, _, _ = history
+    ws = snapgraph.Workspace()
+    started, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def __getitem__(self, key):
+            started.set()
+            release.wait(5)
+            return objects[key]
+
+    errors = []
+
+    def run():
+        try:
+            ws.checkout(first, Slow())
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert started.wait(5)
+    with pytest.raises(RuntimeError):
+        ws.write("/x", b"racing")
+    release.set()
+    t.join()
+    assert errors == []
+    assert ws.read("/README.md") == b"# demo\n"
+    assert not ws.exists("/x")

@@ -77,6 +77,8 @@ from ._snapgraph import (
     verify,
 )
 
+# `open` is left out of `__all__` so that `from snapgraph import *` does not shadow the
+# builtin; call it as `snapgraph.open(url)`.
 __all__ = [
     "FORMAT_VERSION",
     "Capabilities",
@@ -122,7 +124,6 @@ __all__ = [
     "Workspace",
     "WrongKindError",
     "gc",
-    "open",
     "sync",
     "verify",
 ]
