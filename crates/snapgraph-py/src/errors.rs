@@ -449,33 +449,39 @@ fn checkout(py: Python<'_>, e: CheckoutError) -> PyErr {
             commit,
             what,
             limit,
-        } => raise::<LimitError>(
-            py,
-            msg,
-            "limit_exceeded",
-            vec![
-                ("id", hex(py, commit)),
-                ("what", val(py, what)),
-                ("limit", val(py, limit)),
-            ],
-            None,
-        ),
-        CheckoutError::TooDeep { path } => raise::<LimitError>(
-            py,
-            msg,
-            "too_deep",
-            vec![("path", val(py, path)), ("what", val(py, "depth"))],
-            None,
-        ),
-        CheckoutError::PathTooLong { path } => raise::<LimitError>(
-            py,
-            msg,
-            "path_too_long",
-            vec![("path", val(py, path)), ("what", val(py, "path length"))],
-            None,
-        ),
+        } => commit_limit(py, msg, commit, what, limit),
+        CheckoutError::TooDeep { path } => path_limit(py, msg, "too_deep", path, "depth"),
+        CheckoutError::PathTooLong { path } => {
+            path_limit(py, msg, "path_too_long", path, "path length")
+        }
         other => raise::<Error>(py, other.to_string(), "other", vec![], None),
     }
+}
+
+/// A depth or path-length limit met at `path`.
+fn path_limit(py: Python<'_>, msg: String, code: &str, path: String, what: &str) -> PyErr {
+    raise::<LimitError>(
+        py,
+        msg,
+        code,
+        vec![("path", val(py, path)), ("what", val(py, what))],
+        None,
+    )
+}
+
+/// A limit on what one commit may hold (`what`: files, bytes, directories...).
+fn commit_limit(py: Python<'_>, msg: String, commit: ObjectId, what: &str, limit: u64) -> PyErr {
+    raise::<LimitError>(
+        py,
+        msg,
+        "limit_exceeded",
+        vec![
+            ("id", hex(py, commit)),
+            ("what", val(py, what)),
+            ("limit", val(py, limit)),
+        ],
+        None,
+    )
 }
 
 fn graph(py: Python<'_>, e: GraphError) -> PyErr {
@@ -489,35 +495,15 @@ fn graph(py: Python<'_>, e: GraphError) -> PyErr {
             vec![("id", hex(py, id)), ("parent", hex(py, parent))],
             None,
         ),
-        GraphError::TooDeep { path } => raise::<LimitError>(
-            py,
-            msg,
-            "too_deep",
-            vec![("path", val(py, path)), ("what", val(py, "depth"))],
-            None,
-        ),
-        GraphError::PathTooLong { path } => raise::<LimitError>(
-            py,
-            msg,
-            "path_too_long",
-            vec![("path", val(py, path)), ("what", val(py, "path length"))],
-            None,
-        ),
+        GraphError::TooDeep { path } => path_limit(py, msg, "too_deep", path, "depth"),
+        GraphError::PathTooLong { path } => {
+            path_limit(py, msg, "path_too_long", path, "path length")
+        }
         GraphError::LimitExceeded {
             commit,
             what,
             limit,
-        } => raise::<LimitError>(
-            py,
-            msg,
-            "limit_exceeded",
-            vec![
-                ("id", hex(py, commit)),
-                ("what", val(py, what)),
-                ("limit", val(py, limit)),
-            ],
-            None,
-        ),
+        } => commit_limit(py, msg, commit, what, limit),
         other => raise::<Error>(py, other.to_string(), "other", vec![], None),
     }
 }
