@@ -45,6 +45,11 @@ use crate::tree::Layout;
 /// Most threads a commit uses.
 const MAX_PARALLELISM: usize = 8;
 
+/// Whether this target can spawn threads: `wasm32` without the `atomics` target
+/// feature (`wasm32-unknown-unknown`, `wasm32-wasip1`) cannot, so every workspace
+/// there runs on the calling thread whatever [`Workspace::set_parallelism`] is given.
+const HAS_THREADS: bool = !cfg!(all(target_family = "wasm", not(target_feature = "atomics")));
+
 /// Default mode of a new file.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 /// Default mode of a new directory.
@@ -334,8 +339,11 @@ impl Workspace {
             reads: BTreeMap::new(),
             stale: BTreeSet::new(),
             limits: Limits::default(),
-            parallelism: std::thread::available_parallelism()
-                .map_or(1, |n| n.get().min(MAX_PARALLELISM)),
+            parallelism: if HAS_THREADS {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_PARALLELISM))
+            } else {
+                1
+            },
         }
     }
 
@@ -347,9 +355,13 @@ impl Workspace {
     }
 
     /// Sets how many threads a commit may use (at least 1; 1 keeps all work on the
-    /// calling thread).
+    /// calling thread). On targets without threads it stays 1.
     pub fn set_parallelism(&mut self, threads: usize) {
-        self.parallelism = threads.clamp(1, MAX_PARALLELISM);
+        self.parallelism = if HAS_THREADS {
+            threads.clamp(1, MAX_PARALLELISM)
+        } else {
+            1
+        };
     }
 
     /// The commit this workspace last made or checked out, if any.
