@@ -75,8 +75,15 @@ def test_repo_flow(url):
     assert repo.branches() == [("experiment", first.id), ("main", second.id)]
     assert repo.checkout("before-refactor").read("/notes.txt") == b"turn 2"
     assert repo.checkout("experiment").read("/notes.txt") == b"turn 1"
+    refs = dict(repo.store.list_refs("heads/"))
+    assert refs == {"heads/experiment": first.id, "heads/main": second.id}
+    with pytest.raises(snapgraph.RefConflictError) as e:
+        repo.delete_branch("experiment", second.id)
+    assert (e.value.name, e.value.expected, e.value.actual) == ("heads/experiment", second.id, first.id)
+    repo.delete_branch("experiment", first.id)
+    assert repo.branch("experiment") is None
     report = snapgraph.verify(repo.store)
-    assert report.is_clean() and report.refs >= 3
+    assert report.is_clean() and report.refs == 2  # heads/main and the snapshot
     gc = snapgraph.gc(repo.store)
     assert gc.deleted == [] and gc.problems == []
 
