@@ -51,7 +51,7 @@ fn _snapgraph(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(store::sync, m)?)?;
     m.add_function(wrap_pyfunction!(store::gc, m)?)?;
     m.add_function(wrap_pyfunction!(store::verify, m)?)?;
-    m.add_function(wrap_pyfunction!(bench::rust_turns, m)?)?;
+    m.add_class::<bench::BenchRust>()?;
     m.add("FORMAT_VERSION", snapgraph::FORMAT_VERSION)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyString;
+use pyo3::types::{PyDict, PyString};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
 use snapgraph_store::Store;
 
@@ -59,6 +59,7 @@ impl Objects {
         Ok(Objects::Mapping(Mapping {
             obj: obj.clone().unbind(),
             has_contains,
+            is_dict: obj.is_exact_instance_of::<PyDict>(),
         }))
     }
 
@@ -77,24 +78,43 @@ impl Objects {
 pub struct Mapping {
     obj: Py<PyAny>,
     has_contains: bool,
+    /// An exact `dict`: read with `PyDict_GetItem`, so a miss raises no `KeyError`.
+    is_dict: bool,
+}
+
+/// The bytes of a value read from a mapping (None: absent).
+fn value_bytes(id: &ObjectId, v: Bound<'_, PyAny>) -> Result<Option<Cow<'static, [u8]>>, BoxError> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    match v.extract::<PyBackedBytes>() {
+        Ok(b) => Ok(Some(Cow::Owned(b.to_vec()))),
+        Err(_) => Err(Box::new(PyTypeError::new_err(format!(
+            "objects[{:?}] is a {}, expected bytes",
+            id.to_hex(),
+            v.get_type()
+                .name()
+                .map_or_else(|_| "?".to_string(), |n| n.to_string())
+        )))),
+    }
 }
 
 impl ObjectSource for Mapping {
     fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
         Python::attach(|py| {
             let obj = self.obj.bind(py);
+            if self.is_dict {
+                let dict = obj
+                    .cast::<PyDict>()
+                    .map_err(|e| Box::new(PyErr::from(e)) as BoxError)?;
+                return match dict.get_item(id.to_hex()) {
+                    Ok(Some(v)) => value_bytes(id, v),
+                    Ok(None) => Ok(None),
+                    Err(e) => Err(Box::new(e) as BoxError),
+                };
+            }
             match obj.get_item(id.to_hex()) {
-                Ok(v) if v.is_none() => Ok(None),
-                Ok(v) => match v.extract::<PyBackedBytes>() {
-                    Ok(b) => Ok(Some(Cow::Owned(b.to_vec()))),
-                    Err(_) => Err(Box::new(PyTypeError::new_err(format!(
-                        "objects[{:?}] is a {}, expected bytes",
-                        id.to_hex(),
-                        v.get_type()
-                            .name()
-                            .map_or_else(|_| "?".to_string(), |n| n.to_string())
-                    ))) as BoxError),
-                },
+                Ok(v) => value_bytes(id, v),
                 Err(e) if e.is_instance_of::<PyKeyError>(py) => Ok(None),
                 Err(e) => Err(Box::new(e) as BoxError),
             }
