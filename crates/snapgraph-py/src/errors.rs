@@ -835,13 +835,43 @@ fn gc(py: Python<'_>, e: GcError) -> PyErr {
     }
 }
 
-/// Adds the exception classes to the module, each with `None` defaults for the
-/// attributes any snapgraph error may carry, so `e.id` and `e.path` always exist.
+/// Every attribute any snapgraph exception may carry. The base class has each as
+/// `None`, so reading one an error does not set (`e.limit` of a depth limit) gives
+/// `None`, never `AttributeError`.
+const ATTRIBUTES: &[&str] = &[
+    "code",
+    "id",
+    "path",
+    "name",
+    "reason",
+    "actual",
+    "expected",
+    "what",
+    "limit",
+    "count",
+    "size",
+    "missing",
+    "extra",
+    "feature",
+    "drifted",
+    "unchecked",
+    "parent",
+    "context",
+    "side",
+    "leases",
+    "needed_by",
+    "referenced_by",
+    "mode",
+    "to",
+];
+
+/// Adds the exception classes to the module, the base class with `None` defaults for
+/// every attribute in [`ATTRIBUTES`].
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let error = Error::type_object(py);
-    for name in ["code", "id", "path", "name"] {
-        error.setattr(name, py.None())?;
+    for name in ATTRIBUTES {
+        error.setattr(*name, py.None())?;
     }
     macro_rules! add {
         ($($c:ident),*) => {$(

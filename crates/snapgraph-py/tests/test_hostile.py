@@ -199,3 +199,10 @@ def test_concurrent_calls_on_one_workspace_are_refused_not_raced(history):
     assert errors == []
     assert ws.read("/README.md") == b"# demo\n"
     assert not ws.exists("/x")
+
+
+def test_every_error_attribute_reads_as_none_when_unset():
+    ws = snapgraph.Workspace()
+    with pytest.raises(snapgraph.FsError) as e:
+        ws.read("/nope")
+    assert e.value.id is None and e.value.limit is None and e.value.path == "/nope"

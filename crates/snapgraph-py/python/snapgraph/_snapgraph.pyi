@@ -18,68 +18,54 @@ DriftPolicy = Literal["strict", "off"]
 # ----- errors -----
 
 class Error(Exception):
-    """Base class of every snapgraph error."""
+    """Base class of every snapgraph error. Attributes an error does not set are None."""
 
     code: Optional[str]
     id: Optional[str]
     path: Optional[str]
     name: Optional[str]
+    reason: Optional[str]
+    actual: Optional[str]
+    expected: Optional[str]
+    what: Optional[str]
+    limit: Optional[int]
+    count: Optional[int]
+    size: Optional[int]
+    missing: Optional[list[str]]
+    extra: Optional[list[str]]
+    feature: Optional[str]
+    drifted: Optional[list[tuple[str, str, Optional[str], Optional[str]]]]
+    unchecked: Optional[list[str]]
+    parent: Optional[str]
+    context: Optional[str]
+    side: Optional[str]
+    leases: Optional[list[str]]
+    needed_by: Optional[list[str]]
+    referenced_by: Optional[str]
+    mode: Optional[int]
+    to: Optional[str]
 
 class InvalidIdError(Error): ...
-
-class InvalidPathError(Error):
-    reason: str
-
+class InvalidPathError(Error): ...
 class FsError(Error): ...
 class ObjectError(Error): ...
 class ObjectNotFoundError(ObjectError): ...
-
-class CorruptObjectError(ObjectError):
-    actual: Optional[str]
-
-class WrongKindError(ObjectError):
-    expected: str
-    actual: str
-
+class CorruptObjectError(ObjectError): ...
+class WrongKindError(ObjectError): ...
 class MalformedObjectError(ObjectError): ...
 class SourceError(ObjectError): ...
-
-class LimitError(Error):
-    what: str
-    limit: int
-
+class LimitError(Error): ...
 class CommitError(Error): ...
-
-class CapabilityError(Error):
-    missing: list[str]
-    extra: list[str]
-    feature: str
-
-class DriftError(Error):
-    drifted: list[tuple[str, str, Optional[str], Optional[str]]]
-    unchecked: list[str]
-
-class HistoryError(Error):
-    parent: str
-
+class CapabilityError(Error): ...
+class DriftError(Error): ...
+class HistoryError(Error): ...
 class SnapshotError(Error): ...
 class NotAuthenticError(SnapshotError): ...
-
-class StoreError(Error):
-    context: str
-    side: str
-
+class StoreError(Error): ...
 class InvalidRefNameError(Error): ...
-
-class RefConflictError(Error):
-    expected: Optional[str]
-    actual: Optional[str]
-
+class RefConflictError(Error): ...
 class UnknownRevisionError(Error): ...
-
-class GcConflictError(Error):
-    leases: list[str]
-    missing: list[str]
+class GcConflictError(Error): ...
 
 # ----- workspace -----
 
