@@ -84,3 +84,17 @@ def test_limits_on_from_snapshot(ws):
     with pytest.raises(snapgraph.LimitError) as e:
         snapgraph.Workspace.from_snapshot(data, max_files=1)
     assert e.value.what == "files"
+
+
+def test_from_snapshot_adopts_capabilities_restore_checks_them():
+    ws = snapgraph.Workspace()
+    ws.set_capabilities(features=["sqlite"])
+    ws.write("/f", b"x")
+    data = ws.snapshot()
+    adopted = snapgraph.Workspace.from_snapshot(data)
+    assert adopted.capabilities.features == ["sqlite"]
+    bare = snapgraph.Workspace()
+    with pytest.raises(snapgraph.CapabilityError) as e:
+        bare.restore_snapshot(data)
+    assert e.value.missing == ["feature:sqlite"]
+    assert not bare.exists("/f")
