@@ -178,3 +178,25 @@ def test_bad_store_url():
         snapgraph.open("ftp://nowhere")
     assert "ftp://nowhere" in str(e.value)
     assert e.value.context
+
+
+def test_repo_merge_and_onto_tip():
+    repo = snapgraph.Repo.open("memory:")
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"1")
+    base = repo.commit(ws, "main")
+    repo.fork("side", "main")
+    side = repo.checkout("side")
+    side.write("/side", b"s")
+    side_tip = repo.commit(side, "side").id
+    ws.write("/f", b"2")
+    merged = repo.commit(ws, "main", message="merge", parents=[side_tip])
+    assert repo.log("main", limit=1)[0].parents == [base.id, side_tip]
+    assert merged.previous == base.id
+    fresh = snapgraph.Workspace()
+    fresh.write("/imported", b"i")
+    with pytest.raises(snapgraph.RefConflictError):
+        repo.commit(fresh, "main")
+    onto = repo.commit(fresh, "main", onto_tip=True)
+    assert onto.previous == merged.id
+    assert repo.checkout("main").read("/imported") == b"i"
