@@ -105,12 +105,13 @@ impl PyWorkspace {
         Ok(self.inner.remove(path)?)
     }
 
-    /// Creates a directory and its parents.
+    /// Creates a directory and its missing parents (an existing directory is fine).
     fn mkdir(&mut self, path: &str) -> Result<(), Failure> {
         Ok(self.inner.mkdir(path)?)
     }
 
-    /// Moves a file, symlink or directory; an existing file at `dst` is replaced.
+    /// Moves a file, symlink or directory; an existing file or symlink at `dst` is
+    /// replaced, an existing directory raises `FsError`. Missing parents are created.
     fn rename(&mut self, src: &str, dst: &str) -> Result<(), Failure> {
         Ok(self.inner.rename(src, dst)?)
     }
