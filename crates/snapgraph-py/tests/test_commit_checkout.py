@@ -234,14 +234,12 @@ def test_have_accepts_any_iterable_of_ids(history):
     assert not c.is_complete
 
 
-def test_gil_is_released_during_commit():
-    """Another Python thread runs while a large commit hashes: with the GIL held for
-    the whole call, no tick could fall strictly inside it."""
+def _ticks_during(call):
+    """How many times another Python thread ran strictly inside `call()`. With the
+    GIL held for the whole call at most one tick lands at its edges (a `list.sort()`
+    of 10 million items gives 0 or 1); released, hundreds do."""
     import time
 
-    ws = snapgraph.Workspace()
-    for i in range(400):
-        ws.write(f"/d/{i}", bytes([i % 251]) * 100_000)
     ticks = []
     stop = threading.Event()
 
@@ -255,9 +253,31 @@ def test_gil_is_released_during_commit():
     time.sleep(0.01)
     try:
         start = time.perf_counter()
-        ws.commit()
+        call()
         end = time.perf_counter()
     finally:
         stop.set()
         t.join()
-    assert sum(1 for x in ticks if start < x < end) >= 2
+    return sum(1 for x in ticks if start < x < end)
+
+
+@pytest.fixture(scope="module")
+def big():
+    ws = snapgraph.Workspace()
+    for i in range(400):
+        ws.write(f"/d/{i}", bytes([i % 251]) * 100_000)
+    return ws
+
+
+def test_gil_is_released_during_commit(big):
+    assert _ticks_during(lambda: big.copy().commit()) >= 10
+
+
+def test_gil_is_released_during_checkout_from_a_store_and_snapshots(big):
+    store = snapgraph.open("memory:")
+    c = big.copy().commit()
+    store.put(c.objects)
+    assert _ticks_during(lambda: snapgraph.Workspace().checkout(c.id, store)) >= 10
+    data = big.snapshot()
+    assert _ticks_during(lambda: big.snapshot()) >= 10
+    assert _ticks_during(lambda: snapgraph.Workspace.from_snapshot(data)) >= 10
