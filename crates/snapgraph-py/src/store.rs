@@ -85,7 +85,10 @@ impl PyStore {
 
     /// Writes objects: a mapping of hex id to bytes (`Commit.objects`) or an iterable
     /// of `(id, bytes)` pairs, in the order given (referenced objects first, as
-    /// `Commit.objects` lists them). Held ones are left as they are.
+    /// `Commit.objects` lists them). Held ones are left as they are. Ids are not
+    /// re-hashed here (put what a commit made or a verified read returned); every
+    /// read re-hashes, so bytes put under a wrong id raise `CorruptObjectError` when
+    /// read.
     fn put(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> Result<(), Failure> {
         let owned = pairs(objects)?;
         let batch: Vec<(ObjectId, &[u8])> = owned.iter().map(|(i, b)| (*i, &**b)).collect();
