@@ -200,3 +200,16 @@ def test_repo_merge_and_onto_tip():
     onto = repo.commit(fresh, "main", onto_tip=True)
     assert onto.previous == merged.id
     assert repo.checkout("main").read("/imported") == b"i"
+
+
+def test_bytes_put_under_a_wrong_id_are_refused_when_read(url):
+    store = snapgraph.open(url)
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"x")
+    c = ws.commit()
+    store.put({c.id: b"not the commit's bytes"})
+    with pytest.raises(snapgraph.CorruptObjectError) as e:
+        store[c.id]
+    assert e.value.id == c.id
+    with pytest.raises(snapgraph.ObjectError):
+        snapgraph.Workspace().checkout(c.id, store)
