@@ -1,0 +1,215 @@
+"""Stores (memory, SQLite, directory, PostgreSQL when configured), Repo, sync, gc,
+verify."""
+
+import os
+
+import pytest
+
+import snapgraph
+
+
+def store_urls(tmp_path):
+    urls = ["memory:", f"sqlite:{tmp_path / 'h.db'}", f"dir:{tmp_path / 'objs'}"]
+    pg = os.environ.get("SNAPGRAPH_PG_URL")
+    if pg:
+        sep = "&" if "?" in pg else "?"
+        urls.append(f"{pg}{sep}snapgraph_schema=py_{os.getpid()}_{tmp_path.name[-12:]}".replace("-", "_"))
+    return urls
+
+
+@pytest.fixture(params=["memory", "sqlite", "dir", "postgres"])
+def url(request, tmp_path):
+    urls = dict(zip(["memory", "sqlite", "dir", "postgres"], store_urls(tmp_path)))
+    if request.param not in urls:
+        pytest.skip("SNAPGRAPH_PG_URL is not set (scripts/test.d/30-python sets it)")
+    return urls[request.param]
+
+
+def test_store_is_an_objects_source(url):
+    store = snapgraph.open(url)
+    ws = snapgraph.Workspace()
+    ws.write("/a.txt", b"a")
+    c = ws.commit()
+    store.put(c.objects)
+    assert c.id in store
+    assert store[c.id] == c.objects[c.id]
+    assert store.get("00" * 32) is None
+    with pytest.raises(KeyError):
+        store["00" * 32]
+    assert store.missing(list(c.objects) + ["00" * 32]) == ["00" * 32]
+    assert set(store.ids()) == set(c.objects)
+    other = snapgraph.Workspace()
+    other.checkout(c.id, store)
+    assert other.read("/a.txt") == b"a"
+    ws.write("/b.txt", b"b")
+    c2 = ws.commit(parents=[c.id], have_in=store)
+    assert set(c2.objects).isdisjoint(c.objects)
+    store.put(c2.objects.items())
+    assert snapgraph.SnapshotGraph.ancestry(c2.id, store) == [c2.id, c.id]
+
+
+def test_repo_flow(url):
+    repo = snapgraph.Repo.open(url)
+    ws = snapgraph.Workspace()
+    ws.write("/notes.txt", b"turn 1")
+    first = repo.commit(ws, "main", message="turn 1", meta={"k": "v"})
+    assert first.previous is None
+    assert first.objects_written > 0
+    ws = repo.checkout_shallow("main")
+    ws.write("/notes.txt", b"turn 2")
+    second = repo.commit(ws, "main", message="turn 2")
+    assert second.previous == first.id
+    log = repo.log("main")
+    assert [e.id for e in log] == [second.id, first.id]
+    assert log[1].meta["k"] == "v"
+    assert log[0].parents == [first.id]
+    assert repo.resolve("main") == second.id
+    assert repo.branch("main") == second.id
+    assert repo.branch("nope") is None
+    info = repo.tag("before-refactor", "main", {"score": "0.93"})
+    assert info.target == second.id and info.labels == {"score": "0.93"}
+    assert [s.name for s in repo.snapshots()] == ["before-refactor"]
+    assert repo.inspect("before-refactor").target == second.id
+    forked = repo.fork("experiment", first.id)
+    assert forked == first.id
+    assert repo.branches() == [("experiment", first.id), ("main", second.id)]
+    assert repo.checkout("before-refactor").read("/notes.txt") == b"turn 2"
+    assert repo.checkout("experiment").read("/notes.txt") == b"turn 1"
+    refs = dict(repo.store.list_refs("heads/"))
+    assert refs == {"heads/experiment": first.id, "heads/main": second.id}
+    with pytest.raises(snapgraph.RefConflictError) as e:
+        repo.delete_branch("experiment", second.id)
+    assert (e.value.name, e.value.expected, e.value.actual) == ("heads/experiment", second.id, first.id)
+    repo.delete_branch("experiment", first.id)
+    assert repo.branch("experiment") is None
+    report = snapgraph.verify(repo.store)
+    assert report.is_clean() and report.refs == 2  # heads/main and the snapshot
+    gc = snapgraph.gc(repo.store)
+    assert gc.deleted == [] and gc.problems == []
+
+
+def test_repo_errors(url):
+    repo = snapgraph.Repo.open(url)
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"1")
+    repo.commit(ws, "main")
+    stale = repo.checkout("main")
+    ws.write("/f", b"2")
+    repo.commit(ws, "main")
+    stale.write("/f", b"3")
+    before = stale.head
+    with pytest.raises(snapgraph.RefConflictError) as e:
+        repo.commit(stale, "main")
+    assert e.value.code == "branch_moved"
+    assert e.value.name == "heads/main"
+    assert e.value.expected == before
+    assert stale.head == before and stale.read("/f") == b"3"
+    with pytest.raises(snapgraph.UnknownRevisionError) as e:
+        repo.checkout("no-such-branch")
+    assert e.value.name == "no-such-branch"
+    with pytest.raises(snapgraph.RefConflictError) as e:
+        repo.fork("main", "main")
+    assert e.value.code == "already_exists"
+    with pytest.raises(snapgraph.InvalidRefNameError) as e:
+        repo.commit(ws, "bad name")
+    assert e.value.name == "heads/bad name"
+    with pytest.raises(snapgraph.InvalidRefNameError) as e:
+        repo.commit(ws, "a/../b")
+
+
+def test_sync_copies_only_what_is_missing(tmp_path):
+    src = snapgraph.open("memory:")
+    dst = snapgraph.open(f"sqlite:{tmp_path / 'dst.db'}")
+    repo = snapgraph.Repo(src)
+    ws = snapgraph.Workspace()
+    ws.write("/a", b"a" * 10_000)
+    c1 = repo.commit(ws, "main")
+    r1 = snapgraph.sync(src, dst, "heads/main")
+    assert (r1.from_, r1.to) == (None, c1.id)
+    assert r1.objects == len(src.ids())
+    ws.write("/b", b"b")
+    c2 = repo.commit(ws, "main")
+    r2 = snapgraph.sync(src, dst, "heads/main")
+    assert r2.from_ == c1.id and r2.to == c2.id
+    assert 0 < r2.objects < r1.objects + 3
+    assert dst.get_ref("heads/main") == c2.id
+    assert snapgraph.verify(dst).is_clean()
+    with pytest.raises(snapgraph.UnknownRevisionError):
+        snapgraph.sync(src, dst, "heads/none")
+
+
+def test_gc_removes_unreachable_objects():
+    store = snapgraph.open("memory:")
+    ws = snapgraph.Workspace()
+    ws.write("/keep", b"k")
+    repo = snapgraph.Repo(store)
+    kept = repo.commit(ws, "main")
+    loose = snapgraph.Workspace()
+    loose.write("/loose", b"loose bytes")
+    c = loose.commit()
+    store.put(c.objects)
+    report = snapgraph.gc(store)
+    assert set(report.deleted) >= {c.id}
+    assert c.id not in store and kept.id in store
+    pinned = loose.copy()
+    c2 = pinned.commit()
+    store.put(c2.objects)
+    assert snapgraph.gc(store, pins=[c2.id]).deleted == []
+
+
+def test_verify_reports_corruption(tmp_path):
+    store = snapgraph.open(f"dir:{tmp_path / 'objs'}")
+    repo = snapgraph.Repo(store)
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"x" * 5000)
+    repo.commit(ws, "main")
+    files = [p for p in (tmp_path / "objs" / "objects").rglob("*") if p.is_file()]
+    assert files
+    # Damage every object file: verify lists problems instead of raising.
+    for p in files:
+        p.write_bytes(b"\x00garbage")
+    report = snapgraph.verify(store)
+    assert not report.is_clean()
+    assert report.problems and report.problems[0].kind in ("missing", "invalid")
+
+
+def test_bad_store_url():
+    with pytest.raises(snapgraph.StoreError) as e:
+        snapgraph.open("ftp://nowhere")
+    assert "ftp://nowhere" in str(e.value)
+    assert e.value.context
+
+
+def test_repo_merge_and_onto_tip():
+    repo = snapgraph.Repo.open("memory:")
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"1")
+    base = repo.commit(ws, "main")
+    repo.fork("side", "main")
+    side = repo.checkout("side")
+    side.write("/side", b"s")
+    side_tip = repo.commit(side, "side").id
+    ws.write("/f", b"2")
+    merged = repo.commit(ws, "main", message="merge", parents=[side_tip])
+    assert repo.log("main", limit=1)[0].parents == [base.id, side_tip]
+    assert merged.previous == base.id
+    fresh = snapgraph.Workspace()
+    fresh.write("/imported", b"i")
+    with pytest.raises(snapgraph.RefConflictError):
+        repo.commit(fresh, "main")
+    onto = repo.commit(fresh, "main", onto_tip=True)
+    assert onto.previous == merged.id
+    assert repo.checkout("main").read("/imported") == b"i"
+
+
+def test_bytes_put_under_a_wrong_id_are_refused_when_read(url):
+    store = snapgraph.open(url)
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"x")
+    c = ws.commit()
+    store.put({c.id: b"not the commit's bytes"})
+    with pytest.raises(snapgraph.CorruptObjectError) as e:
+        store[c.id]
+    assert e.value.id == c.id
+    with pytest.raises(snapgraph.ObjectError):
+        snapgraph.Workspace().checkout(c.id, store)
