@@ -240,9 +240,11 @@ impl Case {
             Op::CommitAndCheckout => {
                 self.commit()?;
                 let mut fresh = Workspace::new();
-                fresh
+                let restore = fresh
                     .checkout(self.head.unwrap(), &self.store, CheckoutPolicy::default())
                     .unwrap();
+                // No external reads were recorded: nothing can drift.
+                restore.verify(|_| None).unwrap();
                 prop_assert_eq!(snap(&fresh), snap(&self.ws));
                 self.ws = fresh;
             }

@@ -131,9 +131,10 @@ fn checkout_re_hashes_every_chunk_on_every_thread_count() {
         // The undamaged store restores on this thread count.
         let mut fresh = Workspace::new();
         fresh.set_parallelism(threads);
-        fresh
+        let restore = fresh
             .checkout(target, &store, CheckoutPolicy::Force)
             .unwrap();
+        restore.verify(|_| None).unwrap();
         assert_eq!(snap(&fresh), expected, "on {threads} threads");
     }
 }

@@ -33,7 +33,7 @@ pub(super) fn pack(
     let id = wd.resolve(rev)?;
     let store: &dyn ObjectSource = wd.repo.store();
     let mut ws = Workspace::new();
-    ws.checkout(id, store, CheckoutPolicy::Force)?;
+    let _ = ws.checkout(id, store, CheckoutPolicy::Force)?;
     let original = SnapshotGraph::commit(id, store)?;
     let mut opts = CommitOptions::new();
     for (k, v) in &original.meta {

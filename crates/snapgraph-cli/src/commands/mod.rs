@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use snapgraph::{
-    CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource, SnapshotGraph,
-    SnapshotKey, Workspace,
+    CheckoutOptions, CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource,
+    SnapshotGraph, SnapshotKey, Workspace,
 };
 
 use crate::cli::{Cli, Command, SnapshotsAction};
@@ -178,7 +178,13 @@ pub(super) fn resolve_path(ctx: &Ctx, p: &Path) -> PathBuf {
 /// A workspace holding commit `id`'s trees, file bytes left in `source`.
 pub(super) fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
     let mut ws = Workspace::new();
-    ws.checkout_shallow(id, source, CheckoutPolicy::Force)?;
+    let _ = ws.checkout_with(
+        id,
+        source,
+        CheckoutOptions::new()
+            .policy(CheckoutPolicy::Force)
+            .shallow(true),
+    )?;
     Ok(ws)
 }
 
