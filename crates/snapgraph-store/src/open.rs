@@ -86,26 +86,7 @@ fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
 /// Splits `snapgraph_schema=NAME` out of a URL's query string.
 #[cfg(feature = "postgres")]
 fn take_schema(url: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_string(), None);
-    };
-    let mut schema = None;
-    let rest: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.strip_prefix("snapgraph_schema=") {
-            Some(name) => {
-                schema = Some(name.to_string());
-                false
-            }
-            None => true,
-        })
-        .collect();
-    let url = if rest.is_empty() {
-        base.to_string()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    (url, schema)
+    crate::postgres::take_param(url, "snapgraph_schema")
 }
 
 #[cfg(all(test, feature = "postgres"))]

@@ -3,11 +3,11 @@
 //!
 //! ```no_run
 //! use snapgraph_store::postgres::{PgOptions, PgStore};
-//! use snapgraph_store::{Compression, RefStore};
+//! use snapgraph_store::RefStore;
 //!
 //! let store = PgStore::connect_with(
 //!     "postgres://snapgraph@db.internal:5432/history",
-//!     PgOptions { compression: Compression::default(), schema: Some("snapgraph".into()) },
+//!     PgOptions { schema: Some("snapgraph".into()), ..PgOptions::default() },
 //! )?;
 //! assert_eq!(store.get_ref("heads/main")?, None);
 //! # Ok::<(), snapgraph_store::StoreError>(())
@@ -73,17 +73,16 @@
 //!
 //! # Managed, replicated and pooled servers
 //!
-//! - **TLS**: this build links the `postgres` crate without a TLS connector, so it
-//!   connects only without TLS (`NoTls`). The URL's `sslmode` may be `disable` or
-//!   `prefer` (the default: it then silently connects in plain text); `sslmode=require`
-//!   is refused at connect time with a clear error, and `verify-ca`/`verify-full` are
-//!   not understood by the client's parser. For a managed service that requires TLS
-//!   (most do), either reach it through a local TLS-terminating proxy or tunnel (for
-//!   example a cloud SQL auth proxy, `stunnel`, or an SSH tunnel) and connect to the
-//!   proxy on `127.0.0.1` with `sslmode=disable`, or add TLS support (a follow-up: a
-//!   connector from `postgres-native-tls` or `postgres-openssl`, which needs a new
-//!   dependency). Never send a password in plain text over a network you do not
-//!   control.
+//! - **TLS**: with `sslmode=require` in the URL, through rustls (pure Rust), the
+//!   server's certificate always verified, host name or IP included (as libpq's
+//!   `verify-full`); a server without TLS is refused. Trusted roots are Mozilla's
+//!   (built in) unless `sslrootcert=PATH` in the URL's query (or
+//!   [`PgOptions::tls_roots`]) names a PEM file of the roots to trust instead, as for
+//!   a private CA: `postgres://u@db.internal/h?sslmode=require&sslrootcert=/etc/ca.pem`
+//!   (`sslrootcert` is taken out before the client parses the URL). `disable` and
+//!   `prefer` (the client's default) connect in plain text: a preference an active
+//!   attacker can downgrade protects nothing, and unverified TLS is not offered, so
+//!   TLS is asked for explicitly. Use `require` over any network you do not control.
 //! - **Primary and replicas**: every write (objects, refs) must go to the primary.
 //!   Reads from a streaming replica may lag: a ref read there can be stale and a
 //!   compare-and-swap prepared from it would fail or, worse, a caller could conclude an
@@ -120,6 +119,7 @@ use postgres::error::SqlState;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Config, IsolationLevel, NoTls, Row};
 use snapgraph::ObjectId;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
@@ -154,6 +154,9 @@ pub struct PgOptions {
     /// `_`, not starting with a digit, at most 63 bytes. `None`: unqualified names,
     /// resolved by the connection's `search_path` (usually `public`).
     pub schema: Option<String>,
+    /// A PEM file of the root certificates to trust for TLS instead of Mozilla's
+    /// (a private CA). `sslrootcert=PATH` in the URL sets it when this is `None`.
+    pub tls_roots: Option<std::path::PathBuf>,
 }
 
 /// What went wrong in this adapter: the source of every [`StoreError::Backend`] it
@@ -193,13 +196,14 @@ pub enum PgError {
         /// The name given.
         name: String,
     },
-    /// The URL asks for TLS, which this build cannot do.
-    #[error(
-        "sslmode=require but this build of snapgraph-store has no TLS connector: connect \
-         through a local TLS-terminating proxy with sslmode=disable (see the postgres \
-         module docs)"
-    )]
-    TlsUnsupported,
+    /// The trusted roots for TLS could not be loaded.
+    #[error("cannot load TLS root certificates from {path}: {reason}")]
+    TlsRoots {
+        /// The PEM file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// A reflog message holds a NUL character, which PostgreSQL text cannot store.
     #[error("the reflog message contains a NUL character")]
     NulInMessage,
@@ -236,6 +240,95 @@ fn chain(e: &postgres::Error) -> String {
         cause = c.source();
     }
     out
+}
+
+/// How connections are made: plain, or TLS through rustls.
+#[derive(Clone)]
+enum Tls {
+    Plain,
+    Rustls(MakeRustlsConnect),
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Tls::Plain => "Plain",
+            Tls::Rustls(_) => "Rustls",
+        })
+    }
+}
+
+impl Tls {
+    /// The connector for `mode`: rustls trusting `roots` (a PEM file) or Mozilla's
+    /// roots for `require`, none otherwise (see the module docs).
+    fn new(mode: SslMode, roots: Option<&std::path::Path>) -> Result<Self, PgError> {
+        if mode != SslMode::Require {
+            return Ok(Tls::Plain);
+        }
+        let mut store = rustls::RootCertStore::empty();
+        match roots {
+            None => store.roots = webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            Some(path) => {
+                use rustls::pki_types::{pem::PemObject, CertificateDer};
+                let bad = |reason: String| PgError::TlsRoots {
+                    path: path.to_path_buf(),
+                    reason,
+                };
+                let certs = CertificateDer::pem_file_iter(path)
+                    .map_err(|e| bad(e.to_string()))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| bad(e.to_string()))?;
+                if certs.is_empty() {
+                    return Err(bad("no certificate in the file".into()));
+                }
+                for cert in certs {
+                    store.add(cert).map_err(|e| bad(e.to_string()))?;
+                }
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| PgError::TlsRoots {
+                path: roots.map(|p| p.to_path_buf()).unwrap_or_default(),
+                reason: e.to_string(),
+            })?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        Ok(Tls::Rustls(MakeRustlsConnect::new(config)))
+    }
+
+    fn connect(&self, config: &Config) -> Result<Client, postgres::Error> {
+        match self {
+            Tls::Plain => config.connect(NoTls),
+            Tls::Rustls(tls) => config.connect(tls.clone()),
+        }
+    }
+}
+
+/// Splits `key=VALUE` out of a URL's query string: the URL without it, and the
+/// value (the last one, if given twice).
+pub(crate) fn take_param(url: &str, key: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut value = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == key => {
+                value = Some(v.to_string());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, value)
 }
 
 /// The SQL of every statement, with the table names qualified by the schema.
@@ -318,6 +411,7 @@ const PLACEHOLDER: [u8; 32] = [0; 32];
 pub struct PgStore {
     client: Mutex<Client>,
     config: Config,
+    tls: Tls,
     compression: Compression,
     sql: Sql,
     /// `postgres://user@host:port/db` and the schema: what error contexts name.
@@ -432,7 +526,12 @@ impl PgStore {
     /// `url` is a libpq-style URL (`postgres://user:password@host:port/db?...`) or
     /// key-value string; see the [module docs](self) for TLS, replicas and poolers.
     /// Errors are [`StoreError::Backend`] naming the database without its password.
-    pub fn connect_with(url: &str, options: PgOptions) -> Result<Self, StoreError> {
+    pub fn connect_with(url: &str, mut options: PgOptions) -> Result<Self, StoreError> {
+        let (url, root_param) = take_param(url, "sslrootcert");
+        let url = url.as_str();
+        if options.tls_roots.is_none() {
+            options.tls_roots = root_param.map(std::path::PathBuf::from);
+        }
         let mut config = Config::from_str(url).map_err(|e| {
             // The parser's messages may quote bits of the URL: keep them only when the
             // URL cannot hold a password.
@@ -451,12 +550,8 @@ impl PgStore {
                 config.password(password);
             }
         }
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(StoreError::backend(
-                format!("connecting to {label}"),
-                PgError::TlsUnsupported,
-            ));
-        }
+        let tls = Tls::new(config.get_ssl_mode(), options.tls_roots.as_deref())
+            .map_err(|e| StoreError::backend(format!("connecting to {label}"), e))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -475,12 +570,13 @@ impl PgStore {
             Some(schema) => format!("{label} (schema {schema})"),
             None => label,
         };
-        let client = config
-            .connect(NoTls)
+        let client = tls
+            .connect(&config)
             .map_err(|e| StoreError::backend(format!("connecting to {label}"), PgError::from(e)))?;
         let store = Self {
             client: Mutex::new(client),
             config,
+            tls,
             compression: options.compression,
             sql: Sql::new(options.schema.as_deref()),
             label,
@@ -523,8 +619,8 @@ impl PgStore {
         let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         if client.is_closed() {
             *client = self
-                .config
-                .connect(NoTls)
+                .tls
+                .connect(&self.config)
                 .map_err(|e| self.err("reconnecting", e))?;
         }
         Ok(client)

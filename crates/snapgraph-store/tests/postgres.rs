@@ -56,6 +56,7 @@ impl Schema {
         PgOptions {
             compression,
             schema: Some(self.name.clone()),
+            ..PgOptions::default()
         }
     }
 
@@ -102,6 +103,69 @@ fn pg_error(e: &StoreError) -> Option<&PgError> {
 fn conforms_with_default_compression() {
     let schema = Schema::new();
     conformance::run(&schema.store());
+}
+
+/// `url` with TLS parameters added to its query.
+fn with_params(url: &str, params: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{params}")
+}
+
+/// The test CA `scripts/postgres` made for the server's certificate.
+fn tls_root() -> String {
+    std::env::var("SNAPGRAPH_PG_TLS_ROOT").expect(
+        "SNAPGRAPH_PG_TLS_ROOT is not set: `eval \"$(scripts/postgres)\"` exports it with \
+         SNAPGRAPH_PG_URL",
+    )
+}
+
+/// Over TLS (`sslmode=require`: no plain-text fallback), verified against the test
+/// CA, the adapter passes the whole suite.
+#[test]
+fn conforms_over_tls() {
+    let Some(schema) = Schema::new() else { return };
+    let url = with_params(
+        &schema.url,
+        &format!("sslmode=require&sslrootcert={}", tls_root()),
+    );
+    let store = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap();
+    conformance::run(&store);
+    // The same, with the roots given as an option instead of in the URL.
+    let url = with_params(&schema.url, "sslmode=require");
+    let options = PgOptions {
+        tls_roots: Some(tls_root().into()),
+        ..schema.options(Compression::default())
+    };
+    let store = PgStore::connect_with(&url, options).unwrap();
+    assert_eq!(store.get_ref("heads/none").unwrap(), None);
+}
+
+/// TLS is really negotiated and verified: with only Mozilla's roots the test
+/// server's certificate is refused.
+#[test]
+fn tls_refuses_a_certificate_it_cannot_verify() {
+    let Some(schema) = Schema::new() else { return };
+    let url = with_params(&schema.url, "sslmode=require");
+    let err = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap_err();
+    let shown = err.to_string();
+    assert!(shown.contains("certificate"), "{shown}");
+    // A root file holding no certificate.
+    let empty = tempfile::NamedTempFile::new().unwrap();
+    let url = with_params(
+        &schema.url,
+        &format!("sslmode=require&sslrootcert={}", empty.path().display()),
+    );
+    let err = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap_err();
+    assert!(
+        matches!(pg_error(&err), Some(PgError::TlsRoots { .. })),
+        "{err:?}"
+    );
+    // Plain text on the same port, asked for or by default.
+    for mode in ["disable", "prefer"] {
+        let url = with_params(&schema.url, &format!("sslmode={mode}"));
+        let store = PgStore::connect_with(&url, schema.options(Compression::default())).unwrap();
+        assert_eq!(store.get_ref("heads/none").unwrap(), None);
+    }
 }
 
 #[test]
@@ -205,15 +269,16 @@ fn bad_urls_and_unreachable_servers_are_typed_errors() {
     );
     assert!(err.to_string().contains("nonsense"), "{err}");
 
-    // TLS required: refused up front with a clear reason.
+    // TLS roots that cannot be read: refused up front, naming the file.
     let err = PgStore::connect(&format!(
-        "postgres://someone:{secret}@127.0.0.1/db?sslmode=require"
+        "postgres://someone:{secret}@127.0.0.1/db?sslmode=require&sslrootcert=/nonexistent/ca.pem"
     ))
     .unwrap_err();
     assert!(
-        matches!(pg_error(&err), Some(PgError::TlsUnsupported)),
+        matches!(pg_error(&err), Some(PgError::TlsRoots { path, .. }) if path.ends_with("ca.pem")),
         "{err:?}"
     );
+    assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
     no_secret(&err);
 
     // A database that does not exist on a live server.
@@ -238,6 +303,7 @@ fn bad_urls_and_unreachable_servers_are_typed_errors() {
         PgOptions {
             compression: Compression::None,
             schema: Some("x\"; DROP TABLE y; --".into()),
+            ..PgOptions::default()
         },
     )
     .unwrap_err();
@@ -340,6 +406,7 @@ fn a_role_without_create_rights_uses_existing_tables() {
         PgOptions {
             compression: Compression::None,
             schema: Some(format!("{}_other", schema.name)),
+            ..PgOptions::default()
         },
     )
     .unwrap_err();
