@@ -48,8 +48,7 @@ fn query_password(url: &str) -> Option<(usize, usize, usize)> {
     let mut at = q + 1;
     for part in url[q + 1..].split('&') {
         let end = at + part.len();
-        if let Some(value) = part.strip_prefix("password=") {
-            let _ = value;
+        if part.starts_with("password=") {
             return Some((at, at + "password=".len(), end));
         }
         at = end + 1;
