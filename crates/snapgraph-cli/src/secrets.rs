@@ -21,10 +21,17 @@ use crate::error::{CliError, IoContext, Result};
 /// Name of the credentials file inside `.snapgraph/`.
 pub const CREDENTIALS_FILE: &str = "credentials";
 
+/// Where `url`'s authority starts: after a `scheme://` whose scheme holds no `/`,
+/// `?` or `#` (anything else is not a URL with an authority, and holds no password).
+fn authority_start(url: &str) -> Option<usize> {
+    let i = url.find("://")?;
+    (!url[..i].contains(['/', '?', '#'])).then_some(i + 3)
+}
+
 /// The byte range of the password in `url`'s user info (`scheme://user:PASSWORD@`),
 /// if any.
 fn userinfo_password(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
+    let start = authority_start(url)?;
     let rest = &url[start..];
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = &rest[..end];
@@ -36,13 +43,12 @@ fn userinfo_password(url: &str) -> Option<(usize, usize)> {
 /// The byte range of a `password=VALUE` query parameter (the whole `password=VALUE`,
 /// with the `&` before it, or the `?`'s following `&` when it is the first).
 fn query_password(url: &str) -> Option<(usize, usize, usize)> {
-    url.find("://")?;
-    let q = url.find('?')?;
+    let start = authority_start(url)?;
+    let q = start + url[start..].find('?')?;
     let mut at = q + 1;
     for part in url[q + 1..].split('&') {
         let end = at + part.len();
-        if let Some(value) = part.strip_prefix("password=") {
-            let _ = value;
+        if part.starts_with("password=") {
             return Some((at, at + "password=".len(), end));
         }
         at = end + 1;
@@ -56,8 +62,8 @@ pub fn redact(url: &str) -> String {
     if password.is_none() {
         return out;
     }
-    let has_user = out.find("://").is_some_and(|i| {
-        let rest = &out[i + 3..];
+    let has_user = authority_start(&out).is_some_and(|i| {
+        let rest = &out[i..];
         rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())].contains('@')
     });
     if has_user {
@@ -100,7 +106,7 @@ pub fn with_password(url: &str, password: &str) -> String {
     if userinfo_password(url).is_some() {
         return url.to_string();
     }
-    let Some(start) = url.find("://").map(|i| i + 3) else {
+    let Some(start) = authority_start(url) else {
         return url.to_string();
     };
     let mut encoded = String::with_capacity(password.len());
@@ -221,5 +227,9 @@ mod tests {
             with_password("postgres://h/db", "p"),
             "postgres://postgres:p@h/db"
         );
+        // Found by the `config` fuzz target: a `://` inside the query is no authority.
+        let odd = "postgres:/</db?x=5&password=a@b:cstgres://db/snap?c";
+        assert_eq!(split_password(odd), (odd.to_string(), None));
+        assert_eq!(redact(odd), odd);
     }
 }
