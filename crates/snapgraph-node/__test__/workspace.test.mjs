@@ -63,7 +63,6 @@ test('state, head, parallelism, limits, capabilities, copy', () => {
     builtins: ['cat', 'ls'],
     features: ['sqlite'],
     fsBackend: 'memory',
-    engineVersion: undefined,
   })
 
   ws.write('/f', Buffer.from('1'))

@@ -40,13 +40,15 @@ const persist = db.transaction((turn, commit) => {
 // ----- one commit per turn -----
 const ws = new Workspace()
 ws.setCapabilities({ builtins: ['cat', 'echo', 'ls'], features: [], fsBackend: 'memory' })
-for (let i = 0; i < 50; i++) ws.write(`/project/src/module${i}.js`, Buffer.from(`export const v${i} = ${i}\n`))
+const source = (i, v) => Buffer.from(`export const v${i} = ${v}\n` + `// module ${i}: ${'lorem ipsum '.repeat(400)}\n`)
+const mod = (i) => `/project/src/pkg${i % 5}/module${i}.js`
+for (let i = 0; i < 50; i++) ws.write(mod(i), source(i, i))
 let head = null
 const written = []
 for (let turn = 1; turn <= 8; turn++) {
   ws.write('/project/NOTES.md', Buffer.from(`# notes\n${'- turn\n'.repeat(turn)}`))
-  ws.write(`/project/src/module${turn}.js`, Buffer.from(`export const v${turn} = ${turn * 100}\n`))
-  if (turn === 5) ws.remove('/project/src/module40.js')
+  ws.write(mod(turn), source(turn, turn * 100))
+  if (turn === 5) ws.remove(mod(40))
   ws.setState(Buffer.from(JSON.stringify({ cwd: '/project', turn, env: { PS1: '$ ' } })))
   const commit = ws.commit({ parents: head ? [head] : [], have: table, meta: { turn: String(turn) } })
   persist(turn, commit)
@@ -63,7 +65,7 @@ rewound.setCapabilities({ builtins: ['cat', 'echo', 'ls'], features: [], fsBacke
 const restore = rewound.checkout(turnCommit.get(3), table)
 restore.finish() // no external reads recorded: nothing to check
 assert.equal(JSON.parse(rewound.state().toString()).turn, 3)
-assert.ok(rewound.exists('/project/src/module40.js'), 'removed at turn 5, still there at turn 3')
+assert.ok(rewound.exists(mod(40)), 'removed at turn 5, still there at turn 3')
 rewound.write('/project/ALT.md', Buffer.from('another way'))
 const alt = rewound.commit({ parents: [turnCommit.get(3)], have: table, meta: { turn: '3b' } })
 persist(100, alt)
@@ -72,8 +74,8 @@ console.log(`rewound to turn 3, branched: ${alt.id.slice(0, 12)} (${alt.objectCo
 // ----- diff two turns -----
 const d = SnapshotGraph.diff(turnCommit.get(4), turnCommit.get(5), table)
 console.log(`turn 4 -> 5: +${d.filesAdded.length} ~${d.filesModified.length} -${d.filesRemoved.length}, state changed: ${d.stateChanged}`)
-assert.deepEqual(d.filesRemoved, ['/project/src/module40.js'])
-assert.deepEqual(d.filesModified, ['/project/NOTES.md', '/project/src/module5.js'])
+assert.deepEqual(d.filesRemoved, [mod(40)])
+assert.deepEqual(d.filesModified, ['/project/NOTES.md', mod(5)])
 assert.equal(d.stateChanged, true)
 
 // ----- restore on a machine that has nothing: fetch only what is missing, in rounds -----

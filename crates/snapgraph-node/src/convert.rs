@@ -10,6 +10,25 @@ use snapgraph::{
 
 use crate::error::{invalid, js, Result};
 
+/// A value or `null` (where an absent id or buffer is part of the shape).
+pub type Nullable<T> = napi::bindgen_prelude::Either<T, napi::bindgen_prelude::Null>;
+
+/// `Some` as the value, `None` as `null`.
+pub fn nullable<T>(v: Option<T>) -> Nullable<T> {
+    match v {
+        Some(v) => napi::bindgen_prelude::Either::A(v),
+        None => napi::bindgen_prelude::Either::B(napi::bindgen_prelude::Null),
+    }
+}
+
+/// A string argument that may be `null` or left out.
+pub fn from_nullable(v: Option<Nullable<String>>) -> Option<String> {
+    match v {
+        Some(napi::bindgen_prelude::Either::A(s)) => Some(s),
+        _ => None,
+    }
+}
+
 /// An id from its 64 hex digits (`INVALID_ID` otherwise).
 pub fn id(hex: &str) -> Result<ObjectId> {
     ObjectId::from_hex(hex).map_err(|e| crate::error::error("INVALID_ID", format!("{hex:?}: {e}")))
@@ -125,7 +144,7 @@ pub struct WalkEntry {
 }
 
 /// Per-workspace limits on what a checkout may allocate.
-#[napi(object)]
+#[napi(object, js_name = "Limits")]
 pub struct JsLimits {
     /// Most files and symlinks one checkout may create.
     pub max_files: f64,

@@ -4,8 +4,8 @@
 //! binding uses the same codes.
 
 use snapgraph::{
-    CheckoutError, CommitError, ContentDriftError, FsError, GraphError, ObjectError,
-    ParseIdError, SnapshotError,
+    CheckoutError, CommitError, ContentDriftError, FsError, GraphError, ObjectError, ParseIdError,
+    SnapshotError,
 };
 use snapgraph_store::{GcError, RepoError, StoreError, SyncError};
 
@@ -94,7 +94,10 @@ impl Coded for ObjectError {
         match self {
             ObjectError::NotFound { .. } => "NOT_FOUND",
             ObjectError::Source { source, .. } if source.is::<NotBytes>() => "INVALID_ARGUMENT",
-            ObjectError::Source { .. } => "BACKEND",
+            // A snapgraph store read through the core: its own family (CORRUPT, ...).
+            ObjectError::Source { source, .. } => source
+                .downcast_ref::<StoreError>()
+                .map_or("BACKEND", Coded::code),
             ObjectError::Corrupt { .. }
             | ObjectError::UnknownKind { .. }
             | ObjectError::Malformed { .. } => "CORRUPT",

@@ -81,7 +81,10 @@ pub fn plan_checkout(id: &str, objects: ObjectsArg<'_>) -> Result<Vec<String>> {
 pub fn capabilities(id: &str, objects: ObjectsArg<'_>) -> Result<Option<Capabilities>> {
     let id = convert::id(id)?;
     let source = JsSource::new(objects)?;
-    Ok(Rs::capabilities(id, &source).or_js()?.as_ref().map(Capabilities::from))
+    Ok(Rs::capabilities(id, &source)
+        .or_js()?
+        .as_ref()
+        .map(Capabilities::from))
 }
 
 /// History queries; every object read is verified.
@@ -98,7 +101,11 @@ impl SnapshotGraph {
 
     /// `id` and its ancestors, newest first, topological, at most `limit`.
     #[napi(ts_args_type = "id: string, objects: Objects, limit?: number")]
-    pub fn ancestry(id: String, objects: ObjectsArg<'_>, limit: Option<f64>) -> Result<Vec<String>> {
+    pub fn ancestry(
+        id: String,
+        objects: ObjectsArg<'_>,
+        limit: Option<f64>,
+    ) -> Result<Vec<String>> {
         ancestry(&id, objects, limit)
     }
 

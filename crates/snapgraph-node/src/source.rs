@@ -9,10 +9,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use napi::bindgen_prelude::JsObjectValue;
 use napi::bindgen_prelude::{
     ClassInstance, Either3, Either4, Function, Null, Object, Uint8ArraySlice, Undefined, Unknown,
 };
-use napi::bindgen_prelude::JsObjectValue;
 use napi::{Status, ValueType};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
 

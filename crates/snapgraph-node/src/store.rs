@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use napi::bindgen_prelude::{AsyncTask, Buffer, ClassInstance, Either, Object, Uint8ArraySlice};
+use napi::bindgen_prelude::{
+    AsyncTask, Buffer, ClassInstance, Either, Null, Object, Uint8ArraySlice,
+};
 use napi_derive::napi;
 use snapgraph::ObjectId;
 use snapgraph_store::{
-    sync_with, verify as rs_verify, GcOptions, GcReport as RsGcReport, RefUpdate,
-    Repo as RsRepo, RepoCommitOptions, SnapshotInfo as RsSnapshotInfo, Store as RsStore,
-    SyncOptions, SyncReport as RsSyncReport, VerifyReport as RsVerifyReport, WalkProblem,
+    sync_with, verify as rs_verify, GcOptions, GcReport as RsGcReport, RefUpdate, Repo as RsRepo,
+    RepoCommitOptions, SnapshotInfo as RsSnapshotInfo, Store as RsStore, SyncOptions,
+    SyncReport as RsSyncReport, VerifyReport as RsVerifyReport, WalkProblem,
 };
 
-use crate::convert::{self, hexes, CommitInfo, OrJs};
+use crate::convert::{self, from_nullable, hexes, nullable, CommitInfo, Nullable, OrJs};
 use crate::error::Result;
 use crate::task::{spawn, Job};
 use crate::workspace::{get, Workspace};
@@ -41,9 +43,9 @@ pub struct RefEntry {
 #[napi(object)]
 pub struct ReflogEntry {
     /// The value before (`null`: created).
-    pub old: Option<String>,
+    pub old: Either<String, Null>,
     /// The value after (`null`: deleted).
-    pub new: Option<String>,
+    pub new: Either<String, Null>,
     /// The message given with the move.
     pub message: String,
 }
@@ -54,16 +56,18 @@ pub struct RefUpdateArg {
     /// The ref.
     pub name: String,
     /// The value it must hold (`null`: absent).
-    pub expected: Option<String>,
+    pub expected: Option<Either<String, Null>>,
     /// The value to set (`null`: delete).
-    pub new: Option<String>,
+    pub new: Option<Either<String, Null>>,
 }
 
-fn optional_id(hex: &Option<String>) -> Result<Option<ObjectId>> {
-    hex.as_deref().map(convert::id).transpose()
+fn optional_id(hex: Option<Nullable<String>>) -> Result<Option<ObjectId>> {
+    from_nullable(hex).as_deref().map(convert::id).transpose()
 }
 
-fn owned_objects(objects: IndexMap<String, Uint8ArraySlice<'_>>) -> Result<Vec<(ObjectId, Vec<u8>)>> {
+fn owned_objects(
+    objects: IndexMap<String, Uint8ArraySlice<'_>>,
+) -> Result<Vec<(ObjectId, Vec<u8>)>> {
     objects
         .into_iter()
         .map(|(k, v)| Ok((convert::id(&k)?, v.as_ref().to_vec())))
@@ -150,7 +154,10 @@ impl Store {
     }
 
     /// `putMany` on the thread pool (the bytes are copied first).
-    #[napi(ts_args_type = "objects: Record<string, Uint8Array>", ts_return_type = "Promise<void>")]
+    #[napi(
+        ts_args_type = "objects: Record<string, Uint8Array>",
+        ts_return_type = "Promise<void>"
+    )]
     pub fn put_many_async(
         &self,
         objects: IndexMap<String, Uint8ArraySlice<'_>>,
@@ -190,12 +197,12 @@ impl Store {
     #[napi]
     pub fn update_refs(&self, updates: Vec<RefUpdateArg>, message: String) -> Result<()> {
         let updates = updates
-            .iter()
+            .into_iter()
             .map(|u| {
                 Ok(RefUpdate::new(
-                    u.name.clone(),
-                    optional_id(&u.expected)?,
-                    optional_id(&u.new)?,
+                    u.name,
+                    optional_id(u.expected)?,
+                    optional_id(u.new)?,
                 ))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -226,8 +233,8 @@ impl Store {
             .or_js()?
             .into_iter()
             .map(|e| ReflogEntry {
-                old: e.old.map(|i| i.to_hex()),
-                new: e.new.map(|i| i.to_hex()),
+                old: nullable(e.old.map(|i| i.to_hex())),
+                new: nullable(e.new.map(|i| i.to_hex())),
                 message: e.message,
             })
             .collect())
@@ -249,10 +256,10 @@ fn store_of(arg: &StoreArg<'_>) -> Shared {
 /// What a sync did.
 #[napi(object)]
 pub struct SyncReport {
-    /// The destination's ref before.
-    pub from: Option<String>,
+    /// The destination's ref before (`null`: absent).
+    pub from: Either<String, Null>,
     /// The destination's ref after.
-    pub to: Option<String>,
+    pub to: Either<String, Null>,
     /// Objects written to the destination.
     pub objects: f64,
     /// Their bytes.
@@ -268,8 +275,8 @@ pub struct SyncReport {
 impl From<RsSyncReport> for SyncReport {
     fn from(r: RsSyncReport) -> Self {
         Self {
-            from: r.from.map(|i| i.to_hex()),
-            to: r.to.map(|i| i.to_hex()),
+            from: nullable(r.from.map(|i| i.to_hex())),
+            to: nullable(r.to.map(|i| i.to_hex())),
             objects: r.objects as f64,
             bytes: r.bytes as f64,
             examined: r.examined as f64,
@@ -286,8 +293,8 @@ pub struct Problem {
     pub kind: String,
     /// The object.
     pub id: String,
-    /// An object referencing a missing one (`null` for a root).
-    pub referenced_by: Option<String>,
+    /// An object referencing a missing one (`null` for a root or an invalid one).
+    pub referenced_by: Either<String, Null>,
     /// What is wrong with an invalid one.
     pub reason: Option<String>,
 }
@@ -298,13 +305,13 @@ fn problems(list: Vec<WalkProblem>) -> Vec<Problem> {
             WalkProblem::Missing { id, referenced_by } => Problem {
                 kind: "missing".into(),
                 id: id.to_hex(),
-                referenced_by: referenced_by.map(|i| i.to_hex()),
+                referenced_by: nullable(referenced_by.map(|i| i.to_hex())),
                 reason: None,
             },
             WalkProblem::Invalid { id, reason } => Problem {
                 kind: "invalid".into(),
                 id: id.to_hex(),
-                referenced_by: None,
+                referenced_by: nullable(None),
                 reason: Some(reason),
             },
         })
@@ -401,14 +408,21 @@ fn run_sync(src: &Shared, dst: &Shared, name: &str, options: &SyncOptions) -> Re
 
 /// Copies what `dst` lacks of ref `name` from `src`, then moves `dst`'s ref
 /// (fast-forward only unless `{ force: true }`).
-#[napi(ts_args_type = "src: Store | Repo, dst: Store | Repo, name: string, options?: { force?: boolean }")]
+#[napi(
+    ts_args_type = "src: Store | Repo, dst: Store | Repo, name: string, options?: { force?: boolean }"
+)]
 pub fn sync(
     src: StoreArg<'_>,
     dst: StoreArg<'_>,
     name: String,
     options: Option<Object<'_>>,
 ) -> Result<SyncReport> {
-    run_sync(&store_of(&src), &store_of(&dst), &name, &sync_options(options)?)
+    run_sync(
+        &store_of(&src),
+        &store_of(&dst),
+        &name,
+        &sync_options(options)?,
+    )
 }
 
 /// `sync` on the thread pool.
@@ -440,7 +454,10 @@ pub fn gc(store: StoreArg<'_>, options: Option<Object<'_>>) -> Result<GcReport> 
     ts_args_type = "store: Store | Repo, options?: { pins?: string[] }",
     ts_return_type = "Promise<GcReport>"
 )]
-pub fn gc_async(store: StoreArg<'_>, options: Option<Object<'_>>) -> Result<AsyncTask<Job<GcReport>>> {
+pub fn gc_async(
+    store: StoreArg<'_>,
+    options: Option<Object<'_>>,
+) -> Result<AsyncTask<Job<GcReport>>> {
     let (store, options) = (store_of(&store), gc_options(options)?);
     Ok(spawn(move || {
         Ok(GcReport::from(
@@ -486,8 +503,8 @@ pub struct Repo {
 pub struct Committed {
     /// The new commit.
     pub id: String,
-    /// The branch's previous tip.
-    pub previous: Option<String>,
+    /// The branch's previous tip (`null`: a new branch).
+    pub previous: Either<String, Null>,
     /// Objects new to the store.
     pub objects_written: f64,
     /// Their bytes.
@@ -549,7 +566,7 @@ impl RepoCommitArgs {
 fn committed(c: snapgraph_store::Committed) -> Committed {
     Committed {
         id: c.id.to_hex(),
-        previous: c.previous.map(|i| i.to_hex()),
+        previous: nullable(c.previous.map(|i| i.to_hex())),
         objects_written: c.objects_written as f64,
         bytes_written: c.bytes_written as f64,
     }
@@ -649,7 +666,12 @@ impl Repo {
     /// `{ message?, meta?, extraParents?, ontoTip? }`. Only what the store lacks is
     /// written. On error the workspace is unchanged.
     #[napi(ts_args_type = "ws: Workspace, branch: string, options?: RepoCommitOptions")]
-    pub fn commit(&self, ws: &Workspace, branch: String, options: Option<Object<'_>>) -> Result<Committed> {
+    pub fn commit(
+        &self,
+        ws: &Workspace,
+        branch: String,
+        options: Option<Object<'_>>,
+    ) -> Result<Committed> {
         let args = RepoCommitArgs::parse(options)?;
         ws.with(|w| Ok(committed(self.inner.commit(w, &branch, args.0).or_js()?)))
     }
@@ -700,7 +722,12 @@ impl Repo {
     /// Checks `rev` out into an existing workspace (keeping its limits and
     /// capabilities), all or nothing: `{ policy?, drift? }`.
     #[napi(ts_args_type = "ws: Workspace, rev: string, options?: CheckoutOptions")]
-    pub fn checkout_into(&self, ws: &Workspace, rev: String, options: Option<Object<'_>>) -> Result<crate::workspace::Restore> {
+    pub fn checkout_into(
+        &self,
+        ws: &Workspace,
+        rev: String,
+        options: Option<Object<'_>>,
+    ) -> Result<crate::workspace::Restore> {
         let (policy, drift) = match options {
             Some(o) => (
                 convert::policy(get::<String>(&o, "policy")?.as_deref())?,
@@ -723,7 +750,11 @@ impl Repo {
 
     /// `log` on the thread pool.
     #[napi(ts_return_type = "Promise<CommitInfo[]>")]
-    pub fn log_async(&self, rev: String, limit: Option<f64>) -> Result<AsyncTask<Job<Vec<CommitInfo>>>> {
+    pub fn log_async(
+        &self,
+        rev: String,
+        limit: Option<f64>,
+    ) -> Result<AsyncTask<Job<Vec<CommitInfo>>>> {
         let (repo, limit) = (self.inner.clone(), self::limit(limit)?);
         Ok(spawn(move || log(&repo, &rev, limit)))
     }
@@ -803,7 +834,12 @@ impl Repo {
 
     /// `sync(this, dst, 'heads/' + branch, options)`.
     #[napi(ts_args_type = "dst: Store | Repo, branch: string, options?: { force?: boolean }")]
-    pub fn sync(&self, dst: StoreArg<'_>, branch: String, options: Option<Object<'_>>) -> Result<SyncReport> {
+    pub fn sync(
+        &self,
+        dst: StoreArg<'_>,
+        branch: String,
+        options: Option<Object<'_>>,
+    ) -> Result<SyncReport> {
         run_sync(
             &self.store_arc(),
             &store_of(&dst),

@@ -7,10 +7,12 @@ use napi::{Env, Task};
 use crate::error::{error, Result};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
+type After = Box<dyn FnOnce() + Send>;
 
 /// One piece of work for the thread pool.
 pub struct Job<T> {
     work: Option<Work<T>>,
+    after: Option<After>,
 }
 
 /// A promise of what `work` returns.
@@ -21,6 +23,21 @@ where
 {
     AsyncTask::new(Job {
         work: Some(Box::new(work)),
+        after: None,
+    })
+}
+
+/// [`spawn`], then `after` on the JavaScript thread once the promise is settled
+/// (before any JavaScript sees the result).
+pub fn spawn_then<T, F, A>(work: F, after: A) -> AsyncTask<Job<T>>
+where
+    T: Send + ToNapiValue + TypeName + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+    A: FnOnce() + Send + 'static,
+{
+    AsyncTask::new(Job {
+        work: Some(Box::new(work)),
+        after: Some(Box::new(after)),
     })
 }
 
@@ -42,5 +59,12 @@ where
         // A coded error is built as a JavaScript Error here, on the JavaScript
         // thread, and rejected as that very object, so its `code` survives.
         output.map_err(|e| napi::Error::from(JsError::from(e).into_unknown(env)))
+    }
+
+    fn finally(self, _env: Env) -> napi::Result<()> {
+        if let Some(after) = self.after {
+            after();
+        }
+        Ok(())
     }
 }

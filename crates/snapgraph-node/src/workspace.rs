@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Object, Uint8ArraySlice};
+use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Null, Object, Uint8ArraySlice};
 use napi_derive::napi;
 use snapgraph::{
     CheckoutPolicy, CommitOptions as RsCommitOptions, DriftCheck, DriftPolicy, ExternalRead,
@@ -13,11 +13,11 @@ use snapgraph::{
 };
 
 use crate::convert::{
-    self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry,
+    self, nullable, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry,
 };
 use crate::error::{error, invalid, Result};
 use crate::source::{JsSource, ObjectsArg};
-use crate::task::{spawn, Job};
+use crate::task::{spawn, spawn_then, Job};
 
 /// Where a workspace lives. A call takes it out for its duration and puts it back,
 /// so a reentrant call (from an `objects` function) or a call while a `…Async` call
@@ -67,20 +67,31 @@ impl Workspace {
         out
     }
 
-    /// Lends the workspace to work on the thread pool; it is back in its slot when
-    /// the work ends.
+    /// Lends the workspace to work on the thread pool; it is back in its slot once
+    /// the promise is settled (on the JavaScript thread), so every call made while
+    /// the promise is pending throws `BUSY`.
     pub fn lend<T, F>(&self, f: F) -> Result<AsyncTask<Job<T>>>
     where
         T: Send + napi::bindgen_prelude::ToNapiValue + napi::bindgen_prelude::TypeName + 'static,
         F: FnOnce(&mut RsWorkspace) -> Result<T> + Send + 'static,
     {
-        let mut ws = take(&self.slot)?;
+        let ws = take(&self.slot)?;
+        let carry: Slot = Arc::new(Mutex::new(None));
+        let back = carry.clone();
         let slot = self.slot.clone();
-        Ok(spawn(move || {
-            let out = f(&mut ws);
-            put(&slot, ws);
-            out
-        }))
+        Ok(spawn_then(
+            move || {
+                let mut ws = ws;
+                let out = f(&mut ws);
+                put(&carry, ws);
+                out
+            },
+            move || {
+                if let Some(ws) = back.lock().ok().and_then(|mut g| g.take()) {
+                    put(&slot, ws);
+                }
+            },
+        ))
     }
 }
 
@@ -100,14 +111,14 @@ pub struct CommitResult {
     pub stored_bytes: f64,
     /// The commit as a self-contained packed snapshot, or `null` when `have` made it
     /// incremental.
-    pub packed: Option<Buffer>,
+    pub packed: Either<Buffer, Null>,
     /// Whether `objects` holds everything the commit needs.
     pub is_complete: bool,
 }
 
 impl From<snapgraph::Commit> for CommitResult {
     fn from(c: snapgraph::Commit) -> Self {
-        let packed = c.packed().map(Buffer::from);
+        let packed = nullable(c.packed().map(Buffer::from));
         let (id, generation, complete, bytes) =
             (c.id(), c.generation(), c.is_complete(), c.stored_bytes());
         let objects: IndexMap<String, Buffer> = c
@@ -186,7 +197,10 @@ impl Restore {
     /// Sources the drift check still needs a live fingerprint for, sorted.
     #[napi]
     pub fn pending(&self) -> Vec<String> {
-        self.check.as_ref().map(DriftCheck::pending).unwrap_or_default()
+        self.check
+            .as_ref()
+            .map(DriftCheck::pending)
+            .unwrap_or_default()
     }
 
     /// Every source the drift check covers, with its snapshot fingerprint.
@@ -628,11 +642,21 @@ impl Workspace {
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
     /// snapgraph stores (JavaScript values cannot be read off the event loop).
-    #[napi(ts_args_type = "options?: CommitOptions", ts_return_type = "Promise<CommitResult>")]
-    pub fn commit_async(&self, options: Option<Object<'_>>) -> Result<AsyncTask<Job<CommitResult>>> {
+    #[napi(
+        ts_args_type = "options?: CommitOptions",
+        ts_return_type = "Promise<CommitResult>"
+    )]
+    pub fn commit_async(
+        &self,
+        options: Option<Object<'_>>,
+    ) -> Result<AsyncTask<Job<CommitResult>>> {
         let args = CommitArgs::parse(options)?;
         args.excludes()?;
-        let have_in = args.have_in.as_ref().map(|s| store_only("commitAsync's have", s)).transpose()?;
+        let have_in = args
+            .have_in
+            .as_ref()
+            .map(|s| store_only("commitAsync's have", s))
+            .transpose()?;
         let parent_source = args
             .parent_source
             .as_ref()
@@ -700,7 +724,10 @@ impl Workspace {
     }
 
     /// `snapshot` on the thread pool.
-    #[napi(ts_args_type = "options?: SnapshotOptions", ts_return_type = "Promise<Buffer>")]
+    #[napi(
+        ts_args_type = "options?: SnapshotOptions",
+        ts_return_type = "Promise<Buffer>"
+    )]
     pub fn snapshot_async(&self, options: Option<Object<'_>>) -> Result<AsyncTask<Job<Buffer>>> {
         let options = snapshot_options(options)?;
         self.lend(move |ws| pack(ws, options, None))
