@@ -34,6 +34,15 @@ test('diff lists added, modified and removed files and the state change', () => 
   assert.deepEqual(d.filesRemoved, ['/gone.txt'])
   assert.equal(d.stateChanged, true)
   assert.deepEqual(d.readsAdded, [])
+  // The same diff as values.
+  assert.deepEqual(
+    d.changes.map((c) => [c.path, c.kind]),
+    [['/edit.txt', 'modified'], ['/gone.txt', 'removed'], ['/new/file.txt', 'added']],
+  )
+  const edit = d.changes[0]
+  assert.deepEqual([edit.old.kind, edit.old.size, edit.new.size], ['file', 2, 2])
+  assert.equal(d.changes[1].new, null)
+  assert.equal(d.changes[2].old, null)
   const same = SnapshotGraph.diff(b, b, store)
   assert.deepEqual([same.filesAdded, same.filesModified, same.filesRemoved, same.stateChanged], [[], [], [], false])
   assert.deepEqual(sg.snapshotDiff(a, b, store), d)

@@ -117,6 +117,20 @@ test('commit returns the objects to persist, in dependency order; have makes it 
   assert.equal(firstInfo.stateSize, 7)
 })
 
+test('commit can leave out files or state', () => {
+  const ws = sample()
+  const noFiles = ws.commit({ excludeFiles: true })
+  const out = new Workspace()
+  out.checkout(noFiles.id, noFiles.objects)
+  assert.deepEqual(out.walk(), [])
+  assert.deepEqual(out.state(), Buffer.from('state-1'))
+  const noState = ws.commit({ excludeState: true })
+  const out2 = new Workspace()
+  out2.checkout(noState.id, noState.objects)
+  assert.equal(out2.state().length, 0)
+  assert.deepEqual(out2.read('/a.txt'), Buffer.from('alpha\n'))
+})
+
 test('checkout from a record, a Map, a function and a get/has object restores the same workspace', () => {
   const ws = sample()
   const c = ws.commit()

@@ -1,6 +1,7 @@
 //! `SnapshotGraph`: history queries over an `objects` value, and Bashkit's free
 //! functions of the same queries.
 
+use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
 use snapgraph::graph::reachable::CheckoutPlan as RsCheckoutPlan;
 use snapgraph::{Diff, SnapshotGraph as Rs};
@@ -9,9 +10,69 @@ use crate::convert::{self, hexes, Capabilities, CommitInfo, OrJs, Read};
 use crate::error::Result;
 use crate::source::{JsSource, ObjectsArg};
 
+/// One side of a change: what the entry was.
+#[napi(object)]
+pub struct ChangeEntry {
+    /// `'file'` or `'symlink'`.
+    pub kind: String,
+    /// Permission bits.
+    pub mode: u32,
+    /// Bytes (a symlink's: its target's).
+    pub size: f64,
+    /// The content object (chunk or manifest root); absent for inline content and
+    /// symlinks.
+    pub id: Option<String>,
+}
+
+/// A changed file or symlink.
+#[napi(object)]
+pub struct Change {
+    /// Its path.
+    pub path: String,
+    /// `'added'`, `'removed'`, `'modified'`, `'typeChanged'` or `'modeChanged'`.
+    pub kind: String,
+    /// The entry before (`null` when added).
+    pub old: Either<ChangeEntry, Null>,
+    /// The entry after (`null` when removed).
+    pub new: Either<ChangeEntry, Null>,
+}
+
+fn change_entry(e: Option<snapgraph::graph::diff::ChangeEntry>) -> Either<ChangeEntry, Null> {
+    match e {
+        Some(e) => Either::A(ChangeEntry {
+            kind: convert::kind_name(e.kind).to_string(),
+            mode: e.mode,
+            size: e.size as f64,
+            id: e.id.map(|i| i.to_hex()),
+        }),
+        None => Either::B(Null),
+    }
+}
+
+fn change(c: snapgraph::graph::diff::Change) -> Change {
+    use snapgraph::graph::diff::ChangeKind as K;
+    let kind = match c.kind {
+        K::Added => "added",
+        K::Removed => "removed",
+        K::Modified => "modified",
+        K::TypeChanged => "typeChanged",
+        K::ModeChanged => "modeChanged",
+        #[allow(unreachable_patterns)]
+        _ => "other",
+    };
+    Change {
+        path: c.path,
+        kind: kind.to_string(),
+        old: change_entry(c.old),
+        new: change_entry(c.new),
+    }
+}
+
 /// What changed from one commit to another.
 #[napi(object)]
 pub struct DiffResult {
+    /// Every change, as values, in path order.
+    pub changes: Vec<Change>,
     /// Files (and symlinks) present only in the second commit.
     pub files_added: Vec<String>,
     /// Files whose content, kind or mode changed.
@@ -31,6 +92,7 @@ pub struct DiffResult {
 impl From<Diff> for DiffResult {
     fn from(d: Diff) -> Self {
         Self {
+            changes: d.changes.into_iter().map(change).collect(),
             files_added: d.files_added,
             files_modified: d.files_modified,
             files_removed: d.files_removed,

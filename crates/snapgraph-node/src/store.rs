@@ -80,8 +80,7 @@ fn put(store: &dyn RsStore, objects: &[(ObjectId, Vec<u8>)]) -> Result<()> {
 }
 
 fn get_many(store: &dyn RsStore, ids: &[ObjectId]) -> Result<Vec<Option<Buffer>>> {
-    Ok(store
-        .get_many(ids)
+    Ok(RsStore::get_many(store, ids)
         .or_js()?
         .into_iter()
         .map(|b| b.map(Buffer::from))

@@ -7,8 +7,8 @@ use indexmap::IndexMap;
 use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Null, Object, Uint8ArraySlice};
 use napi_derive::napi;
 use snapgraph::{
-    CheckoutPolicy, CommitOptions as RsCommitOptions, DriftCheck, DriftPolicy, ExternalRead,
-    ObjectId, ObjectSource, SnapshotKey, SnapshotOptions as RsSnapshotOptions,
+    CheckoutOptions, CheckoutPolicy, CommitOptions as RsCommitOptions, DriftCheck, DriftPolicy,
+    ExternalRead, ObjectId, ObjectSource, SnapshotKey, SnapshotOptions as RsSnapshotOptions,
     Workspace as RsWorkspace,
 };
 
@@ -304,17 +304,8 @@ impl<'a> CommitArgs<'a> {
         for (k, v) in &self.meta {
             opts = opts.meta(k.clone(), v.clone());
         }
-        opts
-    }
-
-    fn excludes(&self) -> Result<()> {
-        if self.exclude_files || self.exclude_state {
-            // CommitOptions gains exclude_files / exclude_state with core API v2.
-            return Err(invalid(
-                "excludeFiles / excludeState need the core's CommitOptions exclusions",
-            ));
-        }
-        Ok(())
+        opts.exclude_files(self.exclude_files)
+            .exclude_state(self.exclude_state)
     }
 }
 
@@ -347,12 +338,13 @@ impl CheckoutArgs {
         id: ObjectId,
         source: &S,
     ) -> Result<Restore> {
-        let r = if self.shallow {
-            ws.checkout_shallow_with(id, source, self.policy, self.drift)
-        } else {
-            ws.checkout_with(id, source, self.policy, self.drift)
-        };
-        Ok(Restore::from(r.or_js()?))
+        let options = CheckoutOptions::new()
+            .policy(self.policy)
+            .drift(self.drift)
+            .shallow(self.shallow);
+        Ok(Restore::from(
+            ws.checkout_with(id, source, options).or_js()?,
+        ))
     }
 }
 
@@ -368,7 +360,7 @@ fn snapshot_options(options: Option<Object<'_>>) -> Result<RsSnapshotOptions> {
 }
 
 fn pack(ws: &RsWorkspace, options: RsSnapshotOptions, key: Option<&SnapshotKey>) -> Result<Buffer> {
-    Ok(Buffer::from(ws.try_snapshot(options, key).or_js()?))
+    Ok(Buffer::from(ws.snapshot_with(options, key).or_js()?))
 }
 
 fn store_only(what: &str, source: &JsSource<'_>) -> Result<Arc<dyn snapgraph_store::Store>> {
@@ -636,7 +628,6 @@ impl Workspace {
     #[napi(ts_args_type = "options?: CommitOptions")]
     pub fn commit(&self, options: Option<Object<'_>>) -> Result<CommitResult> {
         let args = CommitArgs::parse(options)?;
-        args.excludes()?;
         self.with(|ws| Ok(CommitResult::from(ws.commit(args.options()).or_js()?)))
     }
 
@@ -651,7 +642,6 @@ impl Workspace {
         options: Option<Object<'_>>,
     ) -> Result<AsyncTask<Job<CommitResult>>> {
         let args = CommitArgs::parse(options)?;
-        args.excludes()?;
         let have_in = args
             .have_in
             .as_ref()
@@ -663,8 +653,12 @@ impl Workspace {
             .map(|s| store_only("commitAsync's parentSource", s))
             .transpose()?;
         let (parents, have_ids, meta) = (args.parents, args.have_ids, args.meta);
+        let (exclude_files, exclude_state) = (args.exclude_files, args.exclude_state);
         self.lend(move |ws| {
-            let mut opts = RsCommitOptions::new().parents(parents);
+            let mut opts = RsCommitOptions::new()
+                .parents(parents)
+                .exclude_files(exclude_files)
+                .exclude_state(exclude_state);
             if !have_ids.is_empty() {
                 opts = opts.have(have_ids.iter());
             }
