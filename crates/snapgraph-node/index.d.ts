@@ -378,6 +378,33 @@ export interface Capabilities {
   engineVersion?: string
 }
 
+/** A changed file or symlink. */
+export interface Change {
+  /** Its path. */
+  path: string
+  /** `'added'`, `'removed'`, `'modified'`, `'typeChanged'` or `'modeChanged'`. */
+  kind: string
+  /** The entry before (`null` when added). */
+  old: ChangeEntry | null
+  /** The entry after (`null` when removed). */
+  new: ChangeEntry | null
+}
+
+/** One side of a change: what the entry was. */
+export interface ChangeEntry {
+  /** `'file'` or `'symlink'`. */
+  kind: string
+  /** Permission bits. */
+  mode: number
+  /** Bytes (a symlink's: its target's). */
+  size: number
+  /**
+   * The content object (chunk or manifest root); absent for inline content and
+   * symlinks.
+   */
+  id?: string
+}
+
 /** A decoded commit. */
 export interface CommitInfo {
   /** The commit's id. */
@@ -436,6 +463,8 @@ export interface Committed {
 
 /** What changed from one commit to another. */
 export interface DiffResult {
+  /** Every change, as values, in path order. */
+  changes: Array<Change>
   /** Files (and symlinks) present only in the second commit. */
   filesAdded: Array<string>
   /** Files whose content, kind or mode changed. */
