@@ -1,0 +1,105 @@
+// Per-turn commit and checkout at 2,000 files through Node, next to Rust, in one run:
+// rounds alternate between this process and the Rust peer
+// (benches/benches/node_peer.rs, same protocol), so both see the same machine load.
+//
+//   npm run build && node bench/turns.mjs [rounds] [turns] [checkouts]
+//
+// Protocol: 2,000 files of 4,000 pseudo-random bytes in 20 directories, committed
+// once; 5 warm-up turns; then each turn rewrites one file and commits with the store
+// as `have` and the head as parent, and the new objects go into the store (timed:
+// write + commit + insert). Then checkouts of the head into fresh workspaces (timed:
+// new Workspace + checkout). Medians per round.
+import { createRequire } from 'node:module'
+import { execFileSync } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const require = createRequire(import.meta.url)
+const sg = require('../index.js')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
+
+const [rounds = 3, turns = 200, checkouts = 10] = process.argv.slice(2).map(Number)
+const FILES = 2000
+const SIZE = 4000
+const DIRS = 20
+
+function prng(seed) {
+  let a = seed >>> 0
+  return (buf) => {
+    for (let i = 0; i < buf.length; i += 4) {
+      a = (a + 0x6d2b79f5) >>> 0
+      let t = Math.imul(a ^ (a >>> 15), a | 1)
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+      buf.writeUInt32LE((t ^ (t >>> 14)) >>> 0, i)
+    }
+    return buf
+  }
+}
+
+const median = (v) => [...v].sort((x, y) => x - y)[v.length >> 1]
+const path = (i) => `/d${String(i % DIRS).padStart(4, '0')}/f${String(i).padStart(6, '0')}.bin`
+
+function nodeRound(seed) {
+  const fill = prng(seed)
+  const ws = new sg.Workspace()
+  for (let i = 0; i < FILES; i++) ws.write(path(i), fill(Buffer.alloc(SIZE)))
+  const first = ws.commit()
+  const store = new Map(Object.entries(first.objects))
+  let head = first.id
+  let edit = 0
+  const turn = (data) => {
+    ws.write(path(edit++ % FILES), data)
+    const c = ws.commit({ parents: [head], have: store })
+    for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
+    head = c.id
+  }
+  for (let i = 0; i < 5; i++) turn(fill(Buffer.alloc(SIZE)))
+  const commitUs = []
+  for (let i = 0; i < turns; i++) {
+    const data = fill(Buffer.alloc(SIZE))
+    const t = process.hrtime.bigint()
+    turn(data)
+    commitUs.push(Number(process.hrtime.bigint() - t) / 1e3)
+  }
+  const timeCheckout = (source) => {
+    const ms = []
+    for (let i = 0; i < checkouts; i++) {
+      const t = process.hrtime.bigint()
+      const out = new sg.Workspace()
+      out.checkout(head, source)
+      ms.push(Number(process.hrtime.bigint() - t) / 1e6)
+    }
+    return median(ms)
+  }
+  const db = sg.open('memory:')
+  db.putMany(Object.fromEntries(store))
+  return { commit: median(commitUs), checkoutMap: timeCheckout(store), checkoutStore: timeCheckout(db) }
+}
+
+function rustRound() {
+  const out = execFileSync(
+    'cargo',
+    ['bench', '-q', '-p', 'snapgraph-benches', '--bench', 'node_peer', '--', String(turns), String(checkouts)],
+    { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  const line = out.trim().split('\n').pop()
+  const r = JSON.parse(line)
+  return { commit: r.commit_turn_us, checkout: r.checkout_ms }
+}
+
+rustRound() // builds the peer before anything is timed
+const rows = []
+for (let r = 0; r < rounds; r++) {
+  const node = nodeRound(r + 1)
+  const rust = rustRound()
+  rows.push({ node, rust })
+  console.log(
+    `round ${r + 1}: commit/turn node ${node.commit.toFixed(1)} us, rust ${rust.commit.toFixed(1)} us (${(node.commit / rust.commit).toFixed(2)}x); ` +
+      `checkout node(Map) ${node.checkoutMap.toFixed(2)} ms, node(Store) ${node.checkoutStore.toFixed(2)} ms, rust ${rust.checkout.toFixed(2)} ms`,
+  )
+}
+const ratio = (f) => median(rows.map(f)).toFixed(2)
+console.log(
+  `median of ${rounds} rounds: commit/turn ${ratio((x) => x.node.commit / x.rust.commit)}x Rust; ` +
+    `checkout from a Map ${ratio((x) => x.node.checkoutMap / x.rust.checkout)}x, from a Store ${ratio((x) => x.node.checkoutStore / x.rust.checkout)}x`,
+)
