@@ -48,9 +48,13 @@ const TURNS: &[(&str, &str)] = &[
 ];
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let url = std::env::args().nth(1).unwrap_or_else(|| "memory:".to_string());
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "memory:".to_string());
     let repo = Repo::new(snapgraph_store::open(&url)?);
-    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
 
     // The three lines of embedding: a handle, Bashkit on it, a commit per turn.
     let fs = SnapgraphFs::new();
@@ -86,12 +90,17 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut forked = Bash::builder().fs(Arc::new(fork.clone())).build();
     repo.fork("experiment", &turns[1].to_string())?;
     rt.block_on(forked.exec("cd /project && rm -r data && echo 'print(1)' > src/quick.py"))?;
-    let experiment = fork.commit_to(&repo, "experiment", RepoCommitOptions::message("quick try"))?;
+    let experiment =
+        fork.commit_to(&repo, "experiment", RepoCommitOptions::message("quick try"))?;
     let seen_by_original = rt.block_on(bash.exec("ls /project/src"))?;
     println!(
         "\nfork committed {} on branch experiment; the original still lists: {}",
         short(experiment.id),
-        seen_by_original.stdout.text_lossy().trim().replace('\n', " ")
+        seen_by_original
+            .stdout
+            .text_lossy()
+            .trim()
+            .replace('\n', " ")
     );
 
     // What the refactor turn changed, and how the fork differs from main.

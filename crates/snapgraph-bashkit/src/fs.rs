@@ -63,9 +63,9 @@ fn fs_error(e: FsError) -> bashkit::Error {
         FsError::NotASymlink { .. } => other("not a symlink"),
         FsError::AlreadyExists { .. } => io(ErrorKind::AlreadyExists, "file exists"),
         FsError::IntoItself { .. } => invalid("cannot move a directory into itself"),
-        e @ (FsError::InvalidPath(_) | FsError::InvalidMode { .. } | FsError::InvalidTarget { .. }) => {
-            invalid(e.to_string())
-        }
+        e @ (FsError::InvalidPath(_)
+        | FsError::InvalidMode { .. }
+        | FsError::InvalidTarget { .. }) => invalid(e.to_string()),
         e => other(e.to_string()),
     }
 }
@@ -73,9 +73,17 @@ fn fs_error(e: FsError) -> bashkit::Error {
 /// What a normalized path names, as far as the checks below need to know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found {
-    File { mode: u32, size: u64 },
-    Dir { mode: u32 },
-    Symlink { mode: u32, size: u64 },
+    File {
+        mode: u32,
+        size: u64,
+    },
+    Dir {
+        mode: u32,
+    },
+    Symlink {
+        mode: u32,
+        size: u64,
+    },
     /// Nothing there; every existing ancestor is a directory.
     Missing,
     /// An ancestor is a regular file.
@@ -86,7 +94,10 @@ enum Found {
 
 impl Found {
     fn exists(self) -> bool {
-        matches!(self, Found::File { .. } | Found::Dir { .. } | Found::Symlink { .. })
+        matches!(
+            self,
+            Found::File { .. } | Found::Dir { .. } | Found::Symlink { .. }
+        )
     }
 
     /// Kind and size for the usage counters.
@@ -345,7 +356,8 @@ impl Inner {
                     // `rm -rf /` empties the root; the root itself stays.
                     for entry in entries {
                         let child = child_path("/", &entry.name);
-                        let tree = self.tree_usage(&child, entry.metadata.kind, entry.metadata.size)?;
+                        let tree =
+                            self.tree_usage(&child, entry.metadata.kind, entry.metadata.size)?;
                         self.ws.remove(&child).map_err(fs_error)?;
                         self.usage.sub_tree(tree);
                     }
@@ -421,7 +433,8 @@ impl Inner {
         }
         let dst = look(&self.ws, to);
         if let Found::Dir { .. } = src {
-            if to.starts_with(from) && (from == "/" || to.as_bytes().get(from.len()) == Some(&b'/')) {
+            if to.starts_with(from) && (from == "/" || to.as_bytes().get(from.len()) == Some(&b'/'))
+            {
                 return Err(invalid("cannot move a directory into itself"));
             }
             match dst {
@@ -537,9 +550,7 @@ impl Inner {
 
     fn read_link(&self, path: &str) -> Result<PathBuf> {
         match look(&self.ws, path) {
-            Found::Symlink { .. } => Ok(PathBuf::from(
-                self.ws.read_link(path).map_err(fs_error)?,
-            )),
+            Found::Symlink { .. } => Ok(PathBuf::from(self.ws.read_link(path).map_err(fs_error)?)),
             Found::File { .. } | Found::Dir { .. } => Err(other("not a symlink")),
             _ => Err(not_found("not found")),
         }
@@ -656,7 +667,11 @@ impl Inner {
 
 impl SnapgraphFs {
     /// Runs `op` on the state with `path` checked and normalized.
-    fn with_path<T>(&self, path: &Path, op: impl FnOnce(&mut Inner, &str) -> Result<T>) -> Result<T> {
+    fn with_path<T>(
+        &self,
+        path: &Path,
+        op: impl FnOnce(&mut Inner, &str) -> Result<T>,
+    ) -> Result<T> {
         let mut inner = self.lock();
         let path = inner.path(path)?;
         op(&mut inner, &path)

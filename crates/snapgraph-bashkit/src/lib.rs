@@ -14,7 +14,7 @@
 //! use snapgraph_bashkit::SnapgraphFs;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let rt = tokio::runtime::Builder::new_current_thread().build()?;
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
 //! let mut store: HashMap<ObjectId, Vec<u8>> = HashMap::new();
 //!
 //! let fs = SnapgraphFs::new();

@@ -95,7 +95,10 @@ impl Times {
         let end = format!("{}0", below.trim_end_matches('/'));
         for key in self
             .stamps
-            .range::<str, _>((Bound::Included(below.as_str()), Bound::Excluded(end.as_str())))
+            .range::<str, _>((
+                Bound::Included(below.as_str()),
+                Bound::Excluded(end.as_str()),
+            ))
             .map(|(k, _)| k)
         {
             if key != path {

@@ -178,7 +178,11 @@ fn turns_build_on_each_other_the_same_way() {
         let (a, b) = rt.block_on(pair.exec(script));
         assert_eq!(a, b, "{script}");
         let (ta, tb) = pair.trees();
-        assert!(tree_diff(&ta, &tb).is_empty(), "{script}: {:?}", tree_diff(&ta, &tb));
+        assert!(
+            tree_diff(&ta, &tb).is_empty(),
+            "{script}: {:?}",
+            tree_diff(&ta, &tb)
+        );
     }
 }
 
@@ -208,7 +212,10 @@ fn command() -> impl Strategy<Value = String> {
         (name(), name()).prop_map(|(p, q)| format!("cp -r {p} {q}")),
         (name(), name()).prop_map(|(p, q)| format!("ln -s {p} {q}")),
         (name(), name()).prop_map(|(p, q)| format!("ln -sf /w/{p} {q}")),
-        (prop::sample::select(&["600", "644", "755", "700", "u+x", "go-r"][..]), name())
+        (
+            prop::sample::select(&["600", "644", "755", "700", "u+x", "go-r"][..]),
+            name()
+        )
             .prop_map(|(m, p)| format!("chmod {m} {p}")),
         name().prop_map(|p| format!("cat {p}")),
         name().prop_map(|p| format!("ls {p}")),

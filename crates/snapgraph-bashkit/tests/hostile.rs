@@ -85,7 +85,11 @@ fn hostile_paths_are_errors_on_every_method() {
         }
     }
     assert_eq!(rt.block_on(fs.read_file(good)).unwrap(), b"kept");
-    assert_eq!(snapgraph_tree(&fs), before, "a refused call changed the tree");
+    assert_eq!(
+        snapgraph_tree(&fs),
+        before,
+        "a refused call changed the tree"
+    );
     assert_eq!(fs.usage().total_bytes, before_usage.total_bytes);
     assert_eq!(fs.usage().file_count, before_usage.file_count);
 }
@@ -95,7 +99,9 @@ fn bad_symlink_targets_and_modes_are_errors_that_change_nothing() {
     let rt = rt();
     let fs = SnapgraphFs::with_limits(FsLimits::unlimited());
     rt.block_on(async {
-        fs.symlink(Path::new("/tmp"), Path::new("/tmp/l")).await.unwrap();
+        fs.symlink(Path::new("/tmp"), Path::new("/tmp/l"))
+            .await
+            .unwrap();
         let before = snapgraph_tree(&fs);
         for target in [
             PathBuf::from(""),
@@ -105,7 +111,11 @@ fn bad_symlink_targets_and_modes_are_errors_that_change_nothing() {
         ] {
             // Over an existing link: the old one must survive a refused target.
             let e = fs.symlink(&target, Path::new("/tmp/l")).await.unwrap_err();
-            assert_eq!(io_kind(&e), Some(ErrorKind::InvalidInput), "{target:?}: {e}");
+            assert_eq!(
+                io_kind(&e),
+                Some(ErrorKind::InvalidInput),
+                "{target:?}: {e}"
+            );
         }
         for mode in [0o10000, 0o177777, u32::MAX] {
             let e = fs.chmod(Path::new("/tmp"), mode).await.unwrap_err();
@@ -114,10 +124,16 @@ fn bad_symlink_targets_and_modes_are_errors_that_change_nothing() {
         // The root's mode is not the workspace's to change: an error, not a no-op.
         assert!(fs.chmod(Path::new("/"), 0o700).await.is_err());
         assert!(fs.remove(Path::new("/"), false).await.is_err());
-        assert!(fs.rename(Path::new("/"), Path::new("/tmp/root")).await.is_err());
+        assert!(fs
+            .rename(Path::new("/"), Path::new("/tmp/root"))
+            .await
+            .is_err());
         assert!(fs.mkfifo(Path::new("/tmp/fifo"), 0o644).await.is_err());
         assert_eq!(snapgraph_tree(&fs), before);
-        assert_eq!(fs.read_link(Path::new("/tmp/l")).await.unwrap(), Path::new("/tmp"));
+        assert_eq!(
+            fs.read_link(Path::new("/tmp/l")).await.unwrap(),
+            Path::new("/tmp")
+        );
     });
 }
 
@@ -135,17 +151,30 @@ fn bashkit_limits_are_enforced() {
     rt.block_on(async {
         let big = vec![b'x'; 4_001];
         assert!(fs.write_file(Path::new("/tmp/big"), &big).await.is_err());
-        fs.write_file(Path::new("/tmp/a"), &big[..4_000]).await.unwrap();
+        fs.write_file(Path::new("/tmp/a"), &big[..4_000])
+            .await
+            .unwrap();
         assert!(fs.append_file(Path::new("/tmp/a"), b"y").await.is_err());
-        fs.write_file(Path::new("/tmp/b"), &big[..4_000]).await.unwrap();
+        fs.write_file(Path::new("/tmp/b"), &big[..4_000])
+            .await
+            .unwrap();
         // 8,000 of 10,000 bytes used: a third 4,000-byte file does not fit.
-        let e = fs.write_file(Path::new("/tmp/c"), &big[..4_000]).await.unwrap_err();
+        let e = fs
+            .write_file(Path::new("/tmp/c"), &big[..4_000])
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("filesystem full"), "{e}");
         // Overwriting counts the difference only.
-        fs.write_file(Path::new("/tmp/a"), &big[..3_000]).await.unwrap();
+        fs.write_file(Path::new("/tmp/a"), &big[..3_000])
+            .await
+            .unwrap();
         let mut made = 0;
         for i in 0..40 {
-            if fs.write_file(Path::new(&format!("/tmp/n{i}")), b"").await.is_ok() {
+            if fs
+                .write_file(Path::new(&format!("/tmp/n{i}")), b"")
+                .await
+                .is_ok()
+            {
                 made += 1;
             }
         }

@@ -17,8 +17,19 @@ use snapgraph_bashkit::SnapgraphFs;
 
 /// Paths every call may name. `/` only for calls that do not change it (Bashkit's
 /// `InMemoryFs` lets `rm -r /` delete its own root entry, which a workspace cannot).
-const PATHS: &[&str] = &["/w", "/w/a", "/w/b", "/w/a/c", "/w/l", "/x", "/w/a/c/d", "/w/l/e"];
-const READ_PATHS: &[&str] = &["/", "/w", "/w/a", "/w/a/c", "/w/l", "/w/l/e", "/x", "/dev/null"];
+const PATHS: &[&str] = &[
+    "/w", "/w/a", "/w/b", "/w/a/c", "/w/l", "/x", "/w/a/c/d", "/w/l/e",
+];
+const READ_PATHS: &[&str] = &[
+    "/",
+    "/w",
+    "/w/a",
+    "/w/a/c",
+    "/w/l",
+    "/w/l/e",
+    "/x",
+    "/dev/null",
+];
 const TARGETS: &[&str] = &["/w/a", "a", "../x", "/nowhere", "/w"];
 
 #[derive(Debug, Clone)]
@@ -62,7 +73,10 @@ fn op() -> impl Strategy<Value = Op> {
         (path(), path()).prop_map(|(a, b)| Op::Copy(a, b)),
         (prop::sample::select(TARGETS), path()).prop_map(|(t, l)| Op::Symlink(t, l)),
         read_path().prop_map(Op::ReadLink),
-        (path(), prop::sample::select(&[0o600, 0o644, 0o755, 0o1777, 0o4700, 0][..]))
+        (
+            path(),
+            prop::sample::select(&[0o600, 0o644, 0o755, 0o1777, 0o4700, 0][..])
+        )
             .prop_map(|(p, m)| Op::Chmod(p, m)),
         (path(), 1u64..1_000_000).prop_map(|(p, s)| Op::Touch(p, s)),
     ]
@@ -180,9 +194,17 @@ fn devices_answer_as_in_memory_fs() {
     let rt = rt();
     let fs = SnapgraphFs::new();
     rt.block_on(async {
-        fs.write_file(Path::new("/dev/null"), b"gone").await.unwrap();
-        fs.append_file(Path::new("/dev/null"), b"gone").await.unwrap();
-        assert!(fs.read_file(Path::new("/dev/null")).await.unwrap().is_empty());
+        fs.write_file(Path::new("/dev/null"), b"gone")
+            .await
+            .unwrap();
+        fs.append_file(Path::new("/dev/null"), b"gone")
+            .await
+            .unwrap();
+        assert!(fs
+            .read_file(Path::new("/dev/null"))
+            .await
+            .unwrap()
+            .is_empty());
         let r = fs.read_file(Path::new("/dev/urandom")).await.unwrap();
         assert_eq!(r.len(), 8192);
         assert_ne!(r, fs.read_file(Path::new("/dev/random")).await.unwrap());

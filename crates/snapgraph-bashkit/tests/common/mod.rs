@@ -33,6 +33,7 @@ pub type Tree = BTreeMap<String, Entry>;
 
 pub fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
+        .enable_time()
         .build()
         .expect("a current-thread runtime")
 }
@@ -59,9 +60,10 @@ pub fn memory_tree(fs: &InMemoryFs) -> Tree {
         let (kind, data) = match &e.kind {
             VfsEntryKind::File { content } => ("file", content.clone()),
             VfsEntryKind::Directory => ("dir", Vec::new()),
-            VfsEntryKind::Symlink { target } => {
-                ("symlink", target.to_string_lossy().into_owned().into_bytes())
-            }
+            VfsEntryKind::Symlink { target } => (
+                "symlink",
+                target.to_string_lossy().into_owned().into_bytes(),
+            ),
             VfsEntryKind::Fifo => ("fifo", Vec::new()),
         };
         tree.insert(
