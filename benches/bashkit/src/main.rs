@@ -18,6 +18,11 @@
 //! After the last turn: checkout of the final commit into a fresh instance, repeated,
 //! and a check that every file came back with the expected content.
 //!
+//! Then the same number of turns inside the interpreter: each turn a bash script
+//! (`printf ... > FILE`, one 4,000-byte overwrite) run by `Bash::exec`, then a commit,
+//! on Bashkit's own file system (`Bash::commit`) and on `SnapgraphFs`
+//! (`SnapgraphFs::commit`), with exec and commit timed apart.
+//!
 //! `cargo run --release --manifest-path benches/bashkit/Cargo.toml [-- TURNS [WARMUP]]`
 #![forbid(unsafe_code)]
 
@@ -399,6 +404,235 @@ mod bk {
 }
 
 // ---------------------------------------------------------------------------
+// Inside the interpreter: the same turns as bash scripts run by `Bash::exec`, on
+// Bashkit's own file system (then `Bash::commit`) and on `SnapgraphFs` (then
+// `SnapgraphFs::commit`).
+// ---------------------------------------------------------------------------
+
+/// The script of edit `k`: one `printf` overwriting one file with 4,000 new bytes of
+/// text (bash strings cannot hold arbitrary bytes).
+fn edit_script(k: u64) -> (usize, String, Vec<u8>) {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-";
+    let (idx, random) = edit(k);
+    let text: Vec<u8> = random.iter().map(|b| ALPHABET[(*b & 63) as usize]).collect();
+    let script = format!(
+        "printf '%s' '{}' > {}",
+        std::str::from_utf8(&text).expect("ASCII"),
+        file_path(idx)
+    );
+    (idx, script, text)
+}
+
+/// What one interpreter turn measured.
+#[derive(Debug, Clone, Copy, Default)]
+struct ExecTurn {
+    /// `bash.exec(script)`.
+    exec: Duration,
+    /// Commit options + commit + store insert, as in [`Turn::total`].
+    commit: Duration,
+    new_bytes: u64,
+}
+
+mod interp {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Files written through the file system the interpreter runs on.
+    async fn populate(fs: &dyn bashkit::FileSystem, files: &[Vec<u8>]) -> bashkit::Result<()> {
+        for d in 0..DIRS {
+            fs.mkdir(Path::new(&dir_path(d)), true).await?;
+        }
+        for (i, data) in files.iter().enumerate() {
+            fs.write_file(Path::new(&file_path(i)), data).await?;
+        }
+        Ok(())
+    }
+
+    fn exec(rt: &tokio::runtime::Runtime, bash: &mut bashkit::Bash, script: &str) -> Result<Duration> {
+        let t = Instant::now();
+        let out = rt.block_on(bash.exec(script))?;
+        let d = t.elapsed();
+        if out.exit_code != 0 {
+            return Err(format!("script failed ({}): {}", out.exit_code, out.stderr).into());
+        }
+        Ok(d)
+    }
+
+    /// Bashkit on its own in-memory file system, committed with `Bash::commit`.
+    pub struct Bashkit {
+        pub bash: bashkit::Bash,
+        store: HashMap<bashkit::ObjectId, Vec<u8>>,
+        head: bashkit::ObjectId,
+    }
+
+    impl Bashkit {
+        pub fn new(rt: &tokio::runtime::Runtime, files: &[Vec<u8>]) -> Result<Self> {
+            let bash = bashkit::Bash::new();
+            rt.block_on(populate(&*bash.fs(), files))?;
+            let c = bash.commit(bashkit::CommitOptions::new())?;
+            let head = c.id();
+            let mut store = HashMap::new();
+            store.extend(c.into_objects());
+            Ok(Self { bash, store, head })
+        }
+
+        pub fn turn(&mut self, rt: &tokio::runtime::Runtime, script: &str) -> Result<ExecTurn> {
+            let exec = exec(rt, &mut self.bash, script)?;
+            let t = Instant::now();
+            let opts = bashkit::CommitOptions::new()
+                .parent(self.head)
+                .have(self.store.keys());
+            let c = self.bash.commit(opts)?;
+            let new_bytes = c.stored_bytes() as u64;
+            self.head = c.id();
+            self.store.extend(c.into_objects());
+            Ok(ExecTurn {
+                exec,
+                commit: t.elapsed(),
+                new_bytes,
+            })
+        }
+    }
+
+    /// Bashkit on `SnapgraphFs`, committed with `SnapgraphFs::commit`.
+    pub struct Snapgraph {
+        pub bash: bashkit::Bash,
+        pub fs: snapgraph_bashkit::SnapgraphFs,
+        store: HashMap<snapgraph::ObjectId, Vec<u8>>,
+        head: snapgraph::ObjectId,
+    }
+
+    impl Snapgraph {
+        pub fn new(rt: &tokio::runtime::Runtime, files: &[Vec<u8>]) -> Result<Self> {
+            let fs = snapgraph_bashkit::SnapgraphFs::new();
+            let bash = bashkit::Bash::builder().fs(Arc::new(fs.clone())).build();
+            rt.block_on(populate(&*bash.fs(), files))?;
+            let c = fs.commit(snapgraph::CommitOptions::new())?;
+            let head = c.id();
+            let mut store = HashMap::new();
+            store.extend(c.into_objects());
+            Ok(Self {
+                bash,
+                fs,
+                store,
+                head,
+            })
+        }
+
+        pub fn turn(&mut self, rt: &tokio::runtime::Runtime, script: &str) -> Result<ExecTurn> {
+            let exec = exec(rt, &mut self.bash, script)?;
+            let t = Instant::now();
+            let opts = snapgraph::CommitOptions::new()
+                .parent(self.head)
+                .have_in(&self.store);
+            let c = self.fs.commit(opts)?;
+            let new_bytes = c.stored_bytes();
+            self.head = c.id();
+            self.store.extend(c.into_objects());
+            Ok(ExecTurn {
+                exec,
+                commit: t.elapsed(),
+                new_bytes,
+            })
+        }
+    }
+
+    /// Both interpreters read back the last edit of every file edited.
+    pub fn verify(
+        rt: &tokio::runtime::Runtime,
+        a: &Bashkit,
+        b: &Snapgraph,
+        edited: &HashMap<usize, Vec<u8>>,
+    ) -> Result<()> {
+        let (fa, fb) = (a.bash.fs(), b.bash.fs());
+        rt.block_on(async {
+            for (i, want) in edited {
+                let p = file_path(*i);
+                let (x, y) = (
+                    fa.read_file(Path::new(&p)).await?,
+                    fb.read_file(Path::new(&p)).await?,
+                );
+                if &x != want || &y != want {
+                    return Err(format!("{p}: an interpreter lost the edit").into());
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+fn interpreter_turns(files: &[Vec<u8>], turns: usize, warmup: usize) -> Result<()> {
+    // `Bash::exec` needs timers (execution time limits).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    let mut a = interp::Bashkit::new(&rt, files)?;
+    let mut b = interp::Snapgraph::new(&rt, files)?;
+    let mut ta = Vec::with_capacity(turns);
+    let mut tb = Vec::with_capacity(turns);
+    let mut edited = HashMap::new();
+    for k in 0..(warmup + turns) as u64 {
+        let (idx, script, text) = edit_script(k);
+        let (x, y) = if k % 2 == 0 {
+            let x = a.turn(&rt, &script)?;
+            (x, b.turn(&rt, &script)?)
+        } else {
+            let y = b.turn(&rt, &script)?;
+            (a.turn(&rt, &script)?, y)
+        };
+        edited.insert(idx, text);
+        if k as usize >= warmup {
+            ta.push(x);
+            tb.push(y);
+        }
+    }
+    interp::verify(&rt, &a, &b, &edited)?;
+    println!("\n## Inside the interpreter: `Bash::exec` + commit ({turns} measured turns)\n");
+    println!(
+        "Each turn runs one script, `printf '%s' '<4,000 new characters>' > FILE`, through \
+         `Bash::exec`, then commits: on Bashkit's own file system with `Bash::commit` (options \
+         `parent(head).have(store.keys())`), and on `SnapgraphFs` with `SnapgraphFs::commit` \
+         (options `parent(head).have_in(&store)`). Same {FILES} files, same scripts, tool order \
+         alternating. Both interpreters read back every edited file afterwards.\n"
+    );
+    println!("| file system | exec median | exec mean | commit median | commit mean | new bytes median |");
+    println!("|---|---|---|---|---|---|");
+    let row = |name: &str, t: &[ExecTurn]| {
+        let exec: Vec<Duration> = t.iter().map(|x| x.exec).collect();
+        let commit: Vec<Duration> = t.iter().map(|x| x.commit).collect();
+        println!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            fmt_dur(median_dur(exec.clone())),
+            fmt_dur(mean_dur(&exec)),
+            fmt_dur(median_dur(commit.clone())),
+            fmt_dur(mean_dur(&commit)),
+            fmt_int(median_u64(t.iter().map(|x| x.new_bytes).collect())),
+        );
+    };
+    row("Bashkit InMemoryFs + `Bash::commit`", &ta);
+    row("`SnapgraphFs` + `SnapgraphFs::commit`", &tb);
+    let med = |t: &[ExecTurn], f: fn(&ExecTurn) -> Duration| {
+        median_dur(t.iter().map(f).collect()).as_secs_f64()
+    };
+    println!("\n| figure (Bashkit / SnapgraphFs) | ratio | target |");
+    println!("|---|---|---|");
+    println!(
+        "| commit time, median | **{:.0}x** | at least 100x |",
+        med(&ta, |x| x.commit) / med(&tb, |x| x.commit)
+    );
+    println!(
+        "| exec time, median | **{:.2}x** | at least 1x (no slower) |",
+        med(&ta, |x| x.exec) / med(&tb, |x| x.exec)
+    );
+    println!(
+        "| exec + commit, median | {:.1}x | |",
+        median_dur(ta.iter().map(|x| x.exec + x.commit).collect()).as_secs_f64()
+            / median_dur(tb.iter().map(|x| x.exec + x.commit).collect()).as_secs_f64()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
 // Machine description.
 // ---------------------------------------------------------------------------
 
@@ -648,5 +882,10 @@ fn main() -> Result<()> {
             fmt_int(x.store_bytes),
         );
     }
+
+    let initial: Vec<Vec<u8>> = (0..FILES)
+        .map(|i| pseudo_random(FILE_SIZE, i as u64))
+        .collect();
+    interpreter_turns(&initial, turns, warmup)?;
     Ok(())
 }
