@@ -84,7 +84,7 @@ impl<S: Store> FaultyStore<S> {
 impl<S: Store> Store for FaultyStore<S> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.tick("get_many", false)?;
-        self.inner.get_many(ids)
+        Store::get_many(&self.inner, ids)
     }
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         self.tick("has_many", false)?;
@@ -139,7 +139,7 @@ impl<S: Store> snapgraph::ObjectSource for FaultyStore<S> {
         &self,
         id: &ObjectId,
     ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        let mut got = self.get_many(std::slice::from_ref(id))?;
+        let mut got = Store::get_many(&self, std::slice::from_ref(id))?;
         Ok(got.pop().flatten().map(std::borrow::Cow::Owned))
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {

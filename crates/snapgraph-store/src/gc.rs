@@ -264,14 +264,13 @@ fn referrers_first(store: &dyn Store, doomed: Vec<ObjectId>) -> Result<Vec<Objec
     let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
     let mut referenced = HashSet::new();
     for batch in doomed.chunks(BATCH) {
-        let got = match store.get_many(batch) {
+        let got = match Store::get_many(&store, batch) {
             Ok(got) => got,
             // A corrupt object among them: read one by one, skipping the bad.
             Err(StoreError::Corrupt { .. }) => batch
                 .iter()
                 .map(|id| {
-                    Ok(store
-                        .get_many(std::slice::from_ref(id))
+                    Ok(Store::get_many(&store, std::slice::from_ref(id))
                         .ok()
                         .and_then(|mut v| v.pop().flatten()))
                 })

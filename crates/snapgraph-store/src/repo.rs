@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use snapgraph::{
-    CheckoutError, CheckoutPolicy, CommitError, CommitObject, CommitOptions, DriftPolicy,
-    GraphError, ObjectId, SnapshotGraph, Workspace,
+    CheckoutError, CheckoutOptions, CheckoutPolicy, CommitError, CommitObject, CommitOptions,
+    DriftPolicy, GraphError, ObjectId, SnapshotGraph, Workspace,
 };
 
 use crate::error::StoreError;
@@ -489,7 +489,7 @@ impl<S: Store> Repo<S> {
     /// [`checkout_into`](Self::checkout_into) to choose.
     pub fn checkout(&self, rev: &str) -> Result<Workspace, RepoError> {
         let mut ws = Workspace::new();
-        self.checkout_into(&mut ws, rev, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        let _ = self.checkout_into(&mut ws, rev, CheckoutPolicy::default(), DriftPolicy::Off)?;
         Ok(ws)
     }
 
@@ -503,7 +503,11 @@ impl<S: Store> Repo<S> {
         drift: DriftPolicy,
     ) -> Result<snapgraph::Restore, RepoError> {
         let id = self.resolve(rev)?;
-        Ok(ws.checkout_with(id, &self.store, policy, drift)?)
+        Ok(ws.checkout_with(
+            id,
+            &self.store,
+            CheckoutOptions::new().policy(policy).drift(drift),
+        )?)
     }
 
     /// A workspace at revision `rev` whose files carry only their content ids
@@ -514,7 +518,14 @@ impl<S: Store> Repo<S> {
     pub fn checkout_shallow(&self, rev: &str) -> Result<Workspace, RepoError> {
         let id = self.resolve(rev)?;
         let mut ws = Workspace::new();
-        ws.checkout_shallow_with(id, &self.store, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        let _ = ws.checkout_with(
+            id,
+            &self.store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true)
+                .drift(DriftPolicy::Off),
+        )?;
         Ok(ws)
     }
 
@@ -531,7 +542,7 @@ impl<S: Store> Repo<S> {
         })?;
         let mut commits = BTreeMap::new();
         for batch in ids.chunks(BATCH) {
-            for (id, bytes) in batch.iter().zip(self.store.get_many(batch)?) {
+            for (id, bytes) in batch.iter().zip(Store::get_many(&self.store, batch)?) {
                 let Some(bytes) = bytes else { continue };
                 if bytes.first() != Some(&snapgraph::ObjectKind::Commit.byte()) {
                     continue;

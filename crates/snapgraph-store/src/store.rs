@@ -177,6 +177,19 @@ macro_rules! impl_object_source {
             ) -> ::std::result::Result<bool, ::snapgraph::BoxError> {
                 Ok($crate::Store::has_many(self, ::std::slice::from_ref(id))?.is_empty())
             }
+            fn get_many(
+                &self,
+                ids: &[::snapgraph::ObjectId],
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<::std::option::Option<::std::borrow::Cow<'_, [u8]>>>,
+                ::snapgraph::BoxError,
+            > {
+                // One batched read for the core's windows (checkout's chunks).
+                Ok($crate::Store::get_many(self, ids)?
+                    .into_iter()
+                    .map(|b| b.map(::std::borrow::Cow::Owned))
+                    .collect())
+            }
         }
     };
 }
@@ -185,7 +198,7 @@ macro_rules! forward_store {
     ($($ptr:ty),*) => {$(
         impl<T: Store + ?Sized> Store for $ptr {
             fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-                (**self).get_many(ids)
+                Store::get_many(&**self, ids)
             }
             fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
                 (**self).has_many(ids)

@@ -64,6 +64,53 @@ pub struct SnapshotOptions {
     pub compress: bool,
 }
 
+/// How a packed snapshot is restored: one value for
+/// [`Workspace::restore_snapshot_with`](crate::Workspace::restore_snapshot_with),
+/// [`restore_snapshot_from`](crate::Workspace::restore_snapshot_from) and
+/// [`from_snapshot_with`](crate::Workspace::from_snapshot_with).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[must_use]
+pub struct RestoreOptions<'a> {
+    pub(crate) key: Option<&'a SnapshotKey>,
+    pub(crate) policy: crate::CheckoutPolicy,
+    pub(crate) drift: crate::DriftPolicy,
+    pub(crate) limits: Option<Limits>,
+}
+
+impl<'a> RestoreOptions<'a> {
+    /// Unkeyed, [`CheckoutPolicy::Superset`](crate::CheckoutPolicy::Superset),
+    /// [`DriftPolicy::Strict`](crate::DriftPolicy::Strict), the workspace's limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The snapshot must be keyed with `key`, and its MAC must verify (`None`: it
+    /// must not be keyed).
+    pub fn key(mut self, key: impl Into<Option<&'a SnapshotKey>>) -> Self {
+        self.key = key.into();
+        self
+    }
+
+    /// How the snapshot's recorded capabilities must relate to the workspace's.
+    pub fn policy(mut self, policy: crate::CheckoutPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether recorded external reads come back with a drift check.
+    pub fn drift(mut self, drift: crate::DriftPolicy) -> Self {
+        self.drift = drift;
+        self
+    }
+
+    /// Limits for this restore (unpacked body size included) instead of the
+    /// workspace's.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+}
+
 /// Why a packed snapshot was refused. Nothing is applied when one is returned.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -390,10 +437,15 @@ pub fn parse_packed_limited<'a>(
         if u64::from_le_bytes(len) != (body.len() - 8) as u64 {
             return Err(SnapshotError::corrupt("compressed body length mismatch"));
         }
-        let mut dec = decoder(&body[8..])?;
+        let mut frame = &body[8..];
+        let mut dec = decoder(&mut frame)?;
         let mut records = Records::default();
         records.read(&mut dec, header.count, Some(max_unpacked))?;
         end_of_frame(&mut dec)?;
+        drop(dec);
+        if !frame.is_empty() {
+            return Err(SnapshotError::corrupt("bytes after the zstd frame"));
+        }
         objects.extend(
             records
                 .into_map()
@@ -496,9 +548,16 @@ pub(crate) fn read_packed_records<R: Read>(
         let mut len = [0u8; 8];
         r.exact(&mut len)?;
         let len = u64::from_le_bytes(len);
-        let mut dec = decoder((&mut r).take(len))?;
+        let mut frame = (&mut r).take(len);
+        let mut dec = decoder(&mut frame)?;
         records.read(&mut dec, count, Some(max_unpacked))?;
         end_of_frame(&mut dec)?;
+        drop(dec);
+        // The frame must use exactly the declared length (the decoder reads no
+        // further than the frame's end, so a length that lies is caught here).
+        if frame.limit() != 0 {
+            return Err(SnapshotError::corrupt("compressed body length mismatch"));
+        }
     } else {
         // Uncompressed, every byte kept was read from the input: no budget needed
         // beyond the input's own size.

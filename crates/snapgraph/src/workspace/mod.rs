@@ -21,7 +21,7 @@
 //! reads nothing but what changed; it needs the destination to hold the content it
 //! cannot emit (commit with [`have_in`](CommitOptions::have_in) the store checked out
 //! from), and fails with [`CommitError::ContentNotLoaded`] otherwise. Packed snapshots
-//! need every byte ([`Workspace::try_snapshot`]).
+//! need every byte ([`Workspace::snapshot`]).
 
 pub mod checkout;
 pub mod commit;
@@ -31,7 +31,7 @@ pub mod snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-pub use checkout::{CheckoutError, CheckoutPolicy};
+pub use checkout::{CheckoutError, CheckoutOptions, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
 pub use path::PathError;
 
@@ -57,16 +57,7 @@ pub const DEFAULT_DIR_MODE: u32 = 0o755;
 /// Mode of a new symlink.
 pub const DEFAULT_SYMLINK_MODE: u32 = 0o777;
 
-/// What a path names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link.
-    Symlink,
-}
+pub use crate::object::tree::EntryKind;
 
 /// What [`Workspace::metadata`] tells about a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,7 +289,7 @@ pub(crate) struct ContentRule {
 /// store.extend(c.into_objects());
 ///
 /// let mut other = Workspace::new();
-/// other.checkout(id, &store, CheckoutPolicy::default())?;
+/// other.checkout(id, &store, CheckoutPolicy::default())?.verify(|_| None)?;
 /// assert_eq!(other.read("/src/main.py")?, b"print('hi')\n");
 /// # Ok::<(), snapgraph::Error>(())
 /// ```
@@ -720,6 +711,11 @@ impl Workspace {
     pub fn mkdir(&mut self, path: &str) -> Result<(), FsError> {
         let comps = path::parse(path)?;
         self.check_dirs(&comps)?;
+        // Idempotent: an existing directory is not touched (nor marked changed, which
+        // would make the next commit re-encode its path).
+        if matches!(self.lookup(&comps)?, Some(Node::Dir(_))) || comps.is_empty() {
+            return Ok(());
+        }
         self.dir_mut(&comps);
         Ok(())
     }
@@ -840,5 +836,30 @@ impl Workspace {
             None => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CommitOptions;
+
+    /// Issue #12, defect 6: the CLI's scan calls `mkdir` for every directory; an
+    /// existing one must stay clean, or every commit re-encodes its path.
+    #[test]
+    fn mkdir_of_an_existing_directory_changes_nothing() {
+        let mut ws = Workspace::new();
+        ws.write("/a/b/c.txt", b"c").unwrap();
+        drop(ws.commit(CommitOptions::new()).unwrap());
+        assert!(ws.root.is_clean());
+        for dir in ["/a/b", "/a", "/"] {
+            ws.mkdir(dir).unwrap();
+            assert!(ws.root.is_clean(), "mkdir {dir} marked the tree changed");
+        }
+        ws.write("/f", b"f").unwrap();
+        assert!(matches!(ws.mkdir("/f"), Err(FsError::NotADirectory { .. })));
+        ws.mkdir("/a/new").unwrap();
+        assert!(ws.list("/a").unwrap().iter().any(|e| e.name == "new"));
+        assert!(!ws.root.is_clean());
     }
 }
