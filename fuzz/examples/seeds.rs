@@ -149,4 +149,86 @@ fn main() {
             &pseudo_random(len, i as u64 + 7),
         );
     }
+
+    cli_seeds(&corpus);
+}
+
+/// Seeds of the CLI's parsers: tar archives (an export of the sample tree, hard
+/// links, a long name, a symlink), a stat cache and config files.
+fn cli_seeds(corpus: &Path) {
+    let dir = corpus.join("tar_import");
+    let mut ws = sample();
+    let commit = ws.commit(CommitOptions::new()).unwrap();
+    let id = commit.id();
+    let objects: std::collections::HashMap<ObjectId, Vec<u8>> = commit
+        .objects()
+        .iter()
+        .map(|(i, b)| (*i, b.to_vec()))
+        .collect();
+    let pb = indicatif::ProgressBar::hidden();
+    let mut shallow = Workspace::new();
+    shallow
+        .checkout_shallow(id, &objects, snapgraph::CheckoutPolicy::Force)
+        .unwrap();
+    let (tar, _) = snapgraph_cli::tarball::export(&mut shallow, &objects, id, Vec::new(), &pb).unwrap();
+    write(&dir, "export-sample", &tar);
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o755);
+    h.set_entry_type(tar::EntryType::Directory);
+    h.set_size(0);
+    b.append_data(&mut h, "d/", std::io::empty()).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o644);
+    h.set_size(5);
+    b.append_data(&mut h, "d/original", &b"bytes"[..]).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    b.append_link(&mut h, "second", "d/original").unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Symlink);
+    h.set_size(0);
+    b.append_link(&mut h, "link", "d/original").unwrap();
+    let long = format!("d/{}", "n".repeat(150));
+    let mut h = tar::Header::new_gnu();
+    h.set_mode(0o644);
+    h.set_size(3);
+    b.append_data(&mut h, &long, &b"abc"[..]).unwrap();
+    write(&dir, "links-and-long-names", &b.into_inner().unwrap());
+
+    let dir = corpus.join("stat_cache");
+    let mut entries = std::collections::BTreeMap::new();
+    for (i, digest) in [format!("c:{id}"), "i:68656c6c6f".to_string()].into_iter().enumerate() {
+        entries.insert(
+            format!("/f{i}"),
+            snapgraph_cli::index::IndexEntry {
+                stat: snapgraph_cli::index::FileStat {
+                    size: 5,
+                    mtime_ns: 1_000 + i as i64,
+                    ctime_ns: 1_000,
+                    ino: 7 + i as u64,
+                    dev: 2049,
+                    mode: 0o100644,
+                },
+                digest,
+            },
+        );
+    }
+    let index = snapgraph_cli::index::Index {
+        version: snapgraph_cli::index::INDEX_VERSION,
+        root: PathBuf::from("/fuzz/root"),
+        probe_ns: 1_001,
+        entries,
+    };
+    write(&dir, "two-entries", &serde_json::to_vec(&index).unwrap());
+
+    let dir = corpus.join("config");
+    write(&dir, "default", b"store = sqlite:store.db\n");
+    write(
+        &dir,
+        "postgres-with-secrets",
+        b"# comment\nstore = postgres://alice:s3cr%40t@db:5432/snap?sslmode=disable&password=q\ngc.grace = 14d\n",
+    );
+    write(&dir, "query-password", b"store = postgres://db/snap?connect_timeout=5&password=a@b:c\n");
 }

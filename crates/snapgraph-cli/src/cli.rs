@@ -15,7 +15,8 @@ pub struct Cli {
     #[arg(long, short, global = true)]
     pub quiet: bool,
     /// Run as if started in DIR.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
+    // Its own id: a global arg named `dir` would also capture `init DIR`.
+    #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     pub dir: Option<PathBuf>,
     /// The command.
     #[command(subcommand)]
@@ -33,11 +34,15 @@ pub enum Command {
         /// file in `.snapgraph/`).
         #[arg(long, value_name = "URL")]
         store: Option<String>,
+        /// Create it even inside another repository (a nested one).
+        #[arg(long, short)]
+        force: bool,
     },
-    /// Snapshot a directory (default: the working directory) onto a branch.
+    /// Snapshot the working directory onto a branch; with PATHs, only the changes
+    /// under them, on top of the branch tip (the rest of the tree is kept).
     Commit {
-        /// The directory to snapshot.
-        path: Option<PathBuf>,
+        /// Files or directories inside the working directory to take changes from.
+        paths: Vec<PathBuf>,
         /// The commit message.
         #[arg(short, long)]
         message: Option<String>,
@@ -47,6 +52,9 @@ pub enum Command {
         /// Extra metadata, `KEY=VALUE` (repeatable).
         #[arg(long, value_name = "KEY=VALUE")]
         meta: Vec<String>,
+        /// Create a commit even when nothing changed.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Show what changed in the working directory since the current branch's tip.
     Status,
@@ -98,9 +106,20 @@ pub enum Command {
         /// Where to create it (default: the current branch's tip).
         #[arg(long)]
         at: Option<String>,
-        /// Delete the branch.
+        /// Delete the branch; refused when no other branch or snapshot reaches its
+        /// tip (use -D). Its tip stays recoverable for the gc grace period.
         #[arg(short, long)]
         delete: bool,
+        /// Delete the branch even if its commits are reached from nowhere else.
+        #[arg(short = 'D', long = "force-delete")]
+        force_delete: bool,
+    },
+    /// Show the moves of a ref, newest first (kept after the ref is deleted): where
+    /// to find a deleted or overwritten branch tip.
+    Reflog {
+        /// A branch, `heads/NAME` or `tags/NAME` (default: the current branch).
+        #[arg(name = "REF")]
+        reference: Option<String>,
     },
     /// Record a named, labelled snapshot of a commit.
     Tag {
@@ -140,6 +159,14 @@ pub enum Command {
         /// How long to wait for writers' leases before giving up, in seconds.
         #[arg(long, default_value_t = 60)]
         wait: u64,
+        /// Drop deleted and overwritten branch tips older than this: `now`, `never`
+        /// or a duration like `14d`, `12h`, `30m`, `90s` (default: the config's
+        /// `gc.grace`, else 14 days).
+        #[arg(long, value_name = "WHEN")]
+        prune: Option<String>,
+        /// Only list what would be dropped and how many objects would go.
+        #[arg(long, short = 'n')]
+        dry_run: bool,
     },
     /// Re-hash objects and check every ref's history is complete.
     Verify {

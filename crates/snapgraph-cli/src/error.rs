@@ -75,6 +75,68 @@ pub enum CliError {
         /// How many.
         count: usize,
     },
+    /// The reader of stdout went away (`snapgraph log | head -1`): the binary ends
+    /// quietly (exit status 141, see [`crate::output`]).
+    #[error("stdout closed")]
+    ClosedPipe,
+    /// A store URL could not be opened (the URL is shown without its password).
+    #[error("cannot open store {url}: {reason}")]
+    OpenStore {
+        /// The URL, password withheld.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The repository's store is missing, empty or not a snapgraph store; only
+    /// `init` creates one.
+    #[error("store {url} holds no snapgraph repository: {reason}; only `snapgraph init` creates a store")]
+    NoRepositoryInStore {
+        /// The URL, password withheld.
+        url: String,
+        /// What was found.
+        reason: String,
+    },
+    /// `init` inside an existing repository, without `--force`.
+    #[error("{}: inside the snapgraph repository {}; pass --force to nest one", .path.display(), .outer.display())]
+    InsideRepository {
+        /// Where `init` was asked to create one.
+        path: PathBuf,
+        /// The enclosing repository's working directory.
+        outer: PathBuf,
+    },
+    /// A credentials file that others could read (or a symlink) was refused.
+    #[error("{}: refusing to use this credentials file: {reason}", .path.display())]
+    InsecureCredentials {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The config holds a store URL with a password (written by hand or by an older
+    /// version): refused, since the config is not a secret file.
+    #[error("{}: the store URL holds a password; move it to .snapgraph/credentials (mode 0600), PGPASSWORD or ~/.pgpass and remove it from the URL", .path.display())]
+    SecretInConfig {
+        /// The config file.
+        path: PathBuf,
+    },
+    /// An archive entry was refused (too large, a link to a missing name...).
+    #[error("{}: entry {entry:?}: {reason}", .file.display())]
+    ArchiveEntry {
+        /// The archive.
+        file: PathBuf,
+        /// The entry's name.
+        entry: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `branch -d` of a branch whose tip no other branch or snapshot reaches.
+    #[error("branch {branch} is not merged: no other branch or snapshot reaches its tip {tip}; use -D to delete it anyway (it stays recoverable until the gc grace period ends)")]
+    Unmerged {
+        /// The branch.
+        branch: String,
+        /// Its tip.
+        tip: ObjectId,
+    },
     /// A store call failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),

@@ -87,7 +87,14 @@ impl Index {
     /// Loads the index at `path` if it exists, is readable and describes `root`.
     pub fn load(path: &Path, root: &Path) -> Option<Index> {
         let bytes = std::fs::read(path).ok()?;
-        let index: Index = serde_json::from_slice(&bytes).ok()?;
+        Self::parse(&bytes, root)
+    }
+
+    /// The index in `bytes` (an index file's contents) if they parse, have this
+    /// version and describe `root`; anything else is `None` (a cache, never an
+    /// error).
+    pub fn parse(bytes: &[u8], root: &Path) -> Option<Index> {
+        let index: Index = serde_json::from_slice(bytes).ok()?;
         (index.version == INDEX_VERSION && index.root == root).then_some(index)
     }
 

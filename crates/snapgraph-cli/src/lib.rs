@@ -8,9 +8,12 @@ pub mod commands;
 pub mod error;
 pub mod index;
 pub mod materialize;
+pub mod output;
 pub mod progress;
 pub mod repo;
 pub mod scan;
+pub mod secrets;
 pub mod tarball;
+pub mod trash;
 
 pub use error::CliError;

@@ -1,5 +1,6 @@
 //! The `snapgraph` binary: parses the command line, runs the command, prints
-//! `error: ...` (with causes) and exits 1 on failure; clap exits 2 on usage errors.
+//! `error: ...` (with causes) and exits 1 on failure; clap exits 2 on usage errors;
+//! a closed stdout ends it quietly with 141.
 #![forbid(unsafe_code)]
 
 use clap::Parser;
@@ -7,6 +8,11 @@ use clap::Parser;
 fn main() {
     let cli = snapgraph_cli::cli::Cli::parse();
     if let Err(e) = snapgraph_cli::commands::run(cli) {
+        if matches!(e, snapgraph_cli::CliError::ClosedPipe) {
+            // The reader went away: end quietly, as git does (killed by SIGPIPE,
+            // which a shell reports as 141).
+            std::process::exit(141);
+        }
         let mut msg = e.to_string();
         let mut source = std::error::Error::source(&e);
         while let Some(s) = source {

@@ -2,7 +2,8 @@
 //!
 //! A commit is first checked out shallow (trees only) and every path is validated
 //! before anything is created: each component must be a plain name (not empty, `.`
-//! or `..`, without `/` or NUL), and no path may lie below a symlink of the commit.
+//! or `..`, without `/` or NUL, nothing a file system could fold into `.snapgraph`),
+//! and no path may lie below a symlink of the commit.
 //! Then everything is written into a **fresh staging directory** that this process
 //! creates (mode `0o700`): every directory with `create_dir` (which fails if
 //! anything exists), every file with `create_new` (`O_CREAT|O_EXCL`, which never
@@ -56,6 +57,40 @@ pub struct Materialized {
     pub digests: Vec<(String, String)>,
 }
 
+/// Whether a file system could take `name` for `.snapgraph`, the repository
+/// directory (git's rule for `.git`): ASCII case folded, the code points HFS+
+/// ignores removed, trailing dots and spaces and an NTFS stream suffix (`:...`)
+/// dropped, and the 8.3 short name `SNAPGR~N`.
+pub fn is_reserved_name(name: &str) -> bool {
+    // Fast path for the common case (the scan asks for every entry): an ASCII name
+    // can only fold into `.snapgraph` or `snapgr~N` if it starts with one of them.
+    if name.is_ascii() {
+        let b = name.as_bytes();
+        let dot = b.len() >= 10 && b[..10].eq_ignore_ascii_case(b".snapgraph");
+        let short = b.len() >= 8 && b[..7].eq_ignore_ascii_case(b"snapgr~");
+        if !dot && !short {
+            return false;
+        }
+    }
+    // Code points HFS+ ignores when comparing names (git's `is_hfs_dotgit`).
+    let ignorable = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
+    let mut folded: String = name
+        .chars()
+        .filter(|c| !ignorable(*c))
+        .flat_map(char::to_lowercase)
+        .collect();
+    if let Some(i) = folded.find(':') {
+        folded.truncate(i);
+    }
+    let folded = folded.trim_end_matches(['.', ' ']);
+    if folded == crate::repo::DOT_DIR {
+        return true;
+    }
+    folded
+        .strip_prefix("snapgr~")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Checks one path component.
 pub fn check_component(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
@@ -66,6 +101,11 @@ pub fn check_component(name: &str) -> Result<(), &'static str> {
     }
     if name.contains('/') || name.contains('\0') {
         return Err("path component contains '/' or NUL");
+    }
+    if is_reserved_name(name) {
+        return Err(
+            "reserved name: a file system may fold it into .snapgraph, the repository directory",
+        );
     }
     Ok(())
 }
@@ -247,6 +287,20 @@ mod tests {
         assert!(e.contains("absolute"), "{e}");
         let e = err_of(vec![("/a//b", EntryKind::File)]);
         assert!(e.contains("empty"), "{e}");
+        for name in [
+            ".snapgraph",
+            ".SnapGraph",
+            ".snapgraph.",
+            ".snapgraph ",
+            "SNAPGR~1",
+            ".snap\u{200c}graph",
+            ".snapgraph::$INDEX_ALLOCATION",
+        ] {
+            let e = err_of(vec![(&format!("/{name}"), EntryKind::Dir)]);
+            assert!(e.contains("reserved"), "{name:?}: {e}");
+        }
+        assert!(!is_reserved_name(".snapgraphignore"));
+        assert!(!is_reserved_name("snapgraph"));
     }
 
     #[test]

@@ -29,3 +29,17 @@ pub fn bar(enabled: bool, len: Option<u64>, what: &str) -> ProgressBar {
     }
     pb
 }
+
+/// Turns `pb` into a byte bar of `total` bytes for the next phase, named `what`
+/// (a scan's spinner becomes the bar of the reads it counted).
+pub fn phase(pb: &ProgressBar, what: &str, total: u64) {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {msg}",
+    ) {
+        pb.set_style(style);
+    }
+    pb.set_prefix(what.to_string());
+    pb.set_length(total);
+    pb.set_position(0);
+    pb.set_message("");
+}

@@ -4,10 +4,19 @@
 //! - `config`: `store = URL` (default `sqlite:store.db`; relative `sqlite:`/`dir:`
 //!   paths are relative to `.snapgraph/`);
 //! - `HEAD`: the current branch's name (default `main`);
-//! - `index`: the stat cache (see [`crate::index`]).
+//! - `index`: the stat cache (see [`crate::index`]);
+//! - `credentials`: the store password, when `init` was given one (mode 0600, see
+//!   [`crate::secrets`]).
 //!
 //! The directory holding `.snapgraph/` is the working directory; `.snapgraph/` itself
 //! is never committed.
+//!
+//! **Only `init` creates a store.** `init` writes the ref [`STORE_MARKER`] into the
+//! store; opening a repository whose store lacks it (and has no branch or snapshot
+//! either) fails naming the store: a missing, emptied or foreign store is never taken
+//! for a new empty repository. SQLite files and store directories are checked before
+//! they are opened, so a missing one is not created. A store written before markers
+//! existed gets one on its first open if it has refs.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +31,18 @@ pub const DOT_DIR: &str = ".snapgraph";
 pub const DEFAULT_STORE: &str = "sqlite:store.db";
 /// The default branch.
 pub const DEFAULT_BRANCH: &str = "main";
+/// The ref `init` writes into a new store (reserved: never synced, collected from or
+/// listed as a branch). Its value is the all-zero id.
+pub const STORE_MARKER: &str = "snapgraph/repository";
+
+/// What [`init`] made.
+#[derive(Debug)]
+pub struct Initialized {
+    /// The opened repository.
+    pub workdir: Workdir,
+    /// Where the store password went, if the URL had one.
+    pub credentials: Option<PathBuf>,
+}
 
 /// An opened repository.
 pub struct Workdir {
@@ -29,7 +50,7 @@ pub struct Workdir {
     pub root: PathBuf,
     /// The `.snapgraph/` directory.
     pub dot: PathBuf,
-    /// The store URL, resolved.
+    /// The store URL, resolved (never with a password: see [`crate::secrets`]).
     pub store_url: String,
     /// The repository over the store.
     pub repo: Repo<Box<dyn Store>>,
@@ -57,23 +78,95 @@ pub fn absolutize_url(url: &str, base: &Path) -> String {
     url.to_string()
 }
 
-/// Opens a store by URL, with the URL in the error.
+/// Opens a store by URL, with the URL (password withheld) in the error.
 pub fn open_store(url: &str) -> Result<Box<dyn Store>> {
-    snapgraph_store::open(url).map_err(|e| CliError::Usage(format!("cannot open store {url}: {e}")))
+    snapgraph_store::open(url).map_err(|e| CliError::OpenStore {
+        url: crate::secrets::redact(url),
+        reason: e.to_string(),
+    })
+}
+
+/// Opens the existing store `url`: a SQLite file or store directory must exist (and
+/// the file must not be empty) before it is opened, and the store must hold
+/// [`STORE_MARKER`] or at least one ref (then the marker is added).
+pub fn open_existing_store(url: &str) -> Result<Box<dyn Store>> {
+    let missing = |reason: &str| CliError::NoRepositoryInStore {
+        url: crate::secrets::redact(url),
+        reason: reason.to_string(),
+    };
+    if let Some(path) = url.strip_prefix("sqlite:").filter(|p| *p != ":memory:") {
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() == 0 => {
+                return Err(missing("the database file is empty (truncated?)"))
+            }
+            Ok(_) => {}
+            Err(_) => return Err(missing("the database file does not exist")),
+        }
+    }
+    if let Some(path) = url.strip_prefix("dir:") {
+        let p = Path::new(path);
+        if !p.join("objects").is_dir() || !p.join("refs").is_dir() {
+            return Err(missing("not a store directory (no objects/ and refs/)"));
+        }
+    }
+    let store = open_store(url)?;
+    let marked = store.get_ref(STORE_MARKER)?.is_some();
+    if !marked {
+        let has_refs =
+            !store.list_refs("heads/")?.is_empty() || !store.list_refs("tags/")?.is_empty();
+        if !has_refs {
+            return Err(missing(
+                "no repository marker and no refs (an empty or unrelated store)",
+            ));
+        }
+        mark_store(store.as_ref())?;
+    }
+    Ok(store)
+}
+
+/// Writes [`STORE_MARKER`] if it is absent.
+pub fn mark_store(store: &dyn Store) -> Result<()> {
+    if store.get_ref(STORE_MARKER)?.is_some() {
+        return Ok(());
+    }
+    let update =
+        snapgraph_store::RefUpdate::new(STORE_MARKER, None, Some(ObjectId::from_bytes([0; 32])));
+    match store.update_refs(&[update], "snapgraph init") {
+        Ok(()) => Ok(()),
+        // Someone else marked it meanwhile.
+        Err(snapgraph_store::StoreError::RefConflict { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Creates `.snapgraph/` in `dir` with `store_url` (given relative to the current
-/// directory) or the default store.
-pub fn init(dir: &Path, store_url: Option<&str>) -> Result<Workdir> {
+/// directory) or the default store, and marks the store ([`STORE_MARKER`]). Refuses
+/// inside another repository unless `force`. A password in the URL goes to the
+/// credentials file, not the config ([`crate::secrets`]).
+pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initialized> {
     let dot = dir.join(DOT_DIR);
     if dot.exists() {
         return Err(CliError::AlreadyInitialized { path: dot });
+    }
+    if !force {
+        let canonical = std::fs::canonicalize(dir).at(dir)?;
+        let mut up = canonical.parent();
+        while let Some(d) = up {
+            if d.join(DOT_DIR).join("config").is_file() {
+                return Err(CliError::InsideRepository {
+                    path: canonical.clone(),
+                    outer: d.to_path_buf(),
+                });
+            }
+            up = d.parent();
+        }
     }
     let cwd = std::env::current_dir().at(".")?;
     let configured = match store_url {
         Some(url) => absolutize_url(url, &cwd),
         None => DEFAULT_STORE.to_string(),
     };
+    let (configured, password) = crate::secrets::split_password(&configured);
     // Check the URL before creating anything.
     if !(configured.starts_with("sqlite:")
         || configured.starts_with("dir:")
@@ -82,17 +175,35 @@ pub fn init(dir: &Path, store_url: Option<&str>) -> Result<Workdir> {
         || configured == "memory:")
     {
         return Err(CliError::Usage(format!(
-            "bad store URL {configured:?}: expected sqlite:PATH, dir:PATH or postgres://..."
+            "bad store URL {:?}: expected sqlite:PATH, dir:PATH or postgres://...",
+            crate::secrets::redact(&configured)
         )));
     }
     std::fs::create_dir_all(&dot).at(&dot)?;
     let result = (|| {
+        let credentials = match &password {
+            Some(p) => {
+                let path = crate::secrets::credentials_path(&dot);
+                crate::secrets::write_credentials(&path, p)?;
+                Some(path)
+            }
+            None => None,
+        };
         write_atomic(
             &dot.join("config"),
             format!("store = {configured}\n").as_bytes(),
         )?;
         write_atomic(&dot.join("HEAD"), format!("{DEFAULT_BRANCH}\n").as_bytes())?;
-        open_at(dir.to_path_buf())
+        let url = absolutize_url(&configured, &dot);
+        let url = match &password {
+            Some(p) => crate::secrets::with_password(&url, p),
+            None => url,
+        };
+        mark_store(open_store(&url)?.as_ref())?;
+        Ok(Initialized {
+            workdir: open_at(dir.to_path_buf())?,
+            credentials,
+        })
     })();
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&dot);
@@ -118,20 +229,22 @@ fn open_at(root: PathBuf) -> Result<Workdir> {
     let dot = root.join(DOT_DIR);
     let config_path = dot.join("config");
     let config = std::fs::read_to_string(&config_path).at(&config_path)?;
-    let mut url = None;
-    for line in config.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        match line.split_once('=') {
-            Some((k, v)) if k.trim() == "store" => url = Some(v.trim().to_string()),
-            _ => {}
-        }
-    }
+    let url = parse_config(&config)
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == "store")
+        .map(|(_, v)| v);
     let url = url.unwrap_or_else(|| DEFAULT_STORE.to_string());
     let store_url = absolutize_url(&url, &dot);
-    let store = open_store(&store_url)?;
+    if crate::secrets::split_password(&store_url).1.is_some() {
+        return Err(CliError::SecretInConfig { path: config_path });
+    }
+    let open_url = match crate::secrets::read_credentials(&crate::secrets::credentials_path(&dot))?
+    {
+        Some(p) => crate::secrets::with_password(&store_url, &p),
+        None => store_url.clone(),
+    };
+    let store = open_existing_store(&open_url)?;
     Ok(Workdir {
         root,
         dot,
@@ -208,4 +321,101 @@ pub fn fs_now(dir: &Path) -> Result<i64> {
     drop(f);
     let _ = std::fs::remove_file(&probe);
     Ok(crate::index::FileStat::of(&m).mtime_ns)
+}
+
+/// Work a checkout left behind in `.snapgraph/` (see [`stale_work`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StaleWork {
+    /// The directory.
+    pub path: PathBuf,
+    /// `staging` (a commit being written out: removable) or `old` (the working
+    /// directory's previous entries, moved aside during a swap: the user's files).
+    pub kind: &'static str,
+}
+
+impl StaleWork {
+    /// One line for `status`.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            "staging" => format!(
+                "stale staging directory {} (a checkout was interrupted; the next checkout or gc removes it)",
+                self.path.display()
+            ),
+            _ => format!(
+                "interrupted checkout: the previous working-directory entries are in {} (move back what you need, then delete it)",
+                self.path.display()
+            ),
+        }
+    }
+}
+
+/// Whether process `pid` of this host still runs (`/proc`); `true` when unsure.
+fn process_alive(pid: u32) -> bool {
+    if !Path::new("/proc/self").exists() {
+        return true;
+    }
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// `staging-PID-N` and `old-PID-N` directories in `dot` whose process is gone.
+pub fn stale_work(dot: &Path) -> Vec<StaleWork> {
+    let Ok(entries) = std::fs::read_dir(dot) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let (kind, rest) = if let Some(r) = name.strip_prefix("staging-") {
+            ("staging", r)
+        } else if let Some(r) = name.strip_prefix("old-") {
+            ("old", r)
+        } else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !process_alive(pid) {
+            out.push(StaleWork {
+                path: e.path(),
+                kind,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// Removes the stale `staging-*` directories of `dot` (never `old-*`: those hold
+/// the user's files) and returns them.
+pub fn remove_stale_staging(dot: &Path) -> Vec<PathBuf> {
+    stale_work(dot)
+        .into_iter()
+        .filter(|s| s.kind == "staging")
+        .filter(|s| std::fs::remove_dir_all(&s.path).is_ok())
+        .map(|s| s.path)
+        .collect()
+}
+
+/// Parses a config file's text: `(key, value)` pairs of its `key = value` lines
+/// (blank lines and `#` comments skipped), in order.
+pub fn parse_config(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The value of `key` in the repository's config (the last one wins).
+pub fn config_value(dot: &Path, key: &str) -> Result<Option<String>> {
+    let p = dot.join("config");
+    let text = std::fs::read_to_string(&p).at(&p)?;
+    Ok(parse_config(&text)
+        .into_iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v))
 }

@@ -7,9 +7,10 @@
 //! GNU long-name extension. A `.zst` file name compresses the archive with zstd
 //! level 3 (single-threaded, so deterministic too).
 //!
-//! Import reads such an archive (or any tar of regular files, directories and
-//! symlinks) into a fresh workspace, refusing absolute paths, `..`, and paths below
-//! a symlink of the archive; directories get mode `0o755` and files `0o755` or
+//! Import reads such an archive (or any tar of regular files, directories, symlinks
+//! and hard links) into a fresh workspace, refusing absolute paths, `..`, names a
+//! file system could fold into `.snapgraph`, paths below a symlink of the archive
+//! and sizes beyond the workspace's limits (see [`import`]); directories get mode `0o755` and files `0o755` or
 //! `0o644` as `commit` records them, so importing an export and committing it gives
 //! the same tree.
 
@@ -86,36 +87,64 @@ pub fn export<W: Write>(
     Ok((out, count))
 }
 
+/// A normalised archive name (`./` and trailing `/` dropped) as a workspace path,
+/// or `None` for the archive's root; refuses absolute paths and bad components.
+fn entry_path(name: &str) -> std::result::Result<Option<String>, &'static str> {
+    let trimmed = name.trim_end_matches('/');
+    let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
+    if trimmed.is_empty() || trimmed == "." {
+        return Ok(None);
+    }
+    if trimmed.starts_with('/') {
+        return Err("absolute path");
+    }
+    for c in trimmed.split('/') {
+        check_component(c)?;
+    }
+    Ok(Some(format!("/{trimmed}")))
+}
+
+/// The link target of a symlink or hard link entry.
+fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> std::result::Result<String, &'static str> {
+    let target = entry
+        .link_name_bytes()
+        .ok_or("without target")?
+        .into_owned();
+    String::from_utf8(target).map_err(|_| "target is not valid UTF-8")
+}
+
 /// Reads a tar archive into a fresh workspace.
+///
+/// Every entry is checked before it is stored: names as [`check_component`] requires
+/// (so nothing that could become `.snapgraph`), no path below a symlink of the
+/// archive, and a declared size within what the workspace may hold
+/// ([`snapgraph::Limits::max_bytes`] in all); bytes are read as they arrive, never
+/// allocated from the declared size. A hard link becomes a second file with the
+/// content of the earlier entry it names; a link to a name that is not an earlier
+/// file of the archive is refused. Other entry types (devices, FIFOs) are skipped
+/// with a warning.
 pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<Workspace> {
-    let bad = |p: &str, reason: &str| CliError::bad_path(file, format!("entry {p:?}: {reason}"));
+    let bad = |p: &str, reason: &str| CliError::ArchiveEntry {
+        file: file.to_path_buf(),
+        entry: p.to_string(),
+        reason: reason.to_string(),
+    };
     let mut ws = Workspace::new();
+    let budget = ws.limits().max_bytes;
+    let mut total = 0u64;
     let mut archive = tar::Archive::new(input);
     let entries = archive.entries().at(file)?;
     for entry in entries {
         let mut entry = entry.at(file)?;
         let raw = entry.path_bytes().into_owned();
         let name = String::from_utf8(raw).map_err(|_| bad("?", "name is not valid UTF-8"))?;
-        let trimmed = name.trim_end_matches('/');
-        let trimmed = trimmed.strip_prefix("./").unwrap_or(trimmed);
-        if trimmed.is_empty() || trimmed == "." {
+        let Some(path) = entry_path(&name).map_err(|r| bad(&name, r))? else {
             continue;
-        }
-        if trimmed.starts_with('/') {
-            return Err(bad(&name, "absolute path"));
-        }
-        for c in trimmed.split('/') {
-            check_component(c).map_err(|r| bad(&name, r))?;
-        }
-        let path = format!("/{trimmed}");
+        };
         // Refuse paths through a symlink of the archive.
         let mut prefix = String::new();
-        for c in trimmed
-            .split('/')
-            .collect::<Vec<_>>()
-            .split_last()
-            .map_or(&[][..], |s| s.1)
-        {
+        let components: Vec<&str> = path[1..].split('/').collect();
+        for c in &components[..components.len() - 1] {
             prefix.push('/');
             prefix.push_str(c);
             if ws
@@ -130,20 +159,63 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
         match entry.header().entry_type() {
             tar::EntryType::Directory => ws.mkdir(&path)?,
             tar::EntryType::Symlink => {
-                let target = entry
-                    .link_name_bytes()
-                    .ok_or_else(|| bad(&name, "symlink without target"))?
-                    .into_owned();
-                let target = String::from_utf8(target)
-                    .map_err(|_| bad(&name, "symlink target is not valid UTF-8"))?;
+                let target =
+                    link_target(&entry).map_err(|r| bad(&name, &format!("symlink {r}")))?;
                 if ws.exists(&path) {
                     ws.remove(&path)?;
                 }
                 ws.symlink(&path, &target)?;
             }
+            tar::EntryType::Link => {
+                let target =
+                    link_target(&entry).map_err(|r| bad(&name, &format!("hard link {r}")))?;
+                let from = entry_path(&target)
+                    .map_err(|r| bad(&name, &format!("hard link target {target:?}: {r}")))?
+                    .ok_or_else(|| bad(&name, "hard link to the archive's root"))?;
+                let is_file = ws.metadata(&from).is_ok_and(|m| m.kind == EntryKind::File);
+                if !is_file {
+                    return Err(bad(
+                        &name,
+                        &format!(
+                            "hard link to {target:?}, which is not an earlier file of the archive"
+                        ),
+                    ));
+                }
+                let data = ws.read(&from)?.to_vec();
+                let link_mode = ws.metadata(&from)?.mode;
+                total += data.len() as u64;
+                if total > budget {
+                    return Err(bad(
+                        &name,
+                        &format!(
+                            "the archive holds more than the workspace limit of {budget} bytes"
+                        ),
+                    ));
+                }
+                if ws.exists(&path) {
+                    ws.remove(&path)?;
+                }
+                ws.write(&path, data)?;
+                ws.set_mode(&path, link_mode)?;
+            }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let mut data = Vec::with_capacity(entry.size() as usize);
-                entry.read_to_end(&mut data).at(file)?;
+                let size = entry.size();
+                if size > budget.saturating_sub(total) {
+                    return Err(bad(
+                        &name,
+                        &format!("declares {size} bytes, more than the workspace limit of {budget} bytes (with the {total} bytes before it)"),
+                    ));
+                }
+                // Grow with what arrives: a header's size is only a claim.
+                let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
+                (&mut entry).take(size).read_to_end(&mut data).at(file)?;
+                if data.len() as u64 != size {
+                    return Err(bad(
+                        &name,
+                        &format!("truncated: {} of {size} bytes", data.len()),
+                    ));
+                }
+                total += size;
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
                     ws.remove(&path)?;
                 }
@@ -151,7 +223,10 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                 ws.set_mode(&path, crate::scan::file_mode(mode))?;
             }
             other => {
-                eprintln!("warning: {name}: skipping tar entry of type {other:?}");
+                eprintln!(
+                    "warning: {}: skipping tar entry of type {other:?}",
+                    crate::output::quote(&name)
+                );
             }
         }
         progress.inc(1);

@@ -1,19 +1,32 @@
 //! The conformance suite every adapter passes: call [`run`] from the adapter's tests
-//! with an empty store. A failure panics with what the store got wrong (this module
-//! is test support, shipped so that third-party adapters can run it too).
+//! with an empty store, or, for a backend that is only one part of a store,
+//! [`run_objects`] (an [`ObjectStore`]) or [`run_refs`] (a [`RefStore`]). A failure
+//! panics with what the store got wrong (this module is test support, shipped so
+//! that third-party adapters can run it too).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use snapgraph::{CheckoutPolicy, CommitOptions, ObjectId, Workspace};
+use snapgraph::{CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace};
 
 use crate::error::StoreError;
-use crate::store::{RefUpdate, Store};
+use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
 
 /// Runs every check against `store`, which must start empty (no objects, no refs).
 pub fn run(store: &dyn Store) {
+    run_objects(store);
+    run_refs(store);
+}
+
+/// The object part: every check of [`ObjectStore`] and of the core's
+/// [`ObjectSource`] over it. `store` must hold no object.
+pub fn run_objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     objects(store);
     large_batches(store);
     serves_the_core(store);
+}
+
+/// The ref part: every check of [`RefStore`]. `store` must hold no ref.
+pub fn run_refs(store: &dyn RefStore) {
     refs(store);
     atomic_batches(store);
     invalid_names(store);
@@ -26,7 +39,7 @@ fn id_of(bytes: &[u8]) -> ObjectId {
 }
 
 /// Objects: put, get in order, absence in order, idempotent put, delete, iteration.
-pub fn objects(store: &dyn Store) {
+pub fn objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     let text = b"conformance text object ".repeat(400);
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     let random: Vec<u8> = (0..20_000)
@@ -55,7 +68,7 @@ pub fn objects(store: &dyn Store) {
 
     let mut ask = ids.clone();
     ask.insert(1, absent);
-    let got = Store::get_many(&store, &ask).unwrap();
+    let got = ObjectStore::get_many(&store, &ask).unwrap();
     assert_eq!(got.len(), ask.len(), "one answer per id");
     assert_eq!(got[1], None, "absent id reads as None");
     for (i, bytes) in all.iter().enumerate() {
@@ -67,7 +80,7 @@ pub fn objects(store: &dyn Store) {
         );
     }
     assert_eq!(store.has_many(&ask).unwrap(), vec![absent]);
-    assert!(Store::get_many(&store, &[]).unwrap().is_empty());
+    assert!(ObjectStore::get_many(&store, &[]).unwrap().is_empty());
     assert!(store.has_many(&[]).unwrap().is_empty());
 
     assert_eq!(store.get(&ids[0]).unwrap().as_deref(), Some(&text[..]));
@@ -100,20 +113,23 @@ pub fn objects(store: &dyn Store) {
 
     store.delete_many(&[ids[0], ids[2], absent]).unwrap();
     assert_eq!(store.has_many(&ids).unwrap(), vec![ids[0], ids[2]]);
-    assert_eq!(Store::get_many(&store, &[ids[0]]).unwrap(), vec![None]);
+    assert_eq!(
+        ObjectStore::get_many(&store, &[ids[0]]).unwrap(),
+        vec![None]
+    );
     store.delete_many(&[ids[1], ids[3]]).unwrap();
     assert_eq!(store.has_many(&ids).unwrap(), ids, "everything deleted");
 }
 
 /// Batches larger than any backend's statement parameter limit.
-pub fn large_batches(store: &dyn Store) {
+pub fn large_batches(store: &(impl ObjectStore + ?Sized)) {
     let blobs: Vec<Vec<u8>> = (0..40_000u32).map(|i| i.to_le_bytes().to_vec()).collect();
     let batch: Vec<(ObjectId, &[u8])> = blobs.iter().map(|b| (id_of(b), &b[..])).collect();
     let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
     store.put_many(&batch[..30_000]).unwrap();
     let absent = store.has_many(&ids).unwrap();
     assert_eq!(absent, ids[30_000..], "absence of 40,000 ids, in order");
-    let got = Store::get_many(&store, &ids[29_990..30_010]).unwrap();
+    let got = ObjectStore::get_many(&store, &ids[29_990..30_010]).unwrap();
     assert!(got[..10].iter().all(Option::is_some) && got[10..].iter().all(Option::is_none));
     store.put_many(&batch).unwrap();
     assert!(store.has_many(&ids).unwrap().is_empty());
@@ -122,7 +138,7 @@ pub fn large_batches(store: &dyn Store) {
 }
 
 /// The store is an `ObjectSource`: a commit put in checks out from it.
-pub fn serves_the_core(store: &dyn Store) {
+pub fn serves_the_core<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     let mut ws = Workspace::new();
     ws.write("/src/main.rs", b"fn main() {}\n".repeat(50))
         .unwrap();
@@ -143,7 +159,7 @@ pub fn serves_the_core(store: &dyn Store) {
 
 /// Refs: create, compare-and-swap, conflicts naming the actual value, delete, list,
 /// reflog.
-pub fn refs(store: &dyn Store) {
+pub fn refs(store: &dyn RefStore) {
     let a = id_of(b"a");
     let b = id_of(b"b");
     let c = id_of(b"c");
@@ -225,7 +241,7 @@ pub fn refs(store: &dyn Store) {
 }
 
 /// Batches apply all or nothing; guards hold a batch to another ref's value.
-pub fn atomic_batches(store: &dyn Store) {
+pub fn atomic_batches(store: &dyn RefStore) {
     let a = id_of(b"batch a");
     let b = id_of(b"batch b");
     store
@@ -283,7 +299,7 @@ pub fn atomic_batches(store: &dyn Store) {
 }
 
 /// Names that could escape a directory or confuse a parser are refused.
-pub fn invalid_names(store: &dyn Store) {
+pub fn invalid_names(store: &dyn RefStore) {
     let a = id_of(b"a");
     let long = "x".repeat(256);
     for name in [
@@ -315,7 +331,7 @@ pub fn invalid_names(store: &dyn Store) {
 /// `threads` writers each advance one ref `rounds` times by read-then-CAS with
 /// retry: no update may be lost, so the reflog ends with exactly
 /// `threads * rounds` entries, each starting where the previous ended.
-pub fn concurrent_compare_and_swap(store: &dyn Store, threads: usize, rounds: usize) {
+pub fn concurrent_compare_and_swap(store: &dyn RefStore, threads: usize, rounds: usize) {
     let name = "heads/contended";
     let conflicts = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -357,7 +373,7 @@ pub fn concurrent_compare_and_swap(store: &dyn Store, threads: usize, rounds: us
 
 /// Writers' lease refs (`snapgraph/lease/…`) move like any ref but leave no reflog:
 /// every commit takes and drops one.
-pub fn leases_are_not_logged(store: &dyn Store) {
+pub fn leases_are_not_logged(store: &dyn RefStore) {
     let a = id_of(b"lease a");
     let lease = "snapgraph/lease/conformance";
     store

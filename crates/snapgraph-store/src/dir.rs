@@ -75,7 +75,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch};
-use crate::store::{validate_ref_name, RefUpdate, ReflogEntry, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// Temporary files older than this are removed when a store is opened.
 const STALE_TMP: Duration = Duration::from_secs(24 * 60 * 60);
@@ -767,7 +767,7 @@ impl DirStore {
     }
 }
 
-impl Store for DirStore {
+impl ObjectStore for DirStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         ids.iter()
             .map(|id| {
@@ -913,7 +913,9 @@ impl Store for DirStore {
         }
         Ok(())
     }
+}
 
+impl RefStore for DirStore {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         validate_ref_name(name)?;
         let _lock = self.lock_for_reading()?;

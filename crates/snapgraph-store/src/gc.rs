@@ -46,8 +46,8 @@ use snapgraph::object::references;
 use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
-use crate::store::{RefUpdate, Store};
-use crate::walk::{mark, WalkProblem, BATCH};
+use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
+use crate::walk::{mark, Marked, WalkProblem, BATCH};
 
 /// Prefix of the refs snapgraph keeps for itself.
 pub const RESERVED: &str = "snapgraph/";
@@ -129,7 +129,7 @@ pub fn collect(store: &dyn Store, pins: &[ObjectId]) -> Result<GcReport, GcError
 /// safe with concurrent writers.
 pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, GcError> {
     let mut report = GcReport::default();
-    let mut seen = HashSet::new();
+    let mut seen = Marked::new();
 
     // Phase 1: mark while writers run.
     let token = store.get_ref(GC_TOKEN)?;
@@ -167,11 +167,26 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
                 }),
             });
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // The announcement may have landed with its reply lost: end it (nothing
+            // was deleted), or its marker would block every writer.
+            let _ = end_sweep(store, marker);
+            return Err(e.into());
+        }
     }
     let result = sweep(store, &before, &mut seen, &mut report, options.lease_wait);
-    // End the sweep even if it failed, so writers are not left waiting; a failing
-    // store gets a few more tries, since a marker left behind blocks every writer.
+    // End the sweep even if it failed, so writers are not left waiting.
+    let end = end_sweep(store, marker);
+    result?;
+    end?;
+    report.kept = seen.len();
+    Ok(report)
+}
+
+/// Ends the sweep announced with `marker` (a conflict: the marker was cleared by hand,
+/// or never set). A failing store gets a few more tries, since a marker left behind
+/// blocks every writer.
+fn end_sweep(store: &dyn Store, marker: ObjectId) -> Result<(), StoreError> {
     let end_token = new_token(Some(marker));
     let mut end = Ok(());
     for attempt in 0..5u32 {
@@ -183,14 +198,20 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
             "gc: sweep ends",
         );
         match &end {
-            Err(StoreError::RefConflict { .. }) | Ok(()) => break,
+            Ok(()) => break,
+            // An earlier try that failed may have landed (its reply lost).
+            Err(StoreError::RefConflict { .. })
+                if attempt > 0
+                    && store.get_ref(GC_SWEEP)?.is_none()
+                    && store.get_ref(GC_TOKEN)? == Some(end_token) =>
+            {
+                return Ok(());
+            }
+            Err(StoreError::RefConflict { .. }) => break,
             Err(_) => std::thread::sleep(Duration::from_millis(10 << attempt)),
         }
     }
-    result?;
-    end?;
-    report.kept = seen.len();
-    Ok(report)
+    end
 }
 
 fn user_refs(refs: Vec<(String, ObjectId)>) -> Vec<(String, ObjectId)> {
@@ -206,7 +227,7 @@ fn roots(refs: &[(String, ObjectId)]) -> impl Iterator<Item = (ObjectId, ObjectK
 fn sweep(
     store: &dyn Store,
     before: &[(String, ObjectId)],
-    seen: &mut HashSet<ObjectId>,
+    seen: &mut Marked,
     report: &mut GcReport,
     lease_wait: Duration,
 ) -> Result<(), GcError> {
@@ -242,7 +263,7 @@ fn sweep(
 
     let mut doomed = Vec::new();
     store.for_each_id(&mut |id| {
-        if !seen.contains(&id) {
+        if !seen.contains_key(&id) {
             doomed.push(id);
         }
         Ok(())
@@ -259,18 +280,21 @@ fn sweep(
 /// (among them): whatever prefix of the deletion has happened, no remaining object
 /// misses a referenced one. Reads each object once; unreadable ones go first (they
 /// reference nothing anyone can use).
-fn referrers_first(store: &dyn Store, doomed: Vec<ObjectId>) -> Result<Vec<ObjectId>, StoreError> {
+fn referrers_first(
+    store: &dyn ObjectStore,
+    doomed: Vec<ObjectId>,
+) -> Result<Vec<ObjectId>, StoreError> {
     let set: HashSet<ObjectId> = doomed.iter().copied().collect();
     let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
     let mut referenced = HashSet::new();
     for batch in doomed.chunks(BATCH) {
-        let got = match Store::get_many(&store, batch) {
+        let got = match ObjectStore::get_many(&store, batch) {
             Ok(got) => got,
             // A corrupt object among them: read one by one, skipping the bad.
             Err(StoreError::Corrupt { .. }) => batch
                 .iter()
                 .map(|id| {
-                    Ok(Store::get_many(&store, std::slice::from_ref(id))
+                    Ok(ObjectStore::get_many(&store, std::slice::from_ref(id))
                         .ok()
                         .and_then(|mut v| v.pop().flatten()))
                 })
@@ -332,7 +356,7 @@ impl Lease {
     /// Takes a lease, waiting up to `wait` for a running sweep to end. The error
     /// carries the marker of a sweep that did not end in time.
     pub fn acquire(
-        store: &dyn Store,
+        store: &dyn RefStore,
         wait: Duration,
     ) -> Result<Result<Self, ObjectId>, StoreError> {
         let start = Instant::now();
@@ -351,7 +375,15 @@ impl Lease {
             ) {
                 Ok(()) => return Ok(Ok(Self { name, value, token })),
                 Err(StoreError::RefConflict { .. }) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // The write may have landed with its reply lost: take the lease
+                    // back (best effort), or it would hold off every collection.
+                    let _ = store.update_refs(
+                        &[RefUpdate::new(name, Some(value), None)],
+                        "lease not taken",
+                    );
+                    return Err(e);
+                }
             }
             match store.get_ref(GC_SWEEP)? {
                 Some(marker) if start.elapsed() >= wait => return Ok(Err(marker)),
@@ -382,7 +414,7 @@ impl Lease {
 
     /// Drops the lease without publishing (best effort: a lease left behind only
     /// delays collections until [`break_leases`]).
-    pub fn release(self, store: &dyn Store) {
+    pub fn release(self, store: &dyn RefStore) {
         let _ = store.update_refs(
             &[RefUpdate::new(self.name, Some(self.value), None)],
             "lease released",
@@ -392,7 +424,7 @@ impl Lease {
 
 /// Deletes every lease. Only when no writer runs: a live writer would then publish
 /// objects a collection may be deleting.
-pub fn break_leases(store: &dyn Store) -> Result<usize, StoreError> {
+pub fn break_leases(store: &dyn RefStore) -> Result<usize, StoreError> {
     let leases = store.list_refs(LEASES)?;
     for (name, id) in &leases {
         match store.delete_ref(name, *id, "lease broken by hand") {
@@ -425,7 +457,7 @@ fn new_token(previous: Option<ObjectId>) -> ObjectId {
 
 /// Removes a sweep marker left by a collector that died. Only call it when no
 /// collector runs: a live collector would go on deleting while writers publish.
-pub fn clear_marker(store: &dyn Store) -> Result<bool, StoreError> {
+pub fn clear_marker(store: &dyn RefStore) -> Result<bool, StoreError> {
     let Some(marker) = store.get_ref(GC_SWEEP)? else {
         return Ok(false);
     };

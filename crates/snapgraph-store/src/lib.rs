@@ -1,16 +1,20 @@
 //! Stores for [`snapgraph`]: the storage the core leaves to its caller.
 //!
-//! - [`Store`]: the trait a backend implements: batched, fallible object access,
-//!   refs changed only by compare-and-swap (atomically in batches) and a reflog.
-//! - Adapters: [`MemoryStore`], [`dir::DirStore`], [`sqlite::SqliteStore`] (the
-//!   embedded default) and [`postgres::PgStore`] (the server), all passing
-//!   [`conformance`].
+//! - [`Store`]: what a backend implements, in two parts: [`ObjectStore`] (batched,
+//!   fallible object access) and [`RefStore`] (refs changed only by compare-and-swap,
+//!   atomically in batches, and a reflog). Every type with both parts is a `Store`;
+//!   [`Paired`] joins one backend's objects with another's refs.
+//! - Adapters, each behind a cargo feature of its name but memory: [`MemoryStore`],
+//!   `dir::DirStore` (`dir`, default), `sqlite::SqliteStore` (`sqlite`, default: the
+//!   embedded store) and `postgres::PgStore` (`postgres`: the server), all passing
+//!   [`conformance`] (its object and ref parts also run alone).
 //! - [`codec`]: objects at rest, zstd-compressed when it pays, verified on every read.
 //! - [`Repo`]: branches, commits, checkouts, forks and labelled snapshots.
 //! - [`sync()`]: copy only what another store lacks, then move its ref.
 //! - [`gc`](mod@gc): mark from refs and pins, sweep the rest, safe with concurrent commits.
 //! - [`verify()`]: re-hash every object and check every ref's closure.
-//! - [`fault::FaultyStore`]: a wrapper failing the N-th call, for reliability tests.
+//! - [`fault::FaultyStore`]: a wrapper failing the N-th call, for reliability tests;
+//!   [`counting::CountingStore`]: one counting calls, for round-trip tests and benches.
 //!
 //! ```
 //! use snapgraph::Workspace;
@@ -38,15 +42,20 @@
 
 pub mod codec;
 pub mod conformance;
+pub mod counting;
+#[cfg(feature = "dir")]
 pub mod dir;
 pub mod error;
 pub mod fault;
 pub mod gc;
 pub mod memory;
 pub mod open;
+pub mod pgpass;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod refs;
 pub mod repo;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
 pub mod sync;
@@ -59,7 +68,7 @@ pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use open::open;
 pub use repo::{Committed, ReindexReport, Repo, RepoCommitOptions, RepoError, SnapshotInfo};
-pub use store::{validate_ref_name, RefUpdate, ReflogEntry, Store};
+pub use store::{validate_ref_name, ObjectStore, Paired, RefStore, RefUpdate, ReflogEntry, Store};
 pub use sync::{sync, sync_with, SyncError, SyncOptions, SyncReport};
 pub use verify::{verify, VerifyReport};
 pub use walk::WalkProblem;

@@ -7,7 +7,7 @@ use snapgraph::ObjectId;
 
 use crate::error::StoreError;
 use crate::refs::apply_updates;
-use crate::store::{RefUpdate, ReflogEntry, Store};
+use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 #[derive(Debug, Default)]
 struct State {
@@ -52,7 +52,7 @@ impl MemoryStore {
     }
 }
 
-impl Store for MemoryStore {
+impl ObjectStore for MemoryStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let found: Vec<Option<Arc<[u8]>>> = {
             let state = self.lock();
@@ -101,7 +101,9 @@ impl Store for MemoryStore {
         let ids: Vec<ObjectId> = self.lock().objects.keys().copied().collect();
         ids.into_iter().try_for_each(f)
     }
+}
 
+impl RefStore for MemoryStore {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         crate::store::validate_ref_name(name)?;
         Ok(self.lock().refs.get(name).copied())

@@ -11,28 +11,25 @@ use crate::store::Store;
 ///   `snapgraph_schema=NAME` (taken out before the URL reaches the driver) keeps the
 ///   tables in schema `NAME`, created if absent;
 /// - `memory:`: an empty in-memory store (for tests and dry runs).
+///
+/// Each adapter but memory is behind a cargo feature of the same name (`sqlite` and
+/// `dir` on by default, `postgres` off); a URL whose adapter is compiled out is an
+/// error naming the feature.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite:") {
-        return Ok(Box::new(crate::sqlite::SqliteStore::open(path)?));
+        return open_sqlite(url, path);
     }
     if let Some(path) = url.strip_prefix("dir:") {
-        return Ok(Box::new(crate::dir::DirStore::open(path)?));
+        return open_dir(url, path);
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let (url, schema) = take_schema(url);
-        let options = crate::postgres::PgOptions {
-            schema,
-            ..Default::default()
-        };
-        return Ok(Box::new(crate::postgres::PgStore::connect_with(
-            &url, options,
-        )?));
+        return open_postgres(url);
     }
     if url == "memory:" {
         return Ok(Box::new(crate::memory::MemoryStore::new()));
     }
     if url.ends_with(".db") || url.ends_with(".sqlite") {
-        return Ok(Box::new(crate::sqlite::SqliteStore::open(url)?));
+        return open_sqlite(url, url);
     }
     Err(StoreError::backend(
         format!("store URL {url:?}"),
@@ -40,7 +37,54 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     ))
 }
 
+/// The error for a URL whose adapter was compiled out.
+#[cfg(not(all(feature = "sqlite", feature = "dir", feature = "postgres")))]
+fn not_built(url: &str, feature: &str) -> StoreError {
+    StoreError::backend(
+        format!("store URL {url:?}"),
+        format!("this build of snapgraph-store has no `{feature}` feature"),
+    )
+}
+
+#[cfg(feature = "sqlite")]
+fn open_sqlite(_url: &str, path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(crate::sqlite::SqliteStore::open(path)?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn open_sqlite(url: &str, _path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(not_built(url, "sqlite"))
+}
+
+#[cfg(feature = "dir")]
+fn open_dir(_url: &str, path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Ok(Box::new(crate::dir::DirStore::open(path)?))
+}
+
+#[cfg(not(feature = "dir"))]
+fn open_dir(url: &str, _path: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(not_built(url, "dir"))
+}
+
+#[cfg(feature = "postgres")]
+fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    let (url, schema) = take_schema(url);
+    let options = crate::postgres::PgOptions {
+        schema,
+        ..Default::default()
+    };
+    Ok(Box::new(crate::postgres::PgStore::connect_with(
+        &url, options,
+    )?))
+}
+
+#[cfg(not(feature = "postgres"))]
+fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(not_built(url, "postgres"))
+}
+
 /// Splits `snapgraph_schema=NAME` out of a URL's query string.
+#[cfg(feature = "postgres")]
 fn take_schema(url: &str) -> (String, Option<String>) {
     let Some((base, query)) = url.split_once('?') else {
         return (url.to_string(), None);
@@ -64,7 +108,7 @@ fn take_schema(url: &str) -> (String, Option<String>) {
     (url, schema)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::take_schema;
 

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use snapgraph_store::postgres::{PgOptions, PgStore};
-//! use snapgraph_store::{Compression, Store};
+//! use snapgraph_store::{Compression, RefStore};
 //!
 //! let store = PgStore::connect_with(
 //!     "postgres://snapgraph@db.internal:5432/history",
@@ -100,9 +100,10 @@
 //!   at connect time, is transaction-scoped.)
 //! - The URL is a libpq-style URL or key-value string ([`postgres::Config`]): user,
 //!   password, hosts, `connect_timeout` (default here 15 s), `application_name`
-//!   (default `snapgraph-store`), keepalives. Unlike libpq, the client reads no
-//!   `PGPASSWORD`, `~/.pgpass` or other `PG*` variables: build the URL from your secret
-//!   store at run time rather than writing a password into scripts.
+//!   (default `snapgraph-store`), keepalives. A URL without a password takes one
+//!   where libpq would ([`crate::pgpass`]): `PGPASSWORD`, then `PGPASSFILE` or
+//!   `~/.pgpass` (refused unless mode 0600). Other `PG*` variables (`PGSERVICE`,
+//!   `PGHOST`...) are not read: the driver does not support them.
 //! - Rights: the first connection to a database (or schema) creates the tables and
 //!   needs `CREATE` there; later connections only look them up, so an application role
 //!   with `USAGE` on the schema, `SELECT, INSERT, UPDATE, DELETE` on the tables and
@@ -123,7 +124,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch};
-use crate::store::{validate_ref_name, RefUpdate, ReflogEntry, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// The version of the tables this adapter creates and understands.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -332,6 +333,24 @@ impl fmt::Debug for PgStore {
     }
 }
 
+/// The password libpq would use for `config` ([`crate::pgpass`]): the first host
+/// and port, the user (default: `$USER`), the database (default: the user).
+fn libpq_password(config: &Config) -> Result<Option<String>, crate::pgpass::PassfileError> {
+    let os_user = std::env::var("USER").unwrap_or_default();
+    let user = config.get_user().unwrap_or(&os_user);
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.as_str(),
+        _ => "localhost",
+    };
+    let target = crate::pgpass::Target {
+        host,
+        port: config.get_ports().first().copied().unwrap_or(5432),
+        database: config.get_dbname().unwrap_or(user),
+        user,
+    };
+    crate::pgpass::lookup(&target)
+}
+
 /// Where a connection goes, without the password.
 fn describe(config: &Config) -> String {
     let hosts: Vec<String> = config
@@ -425,6 +444,13 @@ impl PgStore {
             )
         })?;
         let label = describe(&config);
+        if config.get_password().is_none() {
+            if let Some(password) = libpq_password(&config)
+                .map_err(|e| StoreError::backend(format!("finding the password for {label}"), e))?
+            {
+                config.password(password);
+            }
+        }
         if config.get_ssl_mode() == SslMode::Require {
             return Err(StoreError::backend(
                 format!("connecting to {label}"),
@@ -780,7 +806,7 @@ impl PgStore {
     }
 }
 
-impl Store for PgStore {
+impl ObjectStore for PgStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut out = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(GET_CHUNK) {
@@ -885,7 +911,9 @@ impl Store for PgStore {
             }
         }
     }
+}
 
+impl RefStore for PgStore {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         validate_ref_name(name)?;
         let what = format!("reading ref {name}");

@@ -20,7 +20,7 @@ use snapgraph::{
 
 use crate::error::StoreError;
 use crate::gc::Lease;
-use crate::store::{validate_ref_name, RefUpdate, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefUpdate, Store};
 use crate::walk::BATCH;
 
 /// Prefix of branch refs.
@@ -190,6 +190,29 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     }
 }
 
+/// A source remembering every object read through it (for a walk that reads the
+/// same few objects twice).
+struct Remembered<'a, S> {
+    store: &'a S,
+    read: std::cell::RefCell<hashbrown::HashMap<ObjectId, Vec<u8>>>,
+}
+
+impl<S: Store> snapgraph::ObjectSource for Remembered<'_, S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        if let Some(b) = self.read.borrow().get(id) {
+            return Ok(Some(std::borrow::Cow::Owned(b.clone())));
+        }
+        let got = self.store.get(id)?.map(|b| b.into_owned());
+        if let Some(b) = &got {
+            self.read.borrow_mut().insert(*id, b.clone());
+        }
+        Ok(got.map(std::borrow::Cow::Owned))
+    }
+}
+
 fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {
     std::collections::HashMap::from([(*id, bytes)])
 }
@@ -325,14 +348,10 @@ impl<S: Store> Repo<S> {
         let tip = self.store.get_ref(&name)?;
         let head = ws.head();
         // Allowed: the workspace is at the tip, or the branch is new (a fresh
-        // workspace starts it with a root commit, a checked-out one forks it).
-        if tip.is_some() && head != tip && !(head.is_none() && options.onto_tip) {
-            return Err(RepoError::BranchMoved {
-                branch: name,
-                workspace: head,
-                branch_tip: tip,
-            });
-        }
+        // workspace starts it with a root commit, a checked-out one forks it). A
+        // branch that moved is refused below, unless it moved to exactly the commit
+        // this call makes: an earlier call published it and its reply was lost.
+        let moved = tip.is_some() && head != tip && !(head.is_none() && options.onto_tip);
         let mut opts = CommitOptions::new().parent_source(&self.store);
         if head.is_none() && options.onto_tip {
             opts = opts.parents(tip).have_in(&self.store);
@@ -350,6 +369,65 @@ impl<S: Store> Repo<S> {
         for (k, v) in &options.meta {
             opts = opts.meta(k.clone(), v.clone());
         }
+        let message = options.message.as_deref().unwrap_or("commit");
+        let moved_to = if moved { tip } else { None };
+        self.commit_leased(ws, name, tip, moved_to, opts, message)
+    }
+
+    /// Commits a workspace with no history here (an unpacked snapshot, an imported
+    /// archive: its head, if any, is ignored) as the root commit of a new branch
+    /// `branch` (plus `options.extra_parents`), like [`commit`](Self::commit): under
+    /// a writer's lease, objects the store lacks written before the branch is created
+    /// by compare-and-swap from nothing. So a concurrent garbage collection can
+    /// neither delete what the commit reuses before the branch exists nor leave the
+    /// branch naming swept objects. An existing branch is
+    /// [`RepoError::AlreadyExists`], and nothing moves.
+    pub fn commit_new_branch(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let name = Self::user_ref(Self::branch_ref(branch))?;
+        // An existing branch is refused below, unless it holds exactly the commit
+        // this call makes (an earlier call's reply was lost).
+        let existing = self.store.get_ref(&name)?;
+        let mut opts = CommitOptions::new()
+            .parent_source(&self.store)
+            .have_in(&self.store)
+            .parents(options.extra_parents.iter().copied());
+        if let Some(m) = &options.message {
+            opts = opts.meta(MESSAGE_KEY, m.clone());
+        }
+        for (k, v) in &options.meta {
+            opts = opts.meta(k.clone(), v.clone());
+        }
+        let message = options.message.as_deref().unwrap_or("new branch");
+        match self.commit_leased(ws, name, None, existing, opts, message) {
+            Err(RepoError::BranchMoved {
+                branch,
+                branch_tip: Some(id),
+                ..
+            }) => Err(RepoError::AlreadyExists { name: branch, id }),
+            other => other,
+        }
+    }
+
+    /// Commits `ws` with `opts` under a writer's lease, writes what the store
+    /// lacks and moves ref `name` from `tip` to the commit, retrying across a
+    /// concurrent sweep (see [`commit`](Self::commit)). `moved_to`: the ref is not
+    /// where this commit expects but at that commit; if that is the very commit this
+    /// call makes, an earlier call published it and lost its reply, so this one
+    /// succeeds with nothing written; else [`RepoError::BranchMoved`].
+    fn commit_leased(
+        &self,
+        ws: &mut Workspace,
+        name: String,
+        tip: Option<ObjectId>,
+        moved_to: Option<ObjectId>,
+        opts: CommitOptions<'_>,
+        message: &str,
+    ) -> Result<Committed, RepoError> {
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
         let mut lease = self.lease()?;
@@ -364,17 +442,42 @@ impl<S: Store> Repo<S> {
                 return Err(e.into());
             }
         };
+        if let Some(actual) = moved_to {
+            lease.release(&self.store);
+            if actual != commit.id() {
+                return Err(RepoError::BranchMoved {
+                    branch: name,
+                    workspace: ws.head(),
+                    branch_tip: Some(actual),
+                });
+            }
+            // What the caller's call would have reported: the tip it moved from.
+            let previous = tip.and(ws.head());
+            *ws = draft;
+            return Ok(Committed {
+                id: commit.id(),
+                previous,
+                objects_written: 0,
+                bytes_written: 0,
+            });
+        }
         let mut written = None;
         loop {
             let attempt = self.put_new(commit.objects().iter()).and_then(|counts| {
                 written.get_or_insert(counts);
                 let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
                 updates.extend(lease.release_updates());
-                let message = options.message.as_deref().unwrap_or("commit");
                 Ok(self.store.update_refs(&updates, message)?)
             });
             match attempt {
                 Ok(()) => break,
+                // Our own update, applied by an earlier round whose reply was lost.
+                Err(RepoError::Store(StoreError::RefConflict {
+                    name: n, actual, ..
+                })) if n == name && actual == Some(commit.id()) => {
+                    lease.release(&self.store);
+                    break;
+                }
                 Err(RepoError::Store(StoreError::RefConflict {
                     name: n, actual, ..
                 })) if n == name => {
@@ -542,7 +645,7 @@ impl<S: Store> Repo<S> {
         })?;
         let mut commits = BTreeMap::new();
         for batch in ids.chunks(BATCH) {
-            for (id, bytes) in batch.iter().zip(Store::get_many(&self.store, batch)?) {
+            for (id, bytes) in batch.iter().zip(ObjectStore::get_many(&self.store, batch)?) {
                 let Some(bytes) = bytes else { continue };
                 if bytes.first() != Some(&snapgraph::ObjectKind::Commit.byte()) {
                     continue;
@@ -634,11 +737,28 @@ impl<S: Store> Repo<S> {
             let lease = self.lease()?;
             let attempt = op().and_then(|(mut updates, message, out)| {
                 updates.extend(lease.release_updates());
-                self.store.update_refs(&updates, &message)?;
-                Ok(out)
+                match self.store.update_refs(&updates, &message) {
+                    Ok(()) => Ok((out, true)),
+                    // The ref already holds what this update sets: an earlier call
+                    // applied it and its reply was lost (batches are atomic, so all
+                    // of it applied). Done, with this round's lease still to drop.
+                    Err(StoreError::RefConflict { name, actual, .. })
+                        if !Lease::is_protocol_ref(&name)
+                            && updates
+                                .iter()
+                                .any(|u| u.name == name && u.changes() && u.new == actual) =>
+                    {
+                        Ok((out, false))
+                    }
+                    Err(e) => Err(e.into()),
+                }
             });
             match attempt {
-                Ok(out) => return Ok(out),
+                Ok((out, true)) => return Ok(out),
+                Ok((out, false)) => {
+                    lease.release(&self.store);
+                    return Ok(out);
+                }
                 Err(RepoError::Store(StoreError::RefConflict { name, .. }))
                     if Lease::is_protocol_ref(&name) =>
                 {
@@ -669,9 +789,16 @@ impl<S: Store> Repo<S> {
     /// Commits `id` and its ancestors, newest first, at most `limit`.
     pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
         let id = self.resolve(rev)?;
-        SnapshotGraph::ancestry(id, &self.store, limit)?
+        // Each commit is read from the store once: the ancestry walk's reads are
+        // remembered and decoded again from memory.
+        // (When the core has an ancestry iterator of decoded commits, use it.)
+        let seen = Remembered {
+            store: &self.store,
+            read: std::cell::RefCell::new(hashbrown::HashMap::new()),
+        };
+        SnapshotGraph::ancestry(id, &seen, limit)?
             .into_iter()
-            .map(|c| Ok((c, SnapshotGraph::commit(c, &self.store)?)))
+            .map(|c| Ok((c, SnapshotGraph::commit(c, &seen)?)))
             .collect()
     }
 

@@ -60,7 +60,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::apply_updates;
-use crate::store::{validate_ref_name, RefUpdate, ReflogEntry, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -374,7 +374,7 @@ fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
     StoreError::backend(context, e)
 }
 
-impl Store for SqliteStore {
+impl ObjectStore for SqliteStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let raw = self.get_raw(ids)?;
         ids.iter()
@@ -497,7 +497,9 @@ impl Store for SqliteStore {
             }
         }
     }
+}
 
+impl RefStore for SqliteStore {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         validate_ref_name(name)?;
         let conn = self.lock();

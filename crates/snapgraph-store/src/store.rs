@@ -1,10 +1,12 @@
-//! The `Store` trait: what a real backend implements.
+//! The store traits: [`ObjectStore`] (objects in batches), [`RefStore`] (refs by
+//! compare-and-swap, reflog) and [`Store`], the two together; [`Paired`] joins one
+//! backend's objects with another's refs.
 
 use snapgraph::{ObjectId, ObjectSource};
 
 use crate::error::StoreError;
 
-/// One change of a ref inside an atomic [`Store::update_refs`].
+/// One change of a ref inside an atomic [`RefStore::update_refs`].
 ///
 /// `expected` is what the ref must hold for the update to apply (`None`: it must not
 /// exist); `new` is what it will hold (`None`: delete it). An update whose `expected`
@@ -52,22 +54,18 @@ pub struct ReflogEntry {
     pub message: String,
 }
 
-/// A key-value store of objects and refs, batched and fallible.
+/// The object part of a store: stored objects keyed by id, in batches.
 ///
-/// Objects are the stored bytes of the core format, keyed by their id. A store keeps
-/// them as it likes (compressed, say) but hands back exactly the bytes that hash to
-/// the id: adapters verify every object they read and report a mismatch as
+/// Objects are the stored bytes of the core format. A store keeps them as it likes
+/// (compressed, packed) but hands back exactly the bytes that hash to the id:
+/// adapters verify every object they read and report a mismatch as
 /// [`StoreError::Corrupt`]. `put_many` does not re-hash (callers hand it objects the
 /// core made or a verified read returned); a wrong id put in is caught when read.
 ///
-/// Refs are names for commits, changed only by compare-and-swap, atomically in
-/// batches, each change recorded in the ref's reflog. Every store is also the core's
-/// [`ObjectSource`].
-///
 /// The invariant a store keeps with the help of its callers (`Repo`, `sync`): an
 /// object is written only after everything it references, so holding an object means
-/// holding its whole closure, and a ref moves only after its commit's closure is in.
-pub trait Store: ObjectSource + Send + Sync {
+/// holding its whole closure.
+pub trait ObjectStore: Send + Sync {
     /// The verified stored bytes of each id, in the order asked; `None` where absent.
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 
@@ -88,7 +86,15 @@ pub trait Store: ObjectSource + Send + Sync {
         &self,
         f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+}
 
+/// The ref part of a store: names for commits, changed only by compare-and-swap,
+/// atomically in batches, each change recorded in the ref's reflog.
+///
+/// A ref moves only after its commit's closure is in the object part (callers keep
+/// that order), so a ref store may live elsewhere than the objects (see [`Paired`]):
+/// what it needs from its backend is an atomic multi-key compare-and-swap.
+pub trait RefStore: Send + Sync {
     /// The value of a ref.
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError>;
 
@@ -119,6 +125,104 @@ pub trait Store: ObjectSource + Send + Sync {
     fn delete_ref(&self, name: &str, expected: ObjectId, message: &str) -> Result<(), StoreError> {
         self.update_refs(&[RefUpdate::new(name, Some(expected), None)], message)
     }
+}
+
+/// A whole store: objects ([`ObjectStore`]) and refs ([`RefStore`]), and the core's
+/// [`ObjectSource`] over the objects (adapters get it from
+/// [`impl_object_source!`](crate::impl_object_source)).
+///
+/// Implemented for every type that has the three parts; to pair one backend's
+/// objects with another's refs, use [`Paired`].
+pub trait Store: ObjectStore + RefStore + ObjectSource {}
+
+impl<T: ObjectStore + RefStore + ObjectSource + ?Sized> Store for T {}
+
+/// One backend's objects with another's refs: a [`Store`] whose object calls go to
+/// `objects` and ref calls to `refs` (say, objects in a bucket and refs in
+/// PostgreSQL, or objects in a directory and refs in SQLite).
+///
+/// The pair keeps the store invariant as long as each part keeps its own: objects
+/// are durable when `put_many` returns, so a ref moved afterwards in the other
+/// backend never names an object that is not there. Nothing is atomic across the
+/// two; nothing needs to be, since objects are immutable and refs move last.
+#[derive(Debug, Clone, Default)]
+pub struct Paired<O, R> {
+    /// Where objects live.
+    pub objects: O,
+    /// Where refs live.
+    pub refs: R,
+}
+
+impl<O, R> Paired<O, R> {
+    /// Pairs `objects` with `refs`.
+    pub fn new(objects: O, refs: R) -> Self {
+        Self { objects, refs }
+    }
+}
+
+impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.objects.get_many(ids)
+    }
+    fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
+        self.objects.has_many(ids)
+    }
+    fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        self.objects.put_many(objects)
+    }
+    fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        self.objects.delete_many(ids)
+    }
+    fn for_each_id(
+        &self,
+        f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.objects.for_each_id(f)
+    }
+}
+
+impl<O: Send + Sync, R: RefStore> RefStore for Paired<O, R> {
+    fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.refs.get_ref(name)
+    }
+    fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+        self.refs.update_refs(updates, message)
+    }
+    fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        self.refs.list_refs(prefix)
+    }
+    fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError> {
+        self.refs.reflog(name)
+    }
+}
+
+impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        source_get(&self.objects, id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
+        source_contains(&self.objects, id)
+    }
+}
+
+/// [`ObjectSource::get`] through [`ObjectStore::get_many`].
+pub fn source_get<'a>(
+    store: &(impl ObjectStore + ?Sized),
+    id: &ObjectId,
+) -> Result<Option<std::borrow::Cow<'a, [u8]>>, snapgraph::BoxError> {
+    let mut got = store.get_many(std::slice::from_ref(id))?;
+    Ok(got.pop().flatten().map(std::borrow::Cow::Owned))
+}
+
+/// [`ObjectSource::contains`] through [`ObjectStore::has_many`].
+pub fn source_contains(
+    store: &(impl ObjectStore + ?Sized),
+    id: &ObjectId,
+) -> Result<bool, snapgraph::BoxError> {
+    Ok(store.has_many(std::slice::from_ref(id))?.is_empty())
 }
 
 /// Longest ref name accepted, in bytes.
@@ -156,7 +260,8 @@ pub fn validate_ref_name(name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Implements the core's [`ObjectSource`] for a [`Store`] through `get_many`/`has_many`.
+/// Implements the core's [`ObjectSource`] for an [`ObjectStore`] through
+/// `get_many`/`has_many`.
 #[macro_export]
 macro_rules! impl_object_source {
     ($ty:ty) => {
@@ -168,14 +273,13 @@ macro_rules! impl_object_source {
                 ::std::option::Option<::std::borrow::Cow<'_, [u8]>>,
                 ::snapgraph::BoxError,
             > {
-                let mut got = $crate::Store::get_many(self, ::std::slice::from_ref(id))?;
-                Ok(got.pop().flatten().map(::std::borrow::Cow::Owned))
+                $crate::store::source_get(self, id)
             }
             fn contains(
                 &self,
                 id: &::snapgraph::ObjectId,
             ) -> ::std::result::Result<bool, ::snapgraph::BoxError> {
-                Ok($crate::Store::has_many(self, ::std::slice::from_ref(id))?.is_empty())
+                $crate::store::source_contains(self, id)
             }
             fn get_many(
                 &self,
@@ -185,7 +289,7 @@ macro_rules! impl_object_source {
                 ::snapgraph::BoxError,
             > {
                 // One batched read for the core's windows (checkout's chunks).
-                Ok($crate::Store::get_many(self, ids)?
+                Ok($crate::ObjectStore::get_many(self, ids)?
                     .into_iter()
                     .map(|b| b.map(::std::borrow::Cow::Owned))
                     .collect())
@@ -196,9 +300,9 @@ macro_rules! impl_object_source {
 
 macro_rules! forward_store {
     ($($ptr:ty),*) => {$(
-        impl<T: Store + ?Sized> Store for $ptr {
+        impl<T: ObjectStore + ?Sized> ObjectStore for $ptr {
             fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-                Store::get_many(&**self, ids)
+                ObjectStore::get_many(&**self, ids)
             }
             fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
                 (**self).has_many(ids)
@@ -215,6 +319,8 @@ macro_rules! forward_store {
             ) -> Result<(), StoreError> {
                 (**self).for_each_id(f)
             }
+        }
+        impl<T: RefStore + ?Sized> RefStore for $ptr {
             fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
                 (**self).get_ref(name)
             }

@@ -27,7 +27,7 @@ use snapgraph::{ObjectId, ObjectKind, SnapshotGraph};
 
 use crate::error::StoreError;
 use crate::gc::Lease;
-use crate::store::{validate_ref_name, RefUpdate, Store};
+use crate::store::{validate_ref_name, ObjectStore, RefUpdate, Store};
 use crate::walk::BATCH;
 
 /// Chunks fetched from the source per call (at most 64 KiB each).
@@ -87,6 +87,19 @@ pub enum SyncError {
         id: ObjectId,
         /// What is wrong.
         reason: String,
+    },
+    /// One id is referenced as two kinds in the source's history (a tree's id used
+    /// as a file chunk, say): the history cannot be checked out, so nothing is sent.
+    #[error("object {id} is referenced as a {first} and as a {then} (by {referenced_by})")]
+    KindConflict {
+        /// The object.
+        id: ObjectId,
+        /// The kind it was first referenced as.
+        first: ObjectKind,
+        /// The other kind.
+        then: ObjectKind,
+        /// The object making the second reference.
+        referenced_by: ObjectId,
     },
     /// The destination's ref is not an ancestor of the source's: moving it would
     /// drop commits from it. Use `force` to move it anyway.
@@ -272,8 +285,10 @@ fn discover(
         children: HashMap::new(),
         present_commits: HashSet::new(),
     };
-    let mut seen = HashSet::new();
-    seen.insert(tip);
+    // Every id met, with the kind it was first referenced as: a second reference
+    // as another kind is an error even when the id is not walked again.
+    let mut seen: HashMap<ObjectId, ObjectKind> = HashMap::new();
+    seen.insert(tip, ObjectKind::Commit);
     let mut level = vec![(tip, ObjectKind::Commit, tip)];
     while !level.is_empty() {
         report.levels += 1;
@@ -292,7 +307,7 @@ fn discover(
             let got = if to_read.is_empty() {
                 Vec::new()
             } else {
-                Store::get_many(&src, &to_read).map_err(src_err)?
+                ObjectStore::get_many(&src, &to_read).map_err(src_err)?
             };
             let mut got: HashMap<ObjectId, Option<Vec<u8>>> =
                 to_read.into_iter().zip(got).collect();
@@ -324,8 +339,20 @@ fn discover(
                 let mut kids = Vec::with_capacity(refs.len());
                 for (child, ckind) in refs {
                     kids.push(child);
-                    if seen.insert(child) {
-                        next.push((child, ckind, *id));
+                    match seen.entry(child) {
+                        hashbrown::hash_map::Entry::Vacant(v) => {
+                            v.insert(ckind);
+                            next.push((child, ckind, *id));
+                        }
+                        hashbrown::hash_map::Entry::Occupied(o) if *o.get() != ckind => {
+                            return Err(SyncError::KindConflict {
+                                id: child,
+                                first: *o.get(),
+                                then: ckind,
+                                referenced_by: *id,
+                            });
+                        }
+                        hashbrown::hash_map::Entry::Occupied(_) => {}
                     }
                 }
                 found.children.insert(*id, kids);
@@ -413,7 +440,7 @@ fn write(
         let fetched = if chunks.is_empty() {
             Vec::new()
         } else {
-            Store::get_many(&src, &chunks).map_err(src_err)?
+            ObjectStore::get_many(&src, &chunks).map_err(src_err)?
         };
         let mut chunk_bytes: HashMap<ObjectId, Vec<u8>> = HashMap::new();
         for (id, bytes) in chunks.iter().zip(fetched) {
@@ -421,6 +448,18 @@ fn write(
                 id: *id,
                 referenced_by: tip,
             })?;
+            // Chunks are not read during discovery: their kind is checked here (the
+            // kind byte is covered by the id the source verified).
+            if bytes.first() != Some(&ObjectKind::Chunk.byte()) {
+                let actual = bytes.first().copied().and_then(ObjectKind::from_byte);
+                return Err(SyncError::Invalid {
+                    id: *id,
+                    reason: match actual {
+                        Some(k) => format!("is a {k}, referenced as a chunk"),
+                        None => "has no valid kind byte, referenced as a chunk".to_string(),
+                    },
+                });
+            }
             chunk_bytes.insert(*id, bytes);
         }
         let batch: Vec<(ObjectId, &[u8])> = order[i..end]

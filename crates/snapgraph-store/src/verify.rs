@@ -1,13 +1,13 @@
 //! Verify (fsck): re-hash every object and check that every ref's closure is
 //! complete. Problems come back as data; only a failing backend is an error.
 
-use hashbrown::HashSet;
+use hashbrown::{HashMap, HashSet};
 use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
 use crate::gc::RESERVED;
 use crate::store::Store;
-use crate::walk::{mark, read_batch, WalkProblem, BATCH};
+use crate::walk::{mark, read_batch, Marked, WalkProblem, BATCH};
 
 /// What [`verify`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,66 +39,183 @@ impl VerifyReport {
     }
 }
 
-/// Checks `store`: walks every ref's closure (history included), re-hashing each
-/// tree, manifest and commit on the way, and with `read_data` re-hashes every
-/// object the store holds, chunks included.
+/// Checks `store`: walks every ref's closure (history included) with a walk of its
+/// own, re-hashing each tree, manifest and commit on the way (every chunk too with
+/// `read_data`, and every other object the store holds), then runs the collector's
+/// marking ([`crate::walk`], what [`crate::gc`] keeps) from the same refs and reports
+/// anything reachable that the marking would not keep
+/// ([`WalkProblem::Unmarked`]): the two walks are written apart so that each checks
+/// the other, and a collector that forgets part of a closure is caught before it
+/// deletes anything.
 pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreError> {
     let mut report = VerifyReport::default();
-    let mut seen = HashSet::new();
-    for (name, id) in store.list_refs("")? {
-        if name.starts_with(RESERVED) {
-            continue;
-        }
-        report.refs += 1;
-        let before = report.problems.len();
-        let read = mark(
-            store,
-            [(id, ObjectKind::Commit)],
-            &mut seen,
-            &mut report.problems,
-        )?;
-        report.bytes += read;
-        if report.problems.len() > before {
-            report.broken_refs.push(name);
-        }
-    }
-    report.reachable = seen.len();
-
+    let refs: Vec<(String, ObjectId)> = store
+        .list_refs("")?
+        .into_iter()
+        .filter(|(name, _)| !name.starts_with(RESERVED))
+        .collect();
     let mut all = Vec::new();
     store.for_each_id(&mut |id| {
         all.push(id);
         Ok(())
     })?;
     report.objects = all.len();
-    report.unreachable = all.iter().filter(|id| !seen.contains(*id)).count();
     let held: HashSet<ObjectId> = all.iter().copied().collect();
 
-    // Chunks of the closures: present? (Their bytes are checked with read_data.)
-    let reported: HashSet<ObjectId> = report
-        .problems
-        .iter()
-        .map(|p| match p {
-            WalkProblem::Missing { id, .. } | WalkProblem::Invalid { id, .. } => *id,
-        })
-        .collect();
-    for id in &seen {
-        if !held.contains(id) && !reported.contains(id) {
-            report.problems.push(WalkProblem::Missing {
-                id: *id,
-                referenced_by: None,
-            });
+    let mut closure = Closure {
+        store,
+        read_data,
+        held: &held,
+        kinds: HashMap::new(),
+        read: HashSet::new(),
+        bytes: 0,
+    };
+    for (name, id) in &refs {
+        report.refs += 1;
+        let before = report.problems.len();
+        closure.walk(*id, &mut report.problems)?;
+        if report.problems.len() > before {
+            report.broken_refs.push(name.clone());
         }
     }
+    report.reachable = closure.kinds.len();
+    report.unreachable = all
+        .iter()
+        .filter(|id| !closure.kinds.contains_key(*id))
+        .count();
 
+    // The collector's marking, from the same refs, must keep everything reached.
+    let mut marked = Marked::new();
+    let mut mark_problems = Vec::new();
+    mark(
+        store,
+        refs.iter().map(|(_, id)| (*id, ObjectKind::Commit)),
+        &mut marked,
+        &mut mark_problems,
+    )?;
+    let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+    let mut unmarked: Vec<ObjectId> = closure
+        .kinds
+        .keys()
+        .filter(|id| held.contains(*id) && !marked.contains_key(*id) && !reported.contains(*id))
+        .copied()
+        .collect();
+    unmarked.sort();
+    report
+        .problems
+        .extend(unmarked.into_iter().map(|id| WalkProblem::Unmarked { id }));
+
+    report.bytes = closure.bytes;
+    report.rehashed = closure.read.len();
     if read_data {
-        report.bytes = 0;
-        for batch in all.chunks(BATCH) {
+        // Everything else the store holds is re-hashed too.
+        let rest: Vec<ObjectId> = all
+            .iter()
+            .filter(|id| !closure.read.contains(*id))
+            .copied()
+            .collect();
+        for batch in rest.chunks(BATCH) {
             let got = read_batch(store, batch, &mut report.problems)?;
+            for (id, bytes) in &got {
+                if let Err(e) = snapgraph::object::references(id, bytes) {
+                    report.problems.push(WalkProblem::Invalid {
+                        id: *id,
+                        reason: e.to_string(),
+                    });
+                }
+            }
             report.rehashed += got.len();
             report.bytes += got.values().map(|b| b.len() as u64).sum::<u64>();
         }
-    } else {
-        report.rehashed = seen.len();
     }
     Ok(report)
+}
+
+/// Verify's own reachability walk: an explicit stack of (id, expected kind,
+/// referrer) over [`snapgraph::object::references`], read in batches. Independent
+/// of [`crate::walk::mark`] by design (see [`verify`]).
+struct Closure<'a> {
+    store: &'a dyn Store,
+    read_data: bool,
+    held: &'a HashSet<ObjectId>,
+    /// Every object reached, with the kind it was first referenced as.
+    kinds: HashMap<ObjectId, ObjectKind>,
+    /// Objects read and re-hashed.
+    read: HashSet<ObjectId>,
+    bytes: u64,
+}
+
+impl Closure<'_> {
+    fn walk(&mut self, root: ObjectId, problems: &mut Vec<WalkProblem>) -> Result<(), StoreError> {
+        let mut stack = vec![(root, ObjectKind::Commit, None)];
+        while !stack.is_empty() {
+            // Take up to a batch of objects not seen yet; check the kinds of the rest.
+            let mut batch: Vec<(ObjectId, ObjectKind, Option<ObjectId>)> = Vec::new();
+            while batch.len() < BATCH {
+                let Some((id, kind, by)) = stack.pop() else {
+                    break;
+                };
+                match self.kinds.get(&id) {
+                    Some(&first) if first != kind => problems.push(WalkProblem::KindConflict {
+                        id,
+                        first,
+                        then: kind,
+                        referenced_by: by,
+                    }),
+                    Some(_) => {}
+                    None => {
+                        self.kinds.insert(id, kind);
+                        batch.push((id, kind, by));
+                    }
+                }
+            }
+            // Chunks are only looked for, unless their bytes are to be checked.
+            let (to_read, to_find): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .partition(|(_, kind, _)| self.read_data || *kind != ObjectKind::Chunk);
+            for (id, _, by) in to_find {
+                if !self.held.contains(&id) {
+                    problems.push(WalkProblem::Missing {
+                        id,
+                        referenced_by: by,
+                    });
+                }
+            }
+            let ids: Vec<ObjectId> = to_read.iter().map(|(id, ..)| *id).collect();
+            let before = problems.len();
+            let got = read_batch(self.store, &ids, problems)?;
+            let invalid: HashSet<ObjectId> = problems[before..].iter().map(|p| p.id()).collect();
+            for (id, kind, by) in to_read {
+                let Some(bytes) = got.get(&id) else {
+                    if !invalid.contains(&id) {
+                        problems.push(WalkProblem::Missing {
+                            id,
+                            referenced_by: by,
+                        });
+                    }
+                    continue;
+                };
+                self.read.insert(id);
+                self.bytes += bytes.len() as u64;
+                match snapgraph::object::references(&id, bytes) {
+                    Ok((actual, _)) if actual != kind => problems.push(WalkProblem::Invalid {
+                        id,
+                        reason: format!("is a {actual}, referenced as a {kind}"),
+                    }),
+                    // Reversed, so that references are taken in their order.
+                    Ok((_, children)) => stack.extend(
+                        children
+                            .into_iter()
+                            .rev()
+                            .map(|(child, child_kind)| (child, child_kind, Some(id))),
+                    ),
+                    Err(e) => problems.push(WalkProblem::Invalid {
+                        id,
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -56,7 +56,10 @@ fn copy_dir(from: &Path, to: &Path) {
 fn check(store: &dyn Store, what: &str) {
     let objects = read_dump(&std::fs::read(corpus().join("v1/store.pack")).unwrap());
     let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
-    for ((id, want), got) in objects.iter().zip(Store::get_many(&store, &ids).unwrap()) {
+    for ((id, want), got) in objects
+        .iter()
+        .zip(snapgraph_store::ObjectStore::get_many(&store, &ids).unwrap())
+    {
         assert_eq!(got.as_ref(), Some(want), "{what}: object {id}");
     }
     let refs: BTreeMap<String, ObjectId> = store.list_refs("heads/").unwrap().into_iter().collect();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use snapgraph::ObjectId;
 use snapgraph_store::dir::{DirError, DirOptions, DirStore};
-use snapgraph_store::{conformance, Compression, RefUpdate, Store, StoreError};
+use snapgraph_store::{conformance, Compression, ObjectStore, RefStore, RefUpdate, StoreError};
 
 mod common;
 use common::*;
@@ -293,28 +293,42 @@ fn an_unusable_root_is_a_typed_error_naming_the_path() {
             ),
         }
     }
+}
 
-    // A read-only root (meaningless as root, who may write anywhere).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let locked = dir.path().join("locked");
-        fs::create_dir(&locked).unwrap();
-        fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).unwrap();
-        let writable = fs::write(locked.join("probe"), b"").is_ok();
-        if !writable {
-            let err = DirStore::open(&locked).unwrap_err();
-            match &err {
-                StoreError::Backend { source, context } => {
-                    assert!(context.contains(&locked.display().to_string()));
-                    let io = source.downcast_ref::<std::io::Error>().unwrap();
-                    assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
-                }
-                other => panic!("expected a backend error, got {other:?}"),
+/// The environment variable that makes `a_read_only_root_is_a_permission_error` the
+/// body of an unprivileged child process, checking the directory it names.
+const LOCKED_ROOT: &str = "SNAPGRAPH_TEST_LOCKED_ROOT";
+
+/// A read-only root is refused with the path and `PermissionDenied`. Root may write
+/// anywhere, so under root (as CI runs) the check runs in a child process of this test
+/// binary as user `nobody` instead of being skipped.
+#[cfg(unix)]
+#[test]
+fn a_read_only_root_is_a_permission_error() {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(locked) = std::env::var(LOCKED_ROOT) {
+        let locked = std::path::PathBuf::from(locked);
+        let err = DirStore::open(&locked).unwrap_err();
+        match &err {
+            StoreError::Backend { source, context } => {
+                assert!(context.contains(&locked.display().to_string()), "{err}");
+                let io = source.downcast_ref::<std::io::Error>().unwrap();
+                assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
             }
+            other => panic!("expected a backend error, got {other:?}"),
         }
-        fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
+        return;
     }
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let locked = dir.path().join("locked");
+    fs::create_dir(&locked).unwrap();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o555)).unwrap();
+    common::run_unprivileged(
+        "a_read_only_root_is_a_permission_error",
+        &[(LOCKED_ROOT, locked.as_os_str())],
+    );
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 #[test]

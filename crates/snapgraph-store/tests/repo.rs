@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use snapgraph::{ObjectId, Workspace};
 use snapgraph_store::{
-    gc, verify, MemoryStore, Repo, RepoCommitOptions, RepoError, Store, StoreError,
+    gc, verify, MemoryStore, RefStore, Repo, RepoCommitOptions, RepoError, StoreError,
 };
 
 fn files(ws: &mut Workspace, n: usize, salt: u8) {
@@ -285,4 +285,56 @@ fn reindex_restores_snapshots_and_rescues_unreferenced_heads() {
     // Idempotent.
     let again = repo.reindex().unwrap();
     assert!(again.tags_restored.is_empty() && again.lost_found.is_empty());
+}
+
+#[test]
+fn a_new_branch_is_a_root_commit_and_an_existing_name_is_refused() {
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    files(&mut ws, 5, 1);
+    let first = repo
+        .commit(&mut ws, "main", RepoCommitOptions::message("first"))
+        .unwrap();
+    // A workspace with a head: the head is not its parent on the new branch.
+    ws.write("/extra", b"x").unwrap();
+    let c = repo
+        .commit_new_branch(&mut ws, "fresh", RepoCommitOptions::message("import"))
+        .unwrap();
+    let log = repo.log("fresh", 10).unwrap();
+    assert_eq!(log.len(), 1, "a root commit");
+    assert!(log[0].1.parents.is_empty());
+    assert_eq!(ws.head(), Some(c.id));
+    assert_eq!(repo.branch("fresh").unwrap(), Some(c.id));
+
+    let mut other = Workspace::new();
+    other.write("/y", b"y").unwrap();
+    match repo.commit_new_branch(&mut other, "main", RepoCommitOptions::default()) {
+        Err(RepoError::AlreadyExists { name, id }) => {
+            assert_eq!(name, "heads/main");
+            assert_eq!(id, first.id);
+        }
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(repo.branch("main").unwrap(), Some(first.id));
+    assert_eq!(other.head(), None, "the workspace is unchanged");
+}
+
+#[test]
+fn log_reads_each_commit_once() {
+    let repo = Repo::new(snapgraph_store::counting::CountingStore::new(
+        MemoryStore::new(),
+    ));
+    let mut ws = Workspace::new();
+    for i in 0..10u8 {
+        files(&mut ws, 3, i);
+        repo.commit(&mut ws, "main", RepoCommitOptions::default())
+            .unwrap();
+    }
+    repo.store().take();
+    let log = repo.log("main", usize::MAX).unwrap();
+    assert_eq!(log.len(), 10);
+    let counts = repo.store().take();
+    assert_eq!(counts.get_ids, 10, "one read per commit: {counts:?}");
+    assert_eq!(repo.log("main", 4).unwrap().len(), 4);
+    assert!(repo.store().take().get_ids <= 5);
 }

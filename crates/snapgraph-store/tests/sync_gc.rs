@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use snapgraph::{ObjectId, SnapshotGraph, Workspace};
-use snapgraph_store::fault::{Calls, FaultyStore};
+use snapgraph_store::fault::{Calls, Fault, FaultyStore, Injected};
 use snapgraph_store::{
-    gc, sync, sync_with, verify, MemoryStore, Repo, RepoCommitOptions, Store, StoreError,
-    SyncError, SyncOptions, WalkProblem,
+    gc, sync, sync_with, verify, MemoryStore, ObjectStore, RefStore, Repo, RepoCommitOptions,
+    Store, StoreError, SyncError, SyncOptions, WalkProblem,
 };
 
 fn seed(ws: &mut Workspace, files: usize) {
@@ -168,85 +168,162 @@ fn an_interrupted_sync_resumes_and_never_exposes_a_partial_ref() {
     }
 }
 
-#[test]
-fn every_failed_call_leaves_a_consistent_store_and_a_retry_succeeds() {
-    // A scenario touching every write path: commits, fork, snapshot, GC.
-    fn scenario(
-        repo: &Repo<&FaultyStore<MemoryStore>>,
-        ws: &mut Workspace,
-        step: usize,
-    ) -> Result<(), String> {
-        let r = match step {
-            0 => repo
-                .commit(ws, "main", RepoCommitOptions::message("base"))
-                .map(|_| ()),
-            1..=3 => {
-                turn(ws, step);
-                repo.commit(ws, "main", RepoCommitOptions::default())
-                    .map(|_| ())
-            }
-            4 => repo.fork("side", "main").map(|_| ()),
-            5 => repo.tag("t", "main", BTreeMap::new()).map(|_| ()),
-            6 => repo
-                .branch("side")
-                .and_then(|tip| tip.map_or(Ok(()), |id| repo.delete_branch("side", id))),
-            _ => gc(repo.store(), &[]).map(|_| ()).map_err(Into::into),
-        };
-        r.map_err(|e| e.to_string())
-    }
-    const STEPS: usize = 8;
-    let run = |fail: Option<u64>| -> (u64, ObjectId, bool) {
-        let store = FaultyStore::new(MemoryStore::new(), Calls::All);
-        let repo = Repo::new(&store);
-        let mut ws = Workspace::new();
-        seed(&mut ws, 60);
-        if let Some(n) = fail {
-            store.fail_at(n);
-        } else {
-            store.reset();
+/// One step of a scenario touching every write path: commits, fork, snapshot, branch
+/// deletion, GC.
+fn fault_step<S: Store>(
+    repo: &Repo<&FaultyStore<S>>,
+    ws: &mut Workspace,
+    step: usize,
+) -> Result<(), String> {
+    let r = match step {
+        0 => repo
+            .commit(ws, "main", RepoCommitOptions::message("base"))
+            .map(|_| ()),
+        1..=3 => {
+            turn(ws, step);
+            repo.commit(ws, "main", RepoCommitOptions::default())
+                .map(|_| ())
         }
-        let mut failed = false;
-        for step in 0..STEPS {
-            let mut attempt = ws.clone();
-            // A step is retried after a failure with the workspace as the failed
-            // call left it (Repo::commit leaves it unchanged on error).
-            match scenario(&repo, &mut attempt, step) {
-                Ok(()) => ws = attempt,
-                Err(e) => {
-                    assert!(e.contains("injected"), "step {step}: {e}");
-                    failed = true;
-                    let report = verify(store.inner(), false).unwrap();
-                    assert!(
-                        report.is_clean(),
-                        "after fault at {fail:?}: {:?}",
-                        report.problems
-                    );
-                    let mut retry = ws.clone();
-                    scenario(&repo, &mut retry, step).unwrap_or_else(|e| {
-                        panic!("retry of step {step} after fault {fail:?}: {e}")
-                    });
-                    ws = retry;
-                }
-            }
-        }
-        // A failed presence query inside the core's commit walk counts as "absent"
-        // (the object is written again), so not every fault surfaces; most do.
-        assert!(fail.is_some() || !failed);
-        let report = verify(store.inner(), true).unwrap();
-        assert!(report.is_clean(), "{:?}", report.problems);
-        assert_eq!(report.unreachable, 0, "GC ran last");
-        (store.calls(), repo.branch("main").unwrap().unwrap(), failed)
+        4 => repo.fork("side", "main").map(|_| ()),
+        5 => repo.tag("t", "main", BTreeMap::new()).map(|_| ()),
+        6 => repo
+            .branch("side")
+            .and_then(|tip| tip.map_or(Ok(()), |id| repo.delete_branch("side", id))),
+        _ => gc(repo.store(), &[]).map(|_| ()).map_err(Into::into),
     };
-    let (calls, tip, _) = run(None);
-    let mut surfaced = 0;
-    for n in 1..=calls {
-        let (_, got, failed) = run(Some(n));
-        assert_eq!(got, tip, "fault at call {n} changed the outcome");
-        surfaced += usize::from(failed);
+    r.map_err(|e| e.to_string())
+}
+const FAULT_STEPS: usize = 8;
+
+/// Runs the scenario on a fresh store from `make`, failing counted call `fail` (none:
+/// a clean run) with `fault`; each failed step is retried once. Returns the counted
+/// calls, the final tip, whether a failure reached the caller, and what was injected.
+fn fault_run<S: Store>(
+    make: &dyn Fn() -> S,
+    counted: Calls,
+    fault: Fault,
+    fail: Option<u64>,
+) -> (u64, ObjectId, bool, Option<Injected>) {
+    let store = FaultyStore::with_fault(make(), counted, fault);
+    let repo = Repo::new(&store);
+    let mut ws = Workspace::new();
+    seed(&mut ws, 60);
+    match fail {
+        Some(n) => store.fail_at(n),
+        None => store.reset(),
     }
-    assert!(
-        surfaced * 2 > calls as usize,
-        "only {surfaced} of {calls} faults surfaced"
+    let mut failed = false;
+    for step in 0..FAULT_STEPS {
+        let mut attempt = ws.clone();
+        // A step is retried after a failure with the workspace as the failed call
+        // left it (Repo::commit leaves it unchanged on error).
+        match fault_step(&repo, &mut attempt, step) {
+            Ok(()) => ws = attempt,
+            Err(e) => {
+                assert!(e.contains("injected"), "step {step}: {e}");
+                failed = true;
+                // (A torn ref batch completes on the store's next call, as a journal
+                // rolled forward does: look through the wrapper to trigger it.)
+                let _ = store.get_ref("heads/main");
+                let report = verify(store.inner(), false).unwrap();
+                assert!(
+                    report.is_clean(),
+                    "after {fault:?} at {fail:?}: {:?}",
+                    report.problems
+                );
+                let mut retry = ws.clone();
+                fault_step(&repo, &mut retry, step).unwrap_or_else(|e| {
+                    panic!("retry of step {step} after {fault:?} at {fail:?}: {e}")
+                });
+                ws = retry;
+            }
+        }
+    }
+    assert!(fail.is_some() || !failed);
+    let report = verify(store.inner(), true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.unreachable, 0, "GC ran last");
+    (
+        store.calls(),
+        repo.branch("main").unwrap().unwrap(),
+        failed,
+        store.injected(),
+    )
+}
+
+/// Fails every counted call in turn, with every kind of fault, over `make`'s store:
+/// each fault fires, the outcome equals the clean run's, and a fault that did not
+/// reach the caller was a read the engine is documented to treat as "absent" (a
+/// failed presence question during a commit: the object is written again), never a
+/// write.
+fn every_fault_converges<S: Store>(make: &dyn Fn() -> S, faults: &[(Calls, Fault)]) {
+    for &(counted, fault) in faults {
+        let (calls, tip, _, _) = fault_run(make, counted, fault, None);
+        assert!(calls > 10, "{calls} calls");
+        let mut surfaced = 0;
+        for n in 1..=calls {
+            let (made, got, failed, injected) = fault_run(make, counted, fault, Some(n));
+            let injected = injected.unwrap_or_else(|| panic!("{fault:?} at call {n} never fired"));
+            assert_eq!(
+                got, tip,
+                "{fault:?} at call {n} ({}) changed the outcome",
+                injected.op
+            );
+            let presence_read = !injected.write && ["has_many", "get_many"].contains(&injected.op);
+            let retried_in_place = made == calls + 1;
+            assert!(
+                failed || presence_read || retried_in_place,
+                "{fault:?} at call {n} ({}) was swallowed: {made} calls against {calls}",
+                injected.op
+            );
+            surfaced += usize::from(failed);
+        }
+        eprintln!("{fault:?} over {counted:?}: {surfaced} of {calls} faults surfaced, the rest were harmless");
+    }
+}
+
+/// Faults that reach the wrapped store: half-done and lost-reply writes. (A plain
+/// failure never reaches it, so it is run once, over the memory store.)
+const WRITE_FAULTS: [(Calls, Fault); 2] = [
+    (Calls::Writes, Fault::Torn),
+    (Calls::Writes, Fault::LostReply),
+];
+
+#[test]
+fn every_failed_call_converges_on_the_memory_store() {
+    every_fault_converges(&MemoryStore::new, &[(Calls::All, Fault::Fail)]);
+    every_fault_converges(&MemoryStore::new, &WRITE_FAULTS);
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn every_failed_call_converges_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    every_fault_converges(
+        &|| {
+            let path = dir
+                .path()
+                .join(format!("s{}.db", n.fetch_add(1, Ordering::Relaxed)));
+            snapgraph_store::sqlite::SqliteStore::open(path).unwrap()
+        },
+        &WRITE_FAULTS,
+    );
+}
+
+#[cfg(feature = "dir")]
+#[test]
+fn every_failed_call_converges_on_the_directory_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    every_fault_converges(
+        &|| {
+            let path = dir
+                .path()
+                .join(format!("d{}", n.fetch_add(1, Ordering::Relaxed)));
+            snapgraph_store::dir::DirStore::open(path).unwrap()
+        },
+        &WRITE_FAULTS,
     );
 }
 
@@ -401,4 +478,66 @@ fn verify_reports_missing_and_corrupt_objects() {
         .iter()
         .any(|p| matches!(p, WalkProblem::Missing { id, .. } if *id == victim)));
     assert!(!report.is_clean());
+}
+
+/// `Repo::commit_new_branch` (the CLI's `unpack`) against a concurrent collector:
+/// each new branch's content equals garbage, so its commit reuses objects a sweep
+/// wants to delete; under the writer's lease no branch may name a swept object.
+#[test]
+fn a_new_branch_from_an_unrelated_workspace_survives_a_concurrent_collector() {
+    let repo = Repo::new(MemoryStore::new());
+    let stop = AtomicBool::new(false);
+    let mut created = Vec::new();
+    std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let mut runs = 0;
+            while !stop.load(Ordering::Relaxed) {
+                gc(repo.store(), &[]).unwrap();
+                runs += 1;
+            }
+            runs
+        });
+        for round in 0..120usize {
+            let content: Vec<u8> = (0..20_000).map(|j| (j * 11 + round * 5) as u8).collect();
+            let fill = |ws: &mut Workspace| {
+                ws.write("/data/blob", &content).unwrap();
+                ws.write(&format!("/round{}", round % 4), round.to_string())
+                    .unwrap();
+            };
+            let mut scratch = Workspace::new();
+            fill(&mut scratch);
+            let g = repo
+                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+                .unwrap();
+            repo.delete_branch("scratch", g.id).unwrap();
+            let branch = format!("unpacked-{round}");
+            loop {
+                let mut ws = Workspace::new(); // no history here, like an unpacked snapshot
+                fill(&mut ws);
+                match repo.commit_new_branch(&mut ws, &branch, RepoCommitOptions::default()) {
+                    Ok(c) => {
+                        assert_eq!(c.id, g.id, "same content, no parents: same commit");
+                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+                        let m = plan.missing(repo.store()).unwrap();
+                        assert!(m.is_empty(), "round {round}: {branch} misses {m:?}");
+                        created.push((branch, c.id));
+                        break;
+                    }
+                    // Swept before the branch could be created: nothing published.
+                    Err(snapgraph_store::RepoError::Swept { .. }) => {
+                        assert_eq!(repo.branch(&branch).unwrap(), None);
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(collector.join().unwrap() > 0);
+    });
+    let report = verify(repo.store(), true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    for (branch, id) in &created {
+        assert_eq!(repo.branch(branch).unwrap(), Some(*id));
+        assert!(repo.checkout(branch).is_ok());
+    }
 }

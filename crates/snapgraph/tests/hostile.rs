@@ -210,16 +210,21 @@ fn check_damage(
     ws: &mut Workspace,
 ) {
     let before = observable(ws);
-    let e = checkout_err(ws.checkout(f.target, damaged, CheckoutPolicy::Force));
-    assert!(
-        matches_expect(&e, expect),
-        "checkout: {e:?}, want {expect:?}"
-    );
-    assert_eq!(
-        observable(ws),
-        before,
-        "a failed checkout changed the workspace"
-    );
+    // Serial and threaded verification (the fixture's large file takes the threaded
+    // path from two threads on), whatever the machine's CPU count.
+    for threads in [1, 4] {
+        ws.set_parallelism(threads);
+        let e = checkout_err(ws.checkout(f.target, damaged, CheckoutPolicy::Force));
+        assert!(
+            matches_expect(&e, expect),
+            "checkout on {threads} threads: {e:?}, want {expect:?}"
+        );
+        assert_eq!(
+            observable(ws),
+            before,
+            "a failed checkout on {threads} threads changed the workspace"
+        );
+    }
 
     let e = graph_err(SnapshotGraph::reachable(f.target, damaged));
     assert!(

@@ -172,7 +172,7 @@ pub fn check_children(store: &dyn Store) {
     expected.sort();
     expected.dedup();
     let ids: Vec<ObjectId> = expected.iter().map(|b| id_of(b)).collect();
-    let got = Store::get_many(&store, &ids).unwrap();
+    let got = snapgraph_store::ObjectStore::get_many(&store, &ids).unwrap();
     for (want, got) in expected.iter().zip(got) {
         assert_eq!(
             got.as_ref(),
@@ -218,4 +218,61 @@ pub fn spawn_children(var: &str, location: &Path) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Whether this process runs as root: the owner of a file it creates.
+#[cfg(unix)]
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::NamedTempFile::new().unwrap();
+    probe.as_file().metadata().unwrap().uid() == 0
+}
+
+/// The uid and gid of the `nobody` user, from `/etc/passwd`.
+#[cfg(unix)]
+pub fn nobody() -> (u32, u32) {
+    let passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd is readable");
+    passwd
+        .lines()
+        .find_map(|line| {
+            let f: Vec<&str> = line.split(':').collect();
+            (f.len() > 3 && f[0] == "nobody").then(|| (f[2].parse().ok(), f[3].parse().ok()))
+        })
+        .and_then(|(u, g)| Some((u?, g?)))
+        .expect("a `nobody` user in /etc/passwd: tests that need an unprivileged user drop to it")
+}
+
+/// Runs the test `name` of this test binary again in a child process, as an
+/// unprivileged user, with `env` set, and fails unless it passes. Not root: the child
+/// runs as this user. Root: the child runs as `nobody`, from a copy of the test binary
+/// in a directory anyone can read (the checkout may not be). Never skips.
+#[cfg(unix)]
+pub fn run_unprivileged(name: &str, env: &[(&str, &std::ffi::OsStr)]) {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().unwrap();
+    let copy_dir = tempfile::tempdir().unwrap();
+    let mut cmd = if is_root() {
+        std::fs::set_permissions(copy_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copy = copy_dir.path().join("test-binary");
+        std::fs::copy(&exe, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (uid, gid) = nobody();
+        let mut cmd = Command::new(copy);
+        cmd.uid(uid).gid(gid).current_dir("/");
+        cmd
+    } else {
+        Command::new(exe)
+    };
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "unprivileged run of {name} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

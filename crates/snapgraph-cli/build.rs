@@ -1,0 +1,13 @@
+//! `SNAPGRAPH_SKIP_PG=1` when the tests are built marks every test that needs a
+//! PostgreSQL server as ignored, with the reason: a skip is reported as a skip, never as
+//! a pass. Unset (or empty), those tests run and fail without `SNAPGRAPH_PG_URL`. Any
+//! other value is refused, so the variable has one meaning everywhere.
+fn main() {
+    println!("cargo::rerun-if-env-changed=SNAPGRAPH_SKIP_PG");
+    println!("cargo::rustc-check-cfg=cfg(snapgraph_skip_pg)");
+    match std::env::var("SNAPGRAPH_SKIP_PG").as_deref() {
+        Ok("1") => println!("cargo::rustc-cfg=snapgraph_skip_pg"),
+        Ok("") | Err(_) => {}
+        Ok(other) => panic!("SNAPGRAPH_SKIP_PG must be 1 or unset, not {other:?}"),
+    }
+}

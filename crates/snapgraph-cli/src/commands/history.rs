@@ -1,0 +1,223 @@
+//! `log`, `show`, `diff`, `ls`, `cat`: reading history. Names and commit text are
+//! quoted in text output ([`crate::output`]).
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+use snapgraph::{EntryKind, ObjectSource, SnapshotGraph};
+
+use super::{diff_json, diff_of, print_diff, shallow, split_spec, working_commit, Ctx};
+use crate::error::{CliError, Result};
+use crate::output::{quote, sanitize};
+
+/// Prints a commit message indented by four spaces, line by line.
+pub(super) fn print_message(w: &mut dyn Write, message: &str) -> std::io::Result<()> {
+    for line in sanitize(message).lines() {
+        writeln!(w, "    {line}")?;
+    }
+    Ok(())
+}
+
+pub(super) fn log(ctx: &Ctx, rev: Option<&str>, limit: usize) -> Result<()> {
+    let wd = ctx.open()?;
+    let id = wd.resolve(rev.unwrap_or("HEAD"))?;
+    let entries = wd.repo.log(&id.to_string(), limit)?;
+    let value: Vec<Value> = entries
+        .iter()
+        .map(|(id, c)| {
+            json!({
+                "id": id.to_string(),
+                "parents": c.parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "generation": c.generation,
+                "meta": c.meta,
+            })
+        })
+        .collect();
+    ctx.print(Value::Array(value), |w| {
+        for (id, c) in &entries {
+            writeln!(w, "commit {id}")?;
+            if c.parents.len() > 1 {
+                let ps: Vec<String> = c.parents.iter().map(ToString::to_string).collect();
+                writeln!(w, "merge: {}", ps.join(" "))?;
+            }
+            for (k, v) in &c.meta {
+                if k != "message" {
+                    writeln!(w, "{}: {}", quote(k), quote(v))?;
+                }
+            }
+            writeln!(w)?;
+            print_message(w, c.meta.get("message").map_or("", String::as_str))?;
+            writeln!(w)?;
+        }
+        Ok(())
+    })
+}
+
+pub(super) fn show(ctx: &Ctx, rev: &str) -> Result<()> {
+    let wd = ctx.open()?;
+    let id = wd.resolve(rev)?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let c = SnapshotGraph::commit(id, store)?;
+    let d = diff_of(c.parents.first().copied(), id, store)?;
+    ctx.print(
+        json!({
+            "id": id.to_string(),
+            "tree": c.tree.to_string(),
+            "parents": c.parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "generation": c.generation,
+            "meta": c.meta,
+            "diff": diff_json(&d),
+        }),
+        |w| {
+            writeln!(w, "commit {id}")?;
+            writeln!(w, "tree {}", c.tree)?;
+            for p in &c.parents {
+                writeln!(w, "parent {p}")?;
+            }
+            writeln!(w, "generation {}", c.generation)?;
+            for (k, v) in &c.meta {
+                if k == "message" {
+                    writeln!(w, "message:")?;
+                    print_message(w, v)?;
+                } else {
+                    writeln!(w, "{}: {}", quote(k), quote(v))?;
+                }
+            }
+            writeln!(w)?;
+            print_diff(w, &d, false)
+        },
+    )
+}
+
+pub(super) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, stat: bool) -> Result<()> {
+    let wd = ctx.open()?;
+    let a = wd.resolve(a)?;
+    let d = match b {
+        Some(b) => {
+            let b = wd.resolve(b)?;
+            SnapshotGraph::diff(a, b, wd.repo.store())?
+        }
+        None => {
+            let (id, _, overlay, _) = working_commit(ctx, &wd)?;
+            SnapshotGraph::diff(a, id, &overlay)?
+        }
+    };
+    let mut v = diff_json(&d);
+    if stat {
+        v = json!({
+            "added": d.files_added.len(),
+            "modified": d.files_modified.len(),
+            "removed": d.files_removed.len(),
+        });
+    }
+    ctx.print(v, |w| print_diff(w, &d, stat))
+}
+
+fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Value {
+    let kind = match m.kind {
+        EntryKind::File => "file",
+        EntryKind::Dir => "dir",
+        EntryKind::Symlink => "symlink",
+    };
+    json!({"name": name, "kind": kind, "mode": format!("{:04o}", m.mode), "size": m.size, "target": target})
+}
+
+pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
+    let wd = ctx.open()?;
+    let (rev, path) = split_spec(spec, false)?;
+    let id = wd.resolve(&rev)?;
+    let ws = shallow(id, wd.repo.store())?;
+    let meta = ws.metadata(&path).map_err(|_| CliError::NotInCommit {
+        commit: id,
+        path: path.clone(),
+    })?;
+    let mut rows: Vec<(String, snapgraph::Metadata)> = Vec::new();
+    if meta.kind != EntryKind::Dir {
+        rows.push((path.trim_start_matches('/').to_string(), meta.clone()));
+    } else if recursive {
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        for (p, m) in ws.walk() {
+            if let Some(rest) = p.strip_prefix(&prefix) {
+                rows.push((rest.to_string(), m));
+            }
+        }
+    } else {
+        for e in ws.list(&path)? {
+            rows.push((e.name, e.metadata));
+        }
+    }
+    let full = |name: &str| {
+        if meta.kind != EntryKind::Dir {
+            path.clone()
+        } else if path == "/" {
+            format!("/{name}")
+        } else {
+            format!("{path}/{name}")
+        }
+    };
+    let targets: Vec<Option<String>> = rows
+        .iter()
+        .map(|(n, m)| {
+            (m.kind == EntryKind::Symlink)
+                .then(|| ws.read_link(&full(n)).ok().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    let value: Vec<Value> = rows
+        .iter()
+        .zip(&targets)
+        .map(|((n, m), t)| entry_json(n, m, t.as_deref()))
+        .collect();
+    ctx.print(Value::Array(value), |w| {
+        for ((n, m), t) in rows.iter().zip(&targets) {
+            let kind = match m.kind {
+                EntryKind::File => "file",
+                EntryKind::Dir => "dir",
+                EntryKind::Symlink => "link",
+            };
+            let suffix = t
+                .as_ref()
+                .map(|t| format!(" -> {}", quote(t)))
+                .unwrap_or_default();
+            writeln!(
+                w,
+                "{:04o} {kind:4} {:>12} {}{suffix}",
+                m.mode,
+                m.size,
+                quote(n)
+            )?;
+        }
+        Ok(())
+    })
+}
+
+pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
+    let wd = ctx.open()?;
+    let (rev, path) = split_spec(spec, true)?;
+    let id = wd.resolve(&rev)?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let mut ws = shallow(id, store)?;
+    match ws.metadata(&path) {
+        Ok(m) if m.kind == EntryKind::File => {}
+        Ok(m) if m.kind == EntryKind::Symlink => {
+            return Err(CliError::Usage(format!(
+                "{path} in commit {id} is a symlink to {}",
+                ws.read_link(&path)?
+            )))
+        }
+        Ok(_) => {
+            return Err(CliError::Usage(format!(
+                "{path} in commit {id} is a directory (use ls)"
+            )))
+        }
+        Err(_) => return Err(CliError::NotInCommit { commit: id, path }),
+    }
+    ws.load_content(&path, store)?;
+    let data = ws.read(&path)?;
+    crate::output::with_stdout(|w| w.write_all(data))?;
+    Ok(())
+}

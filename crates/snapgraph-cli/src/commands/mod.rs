@@ -1,0 +1,376 @@
+//! The commands, one file per verb family: each parses nothing (clap did), calls the
+//! libraries, and prints its result (text, or JSON with `--json`) through
+//! `Ctx::print`, so that a closed stdout ends the command quietly
+//! ([`crate::output`]).
+//!
+//! - `init`: `init`;
+//! - `worktree`: `commit`, `status`, `checkout`, `restore` (the working directory);
+//! - `history`: `log`, `show`, `diff`, `ls`, `cat`;
+//! - `refs`: `branch`, `reflog`, `tag`, `fork`, `snapshots`;
+//! - `maintenance`: `gc`, `verify`;
+//! - `archive`: `pack`, `unpack`, `export`, `import`;
+//! - `sync`: `sync`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use snapgraph::{
+    CheckoutOptions, CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource,
+    SnapshotGraph, SnapshotKey, Workspace,
+};
+
+use crate::cli::{Cli, Command, SnapshotsAction};
+use crate::error::{CliError, IoContext, Result};
+use crate::index::{Index, IndexEntry, INDEX_VERSION};
+use crate::output::quote;
+use crate::repo::{self, Workdir};
+use crate::scan::{self, ScanReport};
+
+mod archive;
+mod history;
+mod init;
+mod maintenance;
+mod refs;
+mod sync;
+mod worktree;
+
+/// Global options every command sees.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// `--json`.
+    pub json: bool,
+    /// Progress bars wanted.
+    pub progress: bool,
+    /// The directory the command runs in.
+    pub cwd: PathBuf,
+}
+
+impl Ctx {
+    fn bar(&self, len: Option<u64>, what: &str) -> indicatif::ProgressBar {
+        crate::progress::bar(self.progress, len, what)
+    }
+
+    fn open(&self) -> Result<Workdir> {
+        repo::discover(&self.cwd)
+    }
+
+    /// Prints `value` as one JSON line with `--json`, else runs `text` on stdout.
+    fn print(
+        &self,
+        value: Value,
+        text: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        crate::output::with_stdout(|w| {
+            if self.json {
+                writeln!(w, "{value}")
+            } else {
+                text(w)
+            }
+        })
+    }
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    let cwd = match &cli.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().at(".")?,
+    };
+    let ctx = Ctx {
+        json: cli.json,
+        progress: !cli.quiet,
+        cwd,
+    };
+    match cli.command {
+        Command::Init { dir, store, force } => init::init(&ctx, dir, store.as_deref(), force),
+        Command::Commit {
+            paths,
+            message,
+            branch,
+            meta,
+            allow_empty,
+        } => worktree::commit(&ctx, &paths, message, branch, &meta, allow_empty),
+        Command::Status => worktree::status(&ctx),
+        Command::Log { rev, limit } => history::log(&ctx, rev.as_deref(), limit),
+        Command::Show { rev } => history::show(&ctx, &rev),
+        Command::Diff { a, b, stat } => history::diff(&ctx, &a, b.as_deref(), stat),
+        Command::Ls { spec, recursive } => history::ls(&ctx, &spec, recursive),
+        Command::Cat { spec } => history::cat(&ctx, &spec),
+        Command::Checkout(args) => worktree::checkout(&ctx, &args, true),
+        Command::Restore(args) => worktree::checkout(&ctx, &args, false),
+        Command::Branch {
+            name,
+            at,
+            delete,
+            force_delete,
+        } => refs::branch(&ctx, name, at, delete, force_delete),
+        Command::Reflog { reference } => refs::reflog(&ctx, reference.as_deref()),
+        Command::Tag { name, at, label } => refs::tag(&ctx, &name, at.as_deref(), &label),
+        Command::Fork { new, at } => refs::fork(&ctx, &new, &at),
+        Command::Snapshots { action } => {
+            refs::snapshots(&ctx, action.unwrap_or(SnapshotsAction::List))
+        }
+        Command::Gc {
+            break_leases,
+            clear_marker,
+            wait,
+            prune,
+            dry_run,
+        } => maintenance::gc(
+            &ctx,
+            maintenance::GcArgs {
+                break_leases,
+                clear_marker,
+                wait,
+                prune,
+                dry_run,
+            },
+        ),
+        Command::Verify { read_data } => maintenance::verify(&ctx, read_data),
+        Command::Pack {
+            rev,
+            output,
+            key_file,
+            compress,
+        } => archive::pack(&ctx, &rev, &output, key_file.as_deref(), compress),
+        Command::Unpack {
+            file,
+            key_file,
+            branch,
+        } => archive::unpack(&ctx, &file, key_file.as_deref(), branch),
+        Command::Export { rev, output } => archive::export(&ctx, &rev, &output),
+        Command::Import {
+            file,
+            message,
+            branch,
+        } => archive::import(&ctx, &file, message, branch),
+        Command::Sync {
+            src,
+            dst,
+            reference,
+            force,
+        } => sync::sync(&ctx, &src, &dst, reference.as_deref(), force),
+    }
+}
+
+// ------------------------------------------------------------------ helpers
+
+pub(super) fn parse_pairs(pairs: &[String], what: &str) -> Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(CliError::Usage(format!("{what} {p:?}: expected KEY=VALUE"))),
+        })
+        .collect()
+}
+
+pub(super) fn resolve_path(ctx: &Ctx, p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        ctx.cwd.join(p)
+    }
+}
+
+/// A workspace holding commit `id`'s trees, file bytes left in `source`.
+pub(super) fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
+    let mut ws = Workspace::new();
+    let _ = ws.checkout_with(
+        id,
+        source,
+        CheckoutOptions::new()
+            .policy(CheckoutPolicy::Force)
+            .shallow(true),
+    )?;
+    Ok(ws)
+}
+
+/// The store's objects plus those of an uncommitted working-directory commit.
+pub(super) struct Overlay<'a> {
+    base: &'a dyn ObjectSource,
+    extra: HashMap<ObjectId, Vec<u8>>,
+}
+
+impl ObjectSource for Overlay<'_> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> std::result::Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        match self.extra.get(id) {
+            Some(b) => Ok(Some(std::borrow::Cow::Borrowed(b))),
+            None => self.base.get(id),
+        }
+    }
+    fn contains(&self, id: &ObjectId) -> std::result::Result<bool, snapgraph::BoxError> {
+        Ok(self.extra.contains_key(id) || self.base.contains(id)?)
+    }
+}
+
+/// The working directory committed in memory (no ref moves, nothing written):
+/// its commit id and the objects the store lacks.
+pub(super) fn working_commit<'a>(
+    ctx: &Ctx,
+    wd: &'a Workdir,
+) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
+    let branch = wd.head_branch()?;
+    let tip = wd.repo.branch(&branch)?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let mut ws = match tip {
+        Some(t) => shallow(t, store)?,
+        None => Workspace::new(),
+    };
+    let index = Index::load(&wd.dot.join("index"), &wd.root);
+    let pb = ctx.bar(None, "scanning");
+    let report = scan::scan(
+        &wd.root,
+        &mut ws,
+        scan::ScanOptions {
+            index: index.as_ref(),
+            skip: &wd.dot,
+            only: None,
+        },
+        &pb,
+    )?;
+    pb.finish_and_clear();
+    let mut opts = CommitOptions::new().have_in(store);
+    if let Some(t) = tip {
+        opts = opts.parent(t);
+    }
+    let c = ws.commit(opts)?;
+    let id = c.id();
+    let extra = c
+        .into_objects()
+        .into_iter()
+        .map(|(i, b)| (i, b.to_vec()))
+        .collect();
+    Ok((id, tip, Overlay { base: store, extra }, report))
+}
+
+pub(super) fn files_of_commit(id: ObjectId, source: &dyn ObjectSource) -> Result<Vec<String>> {
+    let ws = shallow(id, source)?;
+    Ok(ws
+        .walk()
+        .into_iter()
+        .filter(|(_, m)| m.kind != EntryKind::Dir)
+        .map(|(p, _)| p)
+        .collect())
+}
+
+/// The diff from `a` (or nothing) to `b`.
+pub(super) fn diff_of(a: Option<ObjectId>, b: ObjectId, source: &dyn ObjectSource) -> Result<Diff> {
+    match a {
+        Some(a) => Ok(SnapshotGraph::diff(a, b, source)?),
+        None => {
+            let mut d = Diff::default();
+            d.files_added = files_of_commit(b, source)?;
+            Ok(d)
+        }
+    }
+}
+
+pub(super) fn diff_json(d: &Diff) -> Value {
+    json!({
+        "added": d.files_added,
+        "modified": d.files_modified,
+        "removed": d.files_removed,
+    })
+}
+
+pub(super) fn print_diff(w: &mut dyn Write, d: &Diff, stat: bool) -> std::io::Result<()> {
+    if stat {
+        return writeln!(
+            w,
+            "{} added, {} modified, {} removed",
+            d.files_added.len(),
+            d.files_modified.len(),
+            d.files_removed.len()
+        );
+    }
+    let mut lines: Vec<(&str, char)> = Vec::new();
+    lines.extend(d.files_added.iter().map(|p| (p.as_str(), 'A')));
+    lines.extend(d.files_modified.iter().map(|p| (p.as_str(), 'M')));
+    lines.extend(d.files_removed.iter().map(|p| (p.as_str(), 'D')));
+    lines.sort();
+    for (p, c) in lines {
+        writeln!(w, "{c} {}", quote(p.trim_start_matches('/')))?;
+    }
+    Ok(())
+}
+
+pub(super) fn changed(d: &Diff) -> usize {
+    d.files_added.len() + d.files_modified.len() + d.files_removed.len()
+}
+
+/// Splits `REV:PATH` (PATH optional when `need_path` is false) into the revision
+/// and a workspace path.
+pub(super) fn split_spec(spec: &str, need_path: bool) -> Result<(String, String)> {
+    let (rev, path) = match spec.split_once(':') {
+        Some((r, p)) => (r, p),
+        None if need_path => {
+            return Err(CliError::Usage(format!(
+                "{spec:?}: expected REV:PATH (for example main:src/lib.rs)"
+            )))
+        }
+        None => (spec, ""),
+    };
+    let path = format!("/{}", path.trim_matches('/'));
+    Ok((rev.to_string(), path))
+}
+
+pub(super) fn read_key(path: Option<&Path>) -> Result<Option<SnapshotKey>> {
+    let Some(path) = path else { return Ok(None) };
+    let bytes = std::fs::read(path).at(path)?;
+    if bytes.len() == 32 {
+        let mut k = [0u8; 32];
+        k.copy_from_slice(&bytes);
+        return Ok(Some(k));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut k = [0u8; 32];
+    match hex::decode_to_slice(text.trim(), &mut k) {
+        Ok(()) => Ok(Some(k)),
+        Err(_) => Err(CliError::bad_path(
+            path,
+            "a key file holds 32 raw bytes or 64 hex digits",
+        )),
+    }
+}
+
+/// Writes a new stat cache for `root` from `digests`, taking stats now (after a
+/// probe of the file-system clock, see [`crate::index`]).
+pub(super) fn write_index_after_checkout(wd: &Workdir, digests: &[(String, String)]) -> Result<()> {
+    let probe_ns = repo::fs_now(&wd.dot)?;
+    let mut entries = BTreeMap::new();
+    for (path, digest) in digests {
+        let full = wd.root.join(path.trim_start_matches('/'));
+        if let Ok(m) = std::fs::symlink_metadata(&full) {
+            entries.insert(
+                path.clone(),
+                IndexEntry {
+                    stat: crate::index::FileStat::of(&m),
+                    digest: digest.clone(),
+                },
+            );
+        }
+    }
+    Index {
+        version: INDEX_VERSION,
+        root: wd.root.clone(),
+        probe_ns,
+        entries,
+    }
+    .save(&wd.dot.join("index"))
+}
+
+pub(super) fn unique_name(base: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{base}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}

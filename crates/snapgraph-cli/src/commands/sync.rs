@@ -1,0 +1,108 @@
+//! `sync`: copying refs between stores.
+//!
+//! The source must be an existing repository or store (see
+//! [`crate::repo::open_existing_store`]); a destination URL may name a new store,
+//! which the sync creates and marks. A `--force` that moves a destination ref to a
+//! commit not descending from its old value keeps the old value for the gc grace
+//! period ([`crate::trash`]).
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use snapgraph_store::{Store, SyncOptions};
+
+use super::{resolve_path, Ctx};
+use crate::error::Result;
+use crate::repo;
+
+/// Opens a store named by URL, or the store of the repository at a directory;
+/// `create` lets a URL name a store that does not exist yet.
+fn open_any(ctx: &Ctx, spec: &str, create: bool) -> Result<Box<dyn Store>> {
+    let p = resolve_path(ctx, Path::new(spec));
+    if !spec.contains(':') && p.join(repo::DOT_DIR).join("config").is_file() {
+        let wd = repo::discover(&p)?;
+        return Ok(wd.repo.into_store());
+    }
+    let url = repo::absolutize_url(spec, &ctx.cwd);
+    if create {
+        let store = repo::open_store(&url)?;
+        repo::mark_store(store.as_ref())?;
+        Ok(store)
+    } else {
+        repo::open_existing_store(&url)
+    }
+}
+
+/// `sync SRC DST [REF] [--force]`.
+pub(super) fn sync(
+    ctx: &Ctx,
+    src: &str,
+    dst: &str,
+    reference: Option<&str>,
+    force: bool,
+) -> Result<()> {
+    let s = open_any(ctx, src, false)?;
+    let d = open_any(ctx, dst, true)?;
+    let refs: Vec<String> = match reference {
+        Some(r) if r.contains('/') => vec![r.to_string()],
+        Some(r) => {
+            let branch = format!("heads/{r}");
+            let tag = format!("tags/{r}");
+            if s.get_ref(&branch)?.is_some() || s.get_ref(&tag)?.is_none() {
+                vec![branch]
+            } else {
+                vec![tag]
+            }
+        }
+        None => {
+            let mut v: Vec<String> = s.list_refs("heads/")?.into_iter().map(|r| r.0).collect();
+            v.extend(s.list_refs("tags/")?.into_iter().map(|r| r.0));
+            v
+        }
+    };
+    let pb = ctx.bar(Some(refs.len() as u64), "sync");
+    let options = SyncOptions {
+        force,
+        ..SyncOptions::default()
+    };
+    let mut reports = Vec::new();
+    for r in &refs {
+        pb.set_message(r.clone());
+        let before = d.get_ref(r)?;
+        let report = snapgraph_store::sync_with(s.as_ref(), d.as_ref(), r, &options)?;
+        if let (Some(old), Some(new)) = (before, report.to) {
+            if force && !crate::trash::is_ancestor(d.as_ref(), old, new)? {
+                let kept = crate::trash::keep(d.as_ref(), r, old, crate::trash::now())?;
+                eprintln!("{r} was at {old}: kept as {kept} for the gc grace period");
+            }
+        }
+        reports.push((r.clone(), report));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let value: Vec<Value> = reports
+        .iter()
+        .map(|(r, rep)| {
+            json!({
+                "ref": r, "from": rep.from.map(|i| i.to_string()), "to": rep.to.map(|i| i.to_string()),
+                "objects": rep.objects, "bytes": rep.bytes, "examined": rep.examined, "queries": rep.queries,
+            })
+        })
+        .collect();
+    ctx.print(Value::Array(value), |w| {
+        for (r, rep) in &reports {
+            writeln!(
+                w,
+                "{r}: {} -> {}: {} objects, {} bytes sent",
+                rep.from.map_or("nothing".to_string(), |i| i.to_string()),
+                rep.to.map_or("nothing".to_string(), |i| i.to_string()),
+                rep.objects,
+                rep.bytes
+            )?;
+        }
+        if reports.is_empty() {
+            writeln!(w, "nothing to sync")?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,576 @@
+//! `commit`, `status`, `checkout` and `restore`: the working directory.
+//!
+//! ## Checkout into the working directory
+//!
+//! The commit is written into a staging directory inside `.snapgraph/` (so on the
+//! same file system), then swapped in: every top-level entry of the working
+//! directory is renamed into a second directory inside `.snapgraph/`, every entry
+//! of the staging directory renamed into place, and the old entries deleted. A
+//! failure during the swap renames everything back. Entries the scan does not record
+//! (ignored by a `.snapgraphignore`, anywhere in the tree, and nested repositories)
+//! are first moved into the staging directory at the same path, so they stay where
+//! they are (unless the commit has an entry at that path: the commit wins, as in
+//! git; one that cannot stay because the commit has a file where its directory
+//! would be makes the checkout refuse without `--force`). Without `--force`, a working directory that differs from the
+//! current branch's tip is refused (so is any untracked, not ignored file). Checking out a branch by name makes it current;
+//! checking out anything else keeps the current branch (the next commit then records
+//! the checked-out content on top of it). `restore` never changes the current branch.
+//!
+//! With `--to DIR`, the staging directory is a sibling of DIR and is renamed to DIR
+//! in one step: DIR appears complete or not at all.
+//!
+//! A checkout that was killed leaves `.snapgraph/staging-PID-N`; the next checkout
+//! or `gc` removes those whose process is gone, and `status` mentions them
+//! ([`crate::repo::stale_work`]).
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use snapgraph::{CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace};
+use snapgraph_store::RepoCommitOptions;
+
+use super::{
+    changed, diff_json, diff_of, parse_pairs, print_diff, resolve_path, shallow, unique_name,
+    working_commit, write_index_after_checkout, Ctx,
+};
+use crate::cli::CheckoutArgs;
+use crate::error::{CliError, IoContext, Result};
+use crate::index::{Index, IndexEntry, INDEX_VERSION};
+use crate::output::quote;
+use crate::repo::{self, Workdir};
+use crate::scan::{self, ScanOptions};
+
+/// The workspace path (`/a/b`, `/` for the root) of `p`, which must lie in the
+/// working directory (it need not exist: committing a removed path records the
+/// removal).
+fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<String> {
+    let full = resolve_path(ctx, p);
+    let canonical = match std::fs::canonicalize(&full) {
+        Ok(c) => c,
+        Err(_) => {
+            let parent = full.parent().unwrap_or(Path::new("/"));
+            let name = full
+                .file_name()
+                .ok_or_else(|| CliError::bad_path(&full, "names no file"))?;
+            std::fs::canonicalize(parent)
+                .map_err(|e| CliError::io(&full, e))?
+                .join(name)
+        }
+    };
+    let rel = canonical.strip_prefix(&wd.root).map_err(|_| {
+        CliError::bad_path(
+            &full,
+            format!("outside the working directory {}", wd.root.display()),
+        )
+    })?;
+    if rel.starts_with(repo::DOT_DIR) {
+        return Err(CliError::bad_path(&full, "inside the repository directory"));
+    }
+    let path = scan::workspace_path(&canonical, rel)?;
+    Ok(if path.is_empty() {
+        "/".to_string()
+    } else {
+        path
+    })
+}
+
+/// `commit [PATH...]`.
+pub(super) fn commit(
+    ctx: &Ctx,
+    paths: &[PathBuf],
+    message: Option<String>,
+    branch: Option<String>,
+    meta: &[String],
+    allow_empty: bool,
+) -> Result<()> {
+    let meta = parse_pairs(meta, "--meta")?;
+    let wd = ctx.open()?;
+    let only = if paths.is_empty() {
+        None
+    } else {
+        Some(
+            paths
+                .iter()
+                .map(|p| path_in_workdir(ctx, &wd, p))
+                .collect::<Result<Vec<_>>>()?,
+        )
+    };
+    let root = wd.root.clone();
+    let branch = match branch {
+        Some(b) => b,
+        None => wd.head_branch()?,
+    };
+    let store: &dyn ObjectSource = wd.repo.store();
+    let tip = wd.repo.branch(&branch)?;
+    let mut ws = match tip {
+        Some(t) => shallow(t, store)?,
+        None => Workspace::new(),
+    };
+    let index_path = wd.dot.join("index");
+    let index = Index::load(&index_path, &root);
+    let probe_ns = repo::fs_now(&wd.dot)?;
+    let pb = ctx.bar(None, "scanning");
+    let report = scan::scan(
+        &root,
+        &mut ws,
+        ScanOptions {
+            index: index.as_ref(),
+            skip: &wd.dot,
+            only: only.as_deref(),
+        },
+        &pb,
+    )?;
+    pb.finish_and_clear();
+    for n in &report.nested {
+        eprintln!(
+            "warning: {}: holds another repository (.snapgraph); skipped",
+            n.display()
+        );
+    }
+    // The stat cache for the next commit: entries outside the committed paths are
+    // kept from the last one.
+    let index_entries = |ws: &Workspace| {
+        let mut entries = BTreeMap::new();
+        if let (Some(only), Some(old)) = (&only, &index) {
+            for (p, e) in &old.entries {
+                if !only
+                    .iter()
+                    .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
+                {
+                    entries.insert(p.clone(), e.clone());
+                }
+            }
+        }
+        for (path, stat) in &report.stats {
+            if let Some(digest) = scan::digest_of(ws, path) {
+                entries.insert(
+                    path.clone(),
+                    IndexEntry {
+                        stat: *stat,
+                        digest,
+                    },
+                );
+            }
+        }
+        Index {
+            version: INDEX_VERSION,
+            root: root.clone(),
+            probe_ns,
+            entries,
+        }
+    };
+    if !allow_empty {
+        if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
+            index_entries(&probe).save(&index_path)?;
+            return ctx.print(
+                json!({
+                    "id": null, "branch": branch, "previous": tip.map(|t| t.to_string()),
+                    "nothing_to_commit": true, "files_read": report.files_read,
+                    "bytes_read": report.bytes_read, "files_skipped": report.files_skipped,
+                    "files_changed": 0,
+                }),
+                |w| {
+                    writeln!(
+                        w,
+                        "nothing to commit on {branch} (use --allow-empty to commit anyway)"
+                    )
+                },
+            );
+        }
+    }
+    // The write phase: hashing what was read and storing what is new. `Repo::commit`
+    // reports nothing until it is done, so this is a spinner with the amount to go
+    // through, not a bar.
+    let pb = ctx.bar(None, "writing");
+    pb.set_message(format!(
+        "hashing {} read and storing what is new",
+        indicatif::HumanBytes(report.bytes_read)
+    ));
+    let committed = wd.repo.commit(
+        &mut ws,
+        &branch,
+        RepoCommitOptions {
+            message,
+            meta,
+            extra_parents: Vec::new(),
+            onto_tip: false,
+        },
+    );
+    pb.finish_and_clear();
+    let committed = committed?;
+    index_entries(&ws).save(&index_path)?;
+    let d = diff_of(committed.previous, committed.id, store)?;
+    ctx.print(
+        json!({
+            "id": committed.id.to_string(),
+            "branch": branch,
+            "previous": committed.previous.map(|p| p.to_string()),
+            "files_read": report.files_read,
+            "bytes_read": report.bytes_read,
+            "files_skipped": report.files_skipped,
+            "files_changed": changed(&d),
+            "files_added": d.files_added.len(),
+            "files_modified": d.files_modified.len(),
+            "files_removed": d.files_removed.len(),
+            "new_objects": committed.objects_written,
+            "new_bytes": committed.bytes_written,
+        }),
+        |w| {
+            writeln!(w, "[{branch} {}] committed", committed.id)?;
+            writeln!(
+                w,
+                "files read: {}, files changed: {} (+{} ~{} -{}), new objects: {}, new bytes: {}",
+                report.files_read,
+                changed(&d),
+                d.files_added.len(),
+                d.files_modified.len(),
+                d.files_removed.len(),
+                committed.objects_written,
+                committed.bytes_written
+            )
+        },
+    )
+}
+
+/// `Some(workspace with content ids)` when the scanned workspace records exactly
+/// the tip's tree (an empty tree when there is no tip). Hashes only when the scan
+/// re-read files of unchanged size and saw nothing else change.
+fn nothing_changed(
+    ws: &Workspace,
+    tip: Option<ObjectId>,
+    report: &scan::ScanReport,
+    store: &dyn ObjectSource,
+) -> Result<Option<Workspace>> {
+    if report.changed {
+        return Ok(None);
+    }
+    let Some(tip) = tip else {
+        return Ok((report.entries == 0).then(|| ws.clone()));
+    };
+    if report.reread == 0 {
+        return Ok(Some(ws.clone()));
+    }
+    let mut probe = ws.clone();
+    let c = probe.commit(
+        CommitOptions::new()
+            .parent(tip)
+            .have_in(store)
+            .parent_source(store),
+    )?;
+    let objects = c.into_objects();
+    let tree_of = |id: ObjectId| -> Result<ObjectId> {
+        let overlay = super::Overlay {
+            base: store,
+            extra: objects.iter().map(|(i, b)| (*i, b.to_vec())).collect(),
+        };
+        Ok(SnapshotGraph::commit(id, &overlay)?.tree)
+    };
+    let new_tree = tree_of(probe.head().unwrap_or(tip))?;
+    Ok((new_tree == SnapshotGraph::commit(tip, store)?.tree).then_some(probe))
+}
+
+/// `status`.
+pub(super) fn status(ctx: &Ctx) -> Result<()> {
+    let wd = ctx.open()?;
+    let (id, tip, overlay, report) = working_commit(ctx, &wd)?;
+    let d = diff_of(tip, id, &overlay)?;
+    let stale = repo::stale_work(&wd.dot);
+    let mut value = diff_json(&d);
+    value["stale"] = json!(stale);
+    value["nested"] = json!(report.nested);
+    ctx.print(value, |w| {
+        if changed(&d) == 0 {
+            writeln!(
+                w,
+                "nothing changed since {}",
+                wd.head_branch().unwrap_or_default()
+            )?;
+        } else {
+            print_diff(w, &d, false)?;
+        }
+        for n in &report.nested {
+            writeln!(
+                w,
+                "nested repository (not recorded): {}",
+                quote(&n.to_string_lossy())
+            )?;
+        }
+        for s in &stale {
+            writeln!(w, "{}", s.describe())?;
+        }
+        Ok(())
+    })
+}
+
+pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Result<()> {
+    let wd = ctx.open()?;
+    let id = wd.resolve(&args.rev)?;
+    for p in repo::remove_stale_staging(&wd.dot) {
+        eprintln!(
+            "removed {}, left by a checkout that did not finish",
+            p.display()
+        );
+    }
+    let store: &dyn ObjectSource = wd.repo.store();
+    let mut ws = shallow(id, store)?;
+    let root_mode = ws.metadata("/")?.mode & 0o777;
+    let pb = ctx.bar(Some(0), "checkout");
+    let (target, done) = match &args.to {
+        Some(to) => {
+            let to = resolve_path(ctx, to);
+            match std::fs::symlink_metadata(&to) {
+                Ok(m) if m.is_dir() => {
+                    if std::fs::read_dir(&to).at(&to)?.next().is_some() {
+                        return Err(CliError::bad_path(&to, "exists and is not empty"));
+                    }
+                }
+                Ok(_) => return Err(CliError::bad_path(&to, "exists and is not a directory")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(CliError::io(&to, e)),
+            }
+            let name = to
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| CliError::bad_path(&to, "needs a final UTF-8 name"))?;
+            let parent = to.parent().unwrap_or(Path::new("."));
+            let staging = parent.join(unique_name(&format!(".{name}.snapgraph-staging")));
+            let done = match crate::materialize::materialize(&mut ws, store, id, &staging, &pb) {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&staging);
+                    return Err(e);
+                }
+            };
+            let swap = std::fs::rename(&staging, &to).and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&to, std::fs::Permissions::from_mode(root_mode))
+            });
+            if let Err(e) = swap {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(CliError::io(&to, e));
+            }
+            (to, done)
+        }
+        None => {
+            if !args.force {
+                let (wid, tip, overlay, report) = working_commit(ctx, &wd)?;
+                let dirty = match tip {
+                    Some(t) => {
+                        SnapshotGraph::commit(wid, &overlay)?.tree
+                            != SnapshotGraph::commit(t, &overlay)?.tree
+                    }
+                    None => report.entries > 0,
+                };
+                if dirty {
+                    let summary = match tip {
+                        Some(t) => {
+                            let d = SnapshotGraph::diff(t, wid, &overlay)?;
+                            if changed(&d) == 0 {
+                                "directories added or removed (a directory holding only ignored files counts)".to_string()
+                            } else {
+                                format!(
+                                    "{} added, {} modified, {} removed",
+                                    d.files_added.len(),
+                                    d.files_modified.len(),
+                                    d.files_removed.len()
+                                )
+                            }
+                        }
+                        None => "files present and nothing committed".to_string(),
+                    };
+                    return Err(CliError::Dirty {
+                        path: wd.root.clone(),
+                        summary,
+                    });
+                }
+            }
+            let staging = wd.dot.join(unique_name("staging"));
+            let done = match crate::materialize::materialize(&mut ws, store, id, &staging, &pb) {
+                Ok(d) => d,
+                Err(e) => {
+                    let _ = std::fs::remove_dir_all(&staging);
+                    return Err(e);
+                }
+            };
+            let r = swap_into(&wd, &staging, args.force);
+            let _ = std::fs::remove_dir_all(&staging);
+            r?;
+            write_index_after_checkout(&wd, &done.digests)?;
+            if move_head && wd.repo.branch(&args.rev).ok().flatten() == Some(id) {
+                wd.set_head_branch(&args.rev)?;
+            }
+            (wd.root.clone(), done)
+        }
+    };
+    pb.finish_and_clear();
+    ctx.print(
+        json!({
+            "id": id.to_string(),
+            "to": target,
+            "files": done.files,
+            "dirs": done.dirs,
+            "symlinks": done.symlinks,
+            "bytes": done.bytes,
+        }),
+        |w| {
+            writeln!(
+                w,
+                "checked out {id} into {}: {} files, {} directories, {} symlinks, {} bytes",
+                target.display(),
+                done.files,
+                done.dirs,
+                done.symlinks,
+                done.bytes
+            )
+        },
+    )
+}
+
+/// The top-most entries under `root` that a scan does not record (ignored, or
+/// nested repositories), relative to `root`, parents before children.
+fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
+    let mut recorded: HashSet<PathBuf> = HashSet::new();
+    let dot = wd.dot.clone();
+    let walker = ignore::WalkBuilder::new(&wd.root)
+        .standard_filters(false)
+        .parents(false)
+        .follow_links(false)
+        .add_custom_ignore_filename(scan::IGNORE_FILE)
+        .filter_entry(move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            e.path() != dot
+                && !(e.depth() > 0
+                    && is_dir
+                    && e.path()
+                        .join(repo::DOT_DIR)
+                        .symlink_metadata()
+                        .is_ok_and(|m| m.is_dir()))
+        })
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| CliError::bad_path(&wd.root, e.to_string()))?;
+        if let Ok(rel) = entry.path().strip_prefix(&wd.root) {
+            recorded.insert(rel.to_path_buf());
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(dir) = stack.pop() {
+        let full = wd.root.join(&dir);
+        let mut names: Vec<OsString> = std::fs::read_dir(&full)
+            .at(&full)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()
+            .at(&full)?;
+        names.sort();
+        for name in names {
+            if dir.as_os_str().is_empty() && name == repo::DOT_DIR {
+                continue;
+            }
+            let rel = dir.join(&name);
+            if !recorded.contains(&rel) {
+                out.push(rel);
+            } else if std::fs::symlink_metadata(wd.root.join(&rel)).is_ok_and(|m| m.is_dir()) {
+                stack.push(rel);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Replaces the working directory's entries (but `.snapgraph/` and what the scan
+/// does not record) with the staging directory's, rolling back on failure.
+fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<()> {
+    // Entries to keep: moved into the staging tree first, at the same path.
+    let mut kept: Vec<PathBuf> = Vec::new();
+    let put_back = |kept: &[PathBuf]| {
+        for rel in kept.iter().rev() {
+            let _ = std::fs::rename(staging.join(rel), wd.root.join(rel));
+        }
+    };
+    for rel in unrecorded_entries(wd)? {
+        if std::fs::symlink_metadata(staging.join(&rel)).is_ok() {
+            continue; // the commit has an entry here: it wins, as in git
+        }
+        let mut blocked = None;
+        let mut at = staging.to_path_buf();
+        let components: Vec<_> = rel.components().collect();
+        for c in &components[..components.len().saturating_sub(1)] {
+            at.push(c);
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    blocked = Some(at.clone());
+                    break;
+                }
+                Err(_) => {
+                    if let Err(e) = std::fs::create_dir(&at) {
+                        put_back(&kept);
+                        return Err(CliError::io(&at, e));
+                    }
+                }
+            }
+        }
+        if let Some(b) = blocked {
+            if force {
+                continue;
+            }
+            put_back(&kept);
+            let shown = b.strip_prefix(staging).unwrap_or(&b).display().to_string();
+            return Err(CliError::Dirty {
+                path: wd.root.join(&rel),
+                summary: format!("an ignored entry that the commit's file {shown} would replace"),
+            });
+        }
+        if let Err(e) = std::fs::rename(wd.root.join(&rel), staging.join(&rel)) {
+            put_back(&kept);
+            return Err(CliError::io(wd.root.join(&rel), e));
+        }
+        kept.push(rel);
+    }
+    let mut incoming: Vec<OsString> = Vec::new();
+    for e in std::fs::read_dir(staging).at(staging)? {
+        incoming.push(e.at(staging)?.file_name());
+    }
+    let old = wd.dot.join(unique_name("old"));
+    std::fs::create_dir(&old).at(&old)?;
+    let mut moved_out: Vec<OsString> = Vec::new();
+    let mut moved_in: Vec<OsString> = Vec::new();
+    let rollback = |moved_out: &[OsString], moved_in: &[OsString]| {
+        for n in moved_in {
+            let _ = std::fs::rename(wd.root.join(n), staging.join(n));
+        }
+        for n in moved_out {
+            let _ = std::fs::rename(old.join(n), wd.root.join(n));
+        }
+        let _ = std::fs::remove_dir_all(&old);
+        put_back(&kept);
+    };
+    let entries: Vec<_> = std::fs::read_dir(&wd.root)
+        .at(&wd.root)?
+        .collect::<std::io::Result<Vec<_>>>()
+        .at(&wd.root)?;
+    for e in entries {
+        let name = e.file_name();
+        if name == repo::DOT_DIR {
+            continue;
+        }
+        if let Err(err) = std::fs::rename(e.path(), old.join(&name)) {
+            rollback(&moved_out, &moved_in);
+            return Err(CliError::io(e.path(), err));
+        }
+        moved_out.push(name);
+    }
+    for name in &incoming {
+        if let Err(err) = std::fs::rename(staging.join(name), wd.root.join(name)) {
+            rollback(&moved_out, &moved_in);
+            return Err(CliError::io(wd.root.join(name), err));
+        }
+        moved_in.push(name.clone());
+    }
+    std::fs::remove_dir_all(&old).at(&old)?;
+    Ok(())
+}

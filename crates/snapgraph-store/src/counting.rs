@@ -1,0 +1,165 @@
+//! `CountingStore`: a wrapper counting the calls and ids that reach a store, for
+//! tests and benchmarks of round trips (each call to a remote store is at least one).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use snapgraph::ObjectId;
+
+use crate::error::StoreError;
+use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
+
+/// Calls and ids seen by a [`CountingStore`] since it was made or last
+/// [`take`](CountingStore::take)n.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `get_many` calls.
+    pub get_calls: u64,
+    /// Ids asked of `get_many`.
+    pub get_ids: u64,
+    /// `has_many` calls.
+    pub has_calls: u64,
+    /// Ids asked of `has_many`.
+    pub has_ids: u64,
+    /// `put_many` calls.
+    pub put_calls: u64,
+    /// Objects handed to `put_many`.
+    pub put_objects: u64,
+    /// Bytes handed to `put_many`.
+    pub put_bytes: u64,
+    /// `delete_many` and `for_each_id` calls.
+    pub other_object_calls: u64,
+    /// Ref calls (`get_ref`, `update_refs`, `list_refs`, `reflog`).
+    pub ref_calls: u64,
+}
+
+impl Counts {
+    /// Every call, of any kind.
+    pub fn calls(&self) -> u64 {
+        self.get_calls + self.has_calls + self.put_calls + self.other_object_calls + self.ref_calls
+    }
+}
+
+/// A store counting what reaches `inner`; otherwise transparent.
+#[derive(Debug, Default)]
+pub struct CountingStore<S> {
+    inner: S,
+    counters: [AtomicU64; 9],
+}
+
+const GET_CALLS: usize = 0;
+const GET_IDS: usize = 1;
+const HAS_CALLS: usize = 2;
+const HAS_IDS: usize = 3;
+const PUT_CALLS: usize = 4;
+const PUT_OBJECTS: usize = 5;
+const PUT_BYTES: usize = 6;
+const OTHER: usize = 7;
+const REFS: usize = 8;
+
+impl<S> CountingStore<S> {
+    /// Wraps `inner` with every count at zero.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            counters: Default::default(),
+        }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> Counts {
+        let c = |i: usize| self.counters[i].load(Ordering::Relaxed);
+        Counts {
+            get_calls: c(GET_CALLS),
+            get_ids: c(GET_IDS),
+            has_calls: c(HAS_CALLS),
+            has_ids: c(HAS_IDS),
+            put_calls: c(PUT_CALLS),
+            put_objects: c(PUT_OBJECTS),
+            put_bytes: c(PUT_BYTES),
+            other_object_calls: c(OTHER),
+            ref_calls: c(REFS),
+        }
+    }
+
+    /// The counts so far, starting again from zero.
+    pub fn take(&self) -> Counts {
+        let counts = self.counts();
+        for c in &self.counters {
+            c.store(0, Ordering::Relaxed);
+        }
+        counts
+    }
+
+    fn add(&self, i: usize, n: u64) {
+        self.counters[i].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+impl<S: ObjectStore> ObjectStore for CountingStore<S> {
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.add(GET_CALLS, 1);
+        self.add(GET_IDS, ids.len() as u64);
+        self.inner.get_many(ids)
+    }
+    fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
+        self.add(HAS_CALLS, 1);
+        self.add(HAS_IDS, ids.len() as u64);
+        self.inner.has_many(ids)
+    }
+    fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        self.add(PUT_CALLS, 1);
+        self.add(PUT_OBJECTS, objects.len() as u64);
+        self.add(
+            PUT_BYTES,
+            objects.iter().map(|(_, b)| b.len() as u64).sum::<u64>(),
+        );
+        self.inner.put_many(objects)
+    }
+    fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        self.add(OTHER, 1);
+        self.inner.delete_many(ids)
+    }
+    fn for_each_id(
+        &self,
+        f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.add(OTHER, 1);
+        self.inner.for_each_id(f)
+    }
+}
+
+impl<S: RefStore> RefStore for CountingStore<S> {
+    fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.add(REFS, 1);
+        self.inner.get_ref(name)
+    }
+    fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+        self.add(REFS, 1);
+        self.inner.update_refs(updates, message)
+    }
+    fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        self.add(REFS, 1);
+        self.inner.list_refs(prefix)
+    }
+    fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError> {
+        self.add(REFS, 1);
+        self.inner.reflog(name)
+    }
+}
+
+impl<S: ObjectStore> snapgraph::ObjectSource for CountingStore<S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        crate::store::source_get(self, id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
+        crate::store::source_contains(self, id)
+    }
+}

@@ -1,0 +1,277 @@
+//! Conversions between JavaScript values and the core's types, and the object source
+//! a JavaScript caller passes (a `Map`, a record of hex ids, or any object with `get`).
+
+use std::borrow::Cow;
+
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use snapgraph::{BoxError, ObjectId, ObjectSource};
+use wasm_bindgen::{JsCast, JsValue};
+
+use crate::error::{self, Described, INVALID_ARGUMENT};
+
+/// Every fallible binding call returns this: the error is a JavaScript `Error`.
+pub type JsResult<T> = Result<T, JsValue>;
+
+/// Builds the JavaScript `Error` for a described engine error.
+pub fn to_js(d: Described) -> JsValue {
+    let e = js_sys::Error::new(&d.message);
+    let obj: &Object = e.as_ref();
+    set(obj, "code", &JsValue::from_str(d.code));
+    if let Some(id) = d.id {
+        set(obj, "id", &JsValue::from_str(&id.to_hex()));
+    }
+    if let Some(p) = &d.path {
+        set(obj, "path", &JsValue::from_str(p));
+    }
+    if let Some(c) = d.commit {
+        set(obj, "commit", &JsValue::from_str(&c.to_hex()));
+    }
+    e.into()
+}
+
+/// An `INVALID_ARGUMENT` error.
+pub fn invalid(message: impl Into<String>) -> JsValue {
+    to_js(Described::new(INVALID_ARGUMENT, message))
+}
+
+/// Sets `obj[key] = value`. Setting a data property on a plain object cannot fail.
+pub fn set(obj: &Object, key: &str, value: &JsValue) {
+    let _ = Reflect::set(obj, &JsValue::from_str(key), value);
+}
+
+/// `obj[key]`, `undefined` when `obj` is not an object.
+pub fn get(obj: &JsValue, key: &str) -> JsValue {
+    if !obj.is_object() {
+        return JsValue::UNDEFINED;
+    }
+    Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+/// A fresh plain object.
+pub fn object() -> Object {
+    Object::new()
+}
+
+/// Parses a hex object id.
+pub fn id(s: &str) -> JsResult<ObjectId> {
+    ObjectId::from_hex(s).map_err(|e| to_js(error::parse_id(s, &e)))
+}
+
+/// Parses a hex object id given as any value (`what` names it in the error).
+pub fn id_value(v: &JsValue, what: &str) -> JsResult<ObjectId> {
+    match v.as_string() {
+        Some(s) => id(&s),
+        None => Err(invalid(format!("{what} must be a hex object id string"))),
+    }
+}
+
+/// A list of ids: an array (or any iterable) of hex strings.
+pub fn ids(v: &JsValue, what: &str) -> JsResult<Vec<ObjectId>> {
+    // Arrays directly: the iterator protocol costs a call per step.
+    if let Some(a) = v.dyn_ref::<Array>() {
+        return a.iter().map(|item| id_value(&item, what)).collect();
+    }
+    let Some(iter) = js_sys::try_iter(v).ok().flatten() else {
+        return Err(invalid(format!(
+            "{what} must be an array of hex object ids"
+        )));
+    };
+    let mut out = Vec::new();
+    for item in iter {
+        let item = item?;
+        out.push(id_value(&item, what)?);
+    }
+    Ok(out)
+}
+
+/// An array of hex strings.
+pub fn id_array<'a>(ids: impl IntoIterator<Item = &'a ObjectId>) -> Array {
+    ids.into_iter().map(hex).collect()
+}
+
+/// An id as a JavaScript hex string, without the intermediate `String` of
+/// `to_hex` (ids cross the boundary on every source lookup).
+pub fn hex(id: &ObjectId) -> JsValue {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 64];
+    for (i, b) in id.as_bytes().iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    // ASCII hex digits are always UTF-8.
+    JsValue::from_str(std::str::from_utf8(&out).unwrap_or_default())
+}
+
+/// Bytes given as a `Uint8Array` (or a string, taken as UTF-8, where `text_ok`).
+///
+/// Byte arguments come in as `JsValue` and are checked here rather than typed `&[u8]`
+/// or `&Uint8Array`: a wrong type then gives `INVALID_ARGUMENT`, not a JavaScript
+/// exception thrown through a wasm frame (which would leave the object borrowed).
+pub fn bytes(v: &JsValue, what: &str, text_ok: bool) -> JsResult<Vec<u8>> {
+    if let Some(a) = v.dyn_ref::<Uint8Array>() {
+        return Ok(a.to_vec());
+    }
+    if text_ok {
+        if let Some(s) = v.as_string() {
+            return Ok(s.into_bytes());
+        }
+    }
+    Err(invalid(if text_ok {
+        format!("{what} must be a Uint8Array or a string")
+    } else {
+        format!("{what} must be a Uint8Array")
+    }))
+}
+
+/// A 32-byte snapshot key.
+pub fn key(v: &JsValue) -> JsResult<[u8; 32]> {
+    let k = bytes(v, "key", false)?;
+    k.as_slice()
+        .try_into()
+        .map_err(|_| invalid(format!("a snapshot key is 32 bytes, got {}", k.len())))
+}
+
+/// A `Uint8Array` copy of `data`.
+pub fn u8array(data: &[u8]) -> Uint8Array {
+    Uint8Array::from(data)
+}
+
+/// An optional string property (`undefined` and `null` are absent).
+pub fn opt_string(obj: &JsValue, key: &str) -> JsResult<Option<String>> {
+    let v = get(obj, key);
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    v.as_string()
+        .map(Some)
+        .ok_or_else(|| invalid(format!("{key} must be a string")))
+}
+
+/// A required string property.
+pub fn req_string(obj: &JsValue, key: &str) -> JsResult<String> {
+    opt_string(obj, key)?.ok_or_else(|| invalid(format!("{key} is required")))
+}
+
+/// An optional non-negative integer property (a number or a bigint).
+pub fn opt_u64(obj: &JsValue, key: &str) -> JsResult<Option<u64>> {
+    let v = get(obj, key);
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    u64_value(&v, key).map(Some)
+}
+
+/// A non-negative integer given as a number or a bigint.
+pub fn u64_value(v: &JsValue, what: &str) -> JsResult<u64> {
+    if let Some(n) = v.as_f64() {
+        // Exact integers only, up to 2^53 (beyond, a number cannot be exact).
+        if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_992.0 {
+            return Ok(n as u64);
+        }
+    } else if v.is_bigint() {
+        if let Ok(n) = u64::try_from(v.clone()) {
+            return Ok(n);
+        }
+    }
+    Err(invalid(format!("{what} must be a non-negative integer")))
+}
+
+/// An optional boolean property.
+pub fn opt_bool(obj: &JsValue, key: &str) -> JsResult<bool> {
+    let v = get(obj, key);
+    if v.is_undefined() || v.is_null() {
+        return Ok(false);
+    }
+    v.as_bool()
+        .ok_or_else(|| invalid(format!("{key} must be a boolean")))
+}
+
+/// A `u64` as a JavaScript number (exact up to 2^53, which the format guarantees for
+/// generations and is far above any size a browser holds).
+pub fn number(n: u64) -> JsValue {
+    JsValue::from_f64(n as f64)
+}
+
+/// Where the engine reads objects from, as a JavaScript caller gives it.
+///
+/// - any object with a `get(id)` method (a `Map`, a custom store): `get` returns a
+///   `Uint8Array`, or `undefined`/`null` when absent; a `has(id)` method, if there is
+///   one, answers presence questions (a commit's `have`);
+/// - a function `(id) => Uint8Array | undefined | null`;
+/// - otherwise a plain record `{ [hexId]: Uint8Array }`.
+///
+/// Calls are synchronous: load objects from IndexedDB first (a
+/// [`CheckoutPlan`](crate::graph::CheckoutPlan) says which).
+pub struct JsSource {
+    target: JsValue,
+    get: Option<Function>,
+    has: Option<Function>,
+}
+
+impl JsSource {
+    /// Wraps `v`; refuses values that are not objects.
+    pub fn new(v: &JsValue, what: &str) -> JsResult<Self> {
+        if let Some(f) = v.dyn_ref::<Function>() {
+            return Ok(Self {
+                target: JsValue::UNDEFINED,
+                get: Some(f.clone()),
+                has: None,
+            });
+        }
+        if !v.is_object() {
+            return Err(invalid(format!(
+                "{what} must be a Map, an object with get(id), a function of an id, or a record of hex ids to Uint8Arrays"
+            )));
+        }
+        let method = |name| get(v, name).dyn_into::<Function>().ok();
+        Ok(Self {
+            target: v.clone(),
+            get: method("get"),
+            has: method("has"),
+        })
+    }
+
+    fn fetch(&self, id: &ObjectId) -> Result<JsValue, BoxError> {
+        let key = hex(id);
+        let r = match &self.get {
+            Some(f) => f.call1(&self.target, &key),
+            None => Reflect::get(&self.target, &key),
+        };
+        r.map_err(|e| BoxError::from(js_message(&e)))
+    }
+}
+
+/// The message of a thrown JavaScript value.
+pub fn js_message(e: &JsValue) -> String {
+    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
+        return String::from(err.message());
+    }
+    e.as_string()
+        .unwrap_or_else(|| "the source threw a non-Error value".to_owned())
+}
+
+impl ObjectSource for JsSource {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        let v = self.fetch(id)?;
+        if v.is_undefined() || v.is_null() {
+            return Ok(None);
+        }
+        match v.dyn_ref::<Uint8Array>() {
+            Some(a) => Ok(Some(Cow::Owned(a.to_vec()))),
+            None => Err("the source returned something other than a Uint8Array".into()),
+        }
+    }
+
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        match &self.has {
+            Some(f) => f
+                .call1(&self.target, &hex(id))
+                .map(|v| v.is_truthy())
+                .map_err(|e| BoxError::from(js_message(&e))),
+            None => {
+                let v = self.fetch(id)?;
+                Ok(!(v.is_undefined() || v.is_null()))
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! The threaded paths, forced on and off on any machine: ingest (small files shared out
+//! across threads, large files cut in segments that re-synchronise with the serial cut
+//! sequence) and checkout verification (chunks of large files re-hashed on several
+//! threads). `Workspace::set_parallelism` decides, not the machine's CPU count, so a
+//! 1-CPU run exercises the same code as a 2-CPU one.
+
+mod common;
+
+use common::{persist, pseudo_random, snap, Store};
+use snapgraph::{
+    CheckoutError, CheckoutPolicy, CommitOptions, ObjectError, ObjectId, ObjectKind, SnapshotGraph,
+    Workspace,
+};
+
+const THREADS: [usize; 4] = [1, 2, 3, 8];
+
+/// A workload over every threshold: many small files (shared out), files of a few
+/// chunks, and files past the 4 MiB segment-cutting threshold, one of them with runs of
+/// repeated bytes so cut points fall at the minimum and maximum chunk sizes.
+fn workload(ws: &mut Workspace) {
+    for i in 0..300 {
+        ws.write(
+            &format!("/small/f{i:03}"),
+            pseudo_random(100 + i * 37, i as u64),
+        )
+        .unwrap();
+    }
+    ws.write("/mid.bin", pseudo_random(900_000, 5)).unwrap();
+    ws.write("/large-a.bin", pseudo_random(9 << 20, 6)).unwrap();
+    let mut b = pseudo_random(6 << 20, 7);
+    for (k, byte) in b.iter_mut().enumerate() {
+        if (k / 300_000) % 3 == 1 {
+            *byte = 0;
+        }
+    }
+    ws.write("/large-b.bin", b).unwrap();
+    ws.set_state(pseudo_random(2 << 20, 8));
+}
+
+#[test]
+fn ingest_gives_the_same_objects_on_every_thread_count() {
+    let mut results = Vec::new();
+    for threads in THREADS {
+        let mut ws = Workspace::new();
+        ws.set_parallelism(threads);
+        assert_eq!(ws.parallelism(), threads);
+        workload(&mut ws);
+        let first = ws.commit(CommitOptions::new()).unwrap();
+        let first_id = first.id();
+        let mut ids: Vec<ObjectId> = first.objects().ids().copied().collect();
+        ids.sort();
+        // An edit in the middle of a large file goes through the partial re-chunk.
+        let mut a = ws.read("/large-a.bin").unwrap().to_vec();
+        a[5 << 20] ^= 0xff;
+        ws.write("/large-a.bin", a).unwrap();
+        let second = ws.commit(CommitOptions::new().parent(first_id)).unwrap();
+        results.push((threads, first_id, ids, second.id()));
+    }
+    let (_, id, ids, second) = &results[0];
+    for (threads, other_id, other_ids, other_second) in &results[1..] {
+        assert_eq!(other_id, id, "first commit on {threads} threads");
+        assert_eq!(
+            other_ids, ids,
+            "objects of the first commit on {threads} threads"
+        );
+        assert_eq!(other_second, second, "edit commit on {threads} threads");
+    }
+}
+
+/// Every chunk of the large files, damaged in turn at a sample of positions (first,
+/// last, and spread between, so each thread's share is hit): checkout reports it by id
+/// on every thread count and leaves the workspace as it was.
+#[test]
+fn checkout_re_hashes_every_chunk_on_every_thread_count() {
+    let mut ws = Workspace::new();
+    ws.write("/large.bin", pseudo_random(3 << 20, 21)).unwrap();
+    ws.write("/other.bin", pseudo_random(1_500_000, 22))
+        .unwrap();
+    ws.write("/note.txt", b"small").unwrap();
+    let mut store = Store::new();
+    let target = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+    let expected = snap(&ws);
+    let chunks: Vec<ObjectId> = SnapshotGraph::reachable(target, &store)
+        .unwrap()
+        .into_iter()
+        .filter(|id| store[id][0] == ObjectKind::Chunk.byte())
+        .collect();
+    assert!(chunks.len() > 100, "{} chunks", chunks.len());
+    let step = chunks.len() / 23;
+    let victims: Vec<ObjectId> = chunks
+        .iter()
+        .step_by(step)
+        .chain(chunks.last())
+        .copied()
+        .collect();
+
+    let mut bystander = Workspace::new();
+    bystander.write("/keep", b"precious").unwrap();
+    let before = snap(&bystander);
+    for threads in THREADS {
+        bystander.set_parallelism(threads);
+        for victim in &victims {
+            let mut damaged = store.clone();
+            let bytes = damaged.get_mut(victim).unwrap();
+            let at = bytes.len() - 1;
+            bytes[at] ^= 0x40;
+            let err = bystander
+                .checkout(target, &damaged, CheckoutPolicy::Force)
+                .unwrap_err();
+            assert!(
+                matches!(&err, CheckoutError::Object(ObjectError::Corrupt { id, .. }) if id == victim),
+                "on {threads} threads, chunk {victim}: {err:?}"
+            );
+            assert_eq!(snap(&bystander), before, "on {threads} threads");
+        }
+        // Two chunks exchanging their bytes: each is reported, never assembled.
+        let (x, y) = (chunks[1], chunks[chunks.len() - 2]);
+        let mut swapped = store.clone();
+        let (bx, by) = (swapped[&x].clone(), swapped[&y].clone());
+        swapped.insert(x, by);
+        swapped.insert(y, bx);
+        let err = bystander
+            .checkout(target, &swapped, CheckoutPolicy::Force)
+            .unwrap_err();
+        assert!(
+            matches!(&err, CheckoutError::Object(ObjectError::Corrupt { id, .. }) if *id == x || *id == y),
+            "on {threads} threads, swapped chunks: {err:?}"
+        );
+        assert_eq!(snap(&bystander), before);
+
+        // The undamaged store restores on this thread count.
+        let mut fresh = Workspace::new();
+        fresh.set_parallelism(threads);
+        let restore = fresh
+            .checkout(target, &store, CheckoutPolicy::Force)
+            .unwrap();
+        restore.verify(|_| None).unwrap();
+        assert_eq!(snap(&fresh), expected, "on {threads} threads");
+    }
+}
