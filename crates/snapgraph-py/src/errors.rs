@@ -369,6 +369,13 @@ fn commit(py: Python<'_>, e: CommitError) -> PyErr {
             vec![("id", hex(py, id))],
             None,
         ),
+        CommitError::GenerationOverflow { id, .. } => raise::<LimitError>(
+            py,
+            msg,
+            "generation_overflow",
+            vec![("id", hex(py, id)), ("what", val(py, "generation"))],
+            None,
+        ),
         CommitError::DuplicateParent { id } => raise::<classes::CommitError>(
             py,
             msg,

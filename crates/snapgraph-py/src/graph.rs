@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
+use snapgraph::graph::diff;
 use snapgraph::graph::reachable::CheckoutPlan as CorePlan;
-use snapgraph::{GraphError, ObjectId, ObjectSource, SnapshotGraph};
+use snapgraph::{EntryKind, GraphError, ObjectId, ObjectSource, SnapshotGraph};
 
 use crate::errors::Failure;
 use crate::source::{parse_id, Objects};
@@ -188,6 +189,12 @@ pub struct Diff {
 
 #[pymethods]
 impl Diff {
+    /// Every change as a value (path, kind, old and new entry), sorted by path.
+    #[getter]
+    fn changes(&self) -> Vec<Change> {
+        self.inner.changes.iter().map(Change::from).collect()
+    }
+
     /// Files present only in the second commit.
     #[getter]
     fn files_added(&self) -> Vec<String> {
@@ -243,6 +250,73 @@ impl Diff {
             self.inner.files_removed.len(),
             self.inner.state_changed
         )
+    }
+}
+
+/// One change of a diff.
+#[pyclass(module = "snapgraph", frozen, get_all)]
+pub struct Change {
+    /// Absolute path.
+    path: String,
+    /// "added", "removed", "modified", "type_changed" or "mode_changed".
+    kind: &'static str,
+    /// The entry in the first commit (None when added).
+    old: Option<ChangeEntry>,
+    /// The entry in the second commit (None when removed).
+    new: Option<ChangeEntry>,
+}
+
+impl From<&diff::Change> for Change {
+    fn from(c: &diff::Change) -> Self {
+        Self {
+            path: c.path.clone(),
+            kind: match c.kind {
+                diff::ChangeKind::Added => "added",
+                diff::ChangeKind::Removed => "removed",
+                diff::ChangeKind::Modified => "modified",
+                diff::ChangeKind::TypeChanged => "type_changed",
+                diff::ChangeKind::ModeChanged => "mode_changed",
+                _ => "other",
+            },
+            old: c.old.map(ChangeEntry::from),
+            new: c.new.map(ChangeEntry::from),
+        }
+    }
+}
+
+#[pymethods]
+impl Change {
+    fn __repr__(&self) -> String {
+        format!("Change({:?}, {:?})", self.kind, self.path)
+    }
+}
+
+/// One side of a change: what the entry was.
+#[pyclass(module = "snapgraph", frozen, get_all)]
+#[derive(Clone)]
+pub struct ChangeEntry {
+    /// "file" or "symlink".
+    kind: &'static str,
+    /// Permission bits.
+    mode: u32,
+    /// Length in bytes (a symlink's: its target's).
+    size: u64,
+    /// The content object (hex), None for content inline in the tree and symlinks.
+    id: Option<String>,
+}
+
+impl From<diff::ChangeEntry> for ChangeEntry {
+    fn from(e: diff::ChangeEntry) -> Self {
+        Self {
+            kind: match e.kind {
+                EntryKind::File => "file",
+                EntryKind::Dir => "dir",
+                EntryKind::Symlink => "symlink",
+            },
+            mode: e.mode,
+            size: e.size,
+            id: e.id.map(|i| i.to_hex()),
+        }
     }
 }
 

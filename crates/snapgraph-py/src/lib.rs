@@ -38,6 +38,8 @@ fn _snapgraph(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<graph::PySnapshotGraph>()?;
     m.add_class::<graph::CheckoutPlan>()?;
     m.add_class::<graph::Diff>()?;
+    m.add_class::<graph::Change>()?;
+    m.add_class::<graph::ChangeEntry>()?;
     m.add_class::<graph::CommitObject>()?;
     m.add_class::<store::PyStore>()?;
     m.add_class::<store::PyRepo>()?;

@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
 use snapgraph::{
-    CapabilityFingerprint, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind, ExternalRead,
-    Limits, ObjectId, SnapshotKey, SnapshotOptions, Workspace,
+    CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
+    ExternalRead, Limits, ObjectId, RestoreOptions, SnapshotKey, SnapshotOptions, Workspace,
 };
 
 use crate::errors::Failure;
@@ -311,8 +311,11 @@ impl PyWorkspace {
     /// commit. `have`: ids (any iterable of hex str) the destination already holds,
     /// each with its whole closure; `have_in`: a store or mapping to ask instead
     /// (cheaper than listing every id). Objects the destination holds are left out of
-    /// `Commit.objects`. `meta`: string metadata. The GIL is released while hashing.
-    #[pyo3(signature = (parents = None, have = None, have_in = None, meta = None))]
+    /// `Commit.objects`. `meta`: string metadata. `exclude_files` / `exclude_state`:
+    /// the commit records an empty root directory or empty state instead (the
+    /// workspace keeps its own). The GIL is released while hashing.
+    #[pyo3(signature = (parents = None, have = None, have_in = None, meta = None, exclude_files = false, exclude_state = false))]
+    #[allow(clippy::too_many_arguments)] // the keyword arguments are the Python API
     fn commit(
         &mut self,
         py: Python<'_>,
@@ -320,13 +323,18 @@ impl PyWorkspace {
         have: Option<&Bound<'_, PyAny>>,
         have_in: Option<&Bound<'_, PyAny>>,
         meta: Option<BTreeMap<String, String>>,
+        exclude_files: bool,
+        exclude_state: bool,
     ) -> Result<Commit, Failure> {
         let parents = parents.map(parse_ids).transpose()?.unwrap_or_default();
         let have = have.map(parse_ids).transpose()?;
         let have_in = have_in.map(Objects::from_py).transpose()?;
         let ws = &mut self.inner;
         let commit = py.detach(|| {
-            let mut options = CommitOptions::new().parents(parents);
+            let mut options = CommitOptions::new()
+                .parents(parents)
+                .exclude_files(exclude_files)
+                .exclude_state(exclude_state);
             if let Some(have) = &have {
                 options = options.have(have.iter().copied());
             }
@@ -362,13 +370,11 @@ impl PyWorkspace {
         let objects = Objects::from_py(objects)?;
         let (policy, drift) = (self::policy(policy)?, drift_policy(drift)?);
         let ws = &mut self.inner;
-        let restore = py.detach(|| {
-            if shallow {
-                ws.checkout_shallow_with(id, objects.source(), policy, drift)
-            } else {
-                ws.checkout_with(id, objects.source(), policy, drift)
-            }
-        })?;
+        let options = CheckoutOptions::new()
+            .policy(policy)
+            .drift(drift)
+            .shallow(shallow);
+        let restore = py.detach(|| ws.checkout_with(id, objects.source(), options))?;
         Ok(Restore::new(restore))
     }
 
@@ -401,7 +407,7 @@ impl PyWorkspace {
             compress,
         };
         let ws = &self.inner;
-        let bytes = py.detach(|| ws.try_snapshot(options, None))?;
+        let bytes = py.detach(|| ws.snapshot_with(options, None))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -423,7 +429,7 @@ impl PyWorkspace {
             compress,
         };
         let ws = &self.inner;
-        let bytes = py.detach(|| ws.try_snapshot(options, Some(&key)))?;
+        let bytes = py.detach(|| ws.snapshot_with(options, Some(&key)))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -440,7 +446,9 @@ impl PyWorkspace {
         max_unpacked_bytes: Option<u64>,
     ) -> Result<Self, Failure> {
         let limits = limits_from(Limits::default(), max_files, max_bytes, max_unpacked_bytes);
-        let ws = py.detach(|| Workspace::from_snapshot_with_limits(&data, None, limits))?;
+        let ws = py.detach(|| {
+            Workspace::from_snapshot_with(&data, RestoreOptions::new().limits(limits))
+        })?;
         Ok(Self::wrap(ws))
     }
 
@@ -457,7 +465,9 @@ impl PyWorkspace {
     ) -> Result<Self, Failure> {
         let key = self::key(&key)?;
         let limits = limits_from(Limits::default(), max_files, max_bytes, max_unpacked_bytes);
-        let ws = py.detach(|| Workspace::from_snapshot_with_limits(&data, Some(&key), limits))?;
+        let ws = py.detach(|| {
+            Workspace::from_snapshot_with(&data, RestoreOptions::new().key(&key).limits(limits))
+        })?;
         Ok(Self::wrap(ws))
     }
 

@@ -281,3 +281,21 @@ def test_gil_is_released_during_checkout_from_a_store_and_snapshots(big):
     data = big.snapshot()
     assert _ticks_during(lambda: big.snapshot()) >= 10
     assert _ticks_during(lambda: snapgraph.Workspace.from_snapshot(data)) >= 10
+
+
+def test_commit_can_leave_out_files_or_state(ws):
+    """The commit records an empty root directory or empty state; the workspace keeps
+    its own."""
+    full = ws.commit()
+    no_state = ws.commit(parents=[full.id], exclude_state=True)
+    no_files = ws.commit(parents=[no_state.id], exclude_files=True)
+    objects = {**full.objects, **no_state.objects, **no_files.objects}
+    assert snapgraph.SnapshotGraph.commit(no_state.id, objects).state_size == 0
+    assert snapgraph.SnapshotGraph.diff(full.id, no_files.id, objects).files_removed == [
+        "/README.md",
+        "/src/main.py",
+    ]
+    assert ws.read("/README.md") == b"# demo\n" and ws.state() == b"interpreter state 1"
+    restored = snapgraph.Workspace()
+    restored.checkout(no_files.id, objects)
+    assert restored.walk() == [] and restored.state() == b"interpreter state 1"

@@ -83,3 +83,15 @@ def test_capabilities_and_external_reads_of_a_commit():
     assert (r.source, r.fingerprint) == ("s3://b/k", "etag")
     plain = snapgraph.Workspace().commit()
     assert SnapshotGraph.capabilities(plain.id, plain.objects) is None
+
+
+def test_diff_changes_are_values(history):
+    objects, first, second, _ = history
+    d = SnapshotGraph.diff(first, second, objects)
+    by_path = {c.path: c for c in d.changes}
+    assert set(by_path) == {"/new.txt", "/src/main.py", "/README.md"}
+    added, modified, removed = by_path["/new.txt"], by_path["/src/main.py"], by_path["/README.md"]
+    assert (added.kind, added.old, added.new.size) == ("added", None, 3)
+    assert (removed.kind, removed.new, removed.old.kind) == ("removed", None, "file")
+    assert modified.kind == "modified"
+    assert modified.old.size == len(b"print('hi')\n") and modified.new.size == len(b"print('bye')\n")

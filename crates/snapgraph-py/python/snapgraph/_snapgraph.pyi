@@ -199,6 +199,8 @@ class Workspace:
         have: Optional[Iterable[str]] = None,
         have_in: Optional[Objects] = None,
         meta: Optional[Mapping[str, str]] = None,
+        exclude_files: bool = False,
+        exclude_state: bool = False,
     ) -> Commit: ...
     def checkout(
         self,
@@ -240,7 +242,23 @@ class Workspace:
 # ----- graph -----
 
 @final
+class ChangeEntry:
+    kind: Literal["file", "symlink"]
+    mode: int
+    size: int
+    id: Optional[str]
+
+@final
+class Change:
+    path: str
+    kind: Literal["added", "removed", "modified", "type_changed", "mode_changed"]
+    old: Optional[ChangeEntry]
+    new: Optional[ChangeEntry]
+
+@final
 class Diff:
+    @property
+    def changes(self) -> list[Change]: ...
     files_added: list[str]
     files_modified: list[str]
     files_removed: list[str]
