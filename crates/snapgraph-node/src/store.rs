@@ -80,7 +80,7 @@ fn put(store: &dyn RsStore, objects: &[(ObjectId, Vec<u8>)]) -> Result<()> {
 }
 
 fn get_many(store: &dyn RsStore, ids: &[ObjectId]) -> Result<Vec<Option<Buffer>>> {
-    Ok(RsStore::get_many(store, ids)
+    Ok(snapgraph_store::ObjectStore::get_many(store, ids)
         .or_js()?
         .into_iter()
         .map(|b| b.map(Buffer::from))
@@ -285,10 +285,12 @@ impl From<RsSyncReport> for SyncReport {
     }
 }
 
-/// A problem a walk met: a missing or invalid object.
+/// A problem a walk met: a missing or invalid object, one referenced as two kinds, or
+/// one reachable that the collector's marking would not keep.
 #[napi(object)]
 pub struct Problem {
-    /// `'missing'` or `'invalid'`.
+    /// `'missing'`, `'invalid'`, `'kindConflict'` or `'unmarked'` (`'other'` for a
+    /// kind of problem newer than this binding).
     pub kind: String,
     /// The object.
     pub id: String,
@@ -300,19 +302,42 @@ pub struct Problem {
 
 fn problems(list: Vec<WalkProblem>) -> Vec<Problem> {
     list.into_iter()
-        .map(|p| match p {
-            WalkProblem::Missing { id, referenced_by } => Problem {
-                kind: "missing".into(),
-                id: id.to_hex(),
-                referenced_by: nullable(referenced_by.map(|i| i.to_hex())),
-                reason: None,
-            },
-            WalkProblem::Invalid { id, reason } => Problem {
-                kind: "invalid".into(),
-                id: id.to_hex(),
-                referenced_by: nullable(None),
-                reason: Some(reason),
-            },
+        .map(|p| {
+            let text = p.to_string();
+            match p {
+                WalkProblem::Missing { id, referenced_by } => Problem {
+                    kind: "missing".into(),
+                    id: id.to_hex(),
+                    referenced_by: nullable(referenced_by.map(|i| i.to_hex())),
+                    reason: None,
+                },
+                WalkProblem::Invalid { id, reason } => Problem {
+                    kind: "invalid".into(),
+                    id: id.to_hex(),
+                    referenced_by: nullable(None),
+                    reason: Some(reason),
+                },
+                WalkProblem::KindConflict {
+                    id, referenced_by, ..
+                } => Problem {
+                    kind: "kindConflict".into(),
+                    id: id.to_hex(),
+                    referenced_by: nullable(referenced_by.map(|i| i.to_hex())),
+                    reason: Some(text),
+                },
+                WalkProblem::Unmarked { id } => Problem {
+                    kind: "unmarked".into(),
+                    id: id.to_hex(),
+                    referenced_by: nullable(None),
+                    reason: Some(text),
+                },
+                other => Problem {
+                    kind: "other".into(),
+                    id: other.id().to_hex(),
+                    referenced_by: nullable(None),
+                    reason: Some(text),
+                },
+            }
         })
         .collect()
 }
