@@ -72,7 +72,7 @@ impl PyStore {
     fn get<'py>(&self, py: Python<'py>, id: &str) -> Result<Option<Bound<'py, PyBytes>>, Failure> {
         let id = parse_id(id)?;
         let store = &self.inner;
-        let mut got = py.detach(|| store.get_many(&[id]))?;
+        let mut got = py.detach(|| snapgraph_store::ObjectStore::get_many(&**store, &[id]))?;
         Ok(got.pop().flatten().map(|b| PyBytes::new(py, &b)))
     }
 
@@ -476,7 +476,7 @@ impl VerifyReport {
 #[pyclass(module = "snapgraph", frozen, get_all)]
 #[derive(Clone)]
 pub struct Problem {
-    /// "missing" or "invalid".
+    /// "missing", "invalid", "kind_conflict" (referenced as two kinds) or "unmarked".
     kind: &'static str,
     /// The object.
     id: String,
@@ -488,19 +488,21 @@ pub struct Problem {
 
 impl From<WalkProblem> for Problem {
     fn from(p: WalkProblem) -> Self {
-        match p {
-            WalkProblem::Missing { id, referenced_by } => Self {
-                kind: "missing",
-                id: id.to_hex(),
-                referenced_by: referenced_by.map(|i| i.to_hex()),
-                reason: None,
-            },
-            WalkProblem::Invalid { id, reason } => Self {
-                kind: "invalid",
-                id: id.to_hex(),
-                referenced_by: None,
-                reason: Some(reason),
-            },
+        let id = p.id().to_hex();
+        let (kind, referenced_by, reason) = match &p {
+            WalkProblem::Missing { referenced_by, .. } => {
+                ("missing", referenced_by.map(|i| i.to_hex()), None)
+            }
+            WalkProblem::Invalid { reason, .. } => ("invalid", None, Some(reason.clone())),
+            WalkProblem::KindConflict { .. } => ("kind_conflict", None, Some(p.to_string())),
+            WalkProblem::Unmarked { .. } => ("unmarked", None, Some(p.to_string())),
+            _ => ("other", None, Some(p.to_string())),
+        };
+        Self {
+            kind,
+            id,
+            referenced_by,
+            reason,
         }
     }
 }

@@ -107,8 +107,9 @@ def test_repo_errors(url):
     with pytest.raises(snapgraph.UnknownRevisionError) as e:
         repo.checkout("no-such-branch")
     assert e.value.name == "no-such-branch"
+    first = repo.log("main")[-1].id
     with pytest.raises(snapgraph.RefConflictError) as e:
-        repo.fork("main", "main")
+        repo.fork("main", first)  # main exists at another commit
     assert e.value.code == "already_exists"
     with pytest.raises(snapgraph.InvalidRefNameError) as e:
         repo.commit(ws, "bad name")

@@ -373,7 +373,7 @@ class SyncReport:
 
 @final
 class Problem:
-    kind: Literal["missing", "invalid"]
+    kind: Literal["missing", "invalid", "kind_conflict", "unmarked", "other"]
     id: str
     referenced_by: Optional[str]
     reason: Optional[str]
