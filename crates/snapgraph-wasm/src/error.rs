@@ -234,12 +234,12 @@ mod tests {
     #[test]
     fn snapshot_errors_map_to_their_codes() {
         let ws = Workspace::new();
-        let mut bytes = ws.snapshot();
+        let mut bytes = ws.snapshot().unwrap();
         assert_eq!(
             snapshot(&Workspace::from_snapshot(b"nope").unwrap_err()).code,
             "CORRUPT"
         );
-        let keyed = ws.snapshot_keyed(&[7; 32]);
+        let keyed = ws.snapshot_keyed(&[7; 32]).unwrap();
         assert_eq!(
             snapshot(&Workspace::from_snapshot(&keyed).unwrap_err()).code,
             "KEY_REQUIRED"

@@ -1,15 +1,50 @@
 //! `SnapshotGraph` (history queries) and `CheckoutPlan` (the resumable fetch loop).
 
 use js_sys::{Array, Object};
+use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind};
 use snapgraph::{GraphError, Limits, ObjectId};
 use wasm_bindgen::prelude::*;
 
 use crate::error;
 use crate::js::{self, set, to_js, JsResult, JsSource};
-use crate::workspace::{fingerprint_object, read_object};
+use crate::workspace::{fingerprint_object, kind_name, read_object};
 
 fn strings(v: &[String]) -> Array {
     v.iter().map(|s| JsValue::from_str(s)).collect()
+}
+
+/// `{ kind: "file" | "symlink", mode, size, id? }` of one side of a change, or `null`.
+fn change_entry(e: Option<&ChangeEntry>) -> JsValue {
+    let Some(e) = e else {
+        return JsValue::NULL;
+    };
+    let o = js::object();
+    set(&o, "kind", &JsValue::from_str(kind_name(e.kind)));
+    set(&o, "mode", &JsValue::from_f64(f64::from(e.mode)));
+    set(&o, "size", &js::number(e.size));
+    if let Some(id) = e.id {
+        set(&o, "id", &JsValue::from_str(&id.to_hex()));
+    }
+    o.into()
+}
+
+/// `{ path, kind, old, new }`, the Node package's change shape.
+fn change(c: &Change) -> Object {
+    let kind = match c.kind {
+        ChangeKind::Added => "added",
+        ChangeKind::Removed => "removed",
+        ChangeKind::Modified => "modified",
+        ChangeKind::TypeChanged => "typeChanged",
+        ChangeKind::ModeChanged => "modeChanged",
+        // A kind added to the core after this binding (the Node package says "other").
+        _ => "other",
+    };
+    let o = js::object();
+    set(&o, "path", &JsValue::from_str(&c.path));
+    set(&o, "kind", &JsValue::from_str(kind));
+    set(&o, "old", &change_entry(c.old.as_ref()));
+    set(&o, "new", &change_entry(c.new.as_ref()));
+    o
 }
 
 /// Runs a query of commit `id` over `objects`, converting the arguments and the error.
@@ -30,9 +65,13 @@ pub struct SnapshotGraph;
 
 #[wasm_bindgen]
 impl SnapshotGraph {
-    /// What changed from commit `a` to commit `b`: `{ filesAdded, filesModified,
-    /// filesRemoved, stateChanged, readsAdded, readsChanged, readsRemoved }`, paths
-    /// absolute and sorted. `limits.maxFiles` bounds the entries read per side.
+    /// What changed from commit `a` to commit `b`: `{ changes, filesAdded,
+    /// filesModified, filesRemoved, stateChanged, readsAdded, readsChanged,
+    /// readsRemoved }`, paths absolute and sorted. Each change is `{ path, kind:
+    /// "added" | "removed" | "modified" | "typeChanged" | "modeChanged", old, new }`
+    /// with sides `{ kind, mode, size, id? }` (`null` for the absent side; `id` absent
+    /// for inline content and symlinks). `limits.maxFiles` bounds the entries read per
+    /// side.
     #[wasm_bindgen(unchecked_return_type = "Diff")]
     pub fn diff(
         a: &str,
@@ -49,6 +88,8 @@ impl SnapshotGraph {
         let d = snapgraph::SnapshotGraph::diff_with_limits(a, b, &source, &l)
             .map_err(|e| to_js(error::graph(&e)))?;
         let o = js::object();
+        let changes: Array = d.changes.iter().map(|c| JsValue::from(change(c))).collect();
+        set(&o, "changes", &changes);
         set(&o, "filesAdded", &strings(&d.files_added));
         set(&o, "filesModified", &strings(&d.files_modified));
         set(&o, "filesRemoved", &strings(&d.files_removed));

@@ -64,7 +64,11 @@ export interface CommitOptions {
   /** Ids the destination holds (with their closures), or a source asked per object. */
   have?: string[] | ObjectSourceLike;
   meta?: Record<string, string>;
-  /** Where to read parents this workspace did not make or check out. */
+  /** Record an empty root directory (the workspace keeps its files). */
+  excludeFiles?: boolean;
+  /** Record empty state (the workspace keeps its state). */
+  excludeState?: boolean;
+  /** Where to read parents this workspace did not make or check out (asked before a `have` source, which answers them too). */
   parentSource?: ObjectSourceLike;
 }
 export interface CheckoutOptions {
@@ -82,7 +86,26 @@ export interface Limits {
   maxBytes: number;
   maxUnpackedBytes: number;
 }
+/** One side of a change: what the entry was. */
+export interface ChangeEntry {
+  kind: "file" | "symlink";
+  mode: number;
+  size: number;
+  /** The content object (chunk or manifest root); absent for inline content and symlinks. */
+  id?: string;
+}
+/** A changed file or symlink. */
+export interface Change {
+  path: string;
+  kind: "added" | "removed" | "modified" | "typeChanged" | "modeChanged";
+  /** The entry before (null when added). */
+  old: ChangeEntry | null;
+  /** The entry after (null when removed). */
+  new: ChangeEntry | null;
+}
 export interface Diff {
+  /** Every change, as values, in path order. */
+  changes: Change[];
   filesAdded: string[];
   filesModified: string[];
   filesRemoved: string[];

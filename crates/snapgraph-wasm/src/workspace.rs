@@ -2,8 +2,8 @@
 
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use snapgraph::{
-    CapabilityFingerprint, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind, ExternalRead,
-    Limits, Metadata, SnapshotOptions,
+    CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
+    ExternalRead, Limits, Metadata, RestoreOptions, SnapshotOptions,
 };
 use wasm_bindgen::prelude::*;
 
@@ -24,7 +24,7 @@ impl Workspace {
     }
 }
 
-fn kind_name(k: EntryKind) -> &'static str {
+pub(crate) fn kind_name(k: EntryKind) -> &'static str {
     match k {
         EntryKind::File => "file",
         EntryKind::Dir => "dir",
@@ -416,10 +416,13 @@ impl Workspace {
     /// Records the workspace as a commit.
     ///
     /// `options`: `{ parents?: string[], have?: string[] | source, meta?: Record<string,
-    /// string>, parentSource?: source }`. `have` as an array declares ids the
-    /// destination holds (with their closures); as a source (a `Map`, an object with
-    /// `get`/`has`) it is asked per object along changed paths, which is what a
-    /// per-turn commit into a growing store wants.
+    /// string>, excludeFiles?: boolean, excludeState?: boolean, parentSource?: source }`.
+    /// `have` as an array declares ids the destination holds (with their closures); as
+    /// a source (a `Map`, an object with `get`/`has`) it is asked per object along
+    /// changed paths, which is what a per-turn commit into a growing store wants, and
+    /// it also answers parent lookups (a merge with another workspace's commit needs no
+    /// `parentSource`). `excludeFiles`/`excludeState` record an empty root directory or
+    /// empty state; the workspace keeps its files and state.
     #[wasm_bindgen(unchecked_return_type = "CommitResult")]
     pub fn commit(
         &mut self,
@@ -442,7 +445,10 @@ impl Workspace {
             v if v.is_undefined() || v.is_null() => None,
             v => Some(JsSource::new(&v, "parentSource")?),
         };
-        let mut o = CommitOptions::new().parents(parents);
+        let mut o = CommitOptions::new()
+            .parents(parents)
+            .exclude_files(js::opt_bool(&options, "excludeFiles")?)
+            .exclude_state(js::opt_bool(&options, "excludeState")?);
         if let Some(ids) = &have_ids {
             o = o.have(ids);
         }
@@ -484,13 +490,14 @@ impl Workspace {
         opt_object(&options, "checkout options")?;
         let id = js::id(id)?;
         let source = JsSource::new(&objects, "objects")?;
-        let (p, d) = (policy(&options)?, drift_policy(&options)?);
-        let r = if js::opt_bool(&options, "shallow")? {
-            self.inner.checkout_shallow_with(id, &source, p, d)
-        } else {
-            self.inner.checkout_with(id, &source, p, d)
-        };
-        r.map(Restore::from).map_err(|e| to_js(error::checkout(&e)))
+        let o = CheckoutOptions::new()
+            .policy(policy(&options)?)
+            .drift(drift_policy(&options)?)
+            .shallow(js::opt_bool(&options, "shallow")?);
+        self.inner
+            .checkout_with(id, &source, o)
+            .map(Restore::from)
+            .map_err(|e| to_js(error::checkout(&e)))
     }
 
     /// Loads the bytes of a file a shallow checkout left in the store.
@@ -515,7 +522,7 @@ impl Workspace {
         opt_object(&options, "snapshot options")?;
         let o = snapshot_options(&options)?;
         self.inner
-            .try_snapshot(o, None)
+            .snapshot_with(o, None)
             .map(|b| js::u8array(&b))
             .map_err(|e| to_js(error::commit(&e)))
     }
@@ -531,7 +538,7 @@ impl Workspace {
         let k = js::key(&key)?;
         let o = snapshot_options(&options)?;
         self.inner
-            .try_snapshot(o, Some(&k))
+            .snapshot_with(o, Some(&k))
             .map(|b| js::u8array(&b))
             .map_err(|e| to_js(error::commit(&e)))
     }
@@ -594,12 +601,11 @@ impl Workspace {
         limits: &JsValue,
     ) -> JsResult<Workspace> {
         let bytes = js::bytes(bytes, "bytes", false)?;
-        let l = if limits.is_undefined() || limits.is_null() {
-            Limits::default()
-        } else {
-            limits_from(limits, Limits::default())?
-        };
-        snapgraph::Workspace::from_snapshot_with_limits(&bytes, key, l)
+        let mut o = RestoreOptions::new().key(key);
+        if !(limits.is_undefined() || limits.is_null()) {
+            o = o.limits(limits_from(limits, Limits::default())?);
+        }
+        snapgraph::Workspace::from_snapshot_with(&bytes, o)
             .map(Self::wrap)
             .map_err(|e| to_js(error::snapshot(&e)))
     }

@@ -166,8 +166,8 @@ test("a fork and a merge", () => {
   const side = persist(store, fork.commit({ parents: [base], have: store }));
   assert.equal(ws.exists("/fork"), false, "a copy is independent");
   ws.write("/fork", "f");
-  // `side` was made by the other workspace: its generation is read from the store.
-  const merge = persist(store, ws.commit({ parents: [main, side], have: store, parentSource: store }));
+  // `side` was made by the other workspace: the `have` source answers its lookup.
+  const merge = persist(store, ws.commit({ parents: [main, side], have: store }));
   assert.equal(SnapshotGraph.commit(merge, store).generation, 3);
   const order = SnapshotGraph.ancestry(merge, store);
   assert.equal(order[0], merge);
@@ -179,8 +179,105 @@ test("a fork and a merge", () => {
   // A parent this workspace did not make is read from parentSource.
   const other = new Workspace();
   other.write("/x", "x");
-  const c = other.commit({ parents: [merge], parentSource: store });
+  throwsCode(() => other.copy().commit({ parents: [merge] }), "UNKNOWN_PARENT", { id: merge });
+  const c = other.copy().commit({ parents: [merge], parentSource: store });
   assert.equal(c.generation, 4);
+  // ... or from a `have` source, which answers parent lookups too.
+  const h = other.copy().commit({ parents: [merge], have: store });
+  assert.equal(h.generation, 4);
+  assert.equal(h.id, c.id);
+});
+
+test("diff changes as values: kind, both sides, content ids", () => {
+  const store = new Map();
+  const ws = new Workspace();
+  const big = new Uint8Array(20_000).map((_, i) => (i * 7) % 253);
+  ws.write("/small", "hi");
+  ws.write("/big.bin", big);
+  ws.write("/mode.sh", "echo");
+  ws.write("/gone", "bye");
+  ws.write("/swap", "file first");
+  ws.symlink("/link", "/small");
+  const first = persist(store, ws.commit({}));
+  big[0] ^= 1;
+  ws.write("/big.bin", big);
+  ws.setMode("/mode.sh", 0o755);
+  ws.remove("/gone");
+  ws.write("/added", "new");
+  ws.remove("/swap");
+  ws.symlink("/swap", "/small");
+  const second = persist(store, ws.commit({ parents: [first], have: store }));
+
+  const d = SnapshotGraph.diff(first, second, store);
+  assert.deepEqual(
+    d.changes.map((c) => [c.path, c.kind]),
+    [
+      ["/added", "added"],
+      ["/big.bin", "modified"],
+      ["/gone", "removed"],
+      ["/mode.sh", "modeChanged"],
+      ["/swap", "typeChanged"],
+    ],
+  );
+  const by = Object.fromEntries(d.changes.map((c) => [c.path, c]));
+  assert.equal(by["/added"].old, null);
+  assert.deepEqual(by["/added"].new, { kind: "file", mode: by["/added"].new.mode, size: 3 });
+  assert.ok(!("id" in by["/added"].new), "inline content has no id");
+  const { old: o, new: n } = by["/big.bin"];
+  assert.equal(o.kind, "file");
+  assert.equal(o.size, 20_000);
+  assert.equal(n.size, 20_000);
+  assert.ok(typeof o.id === "string" && typeof n.id === "string" && o.id !== n.id);
+  assert.ok(store.has(o.id) && store.has(n.id), "the ids name stored content");
+  assert.equal(n.id, ws.fileContentId("/big.bin"));
+  assert.equal(by["/gone"].new, null);
+  assert.equal(by["/gone"].old.size, 3);
+  assert.equal(by["/mode.sh"].new.mode, 0o755);
+  assert.notEqual(by["/mode.sh"].old.mode, 0o755);
+  assert.equal(by["/swap"].old.kind, "file");
+  assert.equal(by["/swap"].new.kind, "symlink");
+  assert.equal(by["/swap"].new.size, "/small".length);
+  assert.ok(!("id" in by["/swap"].new), "a symlink has no content id");
+  // The path lists are views of the changes.
+  assert.deepEqual(d.filesAdded, ["/added"]);
+  assert.deepEqual(d.filesModified, ["/big.bin", "/mode.sh", "/swap"]);
+  assert.deepEqual(d.filesRemoved, ["/gone"]);
+  assert.deepEqual(snapshotDiff(first, second, store).changes, d.changes);
+  assert.deepEqual(SnapshotGraph.diff(second, second, store).changes, []);
+  const back = SnapshotGraph.diff(second, first, store);
+  assert.equal(back.changes.find((c) => c.path === "/added").kind, "removed");
+});
+
+test("commit excludeFiles and excludeState: empty side recorded, workspace kept", () => {
+  const store = new Map();
+  const ws = new Workspace();
+  ws.write("/a.txt", "a");
+  ws.setState(enc.encode("state"));
+  const noFiles = ws.commit({ excludeFiles: true });
+  const id1 = persist(store, noFiles);
+  assert.equal(ws.head(), id1, "the head moves to the new commit");
+  assert.equal(text(ws, "/a.txt"), "a", "the workspace keeps its files");
+  const back = new Workspace();
+  back.checkout(id1, store).free();
+  assert.deepEqual(back.walk(), []);
+  assert.equal(dec.decode(back.state()), "state");
+
+  const id2 = persist(store, ws.commit({ parents: [id1], have: store, excludeState: true }));
+  assert.equal(dec.decode(ws.state()), "state", "the workspace keeps its state");
+  const back2 = new Workspace();
+  back2.checkout(id2, store).free();
+  assert.equal(text(back2, "/a.txt"), "a");
+  assert.equal(back2.state().length, 0);
+  const d = SnapshotGraph.diff(id1, id2, store);
+  assert.deepEqual(d.filesAdded, ["/a.txt"]);
+  assert.equal(d.stateChanged, true);
+
+  const plain = persist(store, ws.copy().commit({}));
+  assert.notEqual(plain, id1);
+  assert.notEqual(plain, id2);
+  throwsCode(() => ws.commit({ excludeFiles: "yes" }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ excludeState: 1 }), "INVALID_ARGUMENT");
+  assert.equal(ws.head(), id2, "a refused commit changes nothing");
 });
 
 test("a checkout plan fetches everything in rounds, each object once", () => {
