@@ -107,7 +107,11 @@ fn main() {
     let with_flags = |flags: u8, bytes: &[u8]| [&[flags][..], bytes].concat();
     let ws = sample();
     write(&dir, "plain", &with_flags(0, &ws.snapshot().unwrap()));
-    write(&dir, "keyed", &with_flags(2, &ws.snapshot_keyed(&KEY).unwrap()));
+    write(
+        &dir,
+        "keyed",
+        &with_flags(2, &ws.snapshot_keyed(&KEY).unwrap()),
+    );
     let zstd = SnapshotOptions {
         compress: true,
         ..Default::default()
@@ -127,7 +131,11 @@ fn main() {
         "no-files",
         &with_flags(1, &ws.snapshot_with_options(no_files).unwrap()),
     );
-    write(&dir, "empty", &with_flags(0, &Workspace::new().snapshot().unwrap()));
+    write(
+        &dir,
+        "empty",
+        &with_flags(0, &Workspace::new().snapshot().unwrap()),
+    );
     let v1 = root.join("../corpus/v1");
     write(
         &dir,

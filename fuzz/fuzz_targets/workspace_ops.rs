@@ -411,11 +411,12 @@ fuzz_target!(|ops: Vec<Op>| {
                 std::mem::swap(&mut cur, &mut forks[i]);
             }
             Op::Snapshot { compress } => {
-                let bytes = ws.snapshot_with_options(snapgraph::SnapshotOptions {
-                    compress: *compress,
-                    ..Default::default()
-                })
-                .expect("a fully loaded workspace packs");
+                let bytes = ws
+                    .snapshot_with_options(snapgraph::SnapshotOptions {
+                        compress: *compress,
+                        ..Default::default()
+                    })
+                    .expect("a fully loaded workspace packs");
                 let restored = Workspace::from_snapshot(&bytes).expect("snapshot restores");
                 check(&restored, model);
             }

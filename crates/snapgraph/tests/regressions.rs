@@ -245,3 +245,66 @@ fn commits_can_exclude_files_or_state() {
         root
     );
 }
+
+/// A source that counts its calls.
+struct Counting<'a> {
+    inner: &'a Store,
+    gets: std::cell::Cell<usize>,
+    batches: std::cell::Cell<usize>,
+}
+
+impl snapgraph::ObjectSource for Counting<'_> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        self.gets.set(self.gets.get() + 1);
+        snapgraph::ObjectSource::get(self.inner, id)
+    }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
+        self.batches.set(self.batches.get() + 1);
+        ids.iter()
+            .map(|id| snapgraph::ObjectSource::get(self.inner, id))
+            .collect()
+    }
+}
+
+// Batched reads: checkout fetches a large file's chunks through get_many, a window
+// at a time, not one get per chunk.
+#[test]
+fn checkout_reads_chunks_in_batches() {
+    let mut ws = Workspace::new();
+    ws.write("/big.bin", common::pseudo_random(4 << 20, 9))
+        .unwrap();
+    let mut store = Store::new();
+    let id = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+    let chunks = store
+        .values()
+        .filter(|b| b[0] == ObjectKind::Chunk.byte())
+        .count();
+    assert!(chunks > 100, "{chunks} chunks");
+    let src = Counting {
+        inner: &store,
+        gets: Default::default(),
+        batches: Default::default(),
+    };
+    let mut other = Workspace::new();
+    other
+        .checkout(id, &src, CheckoutPolicy::default())
+        .unwrap()
+        .verify(|_| None)
+        .unwrap();
+    assert_eq!(
+        other.read("/big.bin").unwrap(),
+        ws.read("/big.bin").unwrap()
+    );
+    assert_eq!(src.batches.get(), chunks.div_ceil(64));
+    assert!(
+        src.gets.get() < 10,
+        "{} single gets for {chunks} chunks",
+        src.gets.get()
+    );
+}

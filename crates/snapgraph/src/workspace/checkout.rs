@@ -241,7 +241,7 @@ impl Workspace {
     }
 
     /// Fetches and verifies the bytes of a file a
-    /// [shallow checkout](Self::checkout_shallow) left in the store, as a full
+    /// [shallow checkout](Self::checkout_with) left in the store, as a full
     /// checkout would have: every object is re-hashed and its kind checked, the chunk
     /// lengths and the manifest's shape are checked against the recorded size, the
     /// size against the workspace's [`Limits`], and the bytes against the content

@@ -199,7 +199,7 @@ pub enum CommitError {
         /// The parent.
         id: ObjectId,
     },
-    /// A parent's generation is [`MAX_GENERATION`](crate::object::commit::MAX_GENERATION):
+    /// A parent's generation is [`MAX_GENERATION`]:
     /// a child would exceed the highest generation readers accept.
     #[error("parent {id} has generation {generation}, the maximum: it can have no child")]
     GenerationOverflow {
@@ -233,7 +233,7 @@ pub enum CommitError {
         /// The limit.
         limit: usize,
     },
-    /// A file a [shallow checkout](Workspace::checkout_shallow) left in the store has
+    /// A file a [shallow checkout](Workspace::checkout_with) left in the store has
     /// content the destination lacks (as declared with
     /// [`have`](CommitOptions::have)/[`have_in`](CommitOptions::have_in), or not
     /// declared at all), so the commit cannot emit it. Load it with
@@ -256,7 +256,7 @@ impl Workspace {
     /// [`have`](CommitOptions::have)/[`have_in`](CommitOptions::have_in) every object
     /// the commit needs is emitted; with them, only what the destination lacks.
     ///
-    /// Files a [shallow checkout](Self::checkout_shallow) left in the store keep their
+    /// Files a [shallow checkout](Self::checkout_with) left in the store keep their
     /// tree entries; their content must be held by the destination, else
     /// [`CommitError::ContentNotLoaded`].
     pub fn commit(&mut self, options: CommitOptions<'_>) -> Result<Commit, CommitError> {

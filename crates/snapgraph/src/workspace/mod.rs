@@ -9,7 +9,7 @@
 //!
 //! ## Shallow checkout
 //!
-//! [`Workspace::checkout_shallow`] restores a commit's directories, symlinks, modes,
+//! [`Workspace::checkout_with`] with [`CheckoutOptions::shallow`] restores a commit's directories, symlinks, modes,
 //! state and small (inline) files, but leaves every other file's bytes in the store:
 //! such a file keeps only its tree entry (size, mode, content reference), and no chunk
 //! or manifest object is read. Its cost is that of the tree nodes, whatever the size
@@ -153,7 +153,7 @@ pub enum FsError {
         reason: &'static str,
     },
     /// The file's bytes were left in the store by a
-    /// [shallow checkout](Workspace::checkout_shallow): fetch them with
+    /// [shallow checkout](Workspace::checkout_with): fetch them with
     /// [`Workspace::load_content`] first.
     #[error("{path}: content not loaded (shallow checkout)")]
     NotLoaded {
@@ -481,7 +481,7 @@ impl Workspace {
     }
 
     /// The bytes of the file at `path`. A file a
-    /// [shallow checkout](Self::checkout_shallow) left in the store is
+    /// [shallow checkout](Self::checkout_with) left in the store is
     /// [`FsError::NotLoaded`] until [`load_content`](Self::load_content) fetches it.
     pub fn read(&self, path: &str) -> Result<&[u8], FsError> {
         let comps = path::parse(path)?;
@@ -532,7 +532,7 @@ impl Workspace {
     }
 
     /// Whether `path` names a file whose bytes are in memory: false for a file a
-    /// [shallow checkout](Self::checkout_shallow) left in the store (until
+    /// [shallow checkout](Self::checkout_with) left in the store (until
     /// [`load_content`](Self::load_content)), and for anything that is not a file.
     pub fn is_loaded(&self, path: &str) -> bool {
         let Ok(comps) = path::parse(path) else {

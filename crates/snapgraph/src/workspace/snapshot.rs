@@ -26,7 +26,7 @@ impl Workspace {
     /// always packs to the same bytes.
     ///
     /// A snapshot needs every file's bytes: if a
-    /// [shallow checkout](Self::checkout_shallow) left any in the store (and the
+    /// [shallow checkout](Self::checkout_with) left any in the store (and the
     /// snapshot does not exclude files), this is [`CommitError::ContentNotLoaded`]
     /// naming the file (load it with [`load_content`](Self::load_content) first, or
     /// exclude files).
