@@ -190,7 +190,8 @@ fn checkout(c: &mut Criterion) {
     g.bench_function("files/2000", |b| {
         b.iter_with_large_drop(|| {
             let mut ws = Workspace::new();
-            ws.checkout(head, &store, CheckoutPolicy::default())
+            let _ = ws
+                .checkout(head, &store, CheckoutPolicy::default())
                 .expect("checkout");
             ws
         })
@@ -227,7 +228,8 @@ fn checkout(c: &mut Criterion) {
     g.bench_function("random/64_files", |b| {
         b.iter_with_large_drop(|| {
             let mut ws = Workspace::new();
-            ws.checkout(head, &store, CheckoutPolicy::default())
+            let _ = ws
+                .checkout(head, &store, CheckoutPolicy::default())
                 .expect("checkout");
             ws
         })
@@ -320,9 +322,9 @@ fn pack(c: &mut Criterion) {
             ..Default::default()
         };
         g.bench_function(format!("snapshot/files_2000/{name}"), |b| {
-            b.iter_with_large_drop(|| ws.snapshot_with_options(opts))
+            b.iter_with_large_drop(|| ws.snapshot_with_options(opts).expect("snapshot"))
         });
-        let bytes = ws.snapshot_with_options(opts);
+        let bytes = ws.snapshot_with_options(opts).expect("snapshot");
         eprintln!("[sizes] pack/files_2000/{name}: {} bytes", bytes.len());
         g.bench_function(format!("restore/files_2000/{name}"), |b| {
             b.iter_with_large_drop(|| Workspace::from_snapshot(&bytes).expect("restore"))

@@ -106,8 +106,8 @@ fn main() {
     let dir = corpus.join("snapshot_container");
     let with_flags = |flags: u8, bytes: &[u8]| [&[flags][..], bytes].concat();
     let ws = sample();
-    write(&dir, "plain", &with_flags(0, &ws.snapshot()));
-    write(&dir, "keyed", &with_flags(2, &ws.snapshot_keyed(&KEY)));
+    write(&dir, "plain", &with_flags(0, &ws.snapshot().unwrap()));
+    write(&dir, "keyed", &with_flags(2, &ws.snapshot_keyed(&KEY).unwrap()));
     let zstd = SnapshotOptions {
         compress: true,
         ..Default::default()
@@ -115,7 +115,7 @@ fn main() {
     write(
         &dir,
         "zstd",
-        &with_flags(1, &ws.snapshot_with_options(zstd)),
+        &with_flags(1, &ws.snapshot_with_options(zstd).unwrap()),
     );
     let no_files = SnapshotOptions {
         exclude_files: true,
@@ -125,9 +125,9 @@ fn main() {
     write(
         &dir,
         "no-files",
-        &with_flags(1, &ws.snapshot_with_options(no_files)),
+        &with_flags(1, &ws.snapshot_with_options(no_files).unwrap()),
     );
-    write(&dir, "empty", &with_flags(0, &Workspace::new().snapshot()));
+    write(&dir, "empty", &with_flags(0, &Workspace::new().snapshot().unwrap()));
     let v1 = root.join("../corpus/v1");
     write(
         &dir,

@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
     }
 
     // A fresh workspace, under small limits.
-    let fresh = Workspace::from_snapshot_with_limits(&bytes, key, limits);
+    let fresh = Workspace::from_snapshot_with(&bytes, RestoreOptions::new().key(key).limits(limits));
     if let Ok(ws) = &fresh {
         // What was restored is canonical: committing it again gives the same tree.
         let mut again = ws.clone();
@@ -75,7 +75,7 @@ fuzz_target!(|data: &[u8]| {
     // Restores into a workspace with content: all or nothing.
     let mut target = bystander();
     let before = observe(&target);
-    let r = target.restore_snapshot_from(&bytes[..], key, CheckoutPolicy::Force, DriftPolicy::Off);
+    let r = target.restore_snapshot_from(&bytes[..], RestoreOptions::new().key(key).policy(CheckoutPolicy::Force).drift(DriftPolicy::Off));
     if r.is_err() {
         assert_eq!(
             observe(&target),

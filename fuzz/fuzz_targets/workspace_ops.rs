@@ -414,7 +414,8 @@ fuzz_target!(|ops: Vec<Op>| {
                 let bytes = ws.snapshot_with_options(snapgraph::SnapshotOptions {
                     compress: *compress,
                     ..Default::default()
-                });
+                })
+                .expect("a fully loaded workspace packs");
                 let restored = Workspace::from_snapshot(&bytes).expect("snapshot restores");
                 check(&restored, model);
             }

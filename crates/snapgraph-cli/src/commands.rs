@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use snapgraph::{
-    CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource, SnapshotGraph,
-    SnapshotKey, SnapshotOptions, Workspace,
+    CheckoutOptions, CheckoutPolicy, CommitOptions, Diff, EntryKind, ObjectId, ObjectSource,
+    SnapshotGraph, SnapshotKey, SnapshotOptions, Workspace,
 };
 use snapgraph_store::{RepoCommitOptions, Store, SyncOptions};
 
@@ -149,7 +149,13 @@ fn resolve_path(ctx: &Ctx, p: &Path) -> PathBuf {
 /// A workspace holding commit `id`'s trees, file bytes left in `source`.
 fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
     let mut ws = Workspace::new();
-    ws.checkout_shallow(id, source, CheckoutPolicy::Force)?;
+    let _ = ws.checkout_with(
+        id,
+        source,
+        CheckoutOptions::new()
+            .policy(CheckoutPolicy::Force)
+            .shallow(true),
+    )?;
     Ok(ws)
 }
 
@@ -1009,8 +1015,8 @@ fn pack(ctx: &Ctx, rev: &str, output: &Path, key: Option<&Path>, compress: bool)
     let wd = ctx.open()?;
     let id = wd.resolve(rev)?;
     let mut ws = Workspace::new();
-    ws.checkout(id, wd.repo.store(), CheckoutPolicy::Force)?;
-    let bytes = ws.try_snapshot(
+    let _ = ws.checkout(id, wd.repo.store(), CheckoutPolicy::Force)?;
+    let bytes = ws.snapshot_with(
         SnapshotOptions {
             compress,
             ..SnapshotOptions::default()

@@ -84,7 +84,7 @@ impl<S> FaultyStore<S> {
 impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.tick("get_many", false)?;
-        self.inner.get_many(ids)
+        crate::store::ObjectStore::get_many(&self.inner, ids)
     }
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         self.tick("has_many", false)?;
@@ -146,5 +146,11 @@ impl<S: ObjectStore> snapgraph::ObjectSource for FaultyStore<S> {
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         crate::store::source_contains(self, id)
+    }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
+        crate::store::source_get_many(self, ids)
     }
 }

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use snapgraph::{
-    CheckoutError, CheckoutPolicy, CommitError, CommitObject, CommitOptions, DriftPolicy,
-    GraphError, ObjectId, SnapshotGraph, Workspace,
+    CheckoutError, CheckoutOptions, CheckoutPolicy, CommitError, CommitObject, CommitOptions,
+    DriftPolicy, GraphError, ObjectId, SnapshotGraph, Workspace,
 };
 
 use crate::error::StoreError;
@@ -187,29 +187,6 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         Ok(self.objects.contains_id(id) || self.store.contains(id)?)
-    }
-}
-
-/// A source remembering every object read through it (for a walk that reads the
-/// same few objects twice).
-struct Remembered<'a, S> {
-    store: &'a S,
-    read: std::cell::RefCell<hashbrown::HashMap<ObjectId, Vec<u8>>>,
-}
-
-impl<S: Store> snapgraph::ObjectSource for Remembered<'_, S> {
-    fn get(
-        &self,
-        id: &ObjectId,
-    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        if let Some(b) = self.read.borrow().get(id) {
-            return Ok(Some(std::borrow::Cow::Owned(b.clone())));
-        }
-        let got = self.store.get(id)?.map(|b| b.into_owned());
-        if let Some(b) = &got {
-            self.read.borrow_mut().insert(*id, b.clone());
-        }
-        Ok(got.map(std::borrow::Cow::Owned))
     }
 }
 
@@ -565,7 +542,7 @@ impl<S: Store> Repo<S> {
     /// [`checkout_into`](Self::checkout_into) to choose.
     pub fn checkout(&self, rev: &str) -> Result<Workspace, RepoError> {
         let mut ws = Workspace::new();
-        self.checkout_into(&mut ws, rev, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        let _ = self.checkout_into(&mut ws, rev, CheckoutPolicy::default(), DriftPolicy::Off)?;
         Ok(ws)
     }
 
@@ -579,7 +556,11 @@ impl<S: Store> Repo<S> {
         drift: DriftPolicy,
     ) -> Result<snapgraph::Restore, RepoError> {
         let id = self.resolve(rev)?;
-        Ok(ws.checkout_with(id, &self.store, policy, drift)?)
+        Ok(ws.checkout_with(
+            id,
+            &self.store,
+            CheckoutOptions::new().policy(policy).drift(drift),
+        )?)
     }
 
     /// A workspace at revision `rev` whose files carry only their content ids
@@ -590,7 +571,14 @@ impl<S: Store> Repo<S> {
     pub fn checkout_shallow(&self, rev: &str) -> Result<Workspace, RepoError> {
         let id = self.resolve(rev)?;
         let mut ws = Workspace::new();
-        ws.checkout_shallow_with(id, &self.store, CheckoutPolicy::default(), DriftPolicy::Off)?;
+        let _ = ws.checkout_with(
+            id,
+            &self.store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true)
+                .drift(DriftPolicy::Off),
+        )?;
         Ok(ws)
     }
 
@@ -607,7 +595,10 @@ impl<S: Store> Repo<S> {
         })?;
         let mut commits = BTreeMap::new();
         for batch in ids.chunks(BATCH) {
-            for (id, bytes) in batch.iter().zip(self.store.get_many(batch)?) {
+            for (id, bytes) in batch
+                .iter()
+                .zip(crate::store::ObjectStore::get_many(&self.store, batch)?)
+            {
                 let Some(bytes) = bytes else { continue };
                 if bytes.first() != Some(&snapgraph::ObjectKind::Commit.byte()) {
                     continue;
@@ -734,16 +725,10 @@ impl<S: Store> Repo<S> {
     /// Commits `id` and its ancestors, newest first, at most `limit`.
     pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
         let id = self.resolve(rev)?;
-        // Each commit is read from the store once: the ancestry walk's reads are
-        // remembered and decoded again from memory.
-        // (When the core has an ancestry iterator of decoded commits, use it.)
-        let seen = Remembered {
-            store: &self.store,
-            read: std::cell::RefCell::new(hashbrown::HashMap::new()),
-        };
-        SnapshotGraph::ancestry(id, &seen, limit)?
-            .into_iter()
-            .map(|c| Ok((c, SnapshotGraph::commit(c, &seen)?)))
+        // The core's iterator yields decoded commits: each is read once.
+        SnapshotGraph::ancestors(id, &self.store)
+            .take(limit)
+            .map(|r| Ok(r?))
             .collect()
     }
 

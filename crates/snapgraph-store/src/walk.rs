@@ -191,7 +191,7 @@ pub(crate) fn read_batch(
     problems: &mut Vec<WalkProblem>,
 ) -> Result<HashMap<ObjectId, Vec<u8>>, StoreError> {
     let mut out = HashMap::with_capacity(ids.len());
-    match store.get_many(ids) {
+    match crate::store::ObjectStore::get_many(&store, ids) {
         Ok(got) => {
             for (id, bytes) in ids.iter().zip(got) {
                 if let Some(b) = bytes {
@@ -201,7 +201,7 @@ pub(crate) fn read_batch(
         }
         Err(StoreError::Corrupt { .. }) => {
             for id in ids {
-                match store.get_many(std::slice::from_ref(id)) {
+                match crate::store::ObjectStore::get_many(&store, std::slice::from_ref(id)) {
                     Ok(mut got) => {
                         if let Some(b) = got.pop().flatten() {
                             out.insert(*id, b);

@@ -188,7 +188,7 @@ fn corrupt_rows_are_reported_with_their_id() {
         "UPDATE {table} SET data = set_byte(data, 2, get_byte(data, 2) # 1) WHERE id = '\\x{}'",
         r.to_hex()
     ));
-    match store.get_many(&[t, r]) {
+    match snapgraph_store::ObjectStore::get_many(&store, &[t, r]) {
         Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, r),
         other => panic!("a flipped byte must read as corrupt, got {other:?}"),
     }
@@ -199,7 +199,7 @@ fn corrupt_rows_are_reported_with_their_id() {
         "UPDATE {table} SET data = substr(data, 1, 10) WHERE id = '\\x{}'",
         t.to_hex()
     ));
-    let err = store.get_many(&[t]).unwrap_err();
+    let err = snapgraph_store::ObjectStore::get_many(&store, &[t]).unwrap_err();
     assert!(
         matches!(err, StoreError::Corrupt { id, .. } if id == t),
         "{err}"
@@ -209,7 +209,9 @@ fn corrupt_rows_are_reported_with_their_id() {
         "UPDATE {table} SET data = '\\x' WHERE id = '\\x{}'",
         t.to_hex()
     ));
-    assert!(matches!(store.get_many(&[t]), Err(StoreError::Corrupt { id, .. }) if id == t));
+    assert!(
+        matches!(snapgraph_store::ObjectStore::get_many(&store, &[t]), Err(StoreError::Corrupt { id, .. }) if id == t)
+    );
 
     // Presence is not a read: has_many still answers, and a fresh put does not
     // overwrite (put is idempotent, `verify`/repair is the way out).
@@ -373,7 +375,7 @@ fn a_role_without_create_rights_uses_existing_tables() {
         .compare_and_swap_ref("heads/main", None, id, "app")
         .unwrap();
     assert_eq!(
-        store.get_many(&[id]).unwrap()[0].as_deref(),
+        snapgraph_store::ObjectStore::get_many(&store, &[id]).unwrap()[0].as_deref(),
         Some(&blob[..])
     );
     assert_eq!(store.reflog("heads/main").unwrap().len(), 1);
@@ -420,7 +422,7 @@ fn data_persists_across_reconnects() {
     // Reopened with another compression setting: old objects still read.
     let store = schema.store_with(Compression::None);
     assert!(store.has_many(&ids).unwrap().is_empty());
-    let got = store.get_many(&ids).unwrap();
+    let got = snapgraph_store::ObjectStore::get_many(&store, &ids).unwrap();
     for (bytes, got) in blobs.iter().zip(got) {
         assert_eq!(got.as_deref(), Some(&bytes[..]));
     }
@@ -483,7 +485,7 @@ fn for_each_id_pages_and_lets_the_callback_use_the_store() {
         .for_each_id(&mut |id| {
             if seen.len() % 5_000 == 0 {
                 // Re-entering the store from the callback must not deadlock.
-                assert!(store.get_many(&[id])?[0].is_some());
+                assert!(snapgraph_store::ObjectStore::get_many(&store, &[id])?[0].is_some());
             }
             seen.push(id);
             Ok(())
@@ -703,7 +705,7 @@ fn concurrent_overlapping_puts_converge() {
     // The windows cover every object.
     let ids: Vec<ObjectId> = all.iter().map(|(i, _)| *i).collect();
     assert!(stores[0].has_many(&ids).unwrap().is_empty());
-    let got = stores[0].get_many(&ids).unwrap();
+    let got = snapgraph_store::ObjectStore::get_many(&stores[0], &ids).unwrap();
     for ((_, bytes), got) in all.iter().zip(got) {
         assert_eq!(got.as_deref(), Some(*bytes));
     }
@@ -761,7 +763,7 @@ fn pg_figures() {
             report(&format!("put_many {label}"), start, set.len(), bytes);
             let start = Instant::now();
             for chunk in ids.chunks(1_000) {
-                let got = store.get_many(chunk).unwrap();
+                let got = snapgraph_store::ObjectStore::get_many(&store, chunk).unwrap();
                 assert!(got.iter().all(Option::is_some));
             }
             report(&format!("get_many {label}"), start, set.len(), bytes);

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use snapgraph::{CheckoutPolicy, DriftPolicy, SnapshotOptions, Workspace};
+use snapgraph::{CheckoutPolicy, DriftPolicy, RestoreOptions, SnapshotOptions, Workspace};
 
 fn random(len: usize, mut seed: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(len);
@@ -87,7 +87,7 @@ fn figures(name: &str, ws: &Workspace) {
             compress,
             ..Default::default()
         };
-        let (pack, bytes) = best(5, || ws.snapshot_with_options(opts));
+        let (pack, bytes) = best(5, || ws.snapshot_with_options(opts).expect("snapshot"));
         let (restore, _) = best(5, || Workspace::from_snapshot(&bytes).expect("restores"));
         println!(
             "| {name} | {} | {:.1} MiB | {:.1} ms | {:.1} ms |",
@@ -154,7 +154,13 @@ fn main() -> std::io::Result<()> {
             let file = std::io::BufReader::new(std::fs::File::open(&path)?);
             let t = Instant::now();
             let mut ws = Workspace::new();
-            ws.restore_snapshot_from(file, None, CheckoutPolicy::Force, DriftPolicy::Off)
+            let _ = ws
+                .restore_snapshot_from(
+                    file,
+                    RestoreOptions::new()
+                        .policy(CheckoutPolicy::Force)
+                        .drift(DriftPolicy::Off),
+                )
                 .expect("restores");
             println!(
                 "restore from stream: snapshot {:.0} MiB, peak RSS {:.0} MiB, {:.2} s",

@@ -71,7 +71,7 @@ fn main() -> Result<(), snapgraph::Error> {
     let turn3 = history[history.len() - 4];
     let mut fork = Workspace::new();
     let t = Instant::now();
-    fork.checkout(turn3, &store, CheckoutPolicy::default())?;
+    let _ = fork.checkout(turn3, &store, CheckoutPolicy::default())?;
     println!("checkout of turn 3 in {:?}", t.elapsed());
     let diff = SnapshotGraph::diff(turn3, head, &store)?;
     println!(

@@ -18,7 +18,7 @@
 //!
 //! ```
 //! use std::collections::HashMap;
-//! use snapgraph::{CheckoutPolicy, CommitOptions, DriftPolicy, ExternalRead, Workspace};
+//! use snapgraph::{CheckoutOptions, CommitOptions, DriftPolicy, ExternalRead, Workspace};
 //!
 //! let mut ws = Workspace::new();
 //! ws.write("/cache/report.csv", b"a,b\n1,2\n")?;
@@ -45,7 +45,7 @@
 //!     (source == "s3://bucket/report.csv").then(|| "etag-1".to_string())
 //! };
 //! let mut restored = Workspace::new();
-//! let restore = restored.checkout_with(commit.id(), &store, CheckoutPolicy::default(), DriftPolicy::Strict)?;
+//! let restore = restored.checkout_with(commit.id(), &store, CheckoutOptions::new().drift(DriftPolicy::Strict))?;
 //! for pin in restore.pins() {
 //!     // Serve pin.revision of pin.source from now on.
 //!     assert_eq!(pin.revision.as_deref(), Some("c0ffee"));
@@ -77,7 +77,12 @@ pub enum DriftPolicy {
 }
 
 /// What a checkout hands back about the restored commit's external reads.
+///
+/// Dropping it skips the default strict drift check: drive it with
+/// [`verify`](Self::verify) (or [`into_drift_check`](Self::into_drift_check) and
+/// [`DriftCheck::finish`]) before serving the restored workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "dropping a Restore skips its drift check: call .verify(live) or drive .into_drift_check()"]
 pub struct Restore {
     pub(crate) commit: ObjectId,
     pub(crate) pins: Vec<ExternalRead>,
@@ -143,6 +148,37 @@ impl Restore {
     /// Takes the drift check to drive it.
     pub fn into_drift_check(self) -> Option<DriftCheck> {
         self.drift
+    }
+
+    /// Runs the whole drift check in one call: `live(source)` returns the source's
+    /// live fingerprint (`None`: it is gone). `Ok` when nothing needs a check or
+    /// nothing moved; else the [`ContentDriftError`] naming every source that moved.
+    /// Read [`pins`](Self::pins) and [`stale`](Self::stale) first if you need them.
+    ///
+    /// ```
+    /// # use snapgraph::{CheckoutPolicy, CommitOptions, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # let c = ws.commit(CommitOptions::new())?;
+    /// # let id = c.id();
+    /// # let store: std::collections::HashMap<_, _> = c.into_objects().into_iter().collect();
+    /// let mut restored = Workspace::new();
+    /// restored
+    ///     .checkout(id, &store, CheckoutPolicy::default())?
+    ///     .verify(|_source| None)?; // nothing recorded: nothing to check
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn verify(
+        self,
+        mut live: impl FnMut(&str) -> Option<String>,
+    ) -> Result<(), ContentDriftError> {
+        let Some(mut check) = self.drift else {
+            return Ok(());
+        };
+        for source in check.pending() {
+            let fingerprint = live(&source);
+            check.supply(&source, fingerprint.as_deref());
+        }
+        check.finish()
     }
 
     /// Workspace paths whose cached bytes must be re-read live (also available as

@@ -24,7 +24,9 @@
 //! store.extend(second.into_objects());
 //!
 //! let mut branch = Workspace::new();
-//! branch.checkout(first_id, &store, CheckoutPolicy::default())?;
+//! // A checkout returns a `Restore`: drive its drift check before serving the files
+//! // (`live(source)` gives a recorded external source's fingerprint now).
+//! branch.checkout(first_id, &store, CheckoutPolicy::default())?.verify(|_source| None)?;
 //! assert_eq!(branch.read("/log.txt")?, b"one\n");
 //!
 //! let diff = SnapshotGraph::diff(first_id, second_id, &store)?;
@@ -76,11 +78,11 @@ pub use object::capability::CapabilityFingerprint;
 pub use object::commit::CommitObject;
 pub use object::reads::ExternalRead;
 pub use object::{ObjectError, ObjectKind, FORMAT_VERSION};
-pub use pack::{SnapshotError, SnapshotKey, SnapshotOptions};
+pub use pack::{RestoreOptions, SnapshotError, SnapshotKey, SnapshotOptions};
 pub use source::{BoxError, EmptySource, ObjectSource};
 pub use workspace::{
-    CheckoutError, CheckoutPolicy, Commit, CommitError, CommitOptions, DirEntry, EntryKind,
-    FsError, Metadata, PathError, Workspace,
+    CheckoutError, CheckoutOptions, CheckoutPolicy, Commit, CommitError, CommitOptions, DirEntry,
+    EntryKind, FsError, Metadata, PathError, Workspace,
 };
 
 /// Any error of this crate: each operation's error converts into it, so `?` works

@@ -28,6 +28,14 @@ pub trait ObjectSource {
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
         Ok(self.get(id)?.is_some())
     }
+
+    /// The stored bytes of each of `ids`, in order, `None` where the store lacks one;
+    /// the answer must have one item per id. The default asks [`get`](Self::get) once
+    /// per id; override it when one round trip can answer many (a database, an object
+    /// store): checkout asks for file chunks a window at a time through it.
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        ids.iter().map(|id| self.get(id)).collect()
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for &T {
@@ -36,6 +44,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for &T {
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
         (**self).contains(id)
+    }
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        (**self).get_many(ids)
     }
 }
 
@@ -46,6 +57,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
         (**self).contains(id)
     }
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        (**self).get_many(ids)
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
@@ -54,6 +68,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
         (**self).contains(id)
+    }
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        (**self).get_many(ids)
     }
 }
 
@@ -107,6 +124,11 @@ mod tests {
         assert_eq!(takes_source(Arc::new(bt), &id).as_deref(), Some(&b"a"[..]));
         let dynamic: Box<dyn ObjectSource> = Box::new(std_map);
         assert!(dynamic.contains(&id).unwrap());
+        let other = ObjectId::hash_stored(b"b");
+        let many = dynamic.get_many(&[other, id]).unwrap();
+        assert_eq!(many.len(), 2);
+        assert!(many[0].is_none());
+        assert_eq!(many[1].as_deref(), Some(&b"a"[..]));
         assert!(!EmptySource.contains(&id).unwrap());
     }
 }

@@ -60,7 +60,7 @@ fn recorded_and_readable_without_restoring() {
 fn superset_accepts_more_and_refuses_less() {
     let (id, store) = committed(env(&["grep", "jq"], &["sqlite"]));
     let mut richer = live(env(&["grep", "jq", "awk"], &["sqlite", "net"]));
-    richer
+    let _ = richer
         .checkout(id, &store, CheckoutPolicy::Superset)
         .unwrap();
     assert_eq!(richer.read("/f").unwrap(), b"data");
@@ -86,7 +86,7 @@ fn superset_accepts_more_and_refuses_less() {
 fn strict_requires_an_exact_match_and_force_ignores() {
     let (id, store) = committed(env(&["grep"], &["sqlite"]));
     let mut exact = live(env(&["grep"], &["sqlite"]));
-    exact.checkout(id, &store, CheckoutPolicy::Strict).unwrap();
+    let _ = exact.checkout(id, &store, CheckoutPolicy::Strict).unwrap();
     let mut richer = live(env(&["grep", "awk"], &["sqlite"]));
     match richer.checkout(id, &store, CheckoutPolicy::Strict) {
         Err(CheckoutError::Capabilities { missing, extra, .. }) => {
@@ -100,7 +100,7 @@ fn strict_requires_an_exact_match_and_force_ignores() {
         .checkout(id, &store, CheckoutPolicy::Superset)
         .is_err());
     let mut bare = Workspace::new();
-    bare.checkout(id, &store, CheckoutPolicy::Force).unwrap();
+    let _ = bare.checkout(id, &store, CheckoutPolicy::Force).unwrap();
     assert_eq!(bare.read("/f").unwrap(), b"data");
 }
 
@@ -131,12 +131,13 @@ fn content_needing_a_missing_feature_is_refused_under_every_policy() {
     let mut able = Workspace::new();
     able.require_feature_for_prefix(&b"SQLite format 3\0"[..], "sqlite");
     able.set_capabilities(CapabilityFingerprint::new().feature("sqlite"));
-    able.checkout(c.id(), &store, CheckoutPolicy::Force)
+    let _ = able
+        .checkout(c.id(), &store, CheckoutPolicy::Force)
         .unwrap();
     // State bytes are checked too.
     let mut st = Workspace::new();
     st.set_state(sqlite_header.to_vec());
-    let snap = st.snapshot();
+    let snap = st.snapshot().unwrap();
     let mut target = Workspace::new();
     target.require_feature_for_prefix(&b"SQLite format 3\0"[..], "sqlite");
     match target.restore_snapshot(&snap) {
@@ -151,7 +152,7 @@ fn content_needing_a_missing_feature_is_refused_under_every_policy() {
 fn restore_snapshot_keeps_configuration_and_checks_capabilities() {
     let mut src = live(env(&["grep", "jq"], &[]));
     src.write("/x", b"1").unwrap();
-    let snap = src.snapshot();
+    let snap = src.snapshot().unwrap();
     // A fresh workspace from a snapshot adopts its fingerprint.
     let fresh = Workspace::from_snapshot(&snap).unwrap();
     assert_eq!(fresh.capabilities(), src.capabilities());
@@ -163,7 +164,7 @@ fn restore_snapshot_keeps_configuration_and_checks_capabilities() {
     ));
     assert!(poorer.exists("/before"));
     let mut richer = live(env(&["grep", "jq", "sed"], &[]));
-    richer.restore_snapshot(&snap).unwrap();
+    let _ = richer.restore_snapshot(&snap).unwrap();
     assert_eq!(richer.capabilities().unwrap().builtins.len(), 3);
     assert_eq!(richer.read("/x").unwrap(), b"1");
 }

@@ -329,7 +329,8 @@ fn every_damaged_object_is_reported_by_id() {
     // The loop runs in bounded time (no quadratic blow-up on damage).
     assert!(started.elapsed() < Duration::from_secs(60));
     // After all that, the untouched store still restores.
-    ws.checkout(f.target, &f.store, CheckoutPolicy::Force)
+    let _ = ws
+        .checkout(f.target, &f.store, CheckoutPolicy::Force)
         .unwrap();
     assert_eq!(snap(&ws), f.snap);
 }
@@ -380,7 +381,7 @@ fn damaged_parents_and_shallow_history() {
     // ...and those that do not are unaffected.
     SnapshotGraph::reachable(c2, &d).unwrap();
     let mut fresh = Workspace::new();
-    fresh.checkout(c2, &d, CheckoutPolicy::default()).unwrap();
+    let _ = fresh.checkout(c2, &d, CheckoutPolicy::default()).unwrap();
     assert_eq!(SnapshotGraph::ancestry(c2, &d, 1).unwrap(), vec![c2]);
     // A commit whose parent is damaged cannot be a parent source.
     let e = Workspace::new()
@@ -632,7 +633,7 @@ fn hand_built_trees_match_the_engine() {
     let commit = put_commit(&mut store, &bare_commit(root, vec![], 1));
     assert_eq!(commit, c.id());
     let mut other = Workspace::new();
-    other
+    let _ = other
         .checkout(commit, &store, CheckoutPolicy::default())
         .unwrap();
     assert_eq!(other.read("/d/b").unwrap(), b"yy");
@@ -1019,7 +1020,7 @@ fn malformed_file_content() {
         let mut s = store.clone();
         let (commit, _) = commit_of_tree(&mut s, &file(big.len() as u64, Content::Manifest(m)));
         let mut w = Workspace::new();
-        w.checkout(commit, &s, CheckoutPolicy::Force).unwrap();
+        let _ = w.checkout(commit, &s, CheckoutPolicy::Force).unwrap();
         assert_eq!(w.read("/f").unwrap(), &big[..]);
     }
     // Size differs from the entry.
@@ -1383,7 +1384,7 @@ fn checkout_limits_leave_the_workspace_unchanged() {
         max_bytes: 50_000,
         ..Limits::default()
     });
-    target
+    let _ = target
         .checkout(id, &store, CheckoutPolicy::default())
         .unwrap();
     assert_eq!(snap(&target), snap(&ws));
@@ -1589,7 +1590,7 @@ fn state_bytes_count_against_the_byte_limit() {
         max_bytes: (2 << 20) + 1000,
         ..Limits::default()
     });
-    target.checkout(id, &store, CheckoutPolicy::Force).unwrap();
+    let _ = target.checkout(id, &store, CheckoutPolicy::Force).unwrap();
     assert_eq!(target.state(), ws.state());
 }
 

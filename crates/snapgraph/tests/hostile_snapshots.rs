@@ -15,8 +15,8 @@ use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
 use snapgraph::pack::{FLAG_KEYED, FLAG_ZSTD, MAGIC};
 use snapgraph::{
     CheckoutError, CheckoutPolicy, CommitObject, CommitOptions, DriftPolicy, ExternalRead,
-    GraphError, Limits, Metadata, ObjectError, ObjectId, ObjectKind, SnapshotError, SnapshotGraph,
-    SnapshotKey, SnapshotOptions, Workspace,
+    GraphError, Limits, Metadata, ObjectError, ObjectId, ObjectKind, RestoreOptions, SnapshotError,
+    SnapshotGraph, SnapshotKey, SnapshotOptions, Workspace,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -55,7 +55,7 @@ fn refuse_with(
     limits: Limits,
     check: impl Fn(&SnapshotError) -> bool,
 ) {
-    match Workspace::from_snapshot_with_limits(bytes, key, limits) {
+    match Workspace::from_snapshot_with(bytes, RestoreOptions::new().key(key).limits(limits)) {
         Err(e) => assert!(check(&e), "from_snapshot: {e:?}"),
         Ok(_) => panic!("from_snapshot accepted a hostile snapshot"),
     }
@@ -74,7 +74,13 @@ fn refuse_with(
         before,
         "restore_snapshot changed the workspace"
     );
-    let r = ws.restore_snapshot_from(bytes, key, CheckoutPolicy::Force, DriftPolicy::Off);
+    let r = ws.restore_snapshot_from(
+        bytes,
+        RestoreOptions::new()
+            .key(key)
+            .policy(CheckoutPolicy::Force)
+            .drift(DriftPolicy::Off),
+    );
     match r {
         Err(e) => assert!(check(&e), "restore_snapshot_from: {e:?}"),
         Ok(_) => panic!("restore_snapshot_from accepted a hostile snapshot"),
@@ -216,12 +222,14 @@ fn sample(big: bool) -> Workspace {
 #[test]
 fn every_truncation_is_refused_and_changes_nothing() {
     let ws = sample(false);
-    let plain = ws.snapshot();
-    let keyed = ws.snapshot_keyed(&KEY);
-    let zstd = ws.snapshot_with_options(SnapshotOptions {
-        compress: true,
-        ..Default::default()
-    });
+    let plain = ws.snapshot().unwrap();
+    let keyed = ws.snapshot_keyed(&KEY).unwrap();
+    let zstd = ws
+        .snapshot_with_options(SnapshotOptions {
+            compress: true,
+            ..Default::default()
+        })
+        .unwrap();
     for (packed, key) in [(&plain, None), (&keyed, Some(&KEY)), (&zstd, None)] {
         // Every length near the header and the trailer, and a sample in between.
         let n = packed.len();
@@ -268,12 +276,14 @@ fn flip_expectation(
 fn bit_flips_give_the_exact_error_and_change_nothing() {
     for big in [false, true] {
         let ws = sample(big);
-        let plain = ws.snapshot();
-        let keyed = ws.snapshot_keyed(&KEY);
-        let zstd = ws.snapshot_with_options(SnapshotOptions {
-            compress: true,
-            ..Default::default()
-        });
+        let plain = ws.snapshot().unwrap();
+        let keyed = ws.snapshot_keyed(&KEY).unwrap();
+        let zstd = ws
+            .snapshot_with_options(SnapshotOptions {
+                compress: true,
+                ..Default::default()
+            })
+            .unwrap();
         for (packed, key) in [(&plain, None), (&keyed, Some(&KEY)), (&zstd, None)] {
             let n = packed.len();
             // The whole header, then a sample of the body, then the whole trailer.
@@ -294,7 +304,7 @@ fn bit_flips_give_the_exact_error_and_change_nothing() {
 #[test]
 fn keyed_snapshot_with_recomputed_checksum_is_not_authentic() {
     // Someone who alters the bytes can recompute the checksum, not the MAC.
-    let packed = sample(false).snapshot_keyed(&KEY);
+    let packed = sample(false).snapshot_keyed(&KEY).unwrap();
     let n = packed.len();
     let mut bad = packed.clone();
     bad[n - 100] ^= 1;
@@ -328,7 +338,7 @@ fn hand_built_minimal_snapshot_restores() {
     }
     let mut ws = Workspace::new();
     ws.write("/a.txt", b"hi\n").unwrap();
-    assert_eq!(ws.snapshot(), pack(&[t, c], false));
+    assert_eq!(ws.snapshot().unwrap(), pack(&[t, c], false));
 }
 
 #[test]
@@ -467,10 +477,12 @@ fn zip_bomb_fails_with_too_large_before_expanding() {
 #[test]
 fn unpacked_limit_counts_bytes_prefixes_and_overhead_exactly() {
     let ws = sample(true);
-    let zstd = ws.snapshot_with_options(SnapshotOptions {
-        compress: true,
-        ..Default::default()
-    });
+    let zstd = ws
+        .snapshot_with_options(SnapshotOptions {
+            compress: true,
+            ..Default::default()
+        })
+        .unwrap();
     let commit = ws.clone().commit(CommitOptions::new()).unwrap();
     let charge: u64 = commit
         .objects()
@@ -481,11 +493,17 @@ fn unpacked_limit_counts_bytes_prefixes_and_overhead_exactly() {
         max_unpacked_bytes: charge,
         ..Limits::default()
     };
-    let restored = Workspace::from_snapshot_with_limits(&zstd, None, exact).unwrap();
+    let restored =
+        Workspace::from_snapshot_with(&zstd, RestoreOptions::new().limits(exact)).unwrap();
     assert_eq!(restored.read("/readme.md").unwrap(), b"hello\n");
     let mut target = bystander(exact);
-    target
-        .restore_snapshot_from(&zstd[..], None, CheckoutPolicy::Force, DriftPolicy::Off)
+    let _ = target
+        .restore_snapshot_from(
+            &zstd[..],
+            RestoreOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .drift(DriftPolicy::Off),
+        )
         .unwrap();
     let short = Limits {
         max_unpacked_bytes: charge - 1,
@@ -498,8 +516,8 @@ fn unpacked_limit_counts_bytes_prefixes_and_overhead_exactly() {
         |e| matches!(e, SnapshotError::TooLarge { limit } if *limit == charge - 1),
     );
     // Uncompressed snapshots are read as they are: the limit does not apply.
-    let plain = ws.snapshot();
-    Workspace::from_snapshot_with_limits(&plain, None, short).unwrap();
+    let plain = ws.snapshot().unwrap();
+    Workspace::from_snapshot_with(&plain, RestoreOptions::new().limits(short)).unwrap();
 }
 
 #[test]
@@ -962,16 +980,17 @@ fn mutation_inputs() -> &'static [(Vec<u8>, Option<SnapshotKey>)] {
     INPUTS.get_or_init(|| {
         let ws = sample(true);
         vec![
-            (ws.snapshot(), None),
-            (ws.snapshot_keyed(&KEY), Some(KEY)),
+            (ws.snapshot().unwrap(), None),
+            (ws.snapshot_keyed(&KEY).unwrap(), Some(KEY)),
             (
                 ws.snapshot_with_options(SnapshotOptions {
                     compress: true,
                     ..Default::default()
-                }),
+                })
+                .unwrap(),
                 None,
             ),
-            (sample(false).snapshot(), None),
+            (sample(false).snapshot().unwrap(), None),
         ]
     })
 }
@@ -1056,7 +1075,7 @@ proptest! {
             }
         }
         let limits = Limits { max_files: 1_000, max_bytes: 8 << 20, max_unpacked_bytes: 8 << 20 };
-        let fresh = Workspace::from_snapshot_with_limits(&bytes, key, limits);
+        let fresh = Workspace::from_snapshot_with(&bytes, RestoreOptions::new().key(key).limits(limits));
         let mut ws = bystander(limits);
         let before = observe(&ws);
         let slice = match key {
@@ -1067,7 +1086,7 @@ proptest! {
             prop_assert_eq!(&observe(&ws), &before);
         }
         let mut ws = bystander(limits);
-        let stream = ws.restore_snapshot_from(&bytes[..], key, CheckoutPolicy::Superset, DriftPolicy::Strict);
+        let stream = ws.restore_snapshot_from(&bytes[..], RestoreOptions::new().key(key).policy(CheckoutPolicy::Superset).drift(DriftPolicy::Strict));
         if stream.is_err() {
             prop_assert_eq!(&observe(&ws), &before);
         }

@@ -98,7 +98,7 @@ fn resumable_plan_reads_each_object_once_and_matches_the_stateless_loop() {
     }
     assert_eq!(again, local);
     assert!(reads < stateless_reads);
-    Workspace::new()
+    let _ = Workspace::new()
         .checkout(id, &local, CheckoutPolicy::default())
         .unwrap();
 }
@@ -131,7 +131,7 @@ fn a_failed_round_starts_over_and_skips_nothing() {
         }
     }
     assert_eq!(local.len(), remote.len());
-    Workspace::new()
+    let _ = Workspace::new()
         .checkout(id, &local, CheckoutPolicy::default())
         .unwrap();
 }

@@ -362,7 +362,7 @@ proptest! {
         prop_assert_eq!(snap(&ws), before.clone(), "commit does not change the workspace");
         let mut other = Workspace::new();
         other.write("/junk", b"junk").unwrap();
-        other.checkout(c.id(), c.objects(), CheckoutPolicy::default()).unwrap();
+        let _ = other.checkout(c.id(), c.objects(), CheckoutPolicy::default()).unwrap();
         prop_assert_eq!(snap(&other), before.clone());
         // The restored workspace commits to the same id, emitting only the commit
         // when told the store holds everything.
@@ -446,7 +446,7 @@ proptest! {
         }
         for (id, expected) in &history {
             let mut other = Workspace::new();
-            other.checkout(*id, &store, CheckoutPolicy::default()).unwrap();
+            let _ = other.checkout(*id, &store, CheckoutPolicy::default()).unwrap();
             prop_assert_eq!(&snap(&other), expected);
         }
         let tip = history.last().unwrap().0;
@@ -462,7 +462,7 @@ proptest! {
         let mut store = Store::new();
         let base = persist(&mut store, a.commit(CommitOptions::new()).unwrap());
         let mut ws = Workspace::new();
-        ws.checkout(base, &store, CheckoutPolicy::default()).unwrap();
+        let _ = ws.checkout(base, &store, CheckoutPolicy::default()).unwrap();
         for op in &second {
             apply(&mut ws, op);
         }
@@ -473,7 +473,7 @@ proptest! {
         prop_assert_eq!(incr.id(), full.id());
         let id = persist(&mut store, incr);
         let mut back = Workspace::new();
-        back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
+        let _ = back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
         prop_assert_eq!(snap(&back), s);
     }
 
@@ -516,7 +516,7 @@ proptest! {
         let want: HashSet<ObjectId> = c.objects().ids().copied().collect();
         prop_assert_eq!(local.keys().copied().collect::<HashSet<_>>(), want);
         let mut other = Workspace::new();
-        other.checkout(c.id(), &local, CheckoutPolicy::default()).unwrap();
+        let _ = other.checkout(c.id(), &local, CheckoutPolicy::default()).unwrap();
         prop_assert_eq!(snap(&other), snap(&ws));
     }
 }

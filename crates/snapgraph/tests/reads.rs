@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use snapgraph::{
-    CheckoutPolicy, CommitOptions, DriftPolicy, ExternalRead, ObjectId, ObjectKind, SnapshotGraph,
-    Workspace,
+    CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, ExternalRead, ObjectId,
+    ObjectKind, SnapshotGraph, Workspace,
 };
 
 type Store = HashMap<ObjectId, Vec<u8>>;
@@ -117,7 +117,13 @@ fn strict_names_each_drifted_source_with_both_fingerprints() {
     let (id, store) = committed();
     let mut ws = Workspace::new();
     let restore = ws
-        .checkout_with(id, &store, CheckoutPolicy::default(), DriftPolicy::Strict)
+        .checkout_with(
+            id,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .drift(DriftPolicy::Strict),
+        )
         .unwrap();
     let mut check = restore.into_drift_check().unwrap();
     assert_eq!(check.supply_all([("s3://b/data.csv", Some("etag-2"))]), 1);
@@ -152,7 +158,13 @@ fn off_checks_nothing_and_marks_unpinned_caches_stale() {
     let (id, store) = committed();
     let mut ws = Workspace::new();
     let restore = ws
-        .checkout_with(id, &store, CheckoutPolicy::default(), DriftPolicy::Off)
+        .checkout_with(
+            id,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .drift(DriftPolicy::Off),
+        )
         .unwrap();
     assert!(restore.drift_check().is_none());
     assert_eq!(restore.revision_for("git://r/file"), Some("abc123"));

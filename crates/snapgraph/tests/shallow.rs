@@ -13,9 +13,9 @@ use proptest::prelude::*;
 use snapgraph::object::manifest::{ChunkRef, Manifest};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
 use snapgraph::{
-    BoxError, CapabilityFingerprint, CheckoutError, CheckoutPolicy, CommitError, CommitObject,
-    CommitOptions, EntryKind, FsError, Limits, ObjectError, ObjectId, ObjectKind, ObjectSource,
-    SnapshotOptions, Workspace,
+    BoxError, CapabilityFingerprint, CheckoutError, CheckoutOptions, CheckoutPolicy, CommitError,
+    CommitObject, CommitOptions, EntryKind, FsError, Limits, ObjectError, ObjectId, ObjectKind,
+    ObjectSource, SnapshotOptions, Workspace,
 };
 
 // ---------------------------------------------------------------- helpers
@@ -131,14 +131,21 @@ fn committed(mut ws: Workspace) -> (Store, ObjectId, Snap) {
 
 fn shallow(id: ObjectId, store: &Store) -> Workspace {
     let mut ws = Workspace::new();
-    ws.checkout_shallow(id, store, CheckoutPolicy::default())
+    let _ = ws
+        .checkout_with(
+            id,
+            store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true),
+        )
         .unwrap();
     ws
 }
 
 fn full(id: ObjectId, store: &Store) -> Workspace {
     let mut ws = Workspace::new();
-    ws.checkout(id, store, CheckoutPolicy::default()).unwrap();
+    let _ = ws.checkout(id, store, CheckoutPolicy::default()).unwrap();
     ws
 }
 
@@ -334,7 +341,14 @@ fn load_content_verifies_like_a_full_checkout() {
 
     // The shallow checkout itself reads neither, so succeeds.
     let mut ws = Workspace::new();
-    ws.checkout_shallow(id, &damaged, CheckoutPolicy::default())
+    let _ = ws
+        .checkout_with(
+            id,
+            &damaged,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true),
+        )
         .unwrap();
     let full_err = Workspace::new()
         .checkout(id, &damaged, CheckoutPolicy::default())
@@ -376,7 +390,14 @@ fn load_content_verifies_like_a_full_checkout() {
     );
     let commit = put_commit(&mut lying, &bare_commit(tree, vec![], 1));
     let mut ws = Workspace::new();
-    ws.checkout_shallow(commit, &lying, CheckoutPolicy::Force)
+    let _ = ws
+        .checkout_with(
+            commit,
+            &lying,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     assert_eq!(ws.metadata("/f").unwrap().size, 201);
     let e = ws.load_content("/f", &lying).unwrap_err();
@@ -410,7 +431,7 @@ fn content_rules_apply_when_content_is_loaded() {
     // The inline file is in the tree: refused at checkout, as by a full checkout.
     let mut ws = strict();
     assert!(matches!(
-        ws.checkout_shallow(id, &store, CheckoutPolicy::Force),
+        ws.checkout_with(id, &store, CheckoutOptions::new().policy(CheckoutPolicy::Force).shallow(true)),
         Err(CheckoutError::FeatureRequired { path, .. }) if path == "/small.sqlite"
     ));
     assert_eq!(ws.head(), None);
@@ -418,7 +439,14 @@ fn content_rules_apply_when_content_is_loaded() {
     src.remove("/small.sqlite").unwrap();
     let (store, id, _) = committed(src);
     let mut ws = strict();
-    ws.checkout_shallow(id, &store, CheckoutPolicy::Force)
+    let _ = ws
+        .checkout_with(
+            id,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     ws.load_content("/ok.txt", &store).unwrap();
     assert!(matches!(
@@ -450,8 +478,14 @@ fn shallow_checkout_reads_no_content_objects() {
     let (store, id, _) = committed(ws);
     let source = Recording::new(&store);
     let mut target = Workspace::new();
-    target
-        .checkout_shallow(id, &source, CheckoutPolicy::default())
+    let _ = target
+        .checkout_with(
+            id,
+            &source,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true),
+        )
         .unwrap();
     // The state is loaded (its chunks and manifest); no file's content is.
     let state_objects: HashSet<ObjectId> = {
@@ -488,8 +522,14 @@ fn shallow_checkout_reads_no_content_objects() {
     let id = persist(&mut store, c);
     let source = Recording::new(&store);
     let mut target = Workspace::new();
-    target
-        .checkout_shallow(id, &source, CheckoutPolicy::default())
+    let _ = target
+        .checkout_with(
+            id,
+            &source,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .shallow(true),
+        )
         .unwrap();
     assert_eq!(source.count(ObjectKind::Chunk), 0);
     assert_eq!(source.count(ObjectKind::Manifest), 0);
@@ -706,14 +746,28 @@ fn snapshots_need_every_byte() {
     let mut ws = shallow(id, &store);
     let reference = full(id, &store);
     let e = ws
-        .try_snapshot(SnapshotOptions::default(), None)
+        .snapshot_with(SnapshotOptions::default(), None)
         .unwrap_err();
     assert!(
         matches!(&e, CommitError::ContentNotLoaded { path, .. } if unloaded(&ws).contains(path)),
         "{e:?}"
     );
-    assert!(ws.snapshot().is_empty(), "no bytes rather than wrong bytes");
-    assert!(Workspace::from_snapshot(&ws.snapshot()).is_err());
+    // Every short form says so too: no empty-vector path (issue #12, defect 1).
+    let key = [3u8; 32];
+    for e in [
+        ws.snapshot().unwrap_err(),
+        ws.snapshot_keyed(&key).unwrap_err(),
+        ws.snapshot_with_options(SnapshotOptions {
+            compress: true,
+            ..SnapshotOptions::default()
+        })
+        .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, CommitError::ContentNotLoaded { path, .. } if unloaded(&ws).contains(path)),
+            "{e:?}"
+        );
+    }
     let mut out = Vec::new();
     let io = ws
         .write_snapshot(SnapshotOptions::default(), None, &mut out)
@@ -727,16 +781,16 @@ fn snapshots_need_every_byte() {
         ..SnapshotOptions::default()
     };
     assert_eq!(
-        ws.try_snapshot(no_files, None).unwrap(),
-        reference.snapshot_with_options(no_files)
+        ws.snapshot_with(no_files, None).unwrap(),
+        reference.snapshot_with_options(no_files).unwrap()
     );
     // Loaded, it packs to the same bytes as the full checkout.
     load_all(&mut ws, &store);
     assert_eq!(
-        ws.try_snapshot(SnapshotOptions::default(), None).unwrap(),
-        reference.snapshot()
+        ws.snapshot_with(SnapshotOptions::default(), None).unwrap(),
+        reference.snapshot().unwrap()
     );
-    assert_eq!(ws.snapshot(), reference.snapshot());
+    assert_eq!(ws.snapshot().unwrap(), reference.snapshot().unwrap());
 }
 
 // ---------------------------------------------------------------- hostile trees
@@ -767,7 +821,13 @@ fn limits_apply_to_recorded_sizes() {
     let mut ws = bystander();
     let before = snap(&ws);
     for result in [
-        ws.checkout_shallow(commit, &store, CheckoutPolicy::Force),
+        ws.checkout_with(
+            commit,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        ),
         Workspace::new().checkout(commit, &store, CheckoutPolicy::Force),
     ] {
         assert!(
@@ -782,7 +842,14 @@ fn limits_apply_to_recorded_sizes() {
         max_bytes: u64::MAX,
         ..Limits::default()
     });
-    ws.checkout_shallow(commit, &store, CheckoutPolicy::Force)
+    let _ = ws
+        .checkout_with(
+            commit,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     assert_eq!(ws.metadata("/f0").unwrap().size, 64 << 30);
     assert!(matches!(
@@ -816,7 +883,7 @@ fn limits_apply_to_recorded_sizes() {
     ] {
         ws.set_limits(limits);
         assert!(matches!(
-            ws.checkout_shallow(id, &store, CheckoutPolicy::default()),
+            ws.checkout_with(id, &store, CheckoutOptions::new().policy(CheckoutPolicy::default()).shallow(true)),
             Err(CheckoutError::LimitExceeded { what: w, .. }) if w == what
         ));
         assert_eq!(snap(&ws), before);
@@ -832,7 +899,13 @@ fn limits_apply_to_recorded_sizes() {
         ..Limits::default()
     });
     assert!(matches!(
-        ws.checkout_shallow(liar, &store, CheckoutPolicy::Force),
+        ws.checkout_with(
+            liar,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true)
+        ),
         Err(CheckoutError::LimitExceeded { what: "files", .. })
     ));
     assert_eq!(snap(&ws), before);
@@ -854,7 +927,13 @@ fn malformed_trees_are_refused_as_by_a_full_checkout() {
     let mut ws = bystander();
     let before = snap(&ws);
     for result in [
-        ws.checkout_shallow(commit, &store, CheckoutPolicy::Force),
+        ws.checkout_with(
+            commit,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        ),
         Workspace::new().checkout(commit, &store, CheckoutPolicy::Force),
     ] {
         assert!(
@@ -878,7 +957,13 @@ fn malformed_trees_are_refused_as_by_a_full_checkout() {
             .checkout(commit, &store, CheckoutPolicy::Force)
             .unwrap_err();
         let shallow_err = ws
-            .checkout_shallow(commit, &store, CheckoutPolicy::Force)
+            .checkout_with(
+                commit,
+                &store,
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::Force)
+                    .shallow(true),
+            )
             .unwrap_err();
         assert_eq!(full_err.to_string(), shallow_err.to_string());
         assert!(matches!(
@@ -902,7 +987,14 @@ fn malformed_trees_are_refused_as_by_a_full_checkout() {
         &TreeNode::Leaf(vec![file_entry("m", 3000, Content::Manifest(m))]),
     );
     let commit = put_commit(&mut store, &bare_commit(tree, vec![], 1));
-    ws.checkout_shallow(commit, &store, CheckoutPolicy::Force)
+    let _ = ws
+        .checkout_with(
+            commit,
+            &store,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     assert!(matches!(
         ws.load_content("/m", &store),
@@ -1046,10 +1138,10 @@ proptest! {
         let base = persist(&mut store, origin.commit(CommitOptions::new()).unwrap());
 
         let mut full_ws = Workspace::new();
-        full_ws.checkout(base, &store, CheckoutPolicy::default()).unwrap();
+        let _ = full_ws.checkout(base, &store, CheckoutPolicy::default()).unwrap();
         let source = Recording::new(&store);
         let mut ws = Workspace::new();
-        ws.checkout_shallow(base, &source, CheckoutPolicy::default()).unwrap();
+        let _ = ws.checkout_with(base, &source, CheckoutOptions::new().policy(CheckoutPolicy::default()).shallow(true)).unwrap();
         // The only content read is the state's.
         let state_objects = reference_state_objects(&snap(&full_ws));
         for kind in [ObjectKind::Chunk, ObjectKind::Manifest] {
@@ -1125,13 +1217,13 @@ proptest! {
         let id = persist(&mut store, shallow_commit);
         common::assert_children_first(&order, &store, false);
         let mut back = Workspace::new();
-        back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
+        let _ = back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
         prop_assert_eq!(snap(&back), expected.clone());
 
         // A second shallow round trip from the new commit, then loading everything,
         // restores exactly the same.
         let mut again = Workspace::new();
-        again.checkout_shallow(id, &store, CheckoutPolicy::default()).unwrap();
+        let _ = again.checkout_with(id, &store, CheckoutOptions::new().policy(CheckoutPolicy::default()).shallow(true)).unwrap();
         prop_assert_eq!(again.commit(CommitOptions::new().parent(base).parent_source(&store).have_in(&store)).unwrap().id(), id);
         load_all(&mut ws, &store);
         prop_assert_eq!(snap(&ws), expected);

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use snapgraph::pack::{FLAG_ZSTD, FRAMING_VERSION, MAGIC};
 use snapgraph::{
-    CheckoutPolicy, CommitOptions, ExternalRead, ObjectId, SnapshotError, SnapshotOptions,
-    Workspace,
+    CheckoutPolicy, CommitOptions, ExternalRead, ObjectId, RestoreOptions, SnapshotError,
+    SnapshotOptions, Workspace,
 };
 
 fn bytes(len: usize, mut seed: u64) -> Vec<u8> {
@@ -69,28 +69,34 @@ fn view(ws: &Workspace) -> Vec<(String, String)> {
 #[test]
 fn round_trip_and_determinism() {
     let ws = sample();
-    let packed = ws.snapshot();
+    let packed = ws.snapshot().unwrap();
     assert_eq!(&packed[..8], &MAGIC);
-    assert_eq!(packed, ws.snapshot(), "same workspace, same bytes");
-    assert_eq!(packed, ws.clone().snapshot(), "a clone packs the same");
+    assert_eq!(packed, ws.snapshot().unwrap(), "same workspace, same bytes");
+    assert_eq!(
+        packed,
+        ws.clone().snapshot().unwrap(),
+        "a clone packs the same"
+    );
     let back = Workspace::from_snapshot(&packed).unwrap();
     assert_eq!(view(&back), view(&ws));
     // A restored workspace packs to the same bytes again.
-    assert_eq!(back.snapshot(), packed);
+    assert_eq!(back.snapshot().unwrap(), packed);
     // Compressed snapshots restore the same, and the flag is set.
-    let z = ws.snapshot_with_options(SnapshotOptions {
-        compress: true,
-        ..Default::default()
-    });
+    let z = ws
+        .snapshot_with_options(SnapshotOptions {
+            compress: true,
+            ..Default::default()
+        })
+        .unwrap();
     assert_ne!(u16::from_le_bytes([z[12], z[13]]) & FLAG_ZSTD, 0);
     assert_eq!(view(&Workspace::from_snapshot(&z).unwrap()), view(&ws));
     let mut via_stream = Workspace::new();
-    via_stream
+    let _ = via_stream
         .restore_snapshot_from(
             &z[..],
-            None,
-            CheckoutPolicy::Superset,
-            snapgraph::DriftPolicy::Strict,
+            RestoreOptions::new()
+                .policy(CheckoutPolicy::Superset)
+                .drift(snapgraph::DriftPolicy::Strict),
         )
         .unwrap();
     assert_eq!(view(&via_stream), view(&ws));
@@ -99,7 +105,7 @@ fn round_trip_and_determinism() {
 #[test]
 fn commit_packed_equals_snapshot_and_refuses_incremental() {
     let mut ws = sample();
-    let snap = ws.snapshot();
+    let snap = ws.snapshot().unwrap();
     let full = ws.commit(CommitOptions::new()).unwrap();
     assert_eq!(full.packed().unwrap(), snap);
     let store: HashMap<ObjectId, Vec<u8>> = full
@@ -126,41 +132,45 @@ fn write_snapshot_streams_the_same_bytes() {
     let mut out = Vec::new();
     ws.write_snapshot(SnapshotOptions::default(), None, &mut out)
         .unwrap();
-    assert_eq!(out, ws.snapshot());
+    assert_eq!(out, ws.snapshot().unwrap());
 }
 
 #[test]
 fn exclusions_leave_the_other_half_alone() {
     let ws = sample();
-    let no_files = ws.snapshot_with_options(SnapshotOptions {
-        exclude_files: true,
-        ..Default::default()
-    });
-    let no_state = ws.snapshot_with_options(SnapshotOptions {
-        exclude_state: true,
-        ..Default::default()
-    });
+    let no_files = ws
+        .snapshot_with_options(SnapshotOptions {
+            exclude_files: true,
+            ..Default::default()
+        })
+        .unwrap();
+    let no_state = ws
+        .snapshot_with_options(SnapshotOptions {
+            exclude_state: true,
+            ..Default::default()
+        })
+        .unwrap();
     let mut target = Workspace::new();
     target.write("/mine.txt", b"keep me").unwrap();
     target.set_state(b"my state".to_vec());
-    target.restore_snapshot(&no_files).unwrap();
+    let _ = target.restore_snapshot(&no_files).unwrap();
     assert_eq!(target.read("/mine.txt").unwrap(), b"keep me");
     assert!(!target.exists("/text.txt"));
     assert_eq!(target.state(), b"interpreter state");
 
     let mut target = Workspace::new();
     target.set_state(b"my state".to_vec());
-    target.restore_snapshot(&no_state).unwrap();
+    let _ = target.restore_snapshot(&no_state).unwrap();
     assert_eq!(target.state(), b"my state");
     assert_eq!(target.read("/text.txt").unwrap(), b"hello\nworld\n");
-    assert!(no_files.len() < ws.snapshot().len());
+    assert!(no_files.len() < ws.snapshot().unwrap().len());
 }
 
 #[test]
 fn keyed_snapshots_authenticate() {
     let ws = sample();
     let key = [7u8; 32];
-    let packed = ws.snapshot_keyed(&key);
+    let packed = ws.snapshot_keyed(&key).unwrap();
     let back = Workspace::from_snapshot_keyed(&packed, &key).unwrap();
     assert_eq!(view(&back), view(&ws));
 
@@ -201,7 +211,7 @@ fn keyed_snapshots_authenticate() {
         Err(SnapshotError::KeyRequired)
     ));
     assert!(matches!(
-        target.restore_snapshot_keyed(&ws.snapshot(), &key),
+        target.restore_snapshot_keyed(&ws.snapshot().unwrap(), &key),
         Err(SnapshotError::NotKeyed)
     ));
     assert_eq!(view(&target), before, "nothing was applied");
@@ -213,10 +223,12 @@ fn every_truncation_and_many_bit_flips_are_refused_without_panic() {
     ws.write("/a", bytes(5_000, 9)).unwrap();
     ws.write("/b", b"small").unwrap();
     for compress in [false, true] {
-        let packed = ws.snapshot_with_options(SnapshotOptions {
-            compress,
-            ..Default::default()
-        });
+        let packed = ws
+            .snapshot_with_options(SnapshotOptions {
+                compress,
+                ..Default::default()
+            })
+            .unwrap();
         for len in 0..packed.len() {
             assert!(
                 Workspace::from_snapshot(&packed[..len]).is_err(),
@@ -226,9 +238,9 @@ fn every_truncation_and_many_bit_flips_are_refused_without_panic() {
             assert!(target
                 .restore_snapshot_from(
                     &packed[..len],
-                    None,
-                    CheckoutPolicy::Force,
-                    snapgraph::DriftPolicy::Off
+                    RestoreOptions::new()
+                        .policy(CheckoutPolicy::Force)
+                        .drift(snapgraph::DriftPolicy::Off)
                 )
                 .is_err());
         }
@@ -252,7 +264,7 @@ fn every_truncation_and_many_bit_flips_are_refused_without_panic() {
 
 #[test]
 fn newer_readers_are_required_when_min_reader_says_so() {
-    let packed = sample().snapshot();
+    let packed = sample().snapshot().unwrap();
     let mut newer = packed.clone();
     newer[10] = FRAMING_VERSION + 1; // min_reader
     match Workspace::from_snapshot(&newer) {
@@ -281,7 +293,7 @@ fn newer_readers_are_required_when_min_reader_says_so() {
 #[test]
 fn unknown_metadata_fields_are_ignored() {
     // Rebuild a snapshot whose metadata carries a field this reader does not know.
-    let packed = sample().snapshot();
+    let packed = sample().snapshot().unwrap();
     let meta_len = u32::from_le_bytes(packed[54..58].try_into().unwrap()) as usize;
     let mut meta = std::collections::BTreeMap::new();
     meta.insert("future-field".to_string(), vec![1u8, 2, 3]);
@@ -315,20 +327,22 @@ fn stream_restore_handles_shared_and_repeated_chunks() {
     }
     ws.set_state(big[..100_000].to_vec());
     for compress in [false, true] {
-        let packed = ws.snapshot_with_options(SnapshotOptions {
-            compress,
-            ..Default::default()
-        });
+        let packed = ws
+            .snapshot_with_options(SnapshotOptions {
+                compress,
+                ..Default::default()
+            })
+            .unwrap();
         let mut target = Workspace::new();
-        target
+        let _ = target
             .restore_snapshot_from(
                 &packed[..],
-                None,
-                CheckoutPolicy::Superset,
-                snapgraph::DriftPolicy::Strict,
+                RestoreOptions::new()
+                    .policy(CheckoutPolicy::Superset)
+                    .drift(snapgraph::DriftPolicy::Strict),
             )
             .unwrap();
         assert_eq!(view(&target), view(&ws));
-        assert_eq!(target.snapshot(), ws.snapshot());
+        assert_eq!(target.snapshot().unwrap(), ws.snapshot().unwrap());
     }
 }

@@ -172,7 +172,7 @@ pub fn check_children(store: &dyn Store) {
     expected.sort();
     expected.dedup();
     let ids: Vec<ObjectId> = expected.iter().map(|b| id_of(b)).collect();
-    let got = store.get_many(&ids).unwrap();
+    let got = snapgraph_store::ObjectStore::get_many(&store, &ids).unwrap();
     for (want, got) in expected.iter().zip(got) {
         assert_eq!(
             got.as_ref(),

@@ -1,26 +1,125 @@
-//! `SnapshotGraph::diff`: what changed between two commits.
+//! `SnapshotGraph::diff`: what changed between two commits, as values.
+//!
+//! [`SnapshotGraph::diff_with`] hands each file change to a [`Visit`] delegate as it
+//! is found (the walk stops when the delegate says so); [`Recorder`] is the stock
+//! delegate that keeps them; [`SnapshotGraph::diff`] records everything and sorts it
+//! into a [`Diff`], whose `files_added/modified/removed` are a view of its changes.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use super::{load_commit, read_list, GraphError, SnapshotGraph};
 use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::reads::ExternalRead;
-use crate::object::tree::{Entry, EntryNode, TreeNode};
+use crate::object::tree::{Entry, EntryKind, EntryNode, TreeNode};
 use crate::object::{load, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 use crate::tree::read_entries;
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ChangeKind {
+    /// Present only in the second commit.
+    Added,
+    /// Present only in the first commit.
+    Removed,
+    /// Same kind on both sides, different content (the mode may differ too).
+    Modified,
+    /// A file on one side, a symlink on the other.
+    TypeChanged,
+    /// Same kind and content, different mode.
+    ModeChanged,
+}
+
+/// One side of a change: what the entry was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChangeEntry {
+    /// File or symlink.
+    pub kind: EntryKind,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its length in bytes (a symlink's: its target's).
+    pub size: u64,
+    /// Its content object (chunk or manifest root); `None` for content stored inline
+    /// in the tree entry and for symlinks.
+    pub id: Option<ObjectId>,
+}
+
+impl ChangeEntry {
+    fn of(e: &Entry) -> Self {
+        let (kind, size, id) = match &e.node {
+            EntryNode::File { size, content } => {
+                (EntryKind::File, *size, content.object().map(|(id, _)| id))
+            }
+            EntryNode::Symlink { target } => (EntryKind::Symlink, target.len() as u64, None),
+            EntryNode::Dir { bytes, tree, .. } => (EntryKind::Dir, *bytes, Some(*tree)),
+        };
+        Self {
+            kind,
+            mode: e.mode,
+            size,
+            id,
+        }
+    }
+}
+
+/// A changed file or symlink (directories appear through the files they hold).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Change {
+    /// Absolute path.
+    pub path: String,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The entry in the first commit (`None` when added).
+    pub old: Option<ChangeEntry>,
+    /// The entry in the second commit (`None` when removed).
+    pub new: Option<ChangeEntry>,
+}
+
+/// Receives the changes of a [`SnapshotGraph::diff_with`] as they are found, in no
+/// particular order; [`ControlFlow::Break`] stops the walk.
+pub trait Visit {
+    /// One change.
+    fn visit(&mut self, change: Change) -> ControlFlow<()>;
+}
+
+/// The stock [`Visit`] delegate: keeps every change.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recorder {
+    /// The changes, in the order they were found.
+    pub changes: Vec<Change>,
+}
+
+impl Visit for Recorder {
+    fn visit(&mut self, change: Change) -> ControlFlow<()> {
+        self.changes.push(change);
+        ControlFlow::Continue(())
+    }
+}
+
+impl<F: FnMut(Change) -> ControlFlow<()>> Visit for F {
+    fn visit(&mut self, change: Change) -> ControlFlow<()> {
+        self(change)
+    }
+}
 
 /// The difference between two commits. Paths are absolute and sorted; "files" are
 /// regular files and symlinks (directories appear through the files they hold).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Diff {
-    /// Files present only in the second commit.
+    /// Every changed file or symlink, sorted by path.
+    pub changes: Vec<Change>,
+    /// Files present only in the second commit (a view of [`changes`](Self::changes):
+    /// [`ChangeKind::Added`]).
     pub files_added: Vec<String>,
-    /// Files present in both whose content, mode or kind (file or symlink) differs.
+    /// Files present in both whose content, mode or kind (file or symlink) differs
+    /// ([`ChangeKind::Modified`], [`ChangeKind::TypeChanged`],
+    /// [`ChangeKind::ModeChanged`]).
     pub files_modified: Vec<String>,
-    /// Files present only in the first commit.
+    /// Files present only in the first commit ([`ChangeKind::Removed`]).
     pub files_removed: Vec<String>,
     /// Whether the opaque state bytes differ.
     pub state_changed: bool,
@@ -35,7 +134,8 @@ pub struct Diff {
 impl Diff {
     /// Whether nothing differs.
     pub fn is_empty(&self) -> bool {
-        self.files_added.is_empty()
+        self.changes.is_empty()
+            && self.files_added.is_empty()
             && self.files_modified.is_empty()
             && self.files_removed.is_empty()
             && !self.state_changed
@@ -88,67 +188,145 @@ impl SnapshotGraph {
                 &mut d,
             );
         }
-        let mut budget = Budget {
-            limit: limits.max_files,
-            commits: [a, b],
-            seen: [[0; 3]; 2],
-        };
-        // (directory path, its number of components, tree on each side)
-        let mut stack: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
-            vec![(String::new(), 0, Some(ca.tree), Some(cb.tree))];
-        while let Some((prefix, depth, ta, tb)) = stack.pop() {
-            if ta == tb {
-                continue;
-            }
-            let changes = match (ta, tb) {
-                (Some(x), Some(y)) => changed_entries(source, x, y, &mut budget)?,
-                (Some(x), None) => all_entries(source, x, 0, &mut budget)?
-                    .into_iter()
-                    .map(|e| (e.name.clone(), Some(e), None))
-                    .collect(),
-                (None, Some(y)) => all_entries(source, y, 1, &mut budget)?
-                    .into_iter()
-                    .map(|e| (e.name.clone(), None, Some(e)))
-                    .collect(),
-                (None, None) => Vec::new(),
+        let mut recorder = Recorder::default();
+        diff_trees(source, [a, b], [ca.tree, cb.tree], limits, &mut recorder)?;
+        let mut changes = recorder.changes;
+        changes.sort_by(|x, y| x.path.cmp(&y.path));
+        for c in &changes {
+            let view = match c.kind {
+                ChangeKind::Added => &mut d.files_added,
+                ChangeKind::Removed => &mut d.files_removed,
+                _ => &mut d.files_modified,
             };
-            for (name, ea, eb) in changes {
-                let path = format!("{prefix}/{name}");
-                if depth + 1 > MAX_DEPTH {
-                    return Err(GraphError::TooDeep { path });
-                }
-                if path.len() > MAX_PATH_LEN {
-                    return Err(GraphError::PathTooLong { path });
-                }
-                let dir_of = |e: &Option<Entry>| match e {
-                    Some(Entry {
-                        node: EntryNode::Dir { tree, .. },
-                        ..
-                    }) => Some(*tree),
-                    _ => None,
+            view.push(c.path.clone());
+        }
+        d.changes = changes;
+        Ok(d)
+    }
+
+    /// The file changes from commit `a` to commit `b`, handed to `visit` as they are
+    /// found (no sorting, nothing kept): the delegate form of
+    /// [`diff_with_limits`](Self::diff_with_limits), with its checks and limits.
+    /// Returns `Ok(())` also when the delegate stopped the walk.
+    ///
+    /// ```
+    /// # use std::ops::ControlFlow;
+    /// # use snapgraph::{graph::diff::{Change, ChangeKind}, CommitOptions, Limits, SnapshotGraph, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # ws.write("/a", b"1")?;
+    /// # let c1 = ws.commit(CommitOptions::new())?;
+    /// # let (a, mut store): (_, std::collections::HashMap<_, _>) = (c1.id(), c1.into_objects().into_iter().collect());
+    /// # ws.write("/a", b"2")?;
+    /// # let c2 = ws.commit(CommitOptions::new().parent(a))?;
+    /// # let b = c2.id();
+    /// # store.extend(c2.into_objects());
+    /// let mut first = None;
+    /// SnapshotGraph::diff_with(a, b, &store, &Limits::default(), &mut |c: Change| {
+    ///     first = Some(c);
+    ///     ControlFlow::Break(()) // one is enough
+    /// })?;
+    /// assert_eq!(first.map(|c| (c.path, c.kind)), Some(("/a".to_string(), ChangeKind::Modified)));
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn diff_with<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
+        a: ObjectId,
+        b: ObjectId,
+        source: &S,
+        limits: &Limits,
+        visit: &mut V,
+    ) -> Result<(), GraphError> {
+        let ca = load_commit(source, &a)?;
+        let cb = load_commit(source, &b)?;
+        diff_trees(source, [a, b], [ca.tree, cb.tree], limits, visit)
+    }
+}
+
+/// What a change between two file entries (neither a directory) is, if any.
+fn classify(a: &Entry, b: &Entry) -> Option<ChangeKind> {
+    let kind = |e: &Entry| matches!(e.node, EntryNode::Symlink { .. });
+    if a == b {
+        None
+    } else if kind(a) != kind(b) {
+        Some(ChangeKind::TypeChanged)
+    } else if a.node != b.node {
+        Some(ChangeKind::Modified)
+    } else {
+        Some(ChangeKind::ModeChanged)
+    }
+}
+
+fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
+    source: &S,
+    commits: [ObjectId; 2],
+    roots: [ObjectId; 2],
+    limits: &Limits,
+    visit: &mut V,
+) -> Result<(), GraphError> {
+    let mut budget = Budget {
+        limit: limits.max_files,
+        commits,
+        seen: [[0; 3]; 2],
+    };
+    // (directory path, its number of components, tree on each side)
+    let mut stack: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
+        vec![(String::new(), 0, Some(roots[0]), Some(roots[1]))];
+    while let Some((prefix, depth, ta, tb)) = stack.pop() {
+        if ta == tb {
+            continue;
+        }
+        let changes = match (ta, tb) {
+            (Some(x), Some(y)) => changed_entries(source, x, y, &mut budget)?,
+            (Some(x), None) => all_entries(source, x, 0, &mut budget)?
+                .into_iter()
+                .map(|e| (e.name.clone(), Some(e), None))
+                .collect(),
+            (None, Some(y)) => all_entries(source, y, 1, &mut budget)?
+                .into_iter()
+                .map(|e| (e.name.clone(), None, Some(e)))
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        for (name, ea, eb) in changes {
+            let path = format!("{prefix}/{name}");
+            if depth + 1 > MAX_DEPTH {
+                return Err(GraphError::TooDeep { path });
+            }
+            if path.len() > MAX_PATH_LEN {
+                return Err(GraphError::PathTooLong { path });
+            }
+            let dir_of = |e: &Option<Entry>| match e {
+                Some(Entry {
+                    node: EntryNode::Dir { tree, .. },
+                    ..
+                }) => Some(*tree),
+                _ => None,
+            };
+            let (da, db) = (dir_of(&ea), dir_of(&eb));
+            let fa = ea.as_ref().filter(|_| da.is_none());
+            let fb = eb.as_ref().filter(|_| db.is_none());
+            if da.is_some() || db.is_some() {
+                stack.push((path.clone(), depth + 1, da, db));
+            }
+            let kind = match (fa, fb) {
+                (Some(x), Some(y)) => classify(x, y),
+                (Some(_), None) => Some(ChangeKind::Removed),
+                (None, Some(_)) => Some(ChangeKind::Added),
+                (None, None) => None,
+            };
+            if let Some(kind) = kind {
+                let change = Change {
+                    path,
+                    kind,
+                    old: fa.map(ChangeEntry::of),
+                    new: fb.map(ChangeEntry::of),
                 };
-                let (da, db) = (dir_of(&ea), dir_of(&eb));
-                let (fa, fb) = (ea.is_some() && da.is_none(), eb.is_some() && db.is_none());
-                if da.is_some() || db.is_some() {
-                    stack.push((path.clone(), depth + 1, da, db));
-                }
-                match (fa, fb) {
-                    (true, true) => {
-                        if ea != eb {
-                            d.files_modified.push(path);
-                        }
-                    }
-                    (true, false) => d.files_removed.push(path),
-                    (false, true) => d.files_added.push(path),
-                    (false, false) => {}
+                if visit.visit(change).is_break() {
+                    return Ok(());
                 }
             }
         }
-        d.files_added.sort();
-        d.files_modified.sort();
-        d.files_removed.sort();
-        Ok(d)
     }
+    Ok(())
 }
 
 fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
@@ -216,7 +394,7 @@ fn all_entries<S: ObjectSource + ?Sized>(
 }
 
 /// A name with its entry on each side (absent where the side lacks it).
-type Change = (String, Option<Entry>, Option<Entry>);
+type EntryPair = (String, Option<Entry>, Option<Entry>);
 
 enum Item {
     /// A node, its level, and its contents once read: children are listed by id and
@@ -260,7 +438,7 @@ fn changed_entries<S: ObjectSource + ?Sized>(
     a: ObjectId,
     b: ObjectId,
     budget: &mut Budget,
-) -> Result<Vec<Change>, GraphError> {
+) -> Result<Vec<EntryPair>, GraphError> {
     let mut sa = vec![load_node(source, a, 0, budget)?];
     let mut sb = vec![load_node(source, b, 1, budget)?];
     loop {

@@ -8,16 +8,15 @@ pub mod ancestry;
 pub mod diff;
 pub mod reachable;
 
-pub use diff::Diff;
+pub use ancestry::Ancestors;
+pub use diff::{Change, ChangeEntry, ChangeKind, Diff, Recorder, Visit};
 pub use reachable::CheckoutPlan;
 
 use crate::id::ObjectId;
 use crate::limits::{MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
-use crate::object::manifest::Manifest;
 use crate::object::reads::{ExternalRead, ReadsObject};
-use crate::object::tree::TreeNode;
 use crate::object::{load, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 
@@ -128,47 +127,4 @@ pub(crate) fn load_commit<S: ObjectSource + ?Sized>(
 ) -> Result<CommitObject, ObjectError> {
     let loaded = load(source, id, ObjectKind::Commit)?;
     CommitObject::decode(id, loaded.body())
-}
-
-/// The objects a verified object references, with the kind each must have. With
-/// `parents`, a commit's parents are included.
-pub(crate) fn refs_of(
-    id: &ObjectId,
-    kind: ObjectKind,
-    body: &[u8],
-    parents: bool,
-) -> Result<Vec<(ObjectId, ObjectKind)>, ObjectError> {
-    Ok(match kind {
-        ObjectKind::Commit => {
-            let c = CommitObject::decode(id, body)?;
-            let mut out = c.snapshot_refs();
-            if parents {
-                out.extend(c.parents.iter().map(|p| (*p, ObjectKind::Commit)));
-            }
-            out
-        }
-        ObjectKind::Tree => match TreeNode::decode(id, body)? {
-            TreeNode::Leaf(entries) => entries.iter().filter_map(|e| e.refs()).collect(),
-            TreeNode::Internal { children, .. } => children
-                .iter()
-                .map(|c| (c.tree, ObjectKind::Tree))
-                .collect(),
-        },
-        ObjectKind::Manifest => match Manifest::decode(id, body)? {
-            Manifest::Leaf(chunks) => chunks.iter().map(|c| (c.id, ObjectKind::Chunk)).collect(),
-            Manifest::Internal { children, .. } => children
-                .iter()
-                .map(|c| (c.id, ObjectKind::Manifest))
-                .collect(),
-        },
-        ObjectKind::Capabilities => {
-            CapabilityFingerprint::decode(id, body)?;
-            Vec::new()
-        }
-        ObjectKind::Reads => {
-            ReadsObject::decode(id, body)?;
-            Vec::new()
-        }
-        ObjectKind::Chunk => Vec::new(),
-    })
 }

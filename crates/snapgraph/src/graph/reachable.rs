@@ -1,8 +1,8 @@
 //! Reachability: what a commit needs, what a history needs, and what is missing.
 
-use super::{refs_of, GraphError, SnapshotGraph};
+use super::{GraphError, SnapshotGraph};
 use crate::id::ObjectId;
-use crate::object::{load, verify, ObjectError, ObjectKind};
+use crate::object::{load, refs_of, verify, ObjectError, ObjectKind, Seen};
 use crate::source::ObjectSource;
 
 impl SnapshotGraph {
@@ -61,7 +61,9 @@ impl SnapshotGraph {
     /// }
     /// assert!(rounds <= 8);
     /// let mut restored = Workspace::new();
-    /// restored.checkout(commit.id(), &local, CheckoutPolicy::default())?;
+    /// restored
+    ///     .checkout(commit.id(), &local, CheckoutPolicy::default())?
+    ///     .verify(|_| None)?; // drive the drift check (nothing recorded here)
     /// # Ok::<(), snapgraph::Error>(())
     /// ```
     pub fn plan_checkout<S: ObjectSource + ?Sized>(
@@ -102,15 +104,16 @@ pub struct CheckoutPlan {
     root: ObjectId,
     /// Objects to look at next round (missing last time), with their kinds.
     pending: Vec<(ObjectId, ObjectKind)>,
-    /// Every object ever queued, so shared subtrees are explored once.
-    seen: hashbrown::HashSet<ObjectId>,
+    /// Every object ever queued, with its kind, so shared subtrees are explored once
+    /// and an id referenced as two kinds is refused.
+    seen: Seen,
 }
 
 impl CheckoutPlan {
     /// A plan for checking out commit `id`.
     pub fn new(id: ObjectId) -> Self {
-        let mut seen = hashbrown::HashSet::new();
-        seen.insert(id);
+        let mut seen = Seen::default();
+        let _first = seen.first(id, ObjectKind::Commit);
         Self {
             root: id,
             pending: vec![(id, ObjectKind::Commit)],
@@ -161,7 +164,7 @@ impl CheckoutPlan {
                 Err(e) => return Err(e.into()),
             };
             for (child, ckind) in refs_of(&oid, kind, loaded.body(), false)?.into_iter().rev() {
-                if self.seen.insert(child) {
+                if self.seen.first(child, ckind)? {
                     stack.push((child, ckind));
                 }
             }
@@ -179,7 +182,7 @@ fn walk<S: ObjectSource + ?Sized>(
     parents: bool,
 ) -> Result<Vec<ObjectId>, GraphError> {
     let mut out = Vec::new();
-    let mut seen = hashbrown::HashSet::new();
+    let mut seen = Seen::default();
     // (id, kind, children already pushed)
     let mut stack = vec![(id, ObjectKind::Commit, false)];
     while let Some((oid, kind, expanded)) = stack.pop() {
@@ -187,7 +190,7 @@ fn walk<S: ObjectSource + ?Sized>(
             out.push(oid);
             continue;
         }
-        if !seen.insert(oid) {
+        if !seen.first(oid, kind)? {
             continue;
         }
         stack.push((oid, kind, true));
@@ -213,7 +216,11 @@ fn walk<S: ObjectSource + ?Sized>(
             .into_iter()
             .rev()
         {
-            if !seen.contains(&child) {
+            // Checked here too, not only when popped: a reference to an id already
+            // walked under another kind must fail.
+            if seen.contains(&child) {
+                seen.first(child, ckind)?;
+            } else {
                 stack.push((child, ckind, false));
             }
         }

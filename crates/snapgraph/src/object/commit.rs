@@ -9,6 +9,12 @@ use super::{ObjectError, ObjectKind};
 use crate::id::ObjectId;
 use crate::limits::MAX_PARENTS;
 
+/// The highest generation a commit may have: 2^53 - 1, so that generations stay exact
+/// as JavaScript numbers (`Number.MAX_SAFE_INTEGER`). Decoders refuse higher ones, and
+/// a commit whose parent has this generation is refused
+/// ([`CommitError::GenerationOverflow`](crate::CommitError::GenerationOverflow)).
+pub const MAX_GENERATION: u64 = (1 << 53) - 1;
+
 /// A stored commit.
 ///
 /// There is no timestamp: a commit's id depends only on what it records, so the same
@@ -21,7 +27,8 @@ pub struct CommitObject {
     /// Parent commits, first parent first; empty for a root commit. No duplicates.
     #[serde(deserialize_with = "super::bounded::parents")]
     pub parents: Vec<ObjectId>,
-    /// 1 for a root commit, else 1 + the largest parent generation.
+    /// 1 for a root commit, else 1 + the largest parent generation; at most
+    /// [`MAX_GENERATION`].
     pub generation: u64,
     /// Length of the opaque state bytes.
     pub state_size: u64,
@@ -71,6 +78,12 @@ impl CommitObject {
             }
         }
         let min_generation = if c.parents.is_empty() { 1 } else { 2 };
+        if c.generation > MAX_GENERATION {
+            return Err(bad(format!(
+                "generation {} above the maximum {MAX_GENERATION}",
+                c.generation
+            )));
+        }
         if c.generation < min_generation || (c.parents.is_empty() && c.generation != 1) {
             return Err(bad(format!(
                 "generation {} with {} parents",

@@ -259,8 +259,84 @@ pub fn references(
     stored: &[u8],
 ) -> Result<(ObjectKind, Vec<(ObjectId, ObjectKind)>), ObjectError> {
     let (kind, _) = verify(id, stored)?;
-    let refs = crate::graph::refs_of(id, kind, &stored[2..], true)?;
+    let refs = refs_of(id, kind, &stored[2..], true)?;
     Ok((kind, refs))
+}
+
+/// The objects a verified object references, with the kind each must have. With
+/// `parents`, a commit's parents are included.
+pub(crate) fn refs_of(
+    id: &ObjectId,
+    kind: ObjectKind,
+    body: &[u8],
+    parents: bool,
+) -> Result<Vec<(ObjectId, ObjectKind)>, ObjectError> {
+    Ok(match kind {
+        ObjectKind::Commit => {
+            let c = commit::CommitObject::decode(id, body)?;
+            let mut out = c.snapshot_refs();
+            if parents {
+                out.extend(c.parents.iter().map(|p| (*p, ObjectKind::Commit)));
+            }
+            out
+        }
+        ObjectKind::Tree => match tree::TreeNode::decode(id, body)? {
+            tree::TreeNode::Leaf(entries) => entries.iter().filter_map(|e| e.refs()).collect(),
+            tree::TreeNode::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.tree, ObjectKind::Tree))
+                .collect(),
+        },
+        ObjectKind::Manifest => match manifest::Manifest::decode(id, body)? {
+            manifest::Manifest::Leaf(chunks) => {
+                chunks.iter().map(|c| (c.id, ObjectKind::Chunk)).collect()
+            }
+            manifest::Manifest::Internal { children, .. } => children
+                .iter()
+                .map(|c| (c.id, ObjectKind::Manifest))
+                .collect(),
+        },
+        ObjectKind::Capabilities => {
+            capability::CapabilityFingerprint::decode(id, body)?;
+            Vec::new()
+        }
+        ObjectKind::Reads => {
+            reads::ReadsObject::decode(id, body)?;
+            Vec::new()
+        }
+        ObjectKind::Chunk => Vec::new(),
+    })
+}
+
+/// Ids a walk has met, with the kind each was referenced as. Ids cover kinds, so an id
+/// referenced as two kinds (a tree's id used as a chunk, a commit's parent that is its
+/// own root tree) is refused even when the second reference would otherwise be
+/// skipped as already seen.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seen(hashbrown::HashMap<ObjectId, ObjectKind>);
+
+impl Seen {
+    /// `Ok(true)` the first time `id` is met, `Ok(false)` when it was met as the same
+    /// kind, [`ObjectError::WrongKind`] when it was met as another.
+    pub fn first(&mut self, id: ObjectId, kind: ObjectKind) -> Result<bool, ObjectError> {
+        match self.0.entry(id) {
+            hashbrown::hash_map::Entry::Vacant(v) => {
+                v.insert(kind);
+                Ok(true)
+            }
+            hashbrown::hash_map::Entry::Occupied(o) if *o.get() == kind => Ok(false),
+            hashbrown::hash_map::Entry::Occupied(o) => Err(ObjectError::WrongKind {
+                id,
+                expected: kind,
+                actual: *o.get(),
+            }),
+        }
+    }
+
+    /// Whether `id` was met.
+    pub fn contains(&self, id: &ObjectId) -> bool {
+        self.0.contains_key(id)
+    }
 }
 
 /// Checks size, kind byte and version of stored bytes already known to hash to `id`.

@@ -90,6 +90,59 @@ pub enum CheckoutError {
     Fs(#[from] FsError),
 }
 
+/// How a checkout runs: one value instead of a method per combination.
+///
+/// ```
+/// # use snapgraph::{CheckoutOptions, CheckoutPolicy, DriftPolicy, Limits};
+/// let options = CheckoutOptions::new()
+///     .policy(CheckoutPolicy::Strict)
+///     .drift(DriftPolicy::Off)
+///     .shallow(true)
+///     .limits(Limits { max_files: 10_000, ..Limits::default() });
+/// # let _ = options;
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[must_use]
+pub struct CheckoutOptions {
+    policy: CheckoutPolicy,
+    drift: DriftPolicy,
+    shallow: bool,
+    limits: Option<Limits>,
+}
+
+impl CheckoutOptions {
+    /// [`CheckoutPolicy::Superset`], [`DriftPolicy::Strict`], full, the workspace's
+    /// limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How the snapshot's recorded capabilities must relate to the workspace's.
+    pub fn policy(mut self, policy: CheckoutPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whether recorded external reads come back with a drift check.
+    pub fn drift(mut self, drift: DriftPolicy) -> Self {
+        self.drift = drift;
+        self
+    }
+
+    /// Leave file content in the store (see
+    /// [`Workspace::checkout_with`]); trees, state and reads are loaded.
+    pub fn shallow(mut self, shallow: bool) -> Self {
+        self.shallow = shallow;
+        self
+    }
+
+    /// Limits for this checkout instead of the workspace's (which it keeps).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+}
+
 /// What a restore must make of the commit's recorded external reads.
 pub(crate) struct Restored {
     pub root: Arc<DirNode>,
@@ -100,7 +153,10 @@ pub(crate) struct Restored {
 }
 
 impl Workspace {
-    /// Replaces the workspace's files and state with those of commit `id`.
+    /// Replaces the workspace's files and state with those of commit `id`: the
+    /// Bashkit-style short form of [`checkout_with`](Self::checkout_with) with
+    /// `CheckoutOptions::new().policy(policy)` (full, [`DriftPolicy::Strict`], the
+    /// workspace's limits).
     ///
     /// Every object is re-hashed and its kind checked before use, tree nodes are
     /// checked to be canonical, and sizes are checked against the workspace's
@@ -110,36 +166,24 @@ impl Workspace {
     ///
     /// Recorded external reads are restored too and checked under
     /// [`DriftPolicy::Strict`]: the returned [`Restore`] carries the pins and the drift
-    /// check to run before first use (see [`crate::drift`]).
+    /// check to run before first use (see [`crate::drift`]; [`Restore::verify`]
+    /// drives it in one call).
     pub fn checkout<S: ObjectSource + ?Sized>(
         &mut self,
         id: ObjectId,
         source: &S,
         policy: CheckoutPolicy,
     ) -> Result<Restore, CheckoutError> {
-        self.checkout_with(id, source, policy, DriftPolicy::Strict)
+        self.checkout_with(id, source, CheckoutOptions::new().policy(policy))
     }
 
-    /// [`checkout`](Self::checkout) with a choice of [`DriftPolicy`].
-    pub fn checkout_with<S: ObjectSource + ?Sized>(
-        &mut self,
-        id: ObjectId,
-        source: &S,
-        policy: CheckoutPolicy,
-        drift: DriftPolicy,
-    ) -> Result<Restore, CheckoutError> {
-        let restored = self.load_commit(id, source, policy, true)?;
-        let restore = Restore::new(id, &restored.reads, drift);
-        self.apply(id, restored, &restore);
-        Ok(restore)
-    }
-
-    /// Like [`checkout`](Self::checkout), but leaves file content in the store: a
-    /// *shallow* checkout.
+    /// Checks out commit `id` as `options` say: capability policy, drift policy,
+    /// shallow or full, limits.
     ///
-    /// The commit, its capabilities, every tree node, the state and the recorded
-    /// external reads are loaded and verified exactly as by `checkout`, and the same
-    /// [`Limits`] apply (the sizes the trees record count against
+    /// A *shallow* checkout ([`CheckoutOptions::shallow`]) leaves file content in the
+    /// store. The commit, its capabilities, every tree node, the state and the
+    /// recorded external reads are loaded and verified exactly as by a full checkout,
+    /// and the same [`Limits`] apply (the sizes the trees record count against
     /// [`max_bytes`](Limits::max_bytes), so that loading every file later stays
     /// within them). Of each file whose bytes are not stored inline in its tree entry
     /// only the entry is kept (size, mode and content reference): no chunk or manifest
@@ -152,33 +196,46 @@ impl Workspace {
     /// destination to hold the content (else [`CommitError::ContentNotLoaded`]):
     /// commit back into the store checked out from, with
     /// [`have_in`](crate::CommitOptions::have_in). A packed snapshot needs every byte
-    /// (see [`try_snapshot`](Self::try_snapshot)).
+    /// (see [`snapshot`](Self::snapshot)).
     ///
     /// Content rules ([`require_feature_for_prefix`](Self::require_feature_for_prefix))
     /// are checked against the state and inline files here, and against other files
     /// when they are loaded. The content objects of unloaded files are not checked
     /// here: a missing or corrupt one is reported when the file is loaded.
     ///
+    /// ```
+    /// # use snapgraph::{CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # ws.write("/big.bin", vec![7u8; 100_000])?;
+    /// # let c = ws.commit(CommitOptions::new())?;
+    /// # let id = c.id();
+    /// # let store: std::collections::HashMap<_, _> = c.into_objects().into_iter().collect();
+    /// let mut tool = Workspace::new();
+    /// tool.checkout_with(
+    ///     id,
+    ///     &store,
+    ///     CheckoutOptions::new().shallow(true).drift(DriftPolicy::Off),
+    /// )?
+    /// .verify(|_| None)?;
+    /// assert!(!tool.is_loaded("/big.bin"));
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    ///
     /// [`CommitError::ContentNotLoaded`]: crate::CommitError::ContentNotLoaded
-    pub fn checkout_shallow<S: ObjectSource + ?Sized>(
+    pub fn checkout_with<S: ObjectSource + ?Sized>(
         &mut self,
         id: ObjectId,
         source: &S,
-        policy: CheckoutPolicy,
+        options: CheckoutOptions,
     ) -> Result<Restore, CheckoutError> {
-        self.checkout_shallow_with(id, source, policy, DriftPolicy::Strict)
-    }
-
-    /// [`checkout_shallow`](Self::checkout_shallow) with a choice of [`DriftPolicy`].
-    pub fn checkout_shallow_with<S: ObjectSource + ?Sized>(
-        &mut self,
-        id: ObjectId,
-        source: &S,
-        policy: CheckoutPolicy,
-        drift: DriftPolicy,
-    ) -> Result<Restore, CheckoutError> {
-        let restored = self.load_commit_as(id, source, policy, true, true)?;
-        let restore = Restore::new(id, &restored.reads, drift);
+        let kept = self.limits;
+        if let Some(limits) = options.limits {
+            self.limits = limits;
+        }
+        let loaded = self.load_commit_as(id, source, options.policy, true, options.shallow);
+        self.limits = kept;
+        let restored = loaded?;
+        let restore = Restore::new(id, &restored.reads, options.drift);
         self.apply(id, restored, &restore);
         Ok(restore)
     }
@@ -809,13 +866,37 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         // `threads` threads: verification is most of a large checkout's work.
         let mut rest: &mut [u8] = data;
         for window in chunks.chunks(CHECKOUT_WINDOW) {
+            // One batched read per window (ObjectSource::get_many).
+            let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
+            let first = ids[0];
+            let answers = match self.source.get_many(&ids) {
+                Ok(answers) => answers,
+                // A batch error names no object: ask one by one to find the one that
+                // fails (a transient failure of the batch then costs a retry).
+                Err(_) => ids
+                    .iter()
+                    .map(|id| {
+                        self.source
+                            .get(id)
+                            .map_err(|source| ObjectError::Source { id: *id, source })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            };
+            if answers.len() != ids.len() {
+                return Err(ObjectError::Source {
+                    id: first,
+                    source: format!(
+                        "get_many answered {} items for {} ids",
+                        answers.len(),
+                        ids.len()
+                    )
+                    .into(),
+                }
+                .into());
+            }
             let mut fetched = Vec::with_capacity(window.len());
-            for c in window {
-                let stored = self
-                    .source
-                    .get(&c.id)
-                    .map_err(|source| ObjectError::Source { id: c.id, source })?
-                    .ok_or(ObjectError::NotFound { id: c.id })?;
+            for (c, stored) in window.iter().zip(answers) {
+                let stored = stored.ok_or(ObjectError::NotFound { id: c.id })?;
                 fetched.push((c.id, stored, c.len as usize));
             }
             let len: usize = window.iter().map(|c| c.len as usize).sum();

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{DirNode, LastCommit, Node, Workspace};
+use super::{DirNode, LastCommit, Node, Workspace, DEFAULT_DIR_MODE};
 use crate::content::{ContentObjects, Pending};
 use crate::emit::{Emitter, Have, ObjectSet};
 use crate::id::ObjectId;
-use crate::object::commit::CommitObject;
+use crate::object::commit::{CommitObject, MAX_GENERATION};
 use crate::object::reads::ReadsObject;
 use crate::object::tree::{Entry, EntryNode};
 use crate::object::{encode, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
@@ -39,6 +39,8 @@ pub struct CommitOptions<'a> {
     have: Have<'a>,
     meta: BTreeMap<String, String>,
     parent_source: Option<&'a dyn ObjectSource>,
+    exclude_files: bool,
+    exclude_state: bool,
 }
 
 impl core::fmt::Debug for CommitOptions<'_> {
@@ -47,6 +49,8 @@ impl core::fmt::Debug for CommitOptions<'_> {
             .field("parents", &self.parents)
             .field("have_declared", &self.have.is_declared())
             .field("meta", &self.meta)
+            .field("exclude_files", &self.exclude_files)
+            .field("exclude_state", &self.exclude_state)
             .finish()
     }
 }
@@ -94,7 +98,10 @@ impl<'a> CommitOptions<'a> {
 
     /// Declares a store whose objects the destination holds (typically the
     /// destination itself), asked per object as the commit walks only changed paths.
-    /// A store that fails to answer counts as not holding the object.
+    /// A store that fails to answer counts as not holding the object. It also answers
+    /// parent lookups: a parent this workspace neither made nor checked out is read
+    /// from the [`parent_source`](Self::parent_source), then from each `have_in`
+    /// store, so a merge with another workspace's commit needs no extra option.
     pub fn have_in(mut self, store: &'a dyn ObjectSource) -> Self {
         self.have.sources.push(store);
         self
@@ -107,9 +114,26 @@ impl<'a> CommitOptions<'a> {
     }
 
     /// Where to read parent commits this workspace did not make or check out (their
-    /// generation numbers are needed).
+    /// generation numbers are needed). Asked before the [`have_in`](Self::have_in)
+    /// stores.
     pub fn parent_source(mut self, source: &'a dyn ObjectSource) -> Self {
         self.parent_source = Some(source);
+        self
+    }
+
+    /// Leaves the files out: the commit records an empty root directory (as a
+    /// snapshot with [`SnapshotOptions::exclude_files`](crate::SnapshotOptions) does).
+    /// The workspace keeps its files; its head moves to the new commit.
+    pub fn exclude_files(mut self, exclude: bool) -> Self {
+        self.exclude_files = exclude;
+        self
+    }
+
+    /// Leaves the state out: the commit records empty state (as a snapshot with
+    /// [`SnapshotOptions::exclude_state`](crate::SnapshotOptions) does). The
+    /// workspace keeps its state; its head moves to the new commit.
+    pub fn exclude_state(mut self, exclude: bool) -> Self {
+        self.exclude_state = exclude;
         self
     }
 }
@@ -167,12 +191,22 @@ impl Commit {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CommitError {
-    /// A parent is neither known to the workspace nor readable from the
-    /// [`parent_source`](CommitOptions::parent_source).
-    #[error("parent {id} is unknown: pass a parent_source that holds it")]
+    /// A parent is neither known to the workspace nor held by the
+    /// [`parent_source`](CommitOptions::parent_source) or any
+    /// [`have_in`](CommitOptions::have_in) store.
+    #[error("parent {id} is unknown: pass a parent_source or have_in store that holds it")]
     UnknownParent {
         /// The parent.
         id: ObjectId,
+    },
+    /// A parent's generation is [`MAX_GENERATION`](crate::object::commit::MAX_GENERATION):
+    /// a child would exceed the highest generation readers accept.
+    #[error("parent {id} has generation {generation}, the maximum: it can have no child")]
+    GenerationOverflow {
+        /// The parent.
+        id: ObjectId,
+        /// Its generation.
+        generation: u64,
     },
     /// A parent was listed twice.
     #[error("parent {id} is listed twice")]
@@ -226,6 +260,24 @@ impl Workspace {
     /// tree entries; their content must be held by the destination, else
     /// [`CommitError::ContentNotLoaded`].
     pub fn commit(&mut self, options: CommitOptions<'_>) -> Result<Commit, CommitError> {
+        if options.exclude_files || options.exclude_state {
+            // Commit a copy-on-write clone without them (O(1)); keep its history.
+            let mut part = self.clone();
+            if options.exclude_files {
+                part.root = Arc::new(DirNode::new(DEFAULT_DIR_MODE));
+            }
+            if options.exclude_state {
+                part.set_state(Vec::new());
+            }
+            let commit = part.commit(CommitOptions {
+                exclude_files: false,
+                exclude_state: false,
+                ..options
+            })?;
+            self.head = part.head;
+            self.generations = part.generations;
+            return Ok(commit);
+        }
         let generation = self.generation_for(&options)?;
 
         // Hash every new content first (on several threads when it pays), then fold
@@ -323,18 +375,33 @@ impl Workspace {
             }
             let generation = match self.generations.get(p) {
                 Some(g) => *g,
-                None => match options.parent_source {
-                    Some(src) => {
-                        let c: CommitObject = crate::graph::load_commit(src, p)?;
-                        c.generation
-                    }
-                    None => return Err(CommitError::UnknownParent { id: *p }),
-                },
+                None => parent_generation(p, options)?,
             };
+            if generation >= MAX_GENERATION {
+                return Err(CommitError::GenerationOverflow { id: *p, generation });
+            }
             max = max.max(generation);
         }
-        Ok(max.saturating_add(1))
+        Ok(max + 1)
     }
+}
+
+/// A parent's generation read from the first source given to the commit that holds
+/// it: the parent source, then each `have_in` store. A source that does not hold it
+/// passes to the next; one that holds something else under its id, or fails, stops.
+fn parent_generation(id: &ObjectId, options: &CommitOptions<'_>) -> Result<u64, CommitError> {
+    let sources = options
+        .parent_source
+        .into_iter()
+        .chain(options.have.sources.iter().copied());
+    for source in sources {
+        match crate::graph::load_commit(source, id) {
+            Ok(c) => return Ok(c.generation),
+            Err(ObjectError::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(CommitError::UnknownParent { id: *id })
 }
 
 /// The names of a directory that a commit must look at: all of them for a directory

@@ -21,7 +21,7 @@
 //! reads nothing but what changed; it needs the destination to hold the content it
 //! cannot emit (commit with [`have_in`](CommitOptions::have_in) the store checked out
 //! from), and fails with [`CommitError::ContentNotLoaded`] otherwise. Packed snapshots
-//! need every byte ([`Workspace::try_snapshot`]).
+//! need every byte ([`Workspace::snapshot`]).
 
 pub mod checkout;
 pub mod commit;
@@ -31,7 +31,7 @@ pub mod snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-pub use checkout::{CheckoutError, CheckoutPolicy};
+pub use checkout::{CheckoutError, CheckoutOptions, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
 pub use path::PathError;
 
@@ -45,6 +45,11 @@ use crate::tree::Layout;
 /// Most threads a commit uses.
 const MAX_PARALLELISM: usize = 8;
 
+/// Whether this target can spawn threads: `wasm32` without the `atomics` target
+/// feature (`wasm32-unknown-unknown`, `wasm32-wasip1`) cannot, so every workspace
+/// there runs on the calling thread whatever [`Workspace::set_parallelism`] is given.
+const HAS_THREADS: bool = !cfg!(all(target_family = "wasm", not(target_feature = "atomics")));
+
 /// Default mode of a new file.
 pub const DEFAULT_FILE_MODE: u32 = 0o644;
 /// Default mode of a new directory.
@@ -52,16 +57,7 @@ pub const DEFAULT_DIR_MODE: u32 = 0o755;
 /// Mode of a new symlink.
 pub const DEFAULT_SYMLINK_MODE: u32 = 0o777;
 
-/// What a path names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link.
-    Symlink,
-}
+pub use crate::object::tree::EntryKind;
 
 /// What [`Workspace::metadata`] tells about a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,7 +289,7 @@ pub(crate) struct ContentRule {
 /// store.extend(c.into_objects());
 ///
 /// let mut other = Workspace::new();
-/// other.checkout(id, &store, CheckoutPolicy::default())?;
+/// other.checkout(id, &store, CheckoutPolicy::default())?.verify(|_| None)?;
 /// assert_eq!(other.read("/src/main.py")?, b"print('hi')\n");
 /// # Ok::<(), snapgraph::Error>(())
 /// ```
@@ -334,8 +330,11 @@ impl Workspace {
             reads: BTreeMap::new(),
             stale: BTreeSet::new(),
             limits: Limits::default(),
-            parallelism: std::thread::available_parallelism()
-                .map_or(1, |n| n.get().min(MAX_PARALLELISM)),
+            parallelism: if HAS_THREADS {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_PARALLELISM))
+            } else {
+                1
+            },
         }
     }
 
@@ -347,9 +346,13 @@ impl Workspace {
     }
 
     /// Sets how many threads a commit may use (at least 1; 1 keeps all work on the
-    /// calling thread).
+    /// calling thread). On targets without threads it stays 1.
     pub fn set_parallelism(&mut self, threads: usize) {
-        self.parallelism = threads.clamp(1, MAX_PARALLELISM);
+        self.parallelism = if HAS_THREADS {
+            threads.clamp(1, MAX_PARALLELISM)
+        } else {
+            1
+        };
     }
 
     /// The commit this workspace last made or checked out, if any.
@@ -708,6 +711,11 @@ impl Workspace {
     pub fn mkdir(&mut self, path: &str) -> Result<(), FsError> {
         let comps = path::parse(path)?;
         self.check_dirs(&comps)?;
+        // Idempotent: an existing directory is not touched (nor marked changed, which
+        // would make the next commit re-encode its path).
+        if matches!(self.lookup(&comps)?, Some(Node::Dir(_))) || comps.is_empty() {
+            return Ok(());
+        }
         self.dir_mut(&comps);
         Ok(())
     }
@@ -828,5 +836,30 @@ impl Workspace {
             None => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CommitOptions;
+
+    /// Issue #12, defect 6: the CLI's scan calls `mkdir` for every directory; an
+    /// existing one must stay clean, or every commit re-encodes its path.
+    #[test]
+    fn mkdir_of_an_existing_directory_changes_nothing() {
+        let mut ws = Workspace::new();
+        ws.write("/a/b/c.txt", b"c").unwrap();
+        drop(ws.commit(CommitOptions::new()).unwrap());
+        assert!(ws.root.is_clean());
+        for dir in ["/a/b", "/a", "/"] {
+            ws.mkdir(dir).unwrap();
+            assert!(ws.root.is_clean(), "mkdir {dir} marked the tree changed");
+        }
+        ws.write("/f", b"f").unwrap();
+        assert!(matches!(ws.mkdir("/f"), Err(FsError::NotADirectory { .. })));
+        ws.mkdir("/a/new").unwrap();
+        assert!(ws.list("/a").unwrap().iter().any(|e| e.name == "new"));
+        assert!(!ws.root.is_clean());
     }
 }

@@ -3,11 +3,8 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::{Read, Write};
-use std::sync::Arc;
 
-use super::{
-    CheckoutPolicy, Commit, CommitError, CommitOptions, DirNode, Workspace, DEFAULT_DIR_MODE,
-};
+use super::{CheckoutPolicy, Commit, CommitError, CommitOptions, Workspace};
 use crate::chunk::CHUNK_MIN;
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
@@ -17,8 +14,8 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::Manifest;
 use crate::object::tree::{Content, EntryNode, TreeNode};
 use crate::pack::{
-    parse_packed_limited, read_packed_records, write_packed, Records, SnapshotError, SnapshotKey,
-    SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
+    parse_packed_limited, read_packed_records, write_packed, Records, RestoreOptions,
+    SnapshotError, SnapshotKey, SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
 };
 use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
@@ -30,28 +27,36 @@ impl Workspace {
     ///
     /// A snapshot needs every file's bytes: if a
     /// [shallow checkout](Self::checkout_shallow) left any in the store (and the
-    /// snapshot does not exclude files), this returns an empty vector, which no
-    /// restore accepts. [`try_snapshot`](Self::try_snapshot) says which file.
-    pub fn snapshot(&self) -> Vec<u8> {
-        self.snapshot_bytes(SnapshotOptions::default(), None)
+    /// snapshot does not exclude files), this is [`CommitError::ContentNotLoaded`]
+    /// naming the file (load it with [`load_content`](Self::load_content) first, or
+    /// exclude files).
+    ///
+    /// ```
+    /// # use snapgraph::Workspace;
+    /// let mut ws = Workspace::new();
+    /// ws.write("/a.txt", b"a")?;
+    /// let bytes = ws.snapshot()?;
+    /// assert_eq!(Workspace::from_snapshot(&bytes)?.read("/a.txt")?, b"a");
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn snapshot(&self) -> Result<Vec<u8>, CommitError> {
+        self.snapshot_with(SnapshotOptions::default(), None)
     }
 
     /// [`snapshot`](Self::snapshot) leaving out files or state, or compressed.
-    pub fn snapshot_with_options(&self, options: SnapshotOptions) -> Vec<u8> {
-        self.snapshot_bytes(options, None)
+    pub fn snapshot_with_options(&self, options: SnapshotOptions) -> Result<Vec<u8>, CommitError> {
+        self.snapshot_with(options, None)
     }
 
     /// A snapshot authenticated with a BLAKE3 keyed MAC, for bytes that cross a trust
     /// boundary. Restore it with [`restore_snapshot_keyed`](Self::restore_snapshot_keyed).
-    pub fn snapshot_keyed(&self, key: &SnapshotKey) -> Vec<u8> {
-        self.snapshot_bytes(SnapshotOptions::default(), Some(key))
+    pub fn snapshot_keyed(&self, key: &SnapshotKey) -> Result<Vec<u8>, CommitError> {
+        self.snapshot_with(SnapshotOptions::default(), Some(key))
     }
 
-    /// A snapshot ([`snapshot_with_options`](Self::snapshot_with_options), keyed with
-    /// `key` if given), or [`CommitError::ContentNotLoaded`] naming a file a
-    /// [shallow checkout](Self::checkout_shallow) left in the store (load it with
-    /// [`load_content`](Self::load_content) first, or exclude files).
-    pub fn try_snapshot(
+    /// A snapshot with `options`, keyed with `key` if given: the general form of
+    /// [`snapshot`](Self::snapshot), with its errors.
+    pub fn snapshot_with(
         &self,
         options: SnapshotOptions,
         key: Option<&SnapshotKey>,
@@ -61,7 +66,7 @@ impl Workspace {
     }
 
     /// Writes a snapshot to `out` as it is produced (no second copy of the bytes). If
-    /// a file is not loaded (see [`try_snapshot`](Self::try_snapshot)), nothing is
+    /// a file is not loaded (see [`snapshot`](Self::snapshot)), nothing is
     /// written and the error is an [`std::io::ErrorKind::Other`] wrapping the
     /// [`CommitError::ContentNotLoaded`] (get it back with
     /// [`std::io::Error::into_inner`] and `downcast`).
@@ -77,35 +82,34 @@ impl Workspace {
         write_packed(commit.id(), commit.objects(), flags, key, out)
     }
 
-    fn snapshot_bytes(&self, options: SnapshotOptions, key: Option<&SnapshotKey>) -> Vec<u8> {
-        self.try_snapshot(options, key).unwrap_or_default()
-    }
-
     /// A parentless commit of the workspace (no metadata). It fails only on content
     /// left unloaded: no parents to look up, and the commit object is a few hundred
     /// bytes.
     fn snapshot_commit(&self, options: SnapshotOptions) -> Result<(Commit, u16), CommitError> {
-        let mut ws = self.clone();
         let mut flags = 0;
         if options.exclude_files {
-            ws.root = Arc::new(DirNode::new(DEFAULT_DIR_MODE));
             flags |= FLAG_NO_FILES;
         }
         if options.exclude_state {
-            ws.set_state(Vec::new());
             flags |= FLAG_NO_STATE;
         }
         if options.compress {
             flags |= FLAG_ZSTD;
         }
-        Ok((ws.commit(CommitOptions::new())?, flags))
+        let commit = self.clone().commit(
+            CommitOptions::new()
+                .exclude_files(options.exclude_files)
+                .exclude_state(options.exclude_state),
+        )?;
+        Ok((commit, flags))
     }
 
     /// A fresh workspace restored from a snapshot. It adopts the snapshot's capability
     /// fingerprint, so no capability check applies; content rules and limits are the
-    /// defaults.
+    /// defaults. The Bashkit-style short form of
+    /// [`from_snapshot_with`](Self::from_snapshot_with).
     pub fn from_snapshot(bytes: &[u8]) -> Result<Workspace, SnapshotError> {
-        Self::from_snapshot_with_limits(bytes, None, Limits::default())
+        Self::from_snapshot_with(bytes, RestoreOptions::new())
     }
 
     /// [`from_snapshot`](Self::from_snapshot) for a keyed snapshot.
@@ -113,21 +117,23 @@ impl Workspace {
         bytes: &[u8],
         key: &SnapshotKey,
     ) -> Result<Workspace, SnapshotError> {
-        Self::from_snapshot_with_limits(bytes, Some(key), Limits::default())
+        Self::from_snapshot_with(bytes, RestoreOptions::new().key(key))
     }
 
-    /// [`from_snapshot`](Self::from_snapshot) (or, with `key`,
-    /// [`from_snapshot_keyed`](Self::from_snapshot_keyed)) under `limits` instead of
-    /// the defaults: what to use for snapshots from outside a trust boundary. The new
-    /// workspace keeps `limits`.
-    pub fn from_snapshot_with_limits(
+    /// A fresh workspace from a snapshot as `options` say: its key, if keyed, and its
+    /// limits (what to use for snapshots from outside a trust boundary; the new
+    /// workspace keeps them). Capability and drift policies do not apply: the fresh
+    /// workspace adopts the snapshot's fingerprint, and unpinned cached reads are
+    /// marked stale (a [`restore_snapshot_with`](Self::restore_snapshot_with) into a
+    /// configured workspace returns the drift check instead).
+    pub fn from_snapshot_with(
         bytes: &[u8],
-        key: Option<&SnapshotKey>,
-        limits: Limits,
+        options: RestoreOptions<'_>,
     ) -> Result<Workspace, SnapshotError> {
         let mut ws = Workspace::new();
+        let limits = options.limits.unwrap_or_default();
         ws.set_limits(limits);
-        let unpacked = parse_packed_limited(bytes, key, limits.max_unpacked_bytes)?;
+        let unpacked = parse_packed_limited(bytes, options.key, limits.max_unpacked_bytes)?;
         ws.fresh_from(unpacked)?;
         Ok(ws)
     }
@@ -139,7 +145,9 @@ impl Workspace {
         {
             ws.set_capabilities(caps);
         }
-        ws.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)?;
+        // A fresh workspace has no caller to drive a drift check: unpinned cached reads
+        // are marked stale instead (restore_snapshot returns the check).
+        let _ = ws.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Off)?;
         Ok(())
     }
 
@@ -147,10 +155,10 @@ impl Workspace {
     /// configuration (capabilities, limits, content rules). A snapshot without files
     /// leaves the files alone; one without state leaves the state alone. Checked under
     /// [`CheckoutPolicy::Superset`] and [`DriftPolicy::Strict`]; on error nothing
-    /// changes.
+    /// changes. The Bashkit-style short form of
+    /// [`restore_snapshot_with`](Self::restore_snapshot_with).
     pub fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<Restore, SnapshotError> {
-        let unpacked = parse_packed_limited(bytes, None, self.limits.max_unpacked_bytes)?;
-        self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
+        self.restore_snapshot_with(bytes, RestoreOptions::new())
     }
 
     /// [`restore_snapshot`](Self::restore_snapshot) for a keyed snapshot: a wrong key,
@@ -160,30 +168,68 @@ impl Workspace {
         bytes: &[u8],
         key: &SnapshotKey,
     ) -> Result<Restore, SnapshotError> {
-        let unpacked = parse_packed_limited(bytes, Some(key), self.limits.max_unpacked_bytes)?;
-        self.restore_unpacked(unpacked, CheckoutPolicy::Superset, DriftPolicy::Strict)
+        self.restore_snapshot_with(bytes, RestoreOptions::new().key(key))
     }
 
-    /// Restores from a stream, with every choice explicit. Objects are read once into
-    /// memory and verified; nothing is applied until the trailer verifies. Each chunk
-    /// is released as soon as the last file that needs it is assembled, so the peak
-    /// memory stays near the snapshot's size (plus the largest file), not twice it.
+    /// Restores a snapshot held in memory as `options` say (key, capability policy,
+    /// drift policy, limits for this restore). Uncompressed objects are borrowed from
+    /// `bytes`, not copied.
+    ///
+    /// ```
+    /// # use snapgraph::{CheckoutPolicy, DriftPolicy, RestoreOptions, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # ws.write("/a", b"a")?;
+    /// let key = [7u8; 32];
+    /// let bytes = ws.snapshot_keyed(&key)?;
+    /// let mut target = Workspace::new();
+    /// target
+    ///     .restore_snapshot_with(&bytes, RestoreOptions::new().key(&key).drift(DriftPolicy::Off))?
+    ///     .verify(|_| None)?;
+    /// assert_eq!(target.read("/a")?, b"a");
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn restore_snapshot_with(
+        &mut self,
+        bytes: &[u8],
+        options: RestoreOptions<'_>,
+    ) -> Result<Restore, SnapshotError> {
+        let limits = options.limits.unwrap_or(self.limits);
+        let unpacked = parse_packed_limited(bytes, options.key, limits.max_unpacked_bytes)?;
+        self.with_limits(limits, |ws| {
+            ws.restore_unpacked(unpacked, options.policy, options.drift)
+        })
+    }
+
+    /// Restores from a stream as `options` say. Objects are read once into memory and
+    /// verified; nothing is applied until the trailer verifies. Each chunk is released
+    /// as soon as the last file that needs it is assembled, so the peak memory stays
+    /// near the snapshot's size (plus the largest file), not twice it.
     pub fn restore_snapshot_from<R: Read>(
         &mut self,
         input: R,
-        key: Option<&SnapshotKey>,
-        policy: CheckoutPolicy,
-        drift: DriftPolicy,
+        options: RestoreOptions<'_>,
     ) -> Result<Restore, SnapshotError> {
+        let limits = options.limits.unwrap_or(self.limits);
         let (header, _metadata, records) =
-            read_packed_records(input, key, self.limits.max_unpacked_bytes)?;
+            read_packed_records(input, options.key, limits.max_unpacked_bytes)?;
         let (root, flags) = (header.root, header.flags);
-        let uses = chunk_uses(root, &records, &self.limits).unwrap_or_default();
+        let uses = chunk_uses(root, &records, &limits).unwrap_or_default();
         let source = Draining {
             records: RefCell::new(records),
             uses: RefCell::new(uses),
         };
-        self.restore_parts(root, flags, &source, policy, drift)
+        self.with_limits(limits, |ws| {
+            ws.restore_parts(root, flags, &source, options.policy, options.drift)
+        })
+    }
+
+    /// Runs `f` under `limits`, then puts the workspace's own back.
+    fn with_limits<T>(&mut self, limits: Limits, f: impl FnOnce(&mut Self) -> T) -> T {
+        let kept = self.limits;
+        self.limits = limits;
+        let out = f(self);
+        self.limits = kept;
+        out
     }
 
     fn restore_unpacked(

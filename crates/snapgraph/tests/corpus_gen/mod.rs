@@ -161,17 +161,18 @@ pub fn build() -> Artifacts {
     keep(m1.into_objects(), &mut store);
 
     let mut files = BTreeMap::new();
-    files.insert("snapshot.snap".to_string(), main.snapshot());
+    files.insert("snapshot.snap".to_string(), main.snapshot().unwrap());
     files.insert(
         "snapshot-keyed.snap".to_string(),
-        main.snapshot_keyed(&CORPUS_KEY),
+        main.snapshot_keyed(&CORPUS_KEY).unwrap(),
     );
     files.insert(
         "snapshot-zstd.snap".to_string(),
         main.snapshot_with_options(SnapshotOptions {
             compress: true,
             ..Default::default()
-        }),
+        })
+        .unwrap(),
     );
     let mut dump = Vec::new();
     for id in &order {
@@ -217,7 +218,7 @@ pub fn read_dump(dump: &[u8]) -> HashMap<ObjectId, Vec<u8>> {
 /// The expected-state section of one named commit in a store.
 pub fn render_ref(name: &str, id: ObjectId, store: &HashMap<ObjectId, Vec<u8>>) -> String {
     let mut ws = Workspace::new();
-    ws.checkout(id, store, CheckoutPolicy::Force).unwrap();
+    let _ = ws.checkout(id, store, CheckoutPolicy::Force).unwrap();
     let commit = SnapshotGraph::commit(id, store).unwrap();
     let mut s = format!("## ref {name} {id}\n");
     s.push_str(&render(&ws));
