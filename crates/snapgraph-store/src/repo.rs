@@ -564,7 +564,7 @@ impl<S: Store> Repo<S> {
     }
 
     /// A workspace at revision `rev` whose files carry only their content ids
-    /// ([`Workspace::checkout_shallow`]): trees are read and verified, file content
+    /// ([`CheckoutOptions::shallow`](snapgraph::CheckoutOptions::shallow)): trees are read and verified, file content
     /// is not. Committing it back with [`commit`](Self::commit) after a few writes
     /// costs what changed; reading an unloaded file needs
     /// [`Workspace::load_content`].
