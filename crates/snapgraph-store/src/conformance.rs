@@ -68,7 +68,7 @@ pub fn objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
 
     let mut ask = ids.clone();
     ask.insert(1, absent);
-    let got = ObjectStore::get_many(&store, &ask).unwrap();
+    let got = crate::store::ObjectStore::get_many(&store, &ask).unwrap();
     assert_eq!(got.len(), ask.len(), "one answer per id");
     assert_eq!(got[1], None, "absent id reads as None");
     for (i, bytes) in all.iter().enumerate() {
@@ -80,7 +80,9 @@ pub fn objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
         );
     }
     assert_eq!(store.has_many(&ask).unwrap(), vec![absent]);
-    assert!(ObjectStore::get_many(&store, &[]).unwrap().is_empty());
+    assert!(crate::store::ObjectStore::get_many(&store, &[])
+        .unwrap()
+        .is_empty());
     assert!(store.has_many(&[]).unwrap().is_empty());
 
     assert_eq!(store.get(&ids[0]).unwrap().as_deref(), Some(&text[..]));
@@ -114,7 +116,7 @@ pub fn objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     store.delete_many(&[ids[0], ids[2], absent]).unwrap();
     assert_eq!(store.has_many(&ids).unwrap(), vec![ids[0], ids[2]]);
     assert_eq!(
-        ObjectStore::get_many(&store, &[ids[0]]).unwrap(),
+        crate::store::ObjectStore::get_many(&store, &[ids[0]]).unwrap(),
         vec![None]
     );
     store.delete_many(&[ids[1], ids[3]]).unwrap();
@@ -129,7 +131,7 @@ pub fn large_batches(store: &(impl ObjectStore + ?Sized)) {
     store.put_many(&batch[..30_000]).unwrap();
     let absent = store.has_many(&ids).unwrap();
     assert_eq!(absent, ids[30_000..], "absence of 40,000 ids, in order");
-    let got = ObjectStore::get_many(&store, &ids[29_990..30_010]).unwrap();
+    let got = crate::store::ObjectStore::get_many(&store, &ids[29_990..30_010]).unwrap();
     assert!(got[..10].iter().all(Option::is_some) && got[10..].iter().all(Option::is_none));
     store.put_many(&batch).unwrap();
     assert!(store.has_many(&ids).unwrap().is_empty());

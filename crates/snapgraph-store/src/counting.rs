@@ -162,4 +162,10 @@ impl<S: ObjectStore> snapgraph::ObjectSource for CountingStore<S> {
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         crate::store::source_contains(self, id)
     }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
+        crate::store::source_get_many(self, ids)
+    }
 }

@@ -288,15 +288,17 @@ fn referrers_first(
     let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
     let mut referenced = HashSet::new();
     for batch in doomed.chunks(BATCH) {
-        let got = match ObjectStore::get_many(&store, batch) {
+        let got = match crate::store::ObjectStore::get_many(&store, batch) {
             Ok(got) => got,
             // A corrupt object among them: read one by one, skipping the bad.
             Err(StoreError::Corrupt { .. }) => batch
                 .iter()
                 .map(|id| {
-                    Ok(ObjectStore::get_many(&store, std::slice::from_ref(id))
-                        .ok()
-                        .and_then(|mut v| v.pop().flatten()))
+                    Ok(
+                        crate::store::ObjectStore::get_many(&store, std::slice::from_ref(id))
+                            .ok()
+                            .and_then(|mut v| v.pop().flatten()),
+                    )
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?,
             Err(e) => return Err(e),

@@ -20,7 +20,7 @@ use snapgraph::{
 
 use crate::error::StoreError;
 use crate::gc::Lease;
-use crate::store::{validate_ref_name, ObjectStore, RefUpdate, Store};
+use crate::store::{validate_ref_name, RefUpdate, Store};
 use crate::walk::BATCH;
 
 /// Prefix of branch refs.
@@ -187,29 +187,6 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     }
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         Ok(self.objects.contains_id(id) || self.store.contains(id)?)
-    }
-}
-
-/// A source remembering every object read through it (for a walk that reads the
-/// same few objects twice).
-struct Remembered<'a, S> {
-    store: &'a S,
-    read: std::cell::RefCell<hashbrown::HashMap<ObjectId, Vec<u8>>>,
-}
-
-impl<S: Store> snapgraph::ObjectSource for Remembered<'_, S> {
-    fn get(
-        &self,
-        id: &ObjectId,
-    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        if let Some(b) = self.read.borrow().get(id) {
-            return Ok(Some(std::borrow::Cow::Owned(b.clone())));
-        }
-        let got = self.store.get(id)?.map(|b| b.into_owned());
-        if let Some(b) = &got {
-            self.read.borrow_mut().insert(*id, b.clone());
-        }
-        Ok(got.map(std::borrow::Cow::Owned))
     }
 }
 
@@ -614,7 +591,7 @@ impl<S: Store> Repo<S> {
     }
 
     /// A workspace at revision `rev` whose files carry only their content ids
-    /// ([`Workspace::checkout_with`] with `CheckoutOptions::shallow`): trees are read and verified, file content
+    /// ([`CheckoutOptions::shallow`](snapgraph::CheckoutOptions::shallow)): trees are read and verified, file content
     /// is not. Committing it back with [`commit`](Self::commit) after a few writes
     /// costs what changed; reading an unloaded file needs
     /// [`Workspace::load_content`].
@@ -645,7 +622,10 @@ impl<S: Store> Repo<S> {
         })?;
         let mut commits = BTreeMap::new();
         for batch in ids.chunks(BATCH) {
-            for (id, bytes) in batch.iter().zip(ObjectStore::get_many(&self.store, batch)?) {
+            for (id, bytes) in batch
+                .iter()
+                .zip(crate::store::ObjectStore::get_many(&self.store, batch)?)
+            {
                 let Some(bytes) = bytes else { continue };
                 if bytes.first() != Some(&snapgraph::ObjectKind::Commit.byte()) {
                     continue;
@@ -789,16 +769,10 @@ impl<S: Store> Repo<S> {
     /// Commits `id` and its ancestors, newest first, at most `limit`.
     pub fn log(&self, rev: &str, limit: usize) -> Result<Vec<(ObjectId, CommitObject)>, RepoError> {
         let id = self.resolve(rev)?;
-        // Each commit is read from the store once: the ancestry walk's reads are
-        // remembered and decoded again from memory.
-        // (When the core has an ancestry iterator of decoded commits, use it.)
-        let seen = Remembered {
-            store: &self.store,
-            read: std::cell::RefCell::new(hashbrown::HashMap::new()),
-        };
-        SnapshotGraph::ancestry(id, &seen, limit)?
-            .into_iter()
-            .map(|c| Ok((c, SnapshotGraph::commit(c, &seen)?)))
+        // The core's iterator yields decoded commits: each is read once.
+        SnapshotGraph::ancestors(id, &self.store)
+            .take(limit)
+            .map(|r| Ok(r?))
             .collect()
     }
 

@@ -206,6 +206,12 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         source_contains(&self.objects, id)
     }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
+        source_get_many(&self.objects, ids)
+    }
 }
 
 /// [`ObjectSource::get`] through [`ObjectStore::get_many`].
@@ -215,6 +221,18 @@ pub fn source_get<'a>(
 ) -> Result<Option<std::borrow::Cow<'a, [u8]>>, snapgraph::BoxError> {
     let mut got = store.get_many(std::slice::from_ref(id))?;
     Ok(got.pop().flatten().map(std::borrow::Cow::Owned))
+}
+
+/// [`ObjectSource::get_many`] through one [`ObjectStore::get_many`].
+pub fn source_get_many<'a>(
+    store: &(impl ObjectStore + ?Sized),
+    ids: &[ObjectId],
+) -> Result<Vec<Option<std::borrow::Cow<'a, [u8]>>>, snapgraph::BoxError> {
+    Ok(store
+        .get_many(ids)?
+        .into_iter()
+        .map(|b| b.map(std::borrow::Cow::Owned))
+        .collect())
 }
 
 /// [`ObjectSource::contains`] through [`ObjectStore::has_many`].
@@ -302,7 +320,7 @@ macro_rules! forward_store {
     ($($ptr:ty),*) => {$(
         impl<T: ObjectStore + ?Sized> ObjectStore for $ptr {
             fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-                ObjectStore::get_many(&**self, ids)
+                crate::store::ObjectStore::get_many(&**self, ids)
             }
             fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
                 (**self).has_many(ids)

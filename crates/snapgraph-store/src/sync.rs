@@ -27,7 +27,7 @@ use snapgraph::{ObjectId, ObjectKind, SnapshotGraph};
 
 use crate::error::StoreError;
 use crate::gc::Lease;
-use crate::store::{validate_ref_name, ObjectStore, RefUpdate, Store};
+use crate::store::{validate_ref_name, RefUpdate, Store};
 use crate::walk::BATCH;
 
 /// Chunks fetched from the source per call (at most 64 KiB each).
@@ -307,7 +307,7 @@ fn discover(
             let got = if to_read.is_empty() {
                 Vec::new()
             } else {
-                ObjectStore::get_many(&src, &to_read).map_err(src_err)?
+                crate::store::ObjectStore::get_many(&src, &to_read).map_err(src_err)?
             };
             let mut got: HashMap<ObjectId, Option<Vec<u8>>> =
                 to_read.into_iter().zip(got).collect();
@@ -440,7 +440,7 @@ fn write(
         let fetched = if chunks.is_empty() {
             Vec::new()
         } else {
-            ObjectStore::get_many(&src, &chunks).map_err(src_err)?
+            crate::store::ObjectStore::get_many(&src, &chunks).map_err(src_err)?
         };
         let mut chunk_bytes: HashMap<ObjectId, Vec<u8>> = HashMap::new();
         for (id, bytes) in chunks.iter().zip(fetched) {

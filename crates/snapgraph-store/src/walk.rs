@@ -202,7 +202,7 @@ pub(crate) fn read_batch(
     problems: &mut Vec<WalkProblem>,
 ) -> Result<HashMap<ObjectId, Vec<u8>>, StoreError> {
     let mut out = HashMap::with_capacity(ids.len());
-    match ObjectStore::get_many(&store, ids) {
+    match crate::store::ObjectStore::get_many(&store, ids) {
         Ok(got) => {
             for (id, bytes) in ids.iter().zip(got) {
                 if let Some(b) = bytes {
@@ -212,7 +212,7 @@ pub(crate) fn read_batch(
         }
         Err(StoreError::Corrupt { .. }) => {
             for id in ids {
-                match ObjectStore::get_many(&store, std::slice::from_ref(id)) {
+                match crate::store::ObjectStore::get_many(&store, std::slice::from_ref(id)) {
                     Ok(mut got) => {
                         if let Some(b) = got.pop().flatten() {
                             out.insert(*id, b);

@@ -60,7 +60,7 @@ fn reopening_sees_objects_refs_and_reflogs() {
     }
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(
-        ObjectStore::get_many(&store, &[id]).unwrap(),
+        snapgraph_store::ObjectStore::get_many(&store, &[id]).unwrap(),
         vec![Some(blob)]
     );
     assert_eq!(store.get_ref("heads/main").unwrap(), Some(id));
@@ -112,7 +112,7 @@ fn corrupt_rows_are_corrupt_errors_naming_the_id() {
     .unwrap();
 
     for id in &ids {
-        match ObjectStore::get_many(&store, &[*id]) {
+        match snapgraph_store::ObjectStore::get_many(&store, &[*id]) {
             Err(StoreError::Corrupt { id: bad, .. }) => assert_eq!(bad, *id),
             other => panic!("expected Corrupt for {id}, got {other:?}"),
         }
@@ -257,7 +257,10 @@ fn two_stores_on_one_file_share_refs_and_objects() {
     let id = id_of(&blob);
     a.put_many(&[(id, &blob)]).unwrap();
     b.put_many(&[(id, &blob)]).unwrap();
-    assert_eq!(ObjectStore::get_many(&b, &[id]).unwrap(), vec![Some(blob)]);
+    assert_eq!(
+        snapgraph_store::ObjectStore::get_many(&b, &[id]).unwrap(),
+        vec![Some(blob)]
+    );
     a.compare_and_swap_ref("heads/main", None, id, "a").unwrap();
     assert!(matches!(
         b.compare_and_swap_ref("heads/main", None, id, "b"),
@@ -357,7 +360,7 @@ fn measure(store: &dyn Store, location: &Path) -> Figures {
     let t = Instant::now();
     let mut read = 0;
     for chunk in ids.chunks(1000) {
-        for got in ObjectStore::get_many(&store, chunk).unwrap() {
+        for got in snapgraph_store::ObjectStore::get_many(&store, chunk).unwrap() {
             read += got.unwrap().len();
         }
     }
