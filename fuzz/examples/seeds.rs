@@ -178,7 +178,8 @@ fn cli_seeds(corpus: &Path) {
     shallow
         .checkout_shallow(id, &objects, snapgraph::CheckoutPolicy::Force)
         .unwrap();
-    let (tar, _) = snapgraph_cli::tarball::export(&mut shallow, &objects, id, Vec::new(), &pb).unwrap();
+    let (tar, _) =
+        snapgraph_cli::tarball::export(&mut shallow, &objects, id, Vec::new(), &pb).unwrap();
     write(&dir, "export-sample", &tar);
     let mut b = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
@@ -207,7 +208,10 @@ fn cli_seeds(corpus: &Path) {
 
     let dir = corpus.join("stat_cache");
     let mut entries = std::collections::BTreeMap::new();
-    for (i, digest) in [format!("c:{id}"), "i:68656c6c6f".to_string()].into_iter().enumerate() {
+    for (i, digest) in [format!("c:{id}"), "i:68656c6c6f".to_string()]
+        .into_iter()
+        .enumerate()
+    {
         entries.insert(
             format!("/f{i}"),
             snapgraph_cli::index::IndexEntry {
@@ -238,5 +242,9 @@ fn cli_seeds(corpus: &Path) {
         "postgres-with-secrets",
         b"# comment\nstore = postgres://alice:s3cr%40t@db:5432/snap?sslmode=disable&password=q\ngc.grace = 14d\n",
     );
-    write(&dir, "query-password", b"store = postgres://db/snap?connect_timeout=5&password=a@b:c\n");
+    write(
+        &dir,
+        "query-password",
+        b"store = postgres://db/snap?connect_timeout=5&password=a@b:c\n",
+    );
 }

@@ -9,7 +9,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use snapgraph::pack::{parse_packed_limited, read_packed_limited};
-use snapgraph::{CheckoutPolicy, CommitOptions, DriftPolicy, SnapshotGraph, Workspace};
+use snapgraph::{
+    CheckoutPolicy, CommitOptions, DriftPolicy, RestoreOptions, SnapshotGraph, Workspace,
+};
 use snapgraph_fuzz::{bystander, fix_trailer, observe, small_limits, KEY};
 
 fuzz_target!(|data: &[u8]| {

@@ -22,7 +22,12 @@ fuzz_target!(|data: &[u8]| {
             bytes += meta.size;
         }
     }
-    assert!(bytes <= data.len() as u64 * 64, "more bytes than the archive could hold");
-    let commit = ws.commit(CommitOptions::new()).expect("an accepted archive commits");
+    assert!(
+        bytes <= data.len() as u64 * 64,
+        "more bytes than the archive could hold"
+    );
+    let commit = ws
+        .commit(CommitOptions::new())
+        .expect("an accepted archive commits");
     assert!(commit.is_complete());
 });
