@@ -136,7 +136,7 @@ impl SnapgraphFs {
 
     /// A file system showing `ws` as it is (nothing is added), with Bashkit's default
     /// limits. Its head, if any, is the parent of the next commit a
-    /// [`Repo`](snapgraph_store::Repo) makes.
+    /// [`Repo`] makes.
     pub fn from_workspace(ws: Workspace) -> Self {
         Self::from_workspace_with_limits(ws, FsLimits::default())
     }

@@ -88,6 +88,14 @@ pub fn count(what: &str, n: f64) -> Result<u64> {
     }
 }
 
+/// An optional `limit` argument: absent means no limit.
+pub fn limit(n: Option<f64>) -> Result<usize> {
+    match n {
+        None => Ok(usize::MAX),
+        Some(n) => Ok(usize::try_from(count("limit", n)?).unwrap_or(usize::MAX)),
+    }
+}
+
 /// What is at a path.
 #[napi(object)]
 pub struct Metadata {

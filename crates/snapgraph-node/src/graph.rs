@@ -104,13 +104,6 @@ impl From<Diff> for DiffResult {
     }
 }
 
-fn limit(n: Option<f64>) -> Result<usize> {
-    match n {
-        None => Ok(usize::MAX),
-        Some(n) => Ok(usize::try_from(convert::count("limit", n)?).unwrap_or(usize::MAX)),
-    }
-}
-
 /// What changed from commit `a` to commit `b`.
 pub fn diff(a: &str, b: &str, objects: ObjectsArg<'_>) -> Result<DiffResult> {
     let (a, b) = (convert::id(a)?, convert::id(b)?);
@@ -122,7 +115,9 @@ pub fn diff(a: &str, b: &str, objects: ObjectsArg<'_>) -> Result<DiffResult> {
 pub fn ancestry(id: &str, objects: ObjectsArg<'_>, max: Option<f64>) -> Result<Vec<String>> {
     let id = convert::id(id)?;
     let source = JsSource::new(objects)?;
-    Ok(hexes(Rs::ancestry(id, &source, limit(max)?).or_js()?))
+    Ok(hexes(
+        Rs::ancestry(id, &source, convert::limit(max)?).or_js()?,
+    ))
 }
 
 /// Every object commit `id` needs, dependency order.

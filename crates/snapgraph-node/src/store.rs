@@ -607,13 +607,6 @@ fn log(repo: &SharedRepo, rev: &str, limit: usize) -> Result<Vec<CommitInfo>> {
         .collect())
 }
 
-fn limit(n: Option<f64>) -> Result<usize> {
-    match n {
-        None => Ok(usize::MAX),
-        Some(n) => Ok(usize::try_from(convert::count("limit", n)?).unwrap_or(usize::MAX)),
-    }
-}
-
 fn labels(l: Option<IndexMap<String, String>>) -> BTreeMap<String, String> {
     l.unwrap_or_default().into_iter().collect()
 }
@@ -769,7 +762,7 @@ impl Repo {
     /// Commits of `rev` and its ancestors, newest first, at most `limit`.
     #[napi]
     pub fn log(&self, rev: String, limit: Option<f64>) -> Result<Vec<CommitInfo>> {
-        log(&self.inner, &rev, self::limit(limit)?)
+        log(&self.inner, &rev, convert::limit(limit)?)
     }
 
     /// `log` on the thread pool.
@@ -779,7 +772,7 @@ impl Repo {
         rev: String,
         limit: Option<f64>,
     ) -> Result<AsyncTask<Job<Vec<CommitInfo>>>> {
-        let (repo, limit) = (self.inner.clone(), self::limit(limit)?);
+        let (repo, limit) = (self.inner.clone(), convert::limit(limit)?);
         Ok(spawn(move || log(&repo, &rev, limit)))
     }
 
