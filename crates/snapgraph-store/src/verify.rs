@@ -42,7 +42,7 @@ impl VerifyReport {
 /// Checks `store`: walks every ref's closure (history included) with a walk of its
 /// own, re-hashing each tree, manifest and commit on the way (every chunk too with
 /// `read_data`, and every other object the store holds), then runs the collector's
-/// marking ([`crate::walk`], what [`crate::gc`] keeps) from the same refs and reports
+/// marking (what [`crate::gc()`] keeps) from the same refs and reports
 /// anything reachable that the marking would not keep
 /// ([`WalkProblem::Unmarked`]): the two walks are written apart so that each checks
 /// the other, and a collector that forgets part of a closure is caught before it

@@ -46,7 +46,7 @@ pub enum WalkProblem {
         /// The object making the second reference (`None` for a root).
         referenced_by: Option<ObjectId>,
     },
-    /// Reachable from a ref (found by [`crate::verify`]'s own walk) but not marked by
+    /// Reachable from a ref (found by [`crate::verify()`]'s own walk) but not marked by
     /// the collector's walk: a collection would delete it. A bug in the collector.
     Unmarked {
         /// The object.
