@@ -540,9 +540,15 @@ export declare function open(url: string): Store
 /** `open` on the thread pool (a PostgreSQL connection is network I/O). */
 export declare function openAsync(url: string): Promise<Store>
 
-/** A problem a walk met: a missing or invalid object. */
+/**
+ * A problem a walk met: a missing or invalid object, one referenced as two kinds, or
+ * one reachable that the collector's marking would not keep.
+ */
 export interface Problem {
-  /** `'missing'` or `'invalid'`. */
+  /**
+   * `'missing'`, `'invalid'`, `'kindConflict'` or `'unmarked'` (`'other'` for a
+   * kind of problem newer than this binding).
+   */
   kind: string
   /** The object. */
   id: string
