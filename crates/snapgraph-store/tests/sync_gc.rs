@@ -295,36 +295,30 @@ fn every_failed_call_converges_on_the_memory_store() {
     every_fault_converges(&MemoryStore::new, &WRITE_FAULTS);
 }
 
+/// Runs [`every_fault_converges`] over fresh stores `open` makes under one temporary
+/// directory, one path per run.
+fn every_fault_converges_on_disk<S: Store>(open: fn(std::path::PathBuf) -> S) {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    let make = || {
+        open(
+            dir.path()
+                .join(format!("s{}", n.fetch_add(1, Ordering::Relaxed))),
+        )
+    };
+    every_fault_converges(&make, &WRITE_FAULTS);
+}
+
 #[cfg(feature = "sqlite")]
 #[test]
 fn every_failed_call_converges_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let n = std::sync::atomic::AtomicUsize::new(0);
-    every_fault_converges(
-        &|| {
-            let path = dir
-                .path()
-                .join(format!("s{}.db", n.fetch_add(1, Ordering::Relaxed)));
-            snapgraph_store::sqlite::SqliteStore::open(path).unwrap()
-        },
-        &WRITE_FAULTS,
-    );
+    every_fault_converges_on_disk(|p| snapgraph_store::sqlite::SqliteStore::open(p).unwrap());
 }
 
 #[cfg(feature = "dir")]
 #[test]
 fn every_failed_call_converges_on_the_directory_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let n = std::sync::atomic::AtomicUsize::new(0);
-    every_fault_converges(
-        &|| {
-            let path = dir
-                .path()
-                .join(format!("d{}", n.fetch_add(1, Ordering::Relaxed)));
-            snapgraph_store::dir::DirStore::open(path).unwrap()
-        },
-        &WRITE_FAULTS,
-    );
+    every_fault_converges_on_disk(|p| snapgraph_store::dir::DirStore::open(p).unwrap());
 }
 
 #[test]
