@@ -55,6 +55,8 @@ pub mod pgpass;
 pub mod postgres;
 pub mod refs;
 pub mod repo;
+#[cfg(feature = "s3")]
+pub mod s3;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;

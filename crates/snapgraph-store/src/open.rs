@@ -10,10 +10,13 @@ use crate::store::Store;
 /// - `postgres://…` or `postgresql://…`: a PostgreSQL server; a query parameter
 ///   `snapgraph_schema=NAME` (taken out before the URL reaches the driver) keeps the
 ///   tables in schema `NAME`, created if absent;
+/// - `s3://BUCKET/PREFIX?endpoint=URL&region=NAME`: an S3-compatible bucket (packs,
+///   indexes and refs under `PREFIX/`; see [`crate::s3`]); with `&refs=URL`
+///   (percent-encoded, say `postgres%3A%2F%2F…`) the refs live in that store instead;
 /// - `memory:`: an empty in-memory store (for tests and dry runs).
 ///
 /// Each adapter but memory is behind a cargo feature of the same name (`sqlite` and
-/// `dir` on by default, `postgres` off); a URL whose adapter is compiled out is an
+/// `dir` on by default, `postgres` and `s3` off); a URL whose adapter is compiled out is an
 /// error naming the feature.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite:") {
@@ -25,6 +28,9 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return open_postgres(url);
     }
+    if url.starts_with("s3://") {
+        return open_s3(url);
+    }
     if url == "memory:" {
         return Ok(Box::new(crate::memory::MemoryStore::new()));
     }
@@ -33,12 +39,17 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     }
     Err(StoreError::backend(
         format!("store URL {url:?}"),
-        "expected sqlite:PATH, dir:PATH, postgres://… or memory:",
+        "expected sqlite:PATH, dir:PATH, postgres://…, s3://… or memory:",
     ))
 }
 
 /// The error for a URL whose adapter was compiled out.
-#[cfg(not(all(feature = "sqlite", feature = "dir", feature = "postgres")))]
+#[cfg(not(all(
+    feature = "sqlite",
+    feature = "dir",
+    feature = "postgres",
+    feature = "s3"
+)))]
 fn not_built(url: &str, feature: &str) -> StoreError {
     StoreError::backend(
         format!("store URL {url:?}"),
@@ -81,6 +92,25 @@ fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
 #[cfg(not(feature = "postgres"))]
 fn open_postgres(url: &str) -> Result<Box<dyn Store>, StoreError> {
     Err(not_built(url, "postgres"))
+}
+
+#[cfg(feature = "s3")]
+fn open_s3(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    let location = crate::s3::S3Location::parse(url)?;
+    let objects = crate::s3::S3Store::open(&location, crate::s3::S3Options::default())?;
+    match &location.refs {
+        None => Ok(Box::new(objects)),
+        Some(refs) if refs.starts_with("s3://") => Err(StoreError::backend(
+            format!("store URL {url:?}"),
+            "refs=s3://… is refs in a bucket: drop the refs parameter",
+        )),
+        Some(refs) => Ok(Box::new(crate::store::Paired::new(objects, open(refs)?))),
+    }
+}
+
+#[cfg(not(feature = "s3"))]
+fn open_s3(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    Err(not_built(url, "s3"))
 }
 
 /// Splits `snapgraph_schema=NAME` out of a URL's query string.

@@ -1,0 +1,1680 @@
+//! An S3-compatible object store: objects in bounded packs with an index object per
+//! pack, refs in the bucket by conditional writes (or in another store, through
+//! [`Paired`](crate::Paired)).
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Objects and refs in the bucket (credentials from the AWS environment variables
+//! // or ~/.aws/credentials; TLS unless the endpoint says http://):
+//! let store = snapgraph_store::open("s3://my-bucket/histories/a?region=eu-west-1")?;
+//! // Objects in the bucket, refs in PostgreSQL (the `refs` value percent-encoded):
+//! let paired = snapgraph_store::open(
+//!     "s3://my-bucket/a?endpoint=https://s3.example.net&refs=postgres%3A%2F%2Fu%40db%2Fh",
+//! )?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout (docs/FORMAT.md section 12, format 2)
+//!
+//! Every key is under `PREFIX/` (no prefix: the bucket's root):
+//!
+//! | key | what |
+//! |---|---|
+//! | `layout` | `snapgraph-s3 2\n`: the layout version, written once, checked on open |
+//! | `packs/HEX.pack` | a pack: a header, then objects as the codec keeps them at rest; `HEX` is BLAKE3 of the whole pack |
+//! | `meta/HEX.SUM.idx` | the index of pack `HEX`: every object's id, offset and length, sorted by id; `SUM` names the index's own checksum |
+//! | `meta/SUM.del` | a tombstone: (pack, id) pairs deleted but not yet compacted away |
+//! | `refs` | every ref and the reflog, one object changed by compare-and-swap |
+//! | `gc-epoch` | rewritten by every deletion, so cached indexes are re-read after one |
+//!
+//! A pack is visible once its index is: [`ObjectStore::put_many`] writes the pack,
+//! then its index, so a crash leaves at worst an unindexed pack (bytes, never a
+//! dangling entry). Packs and indexes are immutable; a deletion writes a new index or
+//! a new pack and removes the old one.
+//!
+//! # Costs
+//!
+//! - **Commit:** one `put_many` is one PUT of a pack and one of its index per 64 MiB
+//!   (packs are bounded by [`S3Options::pack_limit`]); `has_many` answers from the
+//!   cached indexes, with a LIST only on a store's first call and then when the cache
+//!   is older than [`S3Options::refresh_after`], and a HEAD of `gc-epoch` when it
+//!   would answer "present" (see below). A per-turn commit through
+//!   [`Repo`](crate::Repo) with refs in PostgreSQL is two S3 requests; with refs in
+//!   the bucket each ref update adds one PUT (and a GET when the cached `refs` is
+//!   stale) and each ref read one GET.
+//! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
+//!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
+//!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
+//!   indexes), so a checkout costs the tree's depth plus two round trips.
+//! - **GC:** `delete_many` writes one tombstone (all ids of the call hidden at once),
+//!   then compacts each pack it touched: a pack whose live bytes fall below
+//!   [`S3Options::repack_below`] of its size is rewritten with only its live objects;
+//!   otherwise only its index is rewritten (the dead bytes stay until it falls below).
+//!
+//! # Consistency
+//!
+//! The store relies on what S3 (since December 2020) and S3-compatible services
+//! promise: strong read-after-write consistency for PUT, DELETE and LIST. On that:
+//!
+//! - **Objects.** `has_many` may answer "absent" from a stale cache (the object is
+//!   then written twice, harmlessly), but answers "present" only from a cache that
+//!   has seen the latest `gc-epoch`: every `delete_many` rewrites it before and after
+//!   deleting. Deletions happen only during a GC sweep, when no writer holds a lease
+//!   ([`crate::gc`]), and a writer checks its closure under a lease taken after the
+//!   sweep ended, so its HEAD sees the last epoch and its cache is re-read. A reader
+//!   whose cached index names a pack a repack removed gets 404, re-reads the indexes
+//!   and retries; its `get_many` may still return an unreachable object's verified
+//!   bytes from a stale cache until the pack itself is gone.
+//! - **Refs in the bucket** (`S3Store` as a [`RefStore`]): all refs and the reflog
+//!   live in one object, `refs`; an update reads it (or uses the copy of its last
+//!   write), applies the batch and writes it back with `If-Match: ETAG` (or
+//!   `If-None-Match: *` when it does not exist yet): a compare-and-swap of the whole
+//!   table, so a batch of updates is atomic. A lost conditional write is retried
+//!   after a fresh read; a write whose reply was lost is recognised by the random
+//!   nonce it carries. This needs a server whose conditional writes are atomic: AWS
+//!   S3 (since 2024), MinIO, Cloudflare R2, Ceph's radosgw. **`s3s-fs` 0.14 (the
+//!   test server) checks the condition and then writes without a lock**, so two
+//!   racing writers can both succeed there: its tests cover refs in the bucket one
+//!   writer at a time, and the contention tests run on S3 objects paired with
+//!   PostgreSQL refs (`SNAPGRAPH_S3_ATOMIC_CAS=1` runs them on refs in the bucket too,
+//!   against a server that is atomic). The reflog grows the `refs` object by one
+//!   entry per logged move (leases are not logged).
+//! - **Refs elsewhere** (`s3://…?refs=postgres://…`): the other store's guarantees
+//!   (a PostgreSQL transaction); objects are durable when `put_many` returns, and refs
+//!   move only afterwards ([`Paired`](crate::Paired)).
+//!
+//! # Client
+//!
+//! [`object_store`] (Apache Arrow's, used by DataFusion, delta-rs, InfluxDB) was
+//! chosen over `rust-s3` and `aws-sdk-s3`: it has conditional puts (`PutMode::Create`
+//! and `PutMode::Update` on the ETag) as a first-class API, ranged GETs with range
+//! coalescing (`get_ranges`), retries with backoff and SigV4 signing against any
+//! endpoint, with a small dependency tree (reqwest and rustls, crypto from ring as the
+//! PostgreSQL TLS already uses). `aws-sdk-s3` is the official SDK but builds a large
+//! generated tree (several minutes on CI's two cores) for the five calls used here;
+//! `rust-s3` has no typed precondition errors and needs headers set by hand for
+//! conditional writes. `object_store` does not read `~/.aws/credentials` or
+//! `~/.aws/config`, so this module does (the profile of `AWS_PROFILE`, or `default`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use hashbrown::{HashMap, HashSet};
+use object_store::aws::{AmazonS3, AmazonS3Builder, S3ConditionalPut};
+use object_store::path::Path;
+use object_store::{
+    ObjectStore as _, ObjectStoreExt as _, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
+use snapgraph::ObjectId;
+
+use crate::codec::{self, Compression};
+use crate::error::StoreError;
+use crate::refs::{apply_updates, check_batch, logged};
+use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
+
+/// The layout marker's content.
+pub const LAYOUT: &[u8] = b"snapgraph-s3 2\n";
+const PACK_MAGIC: &[u8; 4] = b"SNPK";
+const INDEX_MAGIC: &[u8; 4] = b"SNIX";
+const TOMB_MAGIC: &[u8; 4] = b"SNTB";
+const REFS_MAGIC: &[u8; 4] = b"SNRF";
+const VERSION: u8 = 2;
+/// Pack header: magic, version, three zero bytes.
+const PACK_HEADER: usize = 8;
+/// Index: header (8), pack digest (32), pack length (8), count (4), entries, checksum (32).
+const INDEX_FIXED: usize = 8 + 32 + 8 + 4 + 32;
+const INDEX_ENTRY: usize = 32 + 8 + 4;
+const TOMB_FIXED: usize = 8 + 4 + 32;
+const TOMB_ENTRY: usize = 64;
+/// Ranges of one pack closer than this are read by one GET.
+const MERGE_GAP: u64 = 256 << 10;
+/// Attempts of a `get_many` whose packs vanish under it (a concurrent repack).
+const GET_ATTEMPTS: usize = 4;
+/// Attempts of a ref update losing its compare-and-swap to writers of other refs.
+const CAS_ATTEMPTS: usize = 200;
+
+/// Tuning of an [`S3Store`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct S3Options {
+    /// How objects are kept inside packs (zstd level 1 by default).
+    pub compression: Compression,
+    /// Largest pack in bytes (64 MiB); an object larger than this gets a pack of its own.
+    pub pack_limit: usize,
+    /// A pack whose live bytes fall below this fraction of its size is rewritten by a
+    /// deletion (0.5).
+    pub repack_below: f64,
+    /// Age after which a `has_many` that would answer "absent" re-lists the indexes
+    /// first (2 s): writes by other clients are then found, not written again.
+    pub refresh_after: Duration,
+    /// Retries of a failed request (3) and the time they may take (10 s).
+    pub retries: usize,
+    /// See `retries`.
+    pub retry_timeout: Duration,
+    /// Requests in flight at once (16).
+    pub concurrency: usize,
+}
+
+impl Default for S3Options {
+    fn default() -> Self {
+        Self {
+            compression: Compression::default(),
+            pack_limit: 64 << 20,
+            repack_below: 0.5,
+            refresh_after: Duration::from_secs(2),
+            retries: 3,
+            retry_timeout: Duration::from_secs(10),
+            concurrency: 16,
+        }
+    }
+}
+
+/// Where a store lives: bucket, key prefix, endpoint and region, as an
+/// `s3://BUCKET/PREFIX?endpoint=URL&region=NAME` URL names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct S3Location {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix, without leading or trailing `/` (empty: the bucket's root).
+    pub prefix: String,
+    /// The service's endpoint (`https://…`; `http://…` turns TLS off); `None`: AWS.
+    pub endpoint: Option<String>,
+    /// The region; `None`: `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, or `us-east-1`.
+    pub region: Option<String>,
+    /// `refs=URL`: the store whose refs to pair with these objects.
+    pub refs: Option<String>,
+}
+
+impl S3Location {
+    /// A location in `bucket` under `prefix`, at AWS.
+    pub fn new(bucket: impl Into<String>, prefix: impl Into<String>) -> Self {
+        Self {
+            bucket: bucket.into(),
+            prefix: prefix.into().trim_matches('/').to_string(),
+            endpoint: None,
+            region: None,
+            refs: None,
+        }
+    }
+
+    /// With an endpoint (`https://…`, or `http://…` for a server without TLS).
+    pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Parses `s3://BUCKET[/PREFIX][?endpoint=URL][&region=NAME][&refs=URL]`; query
+    /// values are percent-decoded.
+    pub fn parse(url: &str) -> Result<Self, StoreError> {
+        let bad = |why: String| StoreError::backend(format!("store URL {url:?}"), why);
+        let rest = url
+            .strip_prefix("s3://")
+            .ok_or_else(|| bad("expected s3://BUCKET/PREFIX".into()))?;
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
+        let valid_bucket = (3..=63).contains(&bucket.len())
+            && bucket
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+        if !valid_bucket {
+            return Err(bad(format!(
+                "bucket {bucket:?}: 3 to 63 lowercase letters, digits, '-' or '.'"
+            )));
+        }
+        let prefix = prefix.trim_matches('/');
+        if !prefix.is_empty() {
+            validate_prefix(prefix).map_err(|why| bad(format!("prefix {prefix:?}: {why}")))?;
+        }
+        let mut location = Self::new(bucket, prefix);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value)
+                .ok_or_else(|| bad(format!("query parameter {key:?} is not percent-encoded UTF-8")))?;
+            match key {
+                "endpoint" => {
+                    if !(value.starts_with("https://") || value.starts_with("http://")) {
+                        return Err(bad(format!("endpoint {value:?}: expected https://… or http://…")));
+                    }
+                    location.endpoint = Some(value);
+                }
+                "region" => location.region = Some(value),
+                "refs" => location.refs = Some(value),
+                _ => return Err(bad(format!("unknown query parameter {key:?} (endpoint, region, refs)"))),
+            }
+        }
+        Ok(location)
+    }
+
+    fn label(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+}
+
+fn validate_prefix(prefix: &str) -> Result<(), &'static str> {
+    if prefix.len() > 512 {
+        return Err("longer than 512 bytes");
+    }
+    if !prefix
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-=+@/".contains(&b))
+    {
+        return Err("only ASCII letters, digits and . _ - = + @ / are allowed");
+    }
+    if prefix.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err("empty, '.' or '..' path component");
+    }
+    Ok(())
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Where an object is: its pack, offset and length there.
+#[derive(Debug, Clone, Copy)]
+struct Loc {
+    pack: [u8; 32],
+    offset: u64,
+    len: u32,
+}
+
+/// A parsed index object.
+#[derive(Debug)]
+struct Index {
+    pack: [u8; 32],
+    pack_len: u64,
+    entries: Vec<(ObjectId, u64, u32)>,
+}
+
+/// A parsed tombstone.
+#[derive(Debug)]
+struct Tomb {
+    entries: Vec<([u8; 32], ObjectId)>,
+}
+
+/// What this client knows of the bucket's indexes.
+#[derive(Default)]
+struct Cache {
+    /// When the indexes were last listed; `None`: never.
+    listed: Option<Instant>,
+    /// The `gc-epoch` ETag seen before that listing (`None` inside: no epoch yet).
+    epoch: Option<Option<String>>,
+    indexes: HashMap<String, Arc<Index>>,
+    tombs: HashMap<String, Arc<Tomb>>,
+    objects: HashMap<ObjectId, Loc>,
+}
+
+impl Cache {
+    fn rebuild(&mut self) {
+        let dead: HashSet<([u8; 32], ObjectId)> = self
+            .tombs
+            .values()
+            .flat_map(|t| t.entries.iter().copied())
+            .collect();
+        self.objects.clear();
+        for index in self.indexes.values() {
+            for &(id, offset, len) in &index.entries {
+                if !dead.contains(&(index.pack, id)) {
+                    self.objects.insert(
+                        id,
+                        Loc {
+                            pack: index.pack,
+                            offset,
+                            len,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn add_index(&mut self, key: String, index: Arc<Index>) {
+        for &(id, offset, len) in &index.entries {
+            self.objects.insert(
+                id,
+                Loc {
+                    pack: index.pack,
+                    offset,
+                    len,
+                },
+            );
+        }
+        self.indexes.insert(key, index);
+    }
+}
+
+/// The refs table: every ref, the reflog, and the nonce of the write that made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct RefDoc {
+    nonce: [u8; 16],
+    refs: BTreeMap<String, ObjectId>,
+    log: Vec<(String, ReflogEntry)>,
+}
+
+/// The `refs` object as last read or written, with its version for the next CAS.
+type RefState = (Option<UpdateVersion>, RefDoc);
+
+/// Requests an [`S3Store`] made, by kind, and what they carried (see
+/// [`S3Store::requests`]). A round trip is one wait for the server: requests sent
+/// together (a `get_many`'s ranged GETs) count once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct S3Requests {
+    /// GET requests (whole objects and ranges).
+    pub gets: u64,
+    /// PUT requests.
+    pub puts: u64,
+    /// HEAD requests.
+    pub heads: u64,
+    /// LIST requests (pages of up to 1,000 keys).
+    pub lists: u64,
+    /// DELETE requests.
+    pub deletes: u64,
+    /// Body bytes sent (PUTs).
+    pub bytes_sent: u64,
+    /// Body bytes received (GETs).
+    pub bytes_received: u64,
+    /// Waits for the server.
+    pub round_trips: u64,
+}
+
+impl S3Requests {
+    /// Every request.
+    pub fn total(&self) -> u64 {
+        self.gets + self.puts + self.heads + self.lists + self.deletes
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    gets: AtomicU64,
+    puts: AtomicU64,
+    heads: AtomicU64,
+    lists: AtomicU64,
+    deletes: AtomicU64,
+    sent: AtomicU64,
+    received: AtomicU64,
+    round_trips: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A store in an S3 bucket (see the [module docs](self)).
+pub struct S3Store {
+    tally: Tally,
+    rt: tokio::runtime::Runtime,
+    client: Arc<AmazonS3>,
+    prefix: String,
+    label: String,
+    options: S3Options,
+    cache: Mutex<Cache>,
+    refs: Mutex<Option<RefState>>,
+}
+
+impl fmt::Debug for S3Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Store")
+            .field("location", &self.label)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request failed, sorted for the callers that react to it.
+enum Failure {
+    NotFound,
+    Precondition,
+    Other(object_store::Error),
+}
+
+impl From<object_store::Error> for Failure {
+    fn from(e: object_store::Error) -> Self {
+        match e {
+            object_store::Error::NotFound { .. } => Failure::NotFound,
+            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
+                Failure::Precondition
+            }
+            e => Failure::Other(e),
+        }
+    }
+}
+
+impl S3Store {
+    /// Opens (creating its layout marker if absent) the store at `location`, with
+    /// credentials from the AWS environment variables (`AWS_ACCESS_KEY_ID`,
+    /// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), else from the profile
+    /// (`AWS_PROFILE` or `default`) in `~/.aws/credentials`
+    /// (`AWS_SHARED_CREDENTIALS_FILE`), else the instance's role. A bucket holding
+    /// another layout version is refused.
+    pub fn open(location: &S3Location, options: S3Options) -> Result<Self, StoreError> {
+        let label = location.label();
+        let fail = |why: String| StoreError::backend(label.clone(), why);
+        // reqwest's rustls takes the process's provider: ring, as for PostgreSQL.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(&location.bucket)
+            .with_conditional_put(S3ConditionalPut::ETagMatch)
+            .with_retry(object_store::RetryConfig {
+                max_retries: options.retries,
+                retry_timeout: options.retry_timeout,
+                ..Default::default()
+            });
+        let profile = aws_profile();
+        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+            if let Some(creds) = profile.credentials.clone() {
+                builder = builder
+                    .with_access_key_id(creds.0)
+                    .with_secret_access_key(creds.1);
+                if let Some(token) = creds.2 {
+                    builder = builder.with_token(token);
+                }
+            }
+        }
+        let region = location
+            .region
+            .clone()
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .or(profile.region)
+            .unwrap_or_else(|| "us-east-1".into());
+        builder = builder.with_region(region);
+        if let Some(endpoint) = &location.endpoint {
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let client = builder
+            .build()
+            .map_err(|e| fail(format!("S3 client: {e}")))?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("snapgraph-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| fail(format!("async runtime: {e}")))?;
+        let prefix = if location.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", location.prefix)
+        };
+        let store = Self {
+            tally: Tally::default(),
+            rt,
+            client: Arc::new(client),
+            prefix,
+            label,
+            options,
+            cache: Mutex::new(Cache::default()),
+            refs: Mutex::new(None),
+        };
+        store.check_layout()?;
+        Ok(store)
+    }
+
+    /// Opens `s3://…` (see [`S3Location::parse`]) with default options; a `refs`
+    /// parameter is ignored here (`crate::open` pairs it).
+    pub fn open_url(url: &str) -> Result<Self, StoreError> {
+        Self::open(&S3Location::parse(url)?, S3Options::default())
+    }
+
+    /// The requests made so far.
+    pub fn requests(&self) -> S3Requests {
+        let t = &self.tally;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        S3Requests {
+            gets: get(&t.gets),
+            puts: get(&t.puts),
+            heads: get(&t.heads),
+            lists: get(&t.lists),
+            deletes: get(&t.deletes),
+            bytes_sent: get(&t.sent),
+            bytes_received: get(&t.received),
+            round_trips: get(&t.round_trips),
+        }
+    }
+
+    /// The requests made since the last call (or since opening), resetting the count.
+    pub fn take_requests(&self) -> S3Requests {
+        let t = &self.tally;
+        let take = |c: &AtomicU64| c.swap(0, Ordering::Relaxed);
+        S3Requests {
+            gets: take(&t.gets),
+            puts: take(&t.puts),
+            heads: take(&t.heads),
+            lists: take(&t.lists),
+            deletes: take(&t.deletes),
+            bytes_sent: take(&t.sent),
+            bytes_received: take(&t.received),
+            round_trips: take(&t.round_trips),
+        }
+    }
+
+    /// Waits for `f`: one round trip.
+    fn run<F: std::future::Future>(&self, f: F) -> F::Output {
+        bump(&self.tally.round_trips, 1);
+        self.rt.block_on(f)
+    }
+
+    /// `s3://BUCKET/PREFIX`: what error contexts name.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn path(&self, key: &str) -> Path {
+        Path::from(format!("{}{key}", self.prefix))
+    }
+
+    fn err(&self, key: &str, e: impl Into<snapgraph::BoxError>) -> StoreError {
+        StoreError::backend(format!("{}/{key}", self.label), e)
+    }
+
+    fn fail(&self, key: &str, f: Failure) -> StoreError {
+        match f {
+            Failure::NotFound => self.err(key, "not found"),
+            Failure::Precondition => self.err(key, "precondition failed"),
+            Failure::Other(e) => self.err(key, e),
+        }
+    }
+
+    fn lock_cache(&self) -> MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get_key(&self, key: &str) -> Result<Option<(Bytes, UpdateVersion)>, StoreError> {
+        let path = self.path(key);
+        bump(&self.tally.gets, 1);
+        let got = self.run(async {
+            let r = self.client.get(&path).await?;
+            let version = UpdateVersion {
+                e_tag: r.meta.e_tag.clone(),
+                version: r.meta.version.clone(),
+            };
+            Ok::<_, object_store::Error>((r.bytes().await?, version))
+        });
+        if let Ok((b, _)) = &got {
+            bump(&self.tally.received, b.len() as u64);
+        }
+        match got.map_err(Failure::from) {
+            Ok(v) => Ok(Some(v)),
+            Err(Failure::NotFound) => Ok(None),
+            Err(f) => Err(self.fail(key, f)),
+        }
+    }
+
+    fn put_key(&self, key: &str, bytes: Vec<u8>, mode: PutMode) -> Result<UpdateVersion, Failure> {
+        let path = self.path(key);
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        bump(&self.tally.puts, 1);
+        bump(&self.tally.sent, bytes.len() as u64);
+        let r = self.run(self.client.put_opts(&path, PutPayload::from(bytes), opts))?;
+        Ok(UpdateVersion {
+            e_tag: r.e_tag,
+            version: r.version,
+        })
+    }
+
+    fn delete_key(&self, key: &str) -> Result<(), StoreError> {
+        bump(&self.tally.deletes, 1);
+        match self.run(self.client.delete(&self.path(key))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(key, e)),
+        }
+    }
+
+    fn check_layout(&self) -> Result<(), StoreError> {
+        let found = match self.get_key("layout")? {
+            Some((b, _)) => b,
+            None => match self.put_key("layout", LAYOUT.to_vec(), PutMode::Create) {
+                Ok(_) => return Ok(()),
+                // Another client created it first: read what it wrote.
+                Err(Failure::Precondition) => match self.get_key("layout")? {
+                    Some((b, _)) => b,
+                    None => return Err(self.err("layout", "vanished after a conflicting create")),
+                },
+                Err(f) => return Err(self.fail("layout", f)),
+            },
+        };
+        if found.as_ref() != LAYOUT {
+            return Err(self.err(
+                "layout",
+                format!(
+                    "holds {:?}, this version reads {:?}",
+                    String::from_utf8_lossy(&found[..found.len().min(64)]),
+                    String::from_utf8_lossy(LAYOUT)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The ETag of `gc-epoch` (`None`: absent).
+    fn epoch(&self) -> Result<Option<String>, StoreError> {
+        self.run(self.epoch_async())
+    }
+
+    async fn epoch_async(&self) -> Result<Option<String>, StoreError> {
+        bump(&self.tally.heads, 1);
+        match self.client.head(&self.path("gc-epoch")).await {
+            Ok(meta) => Ok(Some(meta.e_tag.unwrap_or_default())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err("gc-epoch", e)),
+        }
+    }
+
+    fn bump_epoch(&self) -> Result<(), StoreError> {
+        self.put_key("gc-epoch", nonce().to_vec(), PutMode::Overwrite)
+            .map(|_| ())
+            .map_err(|f| self.fail("gc-epoch", f))
+    }
+
+    /// Re-lists the indexes and tombstones, reading the new ones and forgetting the
+    /// vanished ones.
+    fn refresh(&self, cache: &mut Cache) -> Result<(), StoreError> {
+        let meta = self.path("meta");
+        let (epoch, keys) = self.run(async {
+            let epoch = async { Ok::<_, StoreError>(self.epoch_async().await) };
+            let list = async {
+                let metas: Vec<object_store::ObjectMeta> = self
+                    .client
+                    .list(Some(&meta))
+                    .try_collect()
+                    .await
+                    .map_err(|e| self.err("meta/", e))?;
+                bump(&self.tally.lists, 1 + metas.len().saturating_sub(1) as u64 / 1000);
+                Ok::<_, StoreError>(metas)
+            };
+            let (epoch, list) = futures::join!(epoch, list);
+            Ok::<_, StoreError>((epoch?, list?))
+        })?;
+        let epoch = epoch?;
+        let mut listed: HashSet<String> = HashSet::new();
+        let mut new: Vec<String> = Vec::new();
+        for m in keys {
+            let full = m.location.as_ref().to_string();
+            let Some(key) = full.strip_prefix(&self.prefix) else {
+                continue;
+            };
+            let key = key.to_string();
+            if !(key.ends_with(".idx") || key.ends_with(".del")) {
+                continue;
+            }
+            if !cache.indexes.contains_key(&key) && !cache.tombs.contains_key(&key) {
+                new.push(key.clone());
+            }
+            listed.insert(key);
+        }
+        let got: Vec<(String, Option<Bytes>)> = if new.is_empty() {
+            Vec::new()
+        } else {
+            self.run(async {
+            futures::stream::iter(new.into_iter().map(|key| async move {
+                bump(&self.tally.gets, 1);
+                match self.client.get(&self.path(&key)).await {
+                    Ok(r) => match r.bytes().await {
+                        Ok(b) => {
+                            bump(&self.tally.received, b.len() as u64);
+                            Ok((key, Some(b)))
+                        }
+                        Err(e) => Err(self.err(&key, e)),
+                    },
+                    // Removed by a compaction since the listing.
+                    Err(object_store::Error::NotFound { .. }) => Ok((key, None)),
+                    Err(e) => Err(self.err(&key, e)),
+                }
+            }))
+            .buffer_unordered(self.options.concurrency)
+            .try_collect()
+            .await
+        })?
+        };
+        cache.indexes.retain(|k, _| listed.contains(k));
+        cache.tombs.retain(|k, _| listed.contains(k));
+        for (key, bytes) in got {
+            let Some(bytes) = bytes else { continue };
+            if key.ends_with(".idx") {
+                let index = parse_index(&key, &bytes).map_err(|why| self.err(&key, why))?;
+                cache.indexes.insert(key, Arc::new(index));
+            } else {
+                let tomb = parse_tomb(&key, &bytes).map_err(|why| self.err(&key, why))?;
+                cache.tombs.insert(key, Arc::new(tomb));
+            }
+        }
+        cache.rebuild();
+        cache.epoch = Some(epoch);
+        cache.listed = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Writes one pack and then its index; returns the index's key and contents.
+    fn write_pack(&self, records: &[(ObjectId, &[u8])]) -> Result<(String, Index), StoreError> {
+        let total: usize = records.iter().map(|(_, r)| r.len()).sum();
+        let mut pack = Vec::with_capacity(PACK_HEADER + total);
+        pack.extend_from_slice(PACK_MAGIC);
+        pack.extend_from_slice(&[VERSION, 0, 0, 0]);
+        let mut entries = Vec::with_capacity(records.len());
+        for (id, record) in records {
+            entries.push((*id, pack.len() as u64, record.len() as u32));
+            pack.extend_from_slice(record);
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        entries.dedup_by_key(|e| e.0);
+        let digest = *blake3::hash(&pack).as_bytes();
+        let index = Index {
+            pack: digest,
+            pack_len: pack.len() as u64,
+            entries,
+        };
+        let pack_key = pack_key(&digest);
+        self.put_key(&pack_key, pack, PutMode::Overwrite)
+            .map_err(|f| self.fail(&pack_key, f))?;
+        let (key, bytes) = encode_index(&index);
+        self.put_key(&key, bytes, PutMode::Overwrite)
+            .map_err(|f| self.fail(&key, f))?;
+        Ok((key, index))
+    }
+
+    /// Reads `ranges` of pack `digest`, one GET per run of ranges less than
+    /// [`MERGE_GAP`] apart, all at once; `None`: the pack is gone.
+    async fn read_ranges(
+        &self,
+        digest: [u8; 32],
+        ranges: Vec<Range<u64>>,
+    ) -> Result<Option<Vec<Bytes>>, StoreError> {
+        let key = pack_key(&digest);
+        let path = self.path(&key);
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_unstable_by_key(|&i| ranges[i].start);
+        let mut merged: Vec<(Range<u64>, Vec<usize>)> = Vec::new();
+        for i in order {
+            let r = &ranges[i];
+            match merged.last_mut() {
+                Some((m, members)) if r.start <= m.end + MERGE_GAP => {
+                    m.end = m.end.max(r.end);
+                    members.push(i);
+                }
+                _ => merged.push((r.clone(), vec![i])),
+            }
+        }
+        let (path, key_ref) = (&path, &key);
+        let got: Vec<Option<(Range<u64>, Vec<usize>, Bytes)>> =
+            futures::stream::iter(merged.into_iter().map(|(m, members)| async move {
+                bump(&self.tally.gets, 1);
+                match self.client.get_range(path, m.clone()).await {
+                    Ok(b) => {
+                        bump(&self.tally.received, b.len() as u64);
+                        Ok(Some((m, members, b)))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(self.err(key_ref, e)),
+                }
+            }))
+            .buffer_unordered(self.options.concurrency)
+            .try_collect()
+            .await?;
+        let mut out = vec![Bytes::new(); ranges.len()];
+        for part in got {
+            let Some((m, members, bytes)) = part else {
+                return Ok(None);
+            };
+            for i in members {
+                let (start, end) = (ranges[i].start - m.start, ranges[i].end - m.start);
+                if end as usize > bytes.len() {
+                    return Err(self.err(&key, format!("shorter than its index says ({} bytes at {})", bytes.len(), m.start)));
+                }
+                out[i] = bytes.slice(start as usize..end as usize);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The records at `locs` (grouped by pack, each pack's ranges in one call, all
+    /// packs at once); `None` for those whose pack is gone.
+    fn fetch(&self, locs: &[Loc]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        let mut by_pack: HashMap<[u8; 32], Vec<usize>> = HashMap::new();
+        for (i, loc) in locs.iter().enumerate() {
+            by_pack.entry(loc.pack).or_default().push(i);
+        }
+        let groups: Vec<([u8; 32], Vec<usize>)> = by_pack.into_iter().collect();
+        if locs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let results: Vec<(Vec<usize>, Option<Vec<Bytes>>)> = self.run(async {
+            futures::stream::iter(groups.into_iter().map(|(pack, members)| {
+                let ranges = members
+                    .iter()
+                    .map(|&i| locs[i].offset..locs[i].offset + u64::from(locs[i].len))
+                    .collect();
+                async move { Ok::<_, StoreError>((members, self.read_ranges(pack, ranges).await?)) }
+            }))
+            .buffer_unordered(self.options.concurrency)
+            .try_collect()
+            .await
+        })?;
+        let mut out = vec![None; locs.len()];
+        for (members, got) in results {
+            if let Some(got) = got {
+                for (i, b) in members.into_iter().zip(got) {
+                    out[i] = Some(b);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rewrites the packs in `packs` without the objects their tombstones name.
+    fn compact(&self, cache: &mut Cache, packs: &HashSet<[u8; 32]>) -> Result<(), StoreError> {
+        let dead: HashSet<([u8; 32], ObjectId)> = cache
+            .tombs
+            .values()
+            .flat_map(|t| t.entries.iter().copied())
+            .collect();
+        for pack in packs {
+            let keys: Vec<String> = cache
+                .indexes
+                .iter()
+                .filter(|(_, i)| i.pack == *pack)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let Some(first) = keys.first() else { continue };
+            let pack_len = cache.indexes[first].pack_len;
+            let mut live: BTreeMap<ObjectId, (u64, u32)> = BTreeMap::new();
+            for k in &keys {
+                for &(id, offset, len) in &cache.indexes[k].entries {
+                    if !dead.contains(&(*pack, id)) {
+                        live.insert(id, (offset, len));
+                    }
+                }
+            }
+            let live_bytes: u64 = live.values().map(|&(_, len)| u64::from(len)).sum();
+            let pack_key = pack_key(pack);
+            if live.is_empty() {
+                for k in &keys {
+                    self.delete_key(k)?;
+                    cache.indexes.remove(k);
+                }
+                self.delete_key(&pack_key)?;
+            } else if (live_bytes as f64) < self.options.repack_below * pack_len as f64 {
+                let ids: Vec<ObjectId> = live.keys().copied().collect();
+                let locs: Vec<Loc> = live
+                    .values()
+                    .map(|&(offset, len)| Loc {
+                        pack: *pack,
+                        offset,
+                        len,
+                    })
+                    .collect();
+                let records = self.fetch(&locs)?;
+                let mut kept = Vec::with_capacity(ids.len());
+                for (id, record) in ids.iter().zip(&records) {
+                    let Some(record) = record else {
+                        return Err(self.err(&pack_key, "vanished while being repacked"));
+                    };
+                    // Verified before it is copied: a repack never spreads corruption.
+                    codec::decode(id, record)?;
+                    kept.push((*id, record.as_ref()));
+                }
+                let (key, index) = self.write_pack(&kept)?;
+                for k in &keys {
+                    if *k != key {
+                        self.delete_key(k)?;
+                        cache.indexes.remove(k);
+                    }
+                }
+                self.delete_key(&pack_key)?;
+                cache.add_index(key, Arc::new(index));
+            } else {
+                let index = Index {
+                    pack: *pack,
+                    pack_len,
+                    entries: live.into_iter().map(|(id, (o, l))| (id, o, l)).collect(),
+                };
+                let (key, bytes) = encode_index(&index);
+                self.put_key(&key, bytes, PutMode::Overwrite)
+                    .map_err(|f| self.fail(&key, f))?;
+                for k in &keys {
+                    if *k != key {
+                        self.delete_key(k)?;
+                        cache.indexes.remove(k);
+                    }
+                }
+                cache.indexes.insert(key, Arc::new(index));
+            }
+        }
+        Ok(())
+    }
+
+    /// What the bucket holds under the prefix: packs, their bytes, and index and
+    /// tombstone objects (a LIST of every key; for tests, benchmarks and operators).
+    pub fn usage(&self) -> Result<S3Usage, StoreError> {
+        let root = if self.prefix.is_empty() {
+            None
+        } else {
+            Some(self.path(self.prefix.trim_end_matches('/')))
+        };
+        let all: Vec<object_store::ObjectMeta> = self
+            .run(self.client.list(root.as_ref()).try_collect())
+            .map_err(|e| self.err("", e))?;
+        let mut usage = S3Usage::default();
+        for m in all {
+            let key = m.location.as_ref();
+            usage.bytes += m.size;
+            if key.ends_with(".pack") {
+                usage.packs += 1;
+                usage.pack_bytes += m.size;
+            } else if key.ends_with(".idx") {
+                usage.indexes += 1;
+            } else if key.ends_with(".del") {
+                usage.tombstones += 1;
+            }
+        }
+        Ok(usage)
+    }
+
+    fn load_refs(&self) -> Result<RefState, StoreError> {
+        match self.get_key("refs")? {
+            None => Ok((None, RefDoc::default())),
+            Some((bytes, version)) => {
+                let doc = decode_refs(&bytes).map_err(|why| self.err("refs", why))?;
+                Ok((Some(version), doc))
+            }
+        }
+    }
+
+    fn fresh_refs(&self) -> Result<RefDoc, StoreError> {
+        let state = self.load_refs()?;
+        let doc = state.1.clone();
+        *self.refs.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+        Ok(doc)
+    }
+}
+
+/// Keys and bytes under a store's prefix (see [`S3Store::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct S3Usage {
+    /// Bytes of every object under the prefix.
+    pub bytes: u64,
+    /// Pack objects.
+    pub packs: u64,
+    /// Their bytes.
+    pub pack_bytes: u64,
+    /// Index objects.
+    pub indexes: u64,
+    /// Tombstones not yet compacted away.
+    pub tombstones: u64,
+}
+
+fn pack_key(digest: &[u8; 32]) -> String {
+    format!("packs/{}.pack", hex::encode(digest))
+}
+
+fn encode_index(index: &Index) -> (String, Vec<u8>) {
+    let mut out = Vec::with_capacity(INDEX_FIXED + index.entries.len() * INDEX_ENTRY);
+    out.extend_from_slice(INDEX_MAGIC);
+    out.extend_from_slice(&[VERSION, 0, 0, 0]);
+    out.extend_from_slice(&index.pack);
+    out.extend_from_slice(&index.pack_len.to_le_bytes());
+    out.extend_from_slice(&(index.entries.len() as u32).to_le_bytes());
+    for (id, offset, len) in &index.entries {
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
+    }
+    let sum = *blake3::hash(&out).as_bytes();
+    out.extend_from_slice(&sum);
+    let key = format!(
+        "meta/{}.{}.idx",
+        hex::encode(index.pack),
+        hex::encode(&sum[..8])
+    );
+    (key, out)
+}
+
+fn header(bytes: &[u8], magic: &[u8; 4]) -> Result<(), String> {
+    if bytes.len() < 8 || &bytes[..4] != magic {
+        return Err(format!("not a {} object", String::from_utf8_lossy(magic)));
+    }
+    if bytes[4] != VERSION || bytes[5..8] != [0, 0, 0] {
+        return Err(format!("version {} (this build reads {VERSION})", bytes[4]));
+    }
+    Ok(())
+}
+
+fn checksum(bytes: &[u8]) -> Result<&[u8], String> {
+    let (body, sum) = bytes.split_at(bytes.len().saturating_sub(32));
+    if sum.len() != 32 || blake3::hash(body).as_bytes() != sum {
+        return Err("checksum does not match".into());
+    }
+    Ok(body)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+fn id_at(b: &[u8]) -> ObjectId {
+    let mut a = [0; 32];
+    a.copy_from_slice(&b[..32]);
+    ObjectId::from_bytes(a)
+}
+
+fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
+    header(bytes, INDEX_MAGIC)?;
+    if bytes.len() < INDEX_FIXED {
+        return Err("truncated".into());
+    }
+    let count = le_u32(&bytes[48..]) as usize;
+    if bytes.len() != INDEX_FIXED + count * INDEX_ENTRY {
+        return Err(format!("{} bytes for {count} entries", bytes.len()));
+    }
+    let body = checksum(bytes)?;
+    let mut pack = [0; 32];
+    pack.copy_from_slice(&body[8..40]);
+    let expected = format!(
+        "meta/{}.{}.idx",
+        hex::encode(pack),
+        hex::encode(&bytes[bytes.len() - 32..bytes.len() - 24])
+    );
+    if key != expected {
+        return Err(format!("its contents name it {expected}"));
+    }
+    let pack_len = le_u64(&body[40..]);
+    let mut entries = Vec::with_capacity(count);
+    for e in body[52..].chunks_exact(INDEX_ENTRY) {
+        let (id, offset, len) = (id_at(e), le_u64(&e[32..]), le_u32(&e[40..]));
+        if offset < PACK_HEADER as u64 || offset.checked_add(u64::from(len)).is_none_or(|end| end > pack_len) {
+            return Err(format!("entry {id} lies outside the pack"));
+        }
+        if entries.last().is_some_and(|l: &(ObjectId, u64, u32)| l.0 >= id) {
+            return Err(format!("entry {id} out of order"));
+        }
+        entries.push((id, offset, len));
+    }
+    Ok(Index {
+        pack,
+        pack_len,
+        entries,
+    })
+}
+
+fn encode_tomb(entries: &[([u8; 32], ObjectId)]) -> (String, Vec<u8>) {
+    let mut out = Vec::with_capacity(TOMB_FIXED + entries.len() * TOMB_ENTRY);
+    out.extend_from_slice(TOMB_MAGIC);
+    out.extend_from_slice(&[VERSION, 0, 0, 0]);
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (pack, id) in entries {
+        out.extend_from_slice(pack);
+        out.extend_from_slice(id.as_bytes());
+    }
+    let sum = *blake3::hash(&out).as_bytes();
+    out.extend_from_slice(&sum);
+    (format!("meta/{}.del", hex::encode(&sum[..16])), out)
+}
+
+fn parse_tomb(key: &str, bytes: &[u8]) -> Result<Tomb, String> {
+    header(bytes, TOMB_MAGIC)?;
+    if bytes.len() < TOMB_FIXED {
+        return Err("truncated".into());
+    }
+    let count = le_u32(&bytes[8..]) as usize;
+    if bytes.len() != TOMB_FIXED + count * TOMB_ENTRY {
+        return Err(format!("{} bytes for {count} entries", bytes.len()));
+    }
+    let body = checksum(bytes)?;
+    let expected = format!("meta/{}.del", hex::encode(&bytes[bytes.len() - 32..bytes.len() - 16]));
+    if key != expected {
+        return Err(format!("its contents name it {expected}"));
+    }
+    let entries = body[12..]
+        .chunks_exact(TOMB_ENTRY)
+        .map(|e| {
+            let mut pack = [0; 32];
+            pack.copy_from_slice(&e[..32]);
+            (pack, id_at(&e[32..]))
+        })
+        .collect();
+    Ok(Tomb { entries })
+}
+
+/// 16 bytes no other write will carry: the clock, the process, a counter, hashed.
+fn nonce() -> [u8; 16] {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = blake3::Hasher::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.update(&now.as_nanos().to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(
+        &COUNTER
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .to_le_bytes(),
+    );
+    let mut out = [0; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
+}
+
+fn put_name(out: &mut Vec<u8>, name: &str) {
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name.as_bytes());
+}
+
+fn put_opt(out: &mut Vec<u8>, id: &Option<ObjectId>) {
+    if let Some(id) = id {
+        out.extend_from_slice(id.as_bytes());
+    }
+}
+
+fn encode_refs(doc: &RefDoc) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(REFS_MAGIC);
+    out.extend_from_slice(&[VERSION, 0, 0, 0]);
+    out.extend_from_slice(&doc.nonce);
+    out.extend_from_slice(&(doc.refs.len() as u32).to_le_bytes());
+    for (name, id) in &doc.refs {
+        put_name(&mut out, name);
+        out.extend_from_slice(id.as_bytes());
+    }
+    out.extend_from_slice(&(doc.log.len() as u32).to_le_bytes());
+    for (name, e) in &doc.log {
+        put_name(&mut out, name);
+        out.push(u8::from(e.old.is_some()) | (u8::from(e.new.is_some()) << 1));
+        put_opt(&mut out, &e.old);
+        put_opt(&mut out, &e.new);
+        out.extend_from_slice(&(e.message.len() as u32).to_le_bytes());
+        out.extend_from_slice(e.message.as_bytes());
+    }
+    let sum = *blake3::hash(&out).as_bytes();
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// A bounds-checked reader of the refs object.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("truncated".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        self.take(4).map(le_u32)
+    }
+    fn id(&mut self) -> Result<ObjectId, String> {
+        self.take(32).map(id_at)
+    }
+    fn name(&mut self) -> Result<String, String> {
+        let len = self.take(2).map(|b| u16::from_le_bytes([b[0], b[1]]))?;
+        let bytes = self.take(len.into())?;
+        let name = std::str::from_utf8(bytes).map_err(|_| "ref name is not UTF-8".to_string())?;
+        validate_ref_name(name).map_err(|e| e.to_string())?;
+        Ok(name.to_string())
+    }
+}
+
+fn decode_refs(bytes: &[u8]) -> Result<RefDoc, String> {
+    header(bytes, REFS_MAGIC)?;
+    let body = checksum(bytes)?;
+    let mut r = Reader(&body[8..]);
+    let mut doc = RefDoc::default();
+    doc.nonce.copy_from_slice(r.take(16)?);
+    let count = r.u32()?;
+    for _ in 0..count {
+        let name = r.name()?;
+        let id = r.id()?;
+        if doc.refs.last_key_value().is_some_and(|(last, _)| *last >= name) {
+            return Err(format!("ref {name} out of order"));
+        }
+        doc.refs.insert(name, id);
+    }
+    let count = r.u32()?;
+    for _ in 0..count {
+        let name = r.name()?;
+        let flags = r.take(1)?[0];
+        if flags > 3 {
+            return Err(format!("reflog entry of {name}: flags {flags}"));
+        }
+        let old = if flags & 1 != 0 { Some(r.id()?) } else { None };
+        let new = if flags & 2 != 0 { Some(r.id()?) } else { None };
+        let len = r.u32()? as usize;
+        let message = std::str::from_utf8(r.take(len)?)
+            .map_err(|_| format!("reflog message of {name} is not UTF-8"))?
+            .to_string();
+        doc.log.push((name, ReflogEntry { old, new, message }));
+    }
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the reflog", r.0.len()));
+    }
+    Ok(doc)
+}
+
+impl ObjectStore for S3Store {
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut out: Vec<Option<Vec<u8>>> = vec![None; ids.len()];
+        let mut pending: Vec<usize> = (0..ids.len()).collect();
+        let mut refreshed = false;
+        for _ in 0..GET_ATTEMPTS {
+            let mut locs = Vec::with_capacity(pending.len());
+            let mut wanted = Vec::with_capacity(pending.len());
+            {
+                let mut cache = self.lock_cache();
+                let misses = pending
+                    .iter()
+                    .any(|&i| !cache.objects.contains_key(&ids[i]));
+                if cache.listed.is_none() || (misses && !refreshed) {
+                    self.refresh(&mut cache)?;
+                    refreshed = true;
+                }
+                for &i in &pending {
+                    if let Some(loc) = cache.objects.get(&ids[i]) {
+                        locs.push(*loc);
+                        wanted.push(i);
+                    }
+                }
+            }
+            let got = self.fetch(&locs)?;
+            pending.clear();
+            for (i, record) in wanted.into_iter().zip(got) {
+                match record {
+                    Some(record) => out[i] = Some(codec::decode(&ids[i], &record)?),
+                    None => pending.push(i),
+                }
+            }
+            if pending.is_empty() {
+                break;
+            }
+            // A pack vanished under us (repacked): re-read the indexes and retry.
+            self.refresh(&mut self.lock_cache())?;
+        }
+        Ok(out)
+    }
+
+    fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
+        let mut cache = self.lock_cache();
+        match cache.listed {
+            None => self.refresh(&mut cache)?,
+            Some(at) => {
+                let present = ids.iter().any(|id| cache.objects.contains_key(id));
+                let absent = ids.iter().any(|id| !cache.objects.contains_key(id));
+                if absent && at.elapsed() >= self.options.refresh_after {
+                    self.refresh(&mut cache)?;
+                } else if present {
+                    // "Present" only from a cache that has seen the last deletion.
+                    let epoch = self.epoch()?;
+                    if cache.epoch.as_ref() != Some(&epoch) {
+                        self.refresh(&mut cache)?;
+                    }
+                }
+            }
+        }
+        Ok(ids
+            .iter()
+            .filter(|id| !cache.objects.contains_key(*id))
+            .copied()
+            .collect())
+    }
+
+    fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        let mut cache = self.lock_cache();
+        let mut seen = HashSet::new();
+        let fresh: Vec<&(ObjectId, &[u8])> = objects
+            .iter()
+            .filter(|(id, _)| !cache.objects.contains_key(id) && seen.insert(*id))
+            .collect();
+        let mut batch: Vec<(ObjectId, Vec<u8>)> = Vec::new();
+        let mut size = 0;
+        let compression = self.options.compression;
+        // Packs in the order given, each indexed before the next is written.
+        let flush = |batch: &mut Vec<(ObjectId, Vec<u8>)>, cache: &mut Cache| {
+            if batch.is_empty() {
+                return Ok::<_, StoreError>(());
+            }
+            let records: Vec<(ObjectId, &[u8])> =
+                batch.iter().map(|(id, r)| (*id, r.as_slice())).collect();
+            let (key, index) = self.write_pack(&records)?;
+            cache.add_index(key, Arc::new(index));
+            batch.clear();
+            Ok(())
+        };
+        for (id, bytes) in fresh {
+            let record = codec::encode(bytes, compression);
+            if size + record.len() > self.options.pack_limit {
+                flush(&mut batch, &mut cache)?;
+                size = 0;
+            }
+            size += record.len();
+            batch.push((*id, record));
+        }
+        flush(&mut batch, &mut cache)
+    }
+
+    fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        let mut cache = self.lock_cache();
+        self.bump_epoch()?;
+        self.refresh(&mut cache)?;
+        let doomed: HashSet<ObjectId> = ids.iter().copied().collect();
+        let mut hidden = Vec::new();
+        for index in cache.indexes.values() {
+            for (id, _, _) in &index.entries {
+                if doomed.contains(id) {
+                    hidden.push((index.pack, *id));
+                }
+            }
+        }
+        hidden.sort_unstable();
+        hidden.dedup();
+        // One tombstone hides every id of the call at once: a deletion interrupted
+        // later never leaves a referrer without what it references.
+        if !hidden.is_empty() {
+            let (key, bytes) = encode_tomb(&hidden);
+            self.put_key(&key, bytes, PutMode::Overwrite)
+                .map_err(|f| self.fail(&key, f))?;
+            cache.tombs.insert(key, Arc::new(Tomb { entries: hidden }));
+        }
+        // Compact every pack a tombstone names (this call's, and any an interrupted
+        // call left), then drop the tombstones.
+        let packs: HashSet<[u8; 32]> = cache
+            .tombs
+            .values()
+            .flat_map(|t| t.entries.iter().map(|e| e.0))
+            .collect();
+        self.compact(&mut cache, &packs)?;
+        let tombs: Vec<String> = cache.tombs.keys().cloned().collect();
+        for key in tombs {
+            self.delete_key(&key)?;
+            cache.tombs.remove(&key);
+        }
+        cache.rebuild();
+        self.bump_epoch()?;
+        cache.epoch = Some(self.epoch()?);
+        Ok(())
+    }
+
+    fn for_each_id(
+        &self,
+        f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<ObjectId> = {
+            let mut cache = self.lock_cache();
+            self.refresh(&mut cache)?;
+            cache.objects.keys().copied().collect()
+        };
+        ids.into_iter().try_for_each(f)
+    }
+}
+
+crate::impl_object_source!(S3Store);
+
+impl RefStore for S3Store {
+    fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        validate_ref_name(name)?;
+        Ok(self.fresh_refs()?.refs.get(name).copied())
+    }
+
+    fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+        check_batch(updates)?;
+        let mut slot = self.refs.lock().unwrap_or_else(|p| p.into_inner());
+        let (mut state, mut fresh) = match slot.take() {
+            Some(s) => (s, false),
+            None => (self.load_refs()?, true),
+        };
+        for _ in 0..CAS_ATTEMPTS {
+            let (version, doc) = &state;
+            if let Err(e) = apply_updates(updates, |n| Ok(doc.refs.get(n).copied())) {
+                if !fresh {
+                    // Our copy may be old: decide on the bucket's.
+                    state = self.load_refs()?;
+                    fresh = true;
+                    continue;
+                }
+                *slot = Some(state);
+                return Err(e);
+            }
+            let mut next = doc.clone();
+            next.nonce = nonce();
+            for u in updates.iter().filter(|u| u.changes()) {
+                match u.new {
+                    Some(id) => next.refs.insert(u.name.clone(), id),
+                    None => next.refs.remove(&u.name),
+                };
+                if logged(&u.name) {
+                    next.log.push((
+                        u.name.clone(),
+                        ReflogEntry {
+                            old: u.expected,
+                            new: u.new,
+                            message: message.to_string(),
+                        },
+                    ));
+                }
+            }
+            let mode = match version {
+                Some(v) => PutMode::Update(v.clone()),
+                None => PutMode::Create,
+            };
+            match self.put_key("refs", encode_refs(&next), mode) {
+                Ok(v) => {
+                    *slot = Some((Some(v), next));
+                    return Ok(());
+                }
+                Err(Failure::Precondition) => {
+                    // Someone else wrote first, or our own write landed and its reply
+                    // was lost (then a retry found its own nonce).
+                    state = self.load_refs()?;
+                    fresh = true;
+                    if state.1.nonce == next.nonce {
+                        *slot = Some(state);
+                        return Ok(());
+                    }
+                }
+                Err(f) => return Err(self.fail("refs", f)),
+            }
+        }
+        Err(self.err(
+            "refs",
+            format!("compare-and-swap lost {CAS_ATTEMPTS} times to other writers"),
+        ))
+    }
+
+    fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
+        Ok(self
+            .fresh_refs()?
+            .refs
+            .into_iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .collect())
+    }
+
+    fn reflog(&self, name: &str) -> Result<Vec<ReflogEntry>, StoreError> {
+        validate_ref_name(name)?;
+        Ok(self
+            .fresh_refs()?
+            .log
+            .into_iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, e)| e)
+            .collect())
+    }
+}
+
+/// The profile's credentials and region from the AWS shared files.
+#[derive(Default)]
+struct Profile {
+    credentials: Option<(String, String, Option<String>)>,
+    region: Option<String>,
+}
+
+fn aws_profile() -> Profile {
+    let name = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let file = |var: &str, default: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(default)))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+    };
+    let mut profile = Profile::default();
+    if let Some(text) = file("AWS_SHARED_CREDENTIALS_FILE", "credentials") {
+        let s = ini_section(&text, &name);
+        if let (Some(key), Some(secret)) = (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
+            profile.credentials = Some((
+                key.clone(),
+                secret.clone(),
+                s.get("aws_session_token").cloned(),
+            ));
+        }
+    }
+    if let Some(text) = file("AWS_CONFIG_FILE", "config") {
+        let section = if name == "default" {
+            name.clone()
+        } else {
+            format!("profile {name}")
+        };
+        profile.region = ini_section(&text, &section).get("region").cloned();
+    }
+    profile
+}
+
+/// The `key = value` lines of `[section]` in an INI file (`#` and `;` comments).
+fn ini_section(text: &str, section: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = name.trim() == section;
+        } else if inside {
+            if let Some((k, v)) = line.split_once('=') {
+                out.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_with_their_parameters() {
+        let l = S3Location::parse(
+            "s3://my-bucket/a/b/?endpoint=http%3A%2F%2F127.0.0.1%3A9100&region=eu-1&refs=postgres%3A%2F%2Fu%40h%2Fd",
+        )
+        .unwrap();
+        assert_eq!(l.bucket, "my-bucket");
+        assert_eq!(l.prefix, "a/b");
+        assert_eq!(l.endpoint.as_deref(), Some("http://127.0.0.1:9100"));
+        assert_eq!(l.region.as_deref(), Some("eu-1"));
+        assert_eq!(l.refs.as_deref(), Some("postgres://u@h/d"));
+        assert_eq!(S3Location::parse("s3://bkt").unwrap().prefix, "");
+        for bad in [
+            "s3://",
+            "s3://B",
+            "s3://bucket/a//b",
+            "s3://bucket/../x",
+            "s3://bucket?endpoint=ftp://x",
+            "s3://bucket?colour=red",
+            "s3://bucket?region=%zz",
+        ] {
+            assert!(S3Location::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn index_tombstone_and_refs_round_trip_and_refuse_damage() {
+        let ids: Vec<ObjectId> = (0u8..3).map(|i| ObjectId::hash_stored(&[i])).collect();
+        let mut entries: Vec<(ObjectId, u64, u32)> =
+            ids.iter().enumerate().map(|(i, id)| (*id, 8 + 10 * i as u64, 10)).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        let index = Index {
+            pack: [7; 32],
+            pack_len: 38,
+            entries,
+        };
+        let (key, bytes) = encode_index(&index);
+        let back = parse_index(&key, &bytes).unwrap();
+        assert_eq!(back.entries, index.entries);
+        let mut flipped = bytes.clone();
+        flipped[60] ^= 1;
+        assert!(parse_index(&key, &flipped).is_err());
+        assert!(parse_index("meta/other.idx", &bytes).is_err());
+        assert!(parse_index(&key, &bytes[..bytes.len() - 1]).is_err());
+
+        let (tkey, tbytes) = encode_tomb(&[([7; 32], ids[0])]);
+        assert_eq!(parse_tomb(&tkey, &tbytes).unwrap().entries, vec![([7; 32], ids[0])]);
+        assert!(parse_tomb(&tkey, &tbytes[1..]).is_err());
+
+        let mut doc = RefDoc {
+            nonce: [1; 16],
+            ..Default::default()
+        };
+        doc.refs.insert("heads/main".into(), ids[1]);
+        doc.log.push((
+            "heads/main".into(),
+            ReflogEntry {
+                old: None,
+                new: Some(ids[1]),
+                message: "commit".into(),
+            },
+        ));
+        let bytes = encode_refs(&doc);
+        assert_eq!(decode_refs(&bytes).unwrap(), doc);
+        for cut in [0, 8, 30, bytes.len() - 1] {
+            assert!(decode_refs(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn profiles_are_read_from_ini_sections() {
+        let text = "[default]\naws_access_key_id = A\n# c\n[profile x]\nregion=eu\n";
+        assert_eq!(ini_section(text, "default").get("aws_access_key_id").unwrap(), "A");
+        assert_eq!(ini_section(text, "profile x").get("region").unwrap(), "eu");
+        assert!(ini_section(text, "nope").is_empty());
+    }
+}
