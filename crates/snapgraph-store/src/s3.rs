@@ -235,18 +235,27 @@ impl S3Location {
         let mut location = Self::new(bucket, prefix);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = percent_decode(value)
-                .ok_or_else(|| bad(format!("query parameter {key:?} is not percent-encoded UTF-8")))?;
+            let value = percent_decode(value).ok_or_else(|| {
+                bad(format!(
+                    "query parameter {key:?} is not percent-encoded UTF-8"
+                ))
+            })?;
             match key {
                 "endpoint" => {
                     if !(value.starts_with("https://") || value.starts_with("http://")) {
-                        return Err(bad(format!("endpoint {value:?}: expected https://… or http://…")));
+                        return Err(bad(format!(
+                            "endpoint {value:?}: expected https://… or http://…"
+                        )));
                     }
                     location.endpoint = Some(value);
                 }
                 "region" => location.region = Some(value),
                 "refs" => location.refs = Some(value),
-                _ => return Err(bad(format!("unknown query parameter {key:?} (endpoint, region, refs)"))),
+                _ => {
+                    return Err(bad(format!(
+                        "unknown query parameter {key:?} (endpoint, region, refs)"
+                    )))
+                }
             }
         }
         Ok(location)
@@ -271,7 +280,10 @@ fn validate_prefix(prefix: &str) -> Result<(), &'static str> {
     {
         return Err("only ASCII letters, digits and . _ - = + @ / are allowed");
     }
-    if prefix.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if prefix
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return Err("empty, '.' or '..' path component");
     }
     Ok(())
@@ -457,9 +469,8 @@ impl From<object_store::Error> for Failure {
     fn from(e: object_store::Error) -> Self {
         match e {
             object_store::Error::NotFound { .. } => Failure::NotFound,
-            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
-                Failure::Precondition
-            }
+            object_store::Error::Precondition { .. }
+            | object_store::Error::AlreadyExists { .. } => Failure::Precondition,
             e => Failure::Other(e),
         }
     }
@@ -709,7 +720,10 @@ impl S3Store {
                     .try_collect()
                     .await
                     .map_err(|e| self.err("meta/", e))?;
-                bump(&self.tally.lists, 1 + metas.len().saturating_sub(1) as u64 / 1000);
+                bump(
+                    &self.tally.lists,
+                    1 + metas.len().saturating_sub(1) as u64 / 1000,
+                );
                 Ok::<_, StoreError>(metas)
             };
             let (epoch, list) = futures::join!(epoch, list);
@@ -736,25 +750,25 @@ impl S3Store {
             Vec::new()
         } else {
             self.run(async {
-            futures::stream::iter(new.into_iter().map(|key| async move {
-                bump(&self.tally.gets, 1);
-                match self.client.get(&self.path(&key)).await {
-                    Ok(r) => match r.bytes().await {
-                        Ok(b) => {
-                            bump(&self.tally.received, b.len() as u64);
-                            Ok((key, Some(b)))
-                        }
+                futures::stream::iter(new.into_iter().map(|key| async move {
+                    bump(&self.tally.gets, 1);
+                    match self.client.get(&self.path(&key)).await {
+                        Ok(r) => match r.bytes().await {
+                            Ok(b) => {
+                                bump(&self.tally.received, b.len() as u64);
+                                Ok((key, Some(b)))
+                            }
+                            Err(e) => Err(self.err(&key, e)),
+                        },
+                        // Removed by a compaction since the listing.
+                        Err(object_store::Error::NotFound { .. }) => Ok((key, None)),
                         Err(e) => Err(self.err(&key, e)),
-                    },
-                    // Removed by a compaction since the listing.
-                    Err(object_store::Error::NotFound { .. }) => Ok((key, None)),
-                    Err(e) => Err(self.err(&key, e)),
-                }
-            }))
-            .buffer_unordered(self.options.concurrency)
-            .try_collect()
-            .await
-        })?
+                    }
+                }))
+                .buffer_unordered(self.options.concurrency)
+                .try_collect()
+                .await
+            })?
         };
         cache.indexes.retain(|k, _| listed.contains(k));
         cache.tombs.retain(|k, _| listed.contains(k));
@@ -848,7 +862,14 @@ impl S3Store {
             for i in members {
                 let (start, end) = (ranges[i].start - m.start, ranges[i].end - m.start);
                 if end as usize > bytes.len() {
-                    return Err(self.err(&key, format!("shorter than its index says ({} bytes at {})", bytes.len(), m.start)));
+                    return Err(self.err(
+                        &key,
+                        format!(
+                            "shorter than its index says ({} bytes at {})",
+                            bytes.len(),
+                            m.start
+                        ),
+                    ));
                 }
                 out[i] = bytes.slice(start as usize..end as usize);
             }
@@ -904,7 +925,12 @@ impl S3Store {
                 .filter(|(_, i)| i.pack == *pack)
                 .map(|(k, _)| k.clone())
                 .collect();
-            let Some(first) = keys.first() else { continue };
+            let pack_key = pack_key(pack);
+            let Some(first) = keys.first() else {
+                // Its indexes went before the pack did (an interrupted compaction).
+                self.delete_key(&pack_key)?;
+                continue;
+            };
             let pack_len = cache.indexes[first].pack_len;
             let mut live: BTreeMap<ObjectId, (u64, u32)> = BTreeMap::new();
             for k in &keys {
@@ -915,7 +941,6 @@ impl S3Store {
                 }
             }
             let live_bytes: u64 = live.values().map(|&(_, len)| u64::from(len)).sum();
-            let pack_key = pack_key(pack);
             if live.is_empty() {
                 for k in &keys {
                     self.delete_key(k)?;
@@ -978,7 +1003,7 @@ impl S3Store {
         let root = if self.prefix.is_empty() {
             None
         } else {
-            Some(self.path(self.prefix.trim_end_matches('/')))
+            Some(Path::from(self.prefix.trim_end_matches('/')))
         };
         let all: Vec<object_store::ObjectMeta> = self
             .run(self.client.list(root.as_ref()).try_collect())
@@ -997,6 +1022,42 @@ impl S3Store {
             }
         }
         Ok(usage)
+    }
+
+    /// Reads the snapshot of `commit` (trees and file content, not history) into a
+    /// [`MemoryStore`](crate::MemoryStore), one batched `get_many` per level of the
+    /// graph (the core's [`CheckoutPlan`](snapgraph::graph::CheckoutPlan)), and
+    /// returns it with the number of levels read. Checking out from it then costs no
+    /// request, so a checkout is the levels plus the first call's two round trips,
+    /// where [`Repo::checkout`](crate::Repo::checkout) reads tree nodes and
+    /// single-chunk files one request each.
+    pub fn prefetch(&self, commit: ObjectId) -> Result<(crate::MemoryStore, usize), StoreError> {
+        let local = crate::MemoryStore::new();
+        let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
+        let mut levels = 0;
+        loop {
+            let missing = plan.missing(&local).map_err(|e| {
+                StoreError::backend(format!("{}: checkout of {commit}", self.label), e)
+            })?;
+            if missing.is_empty() {
+                return Ok((local, levels));
+            }
+            levels += 1;
+            let got = ObjectStore::get_many(self, &missing)?;
+            let mut batch = Vec::with_capacity(missing.len());
+            for (id, bytes) in missing.iter().zip(&got) {
+                match bytes {
+                    Some(b) => batch.push((*id, b.as_slice())),
+                    None => {
+                        return Err(StoreError::backend(
+                            format!("{}: object {id}", self.label),
+                            format!("missing below commit {commit}"),
+                        ))
+                    }
+                }
+            }
+            local.put_many(&batch)?;
+        }
     }
 
     fn load_refs(&self) -> Result<RefState, StoreError> {
@@ -1095,16 +1156,29 @@ fn id_at(b: &[u8]) -> ObjectId {
     ObjectId::from_bytes(a)
 }
 
-fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
-    header(bytes, INDEX_MAGIC)?;
-    if bytes.len() < INDEX_FIXED {
+/// Checks an index's or tombstone's frame: magic and version, a length that matches
+/// the count at `count_at` exactly, the trailing checksum. Returns the count and the
+/// bytes before the checksum.
+fn framed<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 4],
+    fixed: usize,
+    count_at: usize,
+    entry: usize,
+) -> Result<(usize, &'a [u8]), String> {
+    header(bytes, magic)?;
+    if bytes.len() < fixed {
         return Err("truncated".into());
     }
-    let count = le_u32(&bytes[48..]) as usize;
-    if bytes.len() != INDEX_FIXED + count * INDEX_ENTRY {
+    let count = le_u32(&bytes[count_at..]) as usize;
+    if bytes.len() != fixed + count * entry {
         return Err(format!("{} bytes for {count} entries", bytes.len()));
     }
-    let body = checksum(bytes)?;
+    Ok((count, checksum(bytes)?))
+}
+
+fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
+    let (count, body) = framed(bytes, INDEX_MAGIC, INDEX_FIXED, 48, INDEX_ENTRY)?;
     let mut pack = [0; 32];
     pack.copy_from_slice(&body[8..40]);
     let expected = format!(
@@ -1119,10 +1193,17 @@ fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
     let mut entries = Vec::with_capacity(count);
     for e in body[52..].chunks_exact(INDEX_ENTRY) {
         let (id, offset, len) = (id_at(e), le_u64(&e[32..]), le_u32(&e[40..]));
-        if offset < PACK_HEADER as u64 || offset.checked_add(u64::from(len)).is_none_or(|end| end > pack_len) {
+        if offset < PACK_HEADER as u64
+            || offset
+                .checked_add(u64::from(len))
+                .is_none_or(|end| end > pack_len)
+        {
             return Err(format!("entry {id} lies outside the pack"));
         }
-        if entries.last().is_some_and(|l: &(ObjectId, u64, u32)| l.0 >= id) {
+        if entries
+            .last()
+            .is_some_and(|l: &(ObjectId, u64, u32)| l.0 >= id)
+        {
             return Err(format!("entry {id} out of order"));
         }
         entries.push((id, offset, len));
@@ -1149,16 +1230,11 @@ fn encode_tomb(entries: &[([u8; 32], ObjectId)]) -> (String, Vec<u8>) {
 }
 
 fn parse_tomb(key: &str, bytes: &[u8]) -> Result<Tomb, String> {
-    header(bytes, TOMB_MAGIC)?;
-    if bytes.len() < TOMB_FIXED {
-        return Err("truncated".into());
-    }
-    let count = le_u32(&bytes[8..]) as usize;
-    if bytes.len() != TOMB_FIXED + count * TOMB_ENTRY {
-        return Err(format!("{} bytes for {count} entries", bytes.len()));
-    }
-    let body = checksum(bytes)?;
-    let expected = format!("meta/{}.del", hex::encode(&bytes[bytes.len() - 32..bytes.len() - 16]));
+    let (_, body) = framed(bytes, TOMB_MAGIC, TOMB_FIXED, 8, TOMB_ENTRY)?;
+    let expected = format!(
+        "meta/{}.del",
+        hex::encode(&bytes[bytes.len() - 32..bytes.len() - 16])
+    );
     if key != expected {
         return Err(format!("its contents name it {expected}"));
     }
@@ -1264,7 +1340,11 @@ fn decode_refs(bytes: &[u8]) -> Result<RefDoc, String> {
     for _ in 0..count {
         let name = r.name()?;
         let id = r.id()?;
-        if doc.refs.last_key_value().is_some_and(|(last, _)| *last >= name) {
+        if doc
+            .refs
+            .last_key_value()
+            .is_some_and(|(last, _)| *last >= name)
+        {
             return Err(format!("ref {name} out of order"));
         }
         doc.refs.insert(name, id);
@@ -1358,6 +1438,13 @@ impl ObjectStore for S3Store {
 
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
         let mut cache = self.lock_cache();
+        // Skipping an object the cache names is safe only if no deletion came since.
+        if cache.listed.is_some() && objects.iter().any(|(id, _)| cache.objects.contains_key(id)) {
+            let epoch = self.epoch()?;
+            if cache.epoch.as_ref() != Some(&epoch) {
+                self.refresh(&mut cache)?;
+            }
+        }
         let mut seen = HashSet::new();
         let fresh: Vec<&(ObjectId, &[u8])> = objects
             .iter()
@@ -1558,7 +1645,9 @@ fn aws_profile() -> Profile {
     let mut profile = Profile::default();
     if let Some(text) = file("AWS_SHARED_CREDENTIALS_FILE", "credentials") {
         let s = ini_section(&text, &name);
-        if let (Some(key), Some(secret)) = (s.get("aws_access_key_id"), s.get("aws_secret_access_key")) {
+        if let (Some(key), Some(secret)) =
+            (s.get("aws_access_key_id"), s.get("aws_secret_access_key"))
+        {
             profile.credentials = Some((
                 key.clone(),
                 secret.clone(),
@@ -1629,8 +1718,11 @@ mod tests {
     #[test]
     fn index_tombstone_and_refs_round_trip_and_refuse_damage() {
         let ids: Vec<ObjectId> = (0u8..3).map(|i| ObjectId::hash_stored(&[i])).collect();
-        let mut entries: Vec<(ObjectId, u64, u32)> =
-            ids.iter().enumerate().map(|(i, id)| (*id, 8 + 10 * i as u64, 10)).collect();
+        let mut entries: Vec<(ObjectId, u64, u32)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, 8 + 10 * i as u64, 10))
+            .collect();
         entries.sort_unstable_by_key(|e| e.0);
         let index = Index {
             pack: [7; 32],
@@ -1647,7 +1739,10 @@ mod tests {
         assert!(parse_index(&key, &bytes[..bytes.len() - 1]).is_err());
 
         let (tkey, tbytes) = encode_tomb(&[([7; 32], ids[0])]);
-        assert_eq!(parse_tomb(&tkey, &tbytes).unwrap().entries, vec![([7; 32], ids[0])]);
+        assert_eq!(
+            parse_tomb(&tkey, &tbytes).unwrap().entries,
+            vec![([7; 32], ids[0])]
+        );
         assert!(parse_tomb(&tkey, &tbytes[1..]).is_err());
 
         let mut doc = RefDoc {
@@ -1673,7 +1768,12 @@ mod tests {
     #[test]
     fn profiles_are_read_from_ini_sections() {
         let text = "[default]\naws_access_key_id = A\n# c\n[profile x]\nregion=eu\n";
-        assert_eq!(ini_section(text, "default").get("aws_access_key_id").unwrap(), "A");
+        assert_eq!(
+            ini_section(text, "default")
+                .get("aws_access_key_id")
+                .unwrap(),
+            "A"
+        );
         assert_eq!(ini_section(text, "profile x").get("region").unwrap(), "eu");
         assert!(ini_section(text, "nope").is_empty());
     }
