@@ -266,13 +266,18 @@ fn a_turn_costs_three_requests_and_checkout_follows_depth() {
         // Issue #17's target is 3 requests: the two PUTs are met, but each has_many
         // the core answers "present" from the cache costs a HEAD of gc-epoch (3 here).
         assert_eq!(r.puts, 2, "one pack and its index: {r:?}");
-        assert_eq!((r.gets, r.lists, r.deletes), (0, 0, 0), "turn {turn}: {r:?}");
+        assert_eq!(
+            (r.gets, r.lists, r.deletes),
+            (0, 0, 0),
+            "turn {turn}: {r:?}"
+        );
         assert!(r.heads <= 3, "turn {turn}: {r:?}");
     }
     let tip = repo.branch("main").unwrap().unwrap();
 
     // A fresh client: one batched read per level (S3Store::prefetch).
     let fresh = store_at(&l);
+    fresh.take_requests(); // the layout check of opening
     let (local, levels) = fresh.prefetch(tip).unwrap();
     let r = fresh.requests();
     assert!(
