@@ -433,7 +433,9 @@ export interface CommitResult {
   generation: number
   /**
    * Objects to persist, keyed by id, in dependency order (referenced objects
-   * first, the commit last): writing them in this order keeps a store closed.
+   * first, the commit last): writing them in this order keeps a store closed. A
+   * null-prototype object (like `querystring.parse`'s): use `Object.entries`,
+   * `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`.
    */
   objects: Record<string, Buffer>
   /** How many objects. */

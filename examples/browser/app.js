@@ -375,6 +375,35 @@ async function forkAt(id) {
   notice(`forked ${name} at ${short(id)}`);
 }
 
+const SIGILS = { added: "+", removed: "-", modified: "~", typeChanged: "T", modeChanged: "M" };
+
+function side(e) {
+  return e.kind === "symlink" ? `symlink, ${e.size} B` : `${e.size} B`;
+}
+
+function changeLine(c) {
+  const sigil = SIGILS[c.kind] ?? "?";
+  const cls = c.kind === "added" ? "added" : c.kind === "removed" ? "removed" : "modified";
+  let what;
+  switch (c.kind) {
+    case "added":
+      what = `(${side(c.new)})`;
+      break;
+    case "removed":
+      what = `(${side(c.old)})`;
+      break;
+    case "modeChanged":
+      what = `(mode ${c.old.mode.toString(8)} → ${c.new.mode.toString(8)})`;
+      break;
+    case "typeChanged":
+      what = `(${c.old.kind} → ${c.new.kind})`;
+      break;
+    default:
+      what = `(${side(c.old)} → ${side(c.new)})`;
+  }
+  return [cls, `${sigil} ${c.path} ${what}`];
+}
+
 async function diff() {
   const a = app.pickA;
   const b = app.pickB;
@@ -384,11 +413,9 @@ async function diff() {
   const head = document.createElement("div");
   head.textContent = `${short(a)} → ${short(b)}`;
   out.append(head);
-  const lines = [
-    ...d.filesAdded.map((p) => ["added", `+ ${p}`]),
-    ...d.filesModified.map((p) => ["modified", `~ ${p}`]),
-    ...d.filesRemoved.map((p) => ["removed", `- ${p}`]),
-  ];
+  // One line per change, in path order, from the diff's values: what kind of entry
+  // each side was, its size, and its mode where that is what changed.
+  const lines = d.changes.map(changeLine);
   if (d.stateChanged) lines.push(["modified", "~ (state)"]);
   if (lines.length === 0) lines.push(["", "no changes"]);
   for (const [cls, text] of lines) {

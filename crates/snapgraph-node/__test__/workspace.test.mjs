@@ -269,3 +269,31 @@ test('formatVersion', () => {
   assert.equal(typeof sg.formatVersion(), 'number')
   assert.ok(sg.formatVersion() >= 1)
 })
+
+test('a commit result: every field, objects a null-prototype record in dependency order', async () => {
+  const ws = new Workspace()
+  ws.write('/a/one.txt', Buffer.from('one'))
+  ws.write('/big.bin', Buffer.alloc(200_000, 7))
+  for (const c of [ws.commit(), await ws.copy().commitAsync()]) {
+    assert.deepEqual(Object.keys(c), ['id', 'generation', 'objects', 'objectCount', 'storedBytes', 'packed', 'isComplete'])
+    assert.equal(Object.getPrototypeOf(c.objects), null, 'ids never meet Object.prototype names')
+    const ids = Object.keys(c.objects)
+    assert.equal(ids.length, c.objectCount)
+    assert.equal(ids.at(-1), c.id, 'the commit comes last')
+    for (const id of ids) {
+      assert.match(id, /^[0-9a-f]{64}$/)
+      assert.ok(Buffer.isBuffer(c.objects[id]), id)
+      assert.ok(Object.hasOwn(c.objects, id) && id in c.objects)
+    }
+    const sizes = Object.values(c.objects).map((b) => b.length)
+    assert.equal(sizes.reduce((x, y) => x + y, 0), c.storedBytes)
+    assert.ok(c.packed === null || Buffer.isBuffer(c.packed))
+    // Round trip: the record checks out, from itself and from a copy into a Map.
+    for (const source of [c.objects, new Map(Object.entries(c.objects))]) {
+      const out = new Workspace()
+      out.checkout(c.id, source)
+      assert.deepEqual(out.read('/big.bin'), Buffer.alloc(200_000, 7))
+      assert.equal(out.read('/a/one.txt').toString(), 'one')
+    }
+  }
+})

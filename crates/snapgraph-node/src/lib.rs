@@ -17,6 +17,7 @@ mod graph;
 mod source;
 mod store;
 mod task;
+mod value;
 mod workspace;
 
 use napi_derive::napi;

@@ -1,8 +1,8 @@
 //! Promise-returning calls: the work runs on the libuv thread pool as a napi async
 //! task, off the event loop; its value or coded error settles the promise.
 
-use napi::bindgen_prelude::{AsyncTask, JsError, ToNapiValue, TypeName};
-use napi::{Env, Task};
+use napi::bindgen_prelude::{AsyncTask, JsError, Object, ToNapiValue, TypeName};
+use napi::{Env, ScopedTask, Task};
 
 use crate::error::{error, Result};
 
@@ -63,6 +63,59 @@ where
 
     fn finally(self, _env: Env) -> napi::Result<()> {
         if let Some(after) = self.after {
+            after();
+        }
+        Ok(())
+    }
+}
+
+/// How a [`Built`] job's value becomes JavaScript: built through `Env` on the
+/// JavaScript thread (for results shaped by hand, like a commit's object record).
+pub type Build<T> = for<'env> fn(&'env Env, T) -> Result<Object<'env>>;
+
+/// A [`Job`] whose value is built into a JavaScript object by a [`Build`] function
+/// when the promise settles, instead of through `ToNapiValue`.
+pub struct Built<T> {
+    job: Job<T>,
+    build: Build<T>,
+}
+
+/// [`spawn_then`] with the value built by `build`.
+pub fn spawn_built<T, F, A>(work: F, after: A, build: Build<T>) -> AsyncTask<Built<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+    A: FnOnce() + Send + 'static,
+{
+    AsyncTask::new(Built {
+        job: Job {
+            work: Some(Box::new(work)),
+            after: Some(Box::new(after)),
+        },
+        build,
+    })
+}
+
+impl<'env, T: Send + 'static> ScopedTask<'env> for Built<T> {
+    type Output = Result<T>;
+    type JsValue = Object<'env>;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        Ok(match self.job.work.take() {
+            Some(work) => work(),
+            None => Err(error("OTHER", "async task ran twice")),
+        })
+    }
+
+    fn resolve(&mut self, env: &'env Env, output: Self::Output) -> napi::Result<Object<'env>> {
+        // As in `Job::resolve`: a coded error is rejected as the very `Error` object.
+        let coded = |e| napi::Error::from(JsError::from(e).into_unknown(*env));
+        let value = output.map_err(coded)?;
+        (self.build)(env, value).map_err(coded)
+    }
+
+    fn finally(self, _env: Env) -> napi::Result<()> {
+        if let Some(after) = self.job.after {
             after();
         }
         Ok(())

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Null, Object, Uint8ArraySlice};
+use napi::Env;
 use napi_derive::napi;
 use snapgraph::{
     CheckoutOptions, CheckoutPolicy, CommitOptions as RsCommitOptions, DriftCheck, DriftPolicy,
@@ -12,12 +13,11 @@ use snapgraph::{
     Workspace as RsWorkspace,
 };
 
-use crate::convert::{
-    self, nullable, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry,
-};
+use crate::convert::{self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry};
 use crate::error::{error, invalid, Result};
 use crate::source::{JsSource, ObjectsArg};
-use crate::task::{spawn, spawn_then, Job};
+use crate::task::{spawn, spawn_built, spawn_then, Build, Built, Job};
+use crate::value;
 
 /// Where a workspace lives. A call takes it out for its duration and puts it back,
 /// so a reentrant call (from an `objects` function) or a call while a `…Async` call
@@ -93,17 +93,48 @@ impl Workspace {
             },
         ))
     }
+
+    /// [`lend`](Self::lend), with the value built into JavaScript by `build`.
+    fn lend_built<T, F>(&self, build: Build<T>, f: F) -> Result<AsyncTask<Built<T>>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut RsWorkspace) -> Result<T> + Send + 'static,
+    {
+        let ws = take(&self.slot)?;
+        let carry: Slot = Arc::new(Mutex::new(None));
+        let back = carry.clone();
+        let slot = self.slot.clone();
+        Ok(spawn_built(
+            move || {
+                let mut ws = ws;
+                let out = f(&mut ws);
+                put(&carry, ws);
+                out
+            },
+            move || {
+                if let Some(ws) = back.lock().ok().and_then(|mut g| g.take()) {
+                    put(&slot, ws);
+                }
+            },
+            build,
+        ))
+    }
 }
 
+// Declares the TypeScript interface only: the value is built by `value::commit`
+// (napi-rs's derived conversion cost more than the engine's own per-turn work).
 /// What a commit produced.
 #[napi(object)]
+#[allow(dead_code)]
 pub struct CommitResult {
     /// The commit's id.
     pub id: String,
     /// Its generation (1 for a root commit).
     pub generation: f64,
     /// Objects to persist, keyed by id, in dependency order (referenced objects
-    /// first, the commit last): writing them in this order keeps a store closed.
+    /// first, the commit last): writing them in this order keeps a store closed. A
+    /// null-prototype object (like `querystring.parse`'s): use `Object.entries`,
+    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`.
     pub objects: IndexMap<String, Buffer>,
     /// How many objects.
     pub object_count: u32,
@@ -114,28 +145,6 @@ pub struct CommitResult {
     pub packed: Either<Buffer, Null>,
     /// Whether `objects` holds everything the commit needs.
     pub is_complete: bool,
-}
-
-impl From<snapgraph::Commit> for CommitResult {
-    fn from(c: snapgraph::Commit) -> Self {
-        let packed = nullable(c.packed().map(Buffer::from));
-        let (id, generation, complete, bytes) =
-            (c.id(), c.generation(), c.is_complete(), c.stored_bytes());
-        let objects: IndexMap<String, Buffer> = c
-            .into_objects()
-            .into_iter()
-            .map(|(id, bytes)| (id.to_hex(), Buffer::from(bytes)))
-            .collect();
-        Self {
-            id: id.to_hex(),
-            generation: generation as f64,
-            object_count: objects.len() as u32,
-            objects,
-            stored_bytes: bytes as f64,
-            packed,
-            is_complete: complete,
-        }
-    }
 }
 
 /// What a checkout or restore hands back about the restored commit's external
@@ -625,10 +634,18 @@ impl Workspace {
     /// Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
     /// lists ids the destination holds (with their closures) or is an `objects`
     /// value asked per object. On error nothing moves.
-    #[napi(ts_args_type = "options?: CommitOptions")]
-    pub fn commit(&self, options: Option<Object<'_>>) -> Result<CommitResult> {
+    #[napi(
+        ts_args_type = "options?: CommitOptions",
+        ts_return_type = "CommitResult"
+    )]
+    pub fn commit<'env>(
+        &self,
+        env: &'env Env,
+        options: Option<Object<'_>>,
+    ) -> Result<Object<'env>> {
         let args = CommitArgs::parse(options)?;
-        self.with(|ws| Ok(CommitResult::from(ws.commit(args.options()).or_js()?)))
+        let commit = self.with(|ws| ws.commit(args.options()).or_js())?;
+        value::commit(env, commit)
     }
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
@@ -640,7 +657,7 @@ impl Workspace {
     pub fn commit_async(
         &self,
         options: Option<Object<'_>>,
-    ) -> Result<AsyncTask<Job<CommitResult>>> {
+    ) -> Result<AsyncTask<Built<snapgraph::Commit>>> {
         let args = CommitArgs::parse(options)?;
         let have_in = args
             .have_in
@@ -654,7 +671,7 @@ impl Workspace {
             .transpose()?;
         let (parents, have_ids, meta) = (args.parents, args.have_ids, args.meta);
         let (exclude_files, exclude_state) = (args.exclude_files, args.exclude_state);
-        self.lend(move |ws| {
+        self.lend_built(value::commit, move |ws| {
             let mut opts = RsCommitOptions::new()
                 .parents(parents)
                 .exclude_files(exclude_files)
@@ -671,7 +688,7 @@ impl Workspace {
             for (k, v) in meta {
                 opts = opts.meta(k, v);
             }
-            Ok(CommitResult::from(ws.commit(opts).or_js()?))
+            ws.commit(opts).or_js()
         })
     }
 

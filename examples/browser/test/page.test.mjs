@@ -153,7 +153,8 @@ test("the page keeps a workspace's history in IndexedDB", async () => {
   await idle();
   await assertNoError();
   const lines = await page.locator('[data-testid="diff-line"]').allInnerTexts();
-  assert.deepEqual(lines, ["+ /src/main.js", "~ /notes/plan.md"]);
+  // In path order, from the diff's `changes`: kind, sizes before and after.
+  assert.deepEqual(lines, ["~ /notes/plan.md (9 B → 18 B)", "+ /src/main.js (19 B)"]);
 
   // Rewind to the first commit: its files come back, the branch moves.
   await page.locator(`#history li[data-id="${first}"] [data-testid="rewind"]`).click();

@@ -1,0 +1,46 @@
+// The per-turn loop of turns.mjs alone, for instruction counts (bench/instructions.sh
+// runs it under callgrind for 0 and for N turns; the difference over N is one turn).
+// Data for 300 turns is made up front whatever N is, so only the turns differ.
+//
+//   node bench/turn_loop.mjs [turns <= 300]
+import { createRequire } from 'node:module'
+
+const require = createRequire(import.meta.url)
+// SNAPGRAPH_NODE_INDEX: another build's index.js (to count before and after a change).
+const sg = require(process.env.SNAPGRAPH_NODE_INDEX ?? '../index.js')
+const FILES = 2000
+const SIZE = 4000
+const DIRS = 20
+const turns = Math.min(Number(process.argv[2] ?? 300), 300)
+
+function prng(seed) {
+  let a = seed >>> 0
+  return (buf) => {
+    for (let i = 0; i < buf.length; i += 4) {
+      a = (a + 0x6d2b79f5) >>> 0
+      let t = Math.imul(a ^ (a >>> 15), a | 1)
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+      buf.writeUInt32LE((t ^ (t >>> 14)) >>> 0, i)
+    }
+    return buf
+  }
+}
+const path = (i) => `/d${String(i % DIRS).padStart(4, '0')}/f${String(i).padStart(6, '0')}.bin`
+
+const fill = prng(1)
+const ws = new sg.Workspace()
+for (let i = 0; i < FILES; i++) ws.write(path(i), fill(Buffer.alloc(SIZE)))
+const first = ws.commit()
+const store = new Map(Object.entries(first.objects))
+let head = first.id
+const data = []
+for (let i = 0; i < 300; i++) data.push(fill(Buffer.alloc(SIZE)))
+for (let i = 0; i < turns; i++) {
+  ws.write(path(i % FILES), data[i])
+  const c = ws.commit({ parents: [head], have: store })
+  for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
+  head = c.id
+}
+// Under `--expose-gc` (instructions.sh), collect once at the end so each run pays for
+// the garbage its turns made, whenever V8 would have collected it.
+globalThis.gc?.()

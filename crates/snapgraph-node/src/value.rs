@@ -1,0 +1,91 @@
+//! Results built as JavaScript values by hand, where napi-rs's derived conversion
+//! costs more than the engine's own work: a commit and its record of objects.
+//!
+//! A per-turn commit hands back a handful of objects; through `#[napi(object)]` and an
+//! `IndexMap`, each one cost a fresh map transition on a plain object (every id is a
+//! new property name, so V8 grows a transition tree that is never reused), a UTF-8
+//! decode of its key, and an external buffer with a finalizer. Built here instead:
+//! the record is a null-prototype object (as Node's `querystring.parse` returns, so an
+//! id never meets `Object.prototype`'s names), which V8 keeps as a dictionary from the
+//! start; keys are Latin-1 strings; small objects are copied into engine-owned
+//! buffers and only large ones are handed over without a copy.
+
+use napi::bindgen_prelude::{BufferSlice, FnArgs, Function, JsObjectValue, Null, Object};
+use napi::Env;
+use snapgraph::ObjectId;
+
+use crate::error::{napi, Result};
+
+/// Objects up to this size are copied into a buffer the engine owns; larger ones are
+/// handed over as they are (an external buffer, freed by its finalizer). The copy is
+/// cheaper than a finalizer for a chunk or a tree node.
+const COPY_MAX: usize = 64 * 1024;
+
+/// A `Buffer` of `bytes`.
+pub fn buffer(env: &Env, bytes: Vec<u8>) -> Result<BufferSlice<'_>> {
+    if bytes.len() <= COPY_MAX {
+        BufferSlice::copy_from(env, &bytes).map_err(napi)
+    } else {
+        BufferSlice::from_data(env, bytes).map_err(napi)
+    }
+}
+
+/// A new null-prototype object (`Object.create(null)`).
+fn dictionary(env: &Env) -> Result<Object<'_>> {
+    // `Object` is a function, which napi-rs's checked read refuses as an object.
+    let object: Object = env
+        .get_global()
+        .map_err(napi)?
+        .get_named_property_unchecked("Object")
+        .map_err(napi)?;
+    // One `null` argument: a bare `Null` is zero-sized, which napi-rs passes as none.
+    let create: Function<FnArgs<(Null,)>, Object> =
+        object.get_named_property("create").map_err(napi)?;
+    create.call((Null,).into()).map_err(napi)
+}
+
+/// `{ [hex id]: Buffer }` in the given order (a commit's: dependency order).
+pub fn object_record(
+    env: &Env,
+    objects: impl IntoIterator<Item = (ObjectId, Vec<u8>)>,
+) -> Result<Object<'_>> {
+    let mut record = dictionary(env)?;
+    for (id, bytes) in objects {
+        let key = env.create_string_latin1(id.to_string()).map_err(napi)?;
+        record
+            .set_property(key, buffer(env, bytes)?)
+            .map_err(napi)?;
+    }
+    Ok(record)
+}
+
+/// A commit as JavaScript: `{ id, generation, objects, objectCount, storedBytes,
+/// packed, isComplete }` (the `CommitResult` interface of `index.d.ts`).
+pub fn commit(env: &Env, c: snapgraph::Commit) -> Result<Object<'_>> {
+    let packed = c.packed();
+    let (id, generation, complete, bytes, count) = (
+        c.id(),
+        c.generation(),
+        c.is_complete(),
+        c.stored_bytes(),
+        c.object_count(),
+    );
+    let mut out = Object::new(env).map_err(napi)?;
+    out.set_named_property("id", id.to_hex()).map_err(napi)?;
+    out.set_named_property("generation", generation as f64)
+        .map_err(napi)?;
+    let record = object_record(env, c.into_objects())?;
+    out.set_named_property("objects", record).map_err(napi)?;
+    out.set_named_property("objectCount", count as u32)
+        .map_err(napi)?;
+    out.set_named_property("storedBytes", bytes as f64)
+        .map_err(napi)?;
+    match packed {
+        Some(p) => out.set_named_property("packed", buffer(env, p)?),
+        None => out.set_named_property("packed", Null),
+    }
+    .map_err(napi)?;
+    out.set_named_property("isComplete", complete)
+        .map_err(napi)?;
+    Ok(out)
+}
