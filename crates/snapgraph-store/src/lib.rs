@@ -55,6 +55,7 @@ pub mod pgpass;
 pub mod postgres;
 pub mod refs;
 pub mod repo;
+mod similar;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
@@ -63,7 +64,7 @@ pub mod verify;
 mod walk;
 
 pub use codec::Compression;
-pub use error::StoreError;
+pub use error::{DeltaProblem, StoreError};
 pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use open::open;
