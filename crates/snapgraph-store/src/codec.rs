@@ -366,6 +366,7 @@ pub fn decode_many(
             *uses.entry(*id).or_default() += 1;
         }
     }
+    let requested: HashSet<ObjectId> = ids.iter().copied().collect();
     let mut decoded: HashMap<ObjectId, Vec<u8>> = HashMap::new();
     for chain in &chains {
         let mut below: Option<Vec<u8>> = None;
@@ -394,7 +395,7 @@ pub fn decode_many(
                     }
                 }
             };
-            if pos > 0 {
+            if pos > 0 && !requested.contains(id) {
                 let n = uses.get_mut(id).expect("counted above");
                 *n -= 1;
                 if *n == 0 {
