@@ -169,7 +169,9 @@ impl Walk<'_> {
     /// Pairs the objects of new content `new` with those of `old` (same path).
     fn content(&mut self, old: Option<&Content>, new: &Content) -> Option<()> {
         let new_parts = self.parts(new)?;
-        if !new_parts.0.iter().any(|n| self.is_new(&n.id)) {
+        let any_new = new_parts.0.iter().any(|n| self.is_new(&n.id))
+            || new_parts.1.iter().any(|(_, id)| self.is_new(id));
+        if !any_new {
             return Some(());
         }
         let old_parts = match old {
