@@ -743,7 +743,8 @@ impl PgStore {
         chunk: &[(ObjectId, &[u8])],
         bases: &[Option<ObjectId>],
     ) -> Result<(), StoreError> {
-        let mut sorted: Vec<((ObjectId, &[u8]), Option<ObjectId>)> = chunk
+        type Hinted<'a> = ((ObjectId, &'a [u8]), Option<ObjectId>);
+        let mut sorted: Vec<Hinted<'_>> = chunk
             .iter()
             .enumerate()
             .map(|(i, o)| (*o, bases.get(i).copied().flatten()))

@@ -39,7 +39,7 @@ fn history_is_stored_as_deltas(store: &dyn Store, plain: &dyn Store) {
         let repo = Repo::new(s);
         let mut ws = Workspace::new();
         for f in 0..40 {
-            ws.write(&format!("/pkg/mod{f}.py"), &text(200, f + 1))
+            ws.write(&format!("/pkg/mod{f}.py"), text(200, f + 1))
                 .unwrap();
         }
         for v in 0..10 {
@@ -121,7 +121,7 @@ fn dir_history_is_stored_as_deltas_and_is_smaller() {
 fn gc_keeps_bases(store: &dyn Store) {
     let repo = Repo::new(store);
     let mut ws = Workspace::new();
-    ws.write("/src/f.py", &text(100, 3)).unwrap();
+    ws.write("/src/f.py", text(100, 3)).unwrap();
     repo.commit(&mut ws, "old", RepoCommitOptions::message("v1"))
         .unwrap();
     // One chunk (under 4 KiB), changed a little.
