@@ -177,7 +177,7 @@ impl Coded for StoreError {
     fn code(&self) -> &'static str {
         match self {
             StoreError::Backend { .. } | StoreError::Injected { .. } => "BACKEND",
-            StoreError::Corrupt { .. } => "CORRUPT",
+            StoreError::Corrupt { .. } | StoreError::BadDelta { .. } => "CORRUPT",
             StoreError::RefConflict { .. } => "REF_CONFLICT",
             StoreError::InvalidRefName { .. } => "INVALID_REF",
             _ => "OTHER",

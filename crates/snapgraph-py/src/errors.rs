@@ -659,6 +659,13 @@ fn store(py: Python<'_>, e: StoreError) -> PyErr {
         StoreError::Corrupt { id, .. } => {
             raise::<CorruptObjectError>(py, msg, "corrupt", vec![("id", hex(py, id))], None)
         }
+        StoreError::BadDelta { id, base, .. } => raise::<CorruptObjectError>(
+            py,
+            msg,
+            "corrupt",
+            vec![("id", hex(py, id)), ("base", hex(py, base))],
+            None,
+        ),
         StoreError::RefConflict {
             name,
             expected,

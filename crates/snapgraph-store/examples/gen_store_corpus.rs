@@ -1,7 +1,10 @@
-//! Writes `corpus/stores-v<SCHEMA>/` (a SQLite database and a directory store holding
-//! `corpus/v1/store.pack` with its branches and a labelled snapshot), for
-//! `tests/corpus_stores.rs`. Refuses to touch an existing directory: released store
-//! layouts are never rewritten.
+//! Writes the current store schema's corpus (a SQLite database and a directory store
+//! holding `corpus/v1/store.pack` with its branches and a labelled snapshot), for
+//! `tests/corpus_stores.rs`: schema 1 went to `corpus/stores-v1/`, schema 2 (delta
+//! records) goes to `corpus/v2/stores/sqlite/store.db` and `corpus/v2/stores/dir/`,
+//! each object written in its own call with a delta hint naming the previous object
+//! of its kind in the dump, so the stores hold delta chains. Refuses to touch an
+//! existing directory: released store layouts are never rewritten.
 //!
 //! ```text
 //! cargo run -p snapgraph-store --example gen_store_corpus
@@ -24,12 +27,17 @@ fn fill(store: &dyn Store, corpus: &Path) {
         objects.push(rest[4..4 + len].to_vec());
         rest = &rest[4 + len..];
     }
-    // The dump is in dependency order: written as is, every prefix is closed.
-    let batch: Vec<(ObjectId, &[u8])> = objects
-        .iter()
-        .map(|b| (ObjectId::hash_stored(b), &b[..]))
-        .collect();
-    store.put_many(&batch).expect("put");
+    // The dump is in dependency order: written as is, every prefix is closed. Each
+    // object is hinted against the previous one of its kind, already durable.
+    let mut last: BTreeMap<u8, ObjectId> = BTreeMap::new();
+    for b in &objects {
+        let id = ObjectId::hash_stored(b);
+        let kind = b.first().copied().unwrap_or(0);
+        store
+            .put_many_with_bases(&[(id, &b[..])], &[last.get(&kind).copied()])
+            .expect("put");
+        last.insert(kind, id);
+    }
     let refs = std::fs::read_to_string(corpus.join("v1/refs.txt")).expect("refs.txt");
     for (name, id) in refs.lines().filter_map(|l| l.split_once(' ')) {
         let id: ObjectId = id.parse().expect("id");
@@ -45,7 +53,11 @@ fn fill(store: &dyn Store, corpus: &Path) {
 
 fn main() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
-    let out = corpus.join(format!("stores-v{SCHEMA_VERSION}"));
+    assert_eq!(
+        SCHEMA_VERSION, 2,
+        "a new schema: choose its corpus directory"
+    );
+    let out = corpus.join("v2/stores");
     if out.exists() {
         eprintln!(
             "{} exists: released store layouts are never rewritten",
@@ -53,12 +65,12 @@ fn main() {
         );
         return;
     }
-    std::fs::create_dir_all(&out).expect("create");
+    std::fs::create_dir_all(out.join("sqlite")).expect("create");
     {
-        let sqlite = SqliteStore::open(out.join("store.db")).expect("sqlite");
+        let sqlite = SqliteStore::open(out.join("sqlite/store.db")).expect("sqlite");
         fill(&sqlite, &corpus);
     } // closed: the WAL is checkpointed into store.db and removed
-    let dir = DirStore::open(out.join("store-dir")).expect("dir");
+    let dir = DirStore::open(out.join("dir")).expect("dir");
     fill(&dir, &corpus);
     println!("wrote {}", out.display());
 }

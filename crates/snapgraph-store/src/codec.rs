@@ -1,34 +1,63 @@
-//! How adapters keep an object's bytes at rest: raw or zstd, one tag byte first.
+//! How adapters keep an object's bytes at rest: a record of one tag byte and a payload
+//! (FORMAT.md section 12).
 //!
 //! ```text
-//! encoded = tag (1 byte) || payload
-//! tag 0: payload is the stored bytes
-//! tag 1: payload is one zstd frame of the stored bytes
+//! record = tag (1 byte) || payload
+//! tag 0: payload = the stored bytes
+//! tag 1: payload = one zstd frame of the stored bytes
+//! tag 2: payload = depth (u8, 1..=MAX_DELTA_DEPTH) || base id (32 bytes)
+//!                  || one zstd frame of the stored bytes, compressed with the base's
+//!                     stored bytes as its raw-content dictionary
 //! ```
 //!
 //! Ids always cover the stored (uncompressed) bytes, so two stores that compress
-//! differently hold the same objects under the same ids, and `decode` re-hashes what
-//! it returns: a store that flips a bit is caught on every read.
+//! differently hold the same objects under the same ids, and every read re-hashes what
+//! it returns (the base of a delta too): a store that flips a bit is caught on every
+//! read. A delta's depth is one more than its base's (a tag 0 or 1 record has depth
+//! 0), so a chain is followed at most [`MAX_DELTA_DEPTH`] steps and cannot loop.
+//!
+//! The functions here are the whole codec, independent of where records live:
+//! [`encode`] and [`encode_delta`] make records, [`delta_base`] reads a record's
+//! header, [`decode`] reads a record that needs no base and [`decode_many`] reads a
+//! batch, fetching the bases of deltas through a callback (one call per chain level).
 
 use std::cell::RefCell;
 
+use hashbrown::{HashMap, HashSet};
 use snapgraph::object::MAX_OBJECT_SIZE;
 use snapgraph::ObjectId;
 
-use crate::error::StoreError;
+use crate::error::{DeltaProblem, StoreError};
 
 const RAW: u8 = 0;
 const ZSTD: u8 = 1;
+const DELTA: u8 = 2;
+/// Tag, depth, base id.
+const DELTA_HEADER: usize = 1 + 1 + 32;
 
 /// Objects smaller than this are never compressed: the frame header eats the gain.
 const MIN_COMPRESS: usize = 128;
 
+/// The longest delta chain a reader follows: a record of a greater depth is refused.
+pub const MAX_DELTA_DEPTH: u8 = 64;
+
+/// The longest delta chain this writer makes: an object whose base is this deep is
+/// stored whole, which starts a new chain. Reading an object costs one decompression
+/// per level (see BENCHMARKS.md for the figures that chose 10).
+pub const WRITE_DELTA_DEPTH: u8 = 10;
+
+/// The first four bytes of a zstd dictionary: `ZSTD_decompress_usingDict` would parse
+/// a base starting with them as a dictionary instead of raw content, so such a base is
+/// never used (no stored object starts with them: byte 0 is the kind).
+const DICT_MAGIC: [u8; 4] = [0x37, 0xa4, 0x30, 0xec];
+
 /// Whether and how an adapter compresses objects at rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
-    /// Keep objects as they are.
+    /// Keep objects as they are (no deltas either).
     None,
-    /// zstd at `level`, kept only when it saves at least one sixteenth.
+    /// zstd at `level`, kept only when it saves at least one sixteenth; deltas against
+    /// a similar object when the writer names one.
     Zstd {
         /// The zstd level (1 is fast and the default).
         level: i32,
@@ -43,11 +72,11 @@ impl Default for Compression {
     }
 }
 
-/// The bytes to keep at rest for `stored`.
+/// The record to keep at rest for `stored`, without a base.
 pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
     if let Compression::Zstd { level } = compression {
         if stored.len() >= MIN_COMPRESS {
-            if let Some(packed) = compress(stored, level) {
+            if let Some(packed) = compress(stored, level, None) {
                 if packed.len() + stored.len() / 16 < stored.len() {
                     let mut out = Vec::with_capacity(packed.len() + 1);
                     out.push(ZSTD);
@@ -63,50 +92,145 @@ pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
     out
 }
 
+/// A stored object a new one may be encoded against.
+#[derive(Debug, Clone, Copy)]
+pub struct Base<'a> {
+    /// Its id.
+    pub id: ObjectId,
+    /// Its stored bytes (verified).
+    pub stored: &'a [u8],
+    /// The depth of its record (0: not a delta).
+    pub depth: u8,
+}
+
+/// The record to keep at rest for `stored`, against `base` where that is smaller than
+/// [`encode`]'s record: a delta is made only under zstd compression, when the base's
+/// chain is shorter than [`WRITE_DELTA_DEPTH`] and the delta saves a sixteenth.
+pub fn encode_delta(stored: &[u8], base: &Base<'_>, compression: Compression) -> Vec<u8> {
+    let alone = encode(stored, compression);
+    let Compression::Zstd { level } = compression else {
+        return alone;
+    };
+    if base.depth >= WRITE_DELTA_DEPTH
+        || base.stored.starts_with(&DICT_MAGIC)
+        || base.stored.is_empty()
+        || stored.len() < MIN_COMPRESS / 2
+    {
+        return alone;
+    }
+    let Some(frame) = compress(stored, level, Some(base.stored)) else {
+        return alone;
+    };
+    let size = DELTA_HEADER + frame.len();
+    if size + alone.len() / 16 >= alone.len() {
+        return alone;
+    }
+    let mut out = Vec::with_capacity(size);
+    out.push(DELTA);
+    out.push(base.depth + 1);
+    out.extend_from_slice(base.id.as_bytes());
+    out.extend_from_slice(&frame);
+    out
+}
+
+/// The base and depth a record names, if it is a delta (tag 2). Malformed headers read
+/// as `None` here and are refused by the decoders.
+pub fn delta_base(record: &[u8]) -> Option<(ObjectId, u8)> {
+    if record.len() < DELTA_HEADER || record[0] != DELTA {
+        return None;
+    }
+    let base: [u8; 32] = record[2..DELTA_HEADER].try_into().ok()?;
+    Some((ObjectId::from_bytes(base), record[1]))
+}
+
+/// The depth of a record: 0 for tag 0 and 1, the recorded depth of a delta.
+pub fn depth(record: &[u8]) -> u8 {
+    delta_base(record).map_or(0, |(_, d)| d)
+}
+
 thread_local! {
     // zstd contexts are costly to set up next to a small object (tens of
     // microseconds, more than compressing a tree node), so each thread keeps one.
-    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-        const { RefCell::new(None) };
-    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { RefCell::new(None) };
+    static CCTX: RefCell<Option<zstd::zstd_safe::CCtx<'static>>> = const { RefCell::new(None) };
+    static DCTX: RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-fn compress(data: &[u8], level: i32) -> Option<Vec<u8>> {
-    COMPRESSOR.with(|cell| {
+fn compress(data: &[u8], level: i32, dict: Option<&[u8]>) -> Option<Vec<u8>> {
+    CCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().is_none_or(|(l, _)| *l != level) {
-            *slot = Some((level, zstd::bulk::Compressor::new(level).ok()?));
-        }
-        let (_, c) = slot.as_mut()?;
-        c.compress(data).ok()
+        let cctx = slot.get_or_insert_with(zstd::zstd_safe::CCtx::create);
+        let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+        let done = match dict {
+            None => cctx.compress(&mut out, data, level),
+            Some(dict) => cctx.compress_using_dict(&mut out, data, dict, level),
+        };
+        done.ok().map(|_| out)
     })
 }
 
-fn decompress(data: &[u8]) -> std::io::Result<Vec<u8>> {
-    DECOMPRESSOR.with(|cell| {
+fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    // The declared size bounds the allocation; a frame without one, or one above the
+    // object size limit, is refused before anything is allocated.
+    let size = match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(n)) if n <= MAX_OBJECT_SIZE as u64 => n as usize,
+        Ok(Some(n)) => return Err(format!("zstd frame declares {n} bytes, over the limit")),
+        // Frames that do not declare their size (writers here always do) get the limit.
+        Ok(None) => MAX_OBJECT_SIZE,
+        Err(_) => return Err("not a zstd frame".into()),
+    };
+    DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new()?);
-        }
-        match slot.as_mut() {
-            Some(d) => d.decompress(data, MAX_OBJECT_SIZE),
-            None => zstd::bulk::decompress(data, MAX_OBJECT_SIZE),
+        let dctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+        let mut out = Vec::with_capacity(size);
+        let done = match dict {
+            None => dctx.decompress(&mut out, frame),
+            Some(dict) => dctx.decompress_using_dict(&mut out, frame, dict),
+        };
+        match done {
+            Ok(n) if n == out.len() => Ok(out),
+            Ok(n) => Err(format!(
+                "zstd frame decoded to {n} bytes, not {}",
+                out.len()
+            )),
+            Err(code) => Err(format!(
+                "zstd frame does not decode: {}",
+                zstd::zstd_safe::get_error_name(code)
+            )),
         }
     })
 }
 
-/// The stored bytes of `id` from what was kept at rest, verified against the id.
-pub fn decode(id: &ObjectId, encoded: &[u8]) -> Result<Vec<u8>, StoreError> {
+/// The stored bytes of `id` from a record that needs no base (tag 0 or 1), verified
+/// against the id. A delta is refused with [`StoreError::BadDelta`]: read it with
+/// [`decode_many`].
+pub fn decode(id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
     let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
-    let stored = match encoded.split_first() {
+    let stored = match record.split_first() {
         Some((&RAW, rest)) => rest.to_vec(),
-        Some((&ZSTD, rest)) => {
-            decompress(rest).map_err(|e| corrupt(format!("zstd frame does not decode: {e}")))?
+        Some((&ZSTD, rest)) => decompress(rest, None).map_err(corrupt)?,
+        Some((&DELTA, _)) => {
+            return Err(match delta_base(record) {
+                Some((base, _)) => StoreError::BadDelta {
+                    id: *id,
+                    base,
+                    problem: DeltaProblem::NeedsBase,
+                },
+                None => corrupt("delta record shorter than its header".into()),
+            })
         }
         Some((tag, _)) => return Err(corrupt(format!("unknown encoding tag {tag}"))),
         None => return Err(corrupt("empty record".into())),
     };
+    check(id, stored)
+}
+
+/// The stored bytes of a delta record of `id` whose base's verified bytes are `base`.
+fn decode_delta(id: &ObjectId, record: &[u8], base: &[u8]) -> Result<Vec<u8>, StoreError> {
+    let stored =
+        decompress(&record[DELTA_HEADER..], Some(base)).map_err(|reason| StoreError::Corrupt {
+            id: *id,
+            reason: format!("delta: {reason}"),
+        })?;
     check(id, stored)
 }
 
@@ -120,6 +244,260 @@ pub fn check(id: &ObjectId, stored: Vec<u8>) -> Result<Vec<u8>, StoreError> {
         });
     }
     Ok(stored)
+}
+
+/// Fetches raw records by id, in the order asked (`None`: absent).
+pub type FetchRecords<'a> = dyn FnMut(&[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> + 'a;
+
+/// The verified stored bytes of `ids` from their `records` (as an adapter read them,
+/// `None` where absent), fetching the records of delta bases through `fetch`: one call
+/// per level of the deepest chain, each with every base that level needs.
+///
+/// A delta whose base is absent, whose chain loops or is deeper than
+/// [`MAX_DELTA_DEPTH`], or whose base's depth is not one less fails with
+/// [`StoreError::BadDelta`] naming the delta and its base; a base that does not hash
+/// to its id fails with [`StoreError::BadDelta`] ([`DeltaProblem::BaseCorrupt`]).
+pub fn decode_many(
+    ids: &[ObjectId],
+    records: Vec<Option<Vec<u8>>>,
+    fetch: &mut FetchRecords<'_>,
+) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    if records.iter().flatten().all(|r| r.first() != Some(&DELTA)) {
+        // The common case: nothing to fetch.
+        return ids
+            .iter()
+            .zip(records)
+            .map(|(id, r)| r.map(|r| decode(id, &r)).transpose())
+            .collect();
+    }
+    // Every record met, by id, and how many chains still need each decoded.
+    let mut known: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+    for (id, r) in ids.iter().zip(&records) {
+        if let Some(r) = r {
+            known.entry(*id).or_insert_with(|| r.clone());
+        }
+    }
+    // Follow each delta's chain level by level, fetching the bases of one level in one
+    // call; a chain is checked as it grows (depth one less each step, no repeats).
+    let mut chains: Vec<Vec<ObjectId>> = ids
+        .iter()
+        .zip(&records)
+        .filter(|(_, r)| r.as_ref().is_some_and(|r| r.first() == Some(&DELTA)))
+        .map(|(id, _)| vec![*id])
+        .collect();
+    let mut open: Vec<usize> = (0..chains.len()).collect();
+    while !open.is_empty() {
+        let mut want: Vec<ObjectId> = Vec::new();
+        let mut wanted = HashSet::new();
+        let mut still = Vec::new();
+        for i in open {
+            loop {
+                let chain = &mut chains[i];
+                let last = *chain.last().expect("chains are never empty");
+                let record = &known[&last];
+                if record.first() != Some(&DELTA) {
+                    break; // reached a whole record
+                }
+                let (base, level) = delta_base(record).ok_or_else(|| StoreError::Corrupt {
+                    id: last,
+                    reason: "delta record shorter than its header".into(),
+                })?;
+                let bad = |problem| StoreError::BadDelta {
+                    id: last,
+                    base,
+                    problem,
+                };
+                if level == 0 || level > MAX_DELTA_DEPTH {
+                    return Err(bad(DeltaProblem::TooDeep { depth: level }));
+                }
+                if chain.contains(&base) {
+                    return Err(bad(DeltaProblem::Cycle));
+                }
+                match known.get(&base) {
+                    Some(b) => {
+                        let found = depth(b);
+                        if found != level - 1 {
+                            return Err(bad(DeltaProblem::BaseDepth { found }));
+                        }
+                        chain.push(base);
+                    }
+                    None => {
+                        if wanted.insert(base) {
+                            want.push(base);
+                        }
+                        still.push(i);
+                        break;
+                    }
+                }
+            }
+        }
+        if !want.is_empty() {
+            let got = fetch(&want)?;
+            for (base, record) in want.iter().zip(got) {
+                match record {
+                    Some(r) => {
+                        known.insert(*base, r);
+                    }
+                    None => {
+                        // Name the first delta that needs it.
+                        let needs = still
+                            .iter()
+                            .map(|&i| *chains[i].last().expect("chains are never empty"))
+                            .find(|d| {
+                                known.get(d).and_then(|r| delta_base(r)).map(|b| b.0) == Some(*base)
+                            })
+                            .unwrap_or(*base);
+                        return Err(StoreError::BadDelta {
+                            id: needs,
+                            base: *base,
+                            problem: DeltaProblem::BaseMissing,
+                        });
+                    }
+                }
+            }
+        }
+        open = still;
+    }
+    // Decode each chain from its whole end up; bases used by several chains are
+    // decoded once and dropped when no chain needs them any more.
+    let mut uses: HashMap<ObjectId, usize> = HashMap::new();
+    for chain in &chains {
+        for id in &chain[1..] {
+            *uses.entry(*id).or_default() += 1;
+        }
+    }
+    let requested: HashSet<ObjectId> = ids.iter().copied().collect();
+    let mut decoded: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+    for chain in &chains {
+        let mut below: Option<Vec<u8>> = None;
+        for (pos, id) in chain.iter().enumerate().rev() {
+            let bytes = match decoded.get(id) {
+                Some(b) => b.clone(),
+                None => {
+                    let record = &known[id];
+                    let result = match &below {
+                        None => decode(id, record),
+                        Some(base) => decode_delta(id, record, base),
+                    };
+                    match result {
+                        Ok(b) => b,
+                        Err(e) if pos > 0 => {
+                            // A base: name the delta that needed it.
+                            return Err(StoreError::BadDelta {
+                                id: chain[pos - 1],
+                                base: *id,
+                                problem: DeltaProblem::BaseCorrupt {
+                                    reason: e.to_string(),
+                                },
+                            });
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            if pos > 0 && !requested.contains(id) {
+                let n = uses.get_mut(id).expect("counted above");
+                *n -= 1;
+                if *n == 0 {
+                    decoded.remove(id);
+                } else {
+                    decoded.insert(*id, bytes.clone());
+                }
+            } else {
+                decoded.insert(*id, bytes.clone());
+            }
+            below = Some(bytes);
+        }
+    }
+    ids.iter()
+        .zip(records)
+        .map(|(id, r)| match r {
+            None => Ok(None),
+            Some(r) if r.first() == Some(&DELTA) => Ok(decoded.get(id).cloned()),
+            Some(r) => decode(id, &r).map(Some),
+        })
+        .collect()
+}
+
+/// The records to write for `objects`, each against its hinted base (`bases[i]`, an
+/// object the store already holds, or `None`) where that pays. The bases' records come
+/// from `fetch` (one call, plus one per level of their chains); an absent or unreadable
+/// base means the object is encoded alone. A base must be durable before the delta is
+/// written, so hints never name objects of the same batch. Errors are the fetch's own.
+pub fn encode_many(
+    objects: &[(ObjectId, &[u8])],
+    bases: &[Option<ObjectId>],
+    compression: Compression,
+    fetch: &mut FetchRecords<'_>,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let hint = |i: usize| bases.get(i).copied().flatten();
+    let wanted: Vec<ObjectId> = {
+        let mut seen = HashSet::new();
+        (0..objects.len())
+            .filter_map(hint)
+            .filter(|b| seen.insert(*b))
+            .collect()
+    };
+    if compression == Compression::None || wanted.is_empty() {
+        return Ok(objects
+            .iter()
+            .map(|(_, b)| encode(b, compression))
+            .collect());
+    }
+    let found = fetch_bases(&wanted, fetch)?;
+    Ok(objects
+        .iter()
+        .enumerate()
+        .map(
+            |(i, (_, bytes))| match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
+                Some((id, (stored, depth))) => encode_delta(
+                    bytes,
+                    &Base {
+                        id,
+                        stored,
+                        depth: *depth,
+                    },
+                    compression,
+                ),
+                None => encode(bytes, compression),
+            },
+        )
+        .collect())
+}
+
+/// The verified stored bytes and record depth of each base the store holds and can
+/// read; unreadable ones are left out (backend errors are returned).
+fn fetch_bases(
+    ids: &[ObjectId],
+    fetch: &mut FetchRecords<'_>,
+) -> Result<HashMap<ObjectId, (Vec<u8>, u8)>, StoreError> {
+    let records = fetch(ids)?;
+    let depths: Vec<u8> = records
+        .iter()
+        .map(|r| r.as_deref().map_or(0, depth))
+        .collect();
+    let stored = match decode_many(ids, records.clone(), fetch) {
+        Ok(s) => s,
+        Err(e @ StoreError::Backend { .. }) => return Err(e),
+        // One unreadable base: read each on its own, keeping the readable ones.
+        Err(_) => {
+            let mut out = Vec::with_capacity(ids.len());
+            for (id, r) in ids.iter().zip(records) {
+                out.push(
+                    decode_many(std::slice::from_ref(id), vec![r], fetch)
+                        .ok()
+                        .and_then(|mut v| v.pop().flatten()),
+                );
+            }
+            out
+        }
+    };
+    Ok(ids
+        .iter()
+        .zip(stored)
+        .zip(depths)
+        .filter_map(|((id, s), d)| s.map(|s| (*id, (s, d))))
+        .collect())
 }
 
 #[cfg(test)]
@@ -154,7 +532,13 @@ mod tests {
     #[test]
     fn hostile_records_are_typed_errors() {
         let id = ObjectId::hash_stored(b"x");
-        for bad in [&[][..], &[7, 1, 2], &[ZSTD, 0xff, 0xfe], &[RAW, b'y']] {
+        for bad in [
+            &[][..],
+            &[7, 1, 2],
+            &[ZSTD, 0xff, 0xfe],
+            &[RAW, b'y'],
+            &[DELTA, 1],
+        ] {
             assert!(matches!(decode(&id, bad), Err(StoreError::Corrupt { .. })));
         }
         // A zstd bomb: a frame claiming far more than the object size limit.

@@ -23,6 +23,88 @@ pub fn run_objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     objects(store);
     large_batches(store);
     serves_the_core(store);
+    deltas(store);
+}
+
+/// Objects written with delta hints ([`ObjectStore::put_many_with_bases`]) read back
+/// exactly, whatever the store does with the hints: a chain of versions, a hint naming
+/// an absent object, a hint naming the object itself, hints in the same batch. Every
+/// pair [`ObjectStore::for_each_delta`] lists is of held objects, and deleting
+/// dependants before their bases leaves nothing behind.
+pub fn deltas<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
+    let version = |n: usize| {
+        let mut v = Vec::new();
+        for line in 0..400 {
+            v.extend_from_slice(
+                format!("line {line} of a file, version {}\n", line % (n + 3)).as_bytes(),
+            );
+        }
+        let mut stored = vec![
+            snapgraph::ObjectKind::Chunk.byte(),
+            snapgraph::FORMAT_VERSION,
+        ];
+        stored.extend(v);
+        stored
+    };
+    let versions: Vec<Vec<u8>> = (0..14).map(version).collect();
+    let ids: Vec<ObjectId> = versions.iter().map(|v| id_of(v)).collect();
+    // One call per version, each hinted against the one before (a chain deeper than
+    // a writer's cap), then one batch whose hints name objects of the same batch.
+    store.put_many(&[(ids[0], &versions[0])]).unwrap();
+    for i in 1..12 {
+        store
+            .put_many_with_bases(&[(ids[i], &versions[i])], &[Some(ids[i - 1])])
+            .unwrap();
+    }
+    let absent = id_of(b"a base nobody stored");
+    store
+        .put_many_with_bases(
+            &[(ids[12], &versions[12]), (ids[13], &versions[13])],
+            &[Some(absent), Some(ids[12])],
+        )
+        .unwrap();
+    let tiny = b"t".to_vec();
+    let tiny_id = id_of(&tiny);
+    store
+        .put_many_with_bases(&[(tiny_id, &tiny)], &[Some(tiny_id)])
+        .unwrap();
+    let mut all = ids.clone();
+    all.push(tiny_id);
+    let got = ObjectStore::get_many(store, &all).unwrap();
+    for (i, got) in got.iter().enumerate() {
+        let want = if i < versions.len() {
+            &versions[i]
+        } else {
+            &tiny
+        };
+        assert_eq!(got.as_ref(), Some(want), "object {} reads back", all[i]);
+    }
+    let mut pairs = Vec::new();
+    store
+        .for_each_delta(&mut |id, base| {
+            pairs.push((id, base));
+            Ok(())
+        })
+        .unwrap();
+    for (id, base) in &pairs {
+        assert!(all.contains(id), "for_each_delta lists {id}, never put");
+        assert!(all.contains(base), "{id} names base {base}, never put");
+        assert_ne!(
+            base, &absent,
+            "{id} is a delta of an object the store lacks"
+        );
+    }
+    // Dependants first: every prefix of the deletion leaves the rest readable.
+    for i in (0..all.len()).rev() {
+        store.delete_many(&all[i..=i]).unwrap();
+        let rest = ObjectStore::get_many(store, &all[..i]).unwrap();
+        assert!(
+            rest.iter().all(Option::is_some),
+            "after deleting {}",
+            all[i]
+        );
+    }
+    assert_eq!(store.has_many(&all).unwrap(), all);
 }
 
 /// The ref part: every check of [`RefStore`]. `store` must hold no ref.

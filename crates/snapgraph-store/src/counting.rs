@@ -120,6 +120,19 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         );
         self.inner.put_many(objects)
     }
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        self.add(PUT_CALLS, 1);
+        self.add(PUT_OBJECTS, objects.len() as u64);
+        self.add(
+            PUT_BYTES,
+            objects.iter().map(|(_, b)| b.len() as u64).sum::<u64>(),
+        );
+        self.inner.put_many_with_bases(objects, bases)
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.delete_many(ids)
@@ -130,6 +143,13 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     ) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.for_each_id(f)
+    }
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.add(OTHER, 1);
+        self.inner.for_each_delta(f)
     }
 }
 

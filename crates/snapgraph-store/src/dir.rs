@@ -11,7 +11,13 @@
 //! root/lock                 locked (`flock`) exclusively by `update_refs`, shared by
 //!                           ref readers: several processes may share one root
 //! root/journal              present only while an `update_refs` batch is applied
+//! root/schema               "2" and a line feed: the layout version (absent: 1)
 //! ```
+//!
+//! Schema 2 adds delta records (`codec`, tag 2) to schema 1 and nothing else, so a
+//! schema-1 root is upgraded in place when opened: `schema` is written before any
+//! delta can be, and older builds (which do not know the file) are the only ones
+//! that could misread the store.
 //!
 //! # Objects
 //!
@@ -83,6 +89,9 @@ const STALE_TMP: Duration = Duration::from_secs(24 * 60 * 60);
 /// How many threads write the objects of a large `put_many` batch.
 const WRITERS: usize = 8;
 
+/// The layout version this build writes and reads.
+pub const SCHEMA_VERSION: u32 = 2;
+
 /// The first line of a journal.
 const JOURNAL_HEADER: &str = "snapgraph refs journal 1";
 
@@ -105,6 +114,16 @@ pub enum DirError {
         path: PathBuf,
         /// What is wrong (with the line number for a reflog).
         what: String,
+    },
+    /// The root was written by a newer version of this adapter.
+    #[error("{} has snapgraph schema version {found}; this build knows up to {supported}", path.display())]
+    NewerSchema {
+        /// The `schema` file.
+        path: PathBuf,
+        /// The version it records.
+        found: u32,
+        /// The newest version this build knows.
+        supported: u32,
     },
 }
 
@@ -338,11 +357,63 @@ impl DirStore {
             .truncate(false)
             .open(&store.lock_path)
             .map_err(|e| io_err("creating", &store.lock_path, e))?;
+        if store.check_schema()? {
+            created = true;
+        }
         if created {
             sync_dir(&store.root).map_err(|e| io_err("syncing", &store.root, e))?;
         }
         store.remove_stale_tmp();
         Ok(store)
+    }
+
+    /// Refuses a newer layout; writes `schema` into a new or schema-1 root (true when
+    /// it did, so the caller fsyncs the root).
+    fn check_schema(&self) -> Result<bool, StoreError> {
+        let path = self.root.join("schema");
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let found: u32 = text.trim_end_matches('\n').parse().map_err(|_| {
+                    StoreError::backend(
+                        format!("dir open {}", path.display()),
+                        DirError::Malformed {
+                            path: path.clone(),
+                            what: "not a version number".into(),
+                        },
+                    )
+                })?;
+                if found > SCHEMA_VERSION {
+                    return Err(StoreError::backend(
+                        format!("dir open {}", path.display()),
+                        DirError::NewerSchema {
+                            path,
+                            found,
+                            supported: SCHEMA_VERSION,
+                        },
+                    ));
+                }
+                Ok(false)
+            }
+            Err(e) if is_absent(&e) => {
+                self.write_atomic(&path, format!("{SCHEMA_VERSION}\n").as_bytes())?;
+                Ok(true)
+            }
+            Err(e) => Err(io_err("reading", &path, e)),
+        }
+    }
+
+    /// The records of `ids` as files hold them (`None`: absent).
+    fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        ids.iter()
+            .map(|id| {
+                let (_, path) = self.object_paths(id);
+                match fs::read(&path) {
+                    Ok(record) => Ok(Some(record)),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(io_err(&format!("reading object {id} at"), &path, e)),
+                }
+            })
+            .collect()
     }
 
     /// The store's root directory.
@@ -409,9 +480,22 @@ impl DirStore {
     /// Encodes and writes each object to a fsynced temporary file, on several threads
     /// for large batches (fsyncs of different files overlap: the file system commits
     /// them together). One answer per object, in order.
-    fn write_temps(&self, todo: &[(ObjectId, &[u8])]) -> Vec<Result<PathBuf, StoreError>> {
-        let one = |(_, bytes): &(ObjectId, &[u8])| {
-            self.write_temp(&codec::encode(bytes, self.compression))
+    fn write_temps(
+        &self,
+        todo: &[(ObjectId, &[u8], Option<ObjectId>)],
+    ) -> Vec<Result<PathBuf, StoreError>> {
+        let one = |(id, bytes, base): &(ObjectId, &[u8], Option<ObjectId>)| {
+            let record = match base {
+                None => codec::encode(bytes, self.compression),
+                Some(_) => {
+                    codec::encode_many(&[(*id, *bytes)], &[*base], self.compression, &mut |ids| {
+                        self.records(ids)
+                    })?
+                    .pop()
+                    .unwrap_or_default()
+                }
+            };
+            self.write_temp(&record)
         };
         if todo.len() < 2 * WRITERS {
             return todo.iter().map(one).collect();
@@ -432,7 +516,7 @@ impl DirStore {
                 match handle {
                     Ok(handle) => match handle.join() {
                         Ok(results) => out.extend(results),
-                        Err(_) => out.extend(chunk.iter().map(|(id, _)| {
+                        Err(_) => out.extend(chunk.iter().map(|(id, _, _)| {
                             Err(StoreError::backend(
                                 format!("dir put_many of object {id} in {}", self.root.display()),
                                 "writer thread panicked",
@@ -769,16 +853,8 @@ impl DirStore {
 
 impl ObjectStore for DirStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        ids.iter()
-            .map(|id| {
-                let (_, path) = self.object_paths(id);
-                match fs::read(&path) {
-                    Ok(encoded) => codec::decode(id, &encoded).map(Some),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                    Err(e) => Err(io_err(&format!("reading object {id} at"), &path, e)),
-                }
-            })
-            .collect()
+        let records = self.records(ids)?;
+        codec::decode_many(ids, records, &mut |bases| self.records(bases))
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
@@ -795,24 +871,32 @@ impl ObjectStore for DirStore {
     }
 
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        self.put_many_with_bases(objects, &[])
+    }
+
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
         // Phase 1: every new object into a complete, fsynced temporary file.
-        let mut todo: Vec<(ObjectId, &[u8])> = Vec::new();
+        let mut todo: Vec<(ObjectId, &[u8], Option<ObjectId>)> = Vec::new();
         let mut seen = HashSet::new();
-        for (id, bytes) in objects {
+        for (i, (id, bytes)) in objects.iter().enumerate() {
             if !seen.insert(*id) {
                 continue;
             }
             let (_, path) = self.object_paths(id);
             match fs::symlink_metadata(&path) {
                 Ok(_) => {}
-                Err(e) if is_absent(&e) => todo.push((*id, bytes)),
+                Err(e) if is_absent(&e) => todo.push((*id, bytes, bases.get(i).copied().flatten())),
                 Err(e) => return Err(io_err(&format!("checking object {id} at"), &path, e)),
             }
         }
         let written = self.write_temps(&todo);
         let mut staged: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::with_capacity(todo.len());
         let mut failed = None;
-        for ((id, _), tmp) in todo.iter().zip(written) {
+        for ((id, _, _), tmp) in todo.iter().zip(written) {
             match tmp {
                 Ok(tmp) => {
                     let (dir, path) = self.object_paths(id);
@@ -909,6 +993,40 @@ impl ObjectStore for DirStore {
                 if let Ok(id) = ObjectId::from_hex(format!("{high}{low}")) {
                     f(id)?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        // Each object file's first 34 bytes (tag, depth, base).
+        let mut ids = Vec::new();
+        self.for_each_id(&mut |id| {
+            ids.push(id);
+            Ok(())
+        })?;
+        let mut head = [0u8; 34];
+        for id in ids {
+            let (_, path) = self.object_paths(&id);
+            let mut file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if is_absent(&e) => continue,
+                Err(e) => return Err(io_err(&format!("reading object {id} at"), &path, e)),
+            };
+            let mut got = 0;
+            while got < head.len() {
+                match file.read(&mut head[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(io_err(&format!("reading object {id} at"), &path, e)),
+                }
+            }
+            if let Some((base, _)) = codec::delta_base(&head[..got]) {
+                f(id, base)?;
             }
         }
         Ok(())

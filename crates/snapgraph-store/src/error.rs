@@ -25,6 +25,18 @@ pub enum StoreError {
         /// What is wrong.
         reason: String,
     },
+    /// A delta record (stored against a base object, FORMAT.md section 12) cannot be
+    /// read because of its base: absent, corrupt, in a loop, or a chain too deep.
+    /// `id` is the delta, `base` the object it names.
+    #[error("object {id} is stored as a delta of {base}, which {problem}")]
+    BadDelta {
+        /// The delta.
+        id: ObjectId,
+        /// Its base.
+        base: ObjectId,
+        /// What is wrong.
+        problem: DeltaProblem,
+    },
     /// A compare-and-swap on a ref found another value than expected: someone else
     /// moved it first. Nothing was changed.
     #[error("ref {name} moved: expected {}, found {}", show(.expected), show(.actual))]
@@ -52,6 +64,40 @@ pub enum StoreError {
         /// Which call of all the wrapper's calls it was (1-based).
         call: u64,
     },
+}
+
+/// Why a delta record cannot be read ([`StoreError::BadDelta`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeltaProblem {
+    /// The store does not hold the base.
+    #[error("the store does not hold")]
+    BaseMissing,
+    /// The base is corrupt (its record does not decode or its bytes do not hash to
+    /// its id).
+    #[error("is corrupt: {reason}")]
+    BaseCorrupt {
+        /// What is wrong with the base.
+        reason: String,
+    },
+    /// Following bases leads back to the delta.
+    #[error("leads back to it (a cycle)")]
+    Cycle,
+    /// The delta records a depth of 0 or above the readers' limit (64).
+    #[error("is at a depth of {depth}, outside 1..=64")]
+    TooDeep {
+        /// The depth the delta records.
+        depth: u8,
+    },
+    /// The base's depth is not one less than the delta's.
+    #[error("has depth {found}, not one less than the delta's")]
+    BaseDepth {
+        /// The base's recorded depth.
+        found: u8,
+    },
+    /// The record was handed to a decoder that has no way to fetch bases.
+    #[error("is needed to decode it (use codec::decode_many)")]
+    NeedsBase,
 }
 
 fn show(id: &Option<ObjectId>) -> String {

@@ -180,6 +180,20 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
         let half = || self.inner.put_many(&objects[..objects.len() / 2]);
         self.call("put_many", true, half, || self.inner.put_many(objects))
     }
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        let n = objects.len() / 2;
+        let half = || {
+            self.inner
+                .put_many_with_bases(&objects[..n], &bases[..n.min(bases.len())])
+        };
+        self.call("put_many", true, half, || {
+            self.inner.put_many_with_bases(objects, bases)
+        })
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         let half = || self.inner.delete_many(&ids[..ids.len() / 2]);
         self.call("delete_many", true, half, || self.inner.delete_many(ids))
@@ -193,6 +207,17 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
             false,
             || Ok(()),
             || self.inner.for_each_id(f),
+        )
+    }
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.call(
+            "for_each_delta",
+            false,
+            || Ok(()),
+            || self.inner.for_each_delta(f),
         )
     }
 }

@@ -103,8 +103,11 @@ impl Default for GcOptions {
 pub struct GcReport {
     /// Objects deleted, referrers before what they reference.
     pub deleted: Vec<ObjectId>,
-    /// Objects kept (reachable or pinned).
+    /// Objects kept (reachable or pinned, and the delta bases below them).
     pub kept: usize,
+    /// Of those, objects kept only because a kept delta record needs them as its base
+    /// (FORMAT.md section 12).
+    pub bases: usize,
     /// Refs marked from (including refs that moved during the collection).
     pub refs: usize,
     /// Problems met while marking (a ref whose closure is incomplete). Nothing
@@ -179,7 +182,7 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
     let end = end_sweep(store, marker);
     result?;
     end?;
-    report.kept = seen.len();
+    report.kept = seen.len() + report.bases;
     Ok(report)
 }
 
@@ -261,14 +264,34 @@ fn sweep(
     mark(store, roots(&moved), seen, &mut report.problems)?;
     report.refs = before.len() + moved.len();
 
-    let mut doomed = Vec::new();
-    store.for_each_id(&mut |id| {
-        if !seen.contains_key(&id) {
-            doomed.push(id);
-        }
+    // A kept delta record needs its base (and the base's base): keep those too, even
+    // when nothing reaches them any more. Nobody writes now, so the list is stable.
+    let mut base_of: HashMap<ObjectId, ObjectId> = HashMap::new();
+    store.for_each_delta(&mut |id, base| {
+        base_of.insert(id, base);
         Ok(())
     })?;
-    let ordered = referrers_first(store, doomed)?;
+    let mut all = Vec::new();
+    store.for_each_id(&mut |id| {
+        all.push(id);
+        Ok(())
+    })?;
+    let mut bases: HashSet<ObjectId> = HashSet::new();
+    for id in all.iter().filter(|id| seen.contains_key(*id)) {
+        let mut cur = *id;
+        while let Some(base) = base_of.get(&cur) {
+            if seen.contains_key(base) || !bases.insert(*base) {
+                break;
+            }
+            cur = *base;
+        }
+    }
+    report.bases = bases.len();
+    let doomed: Vec<ObjectId> = all
+        .into_iter()
+        .filter(|id| !seen.contains_key(id) && !bases.contains(id))
+        .collect();
+    let ordered = referrers_first(store, doomed, &base_of)?;
     for batch in ordered.chunks(BATCH) {
         store.delete_many(batch)?;
     }
@@ -277,12 +300,14 @@ fn sweep(
 }
 
 /// Orders objects to delete so that each comes before everything it references
-/// (among them): whatever prefix of the deletion has happened, no remaining object
-/// misses a referenced one. Reads each object once; unreadable ones go first (they
-/// reference nothing anyone can use).
+/// (among them) and before its delta base (`base_of`): whatever prefix of the
+/// deletion has happened, no remaining object misses a referenced one or its base.
+/// Reads each object once; unreadable ones go first (they reference nothing anyone
+/// can use).
 fn referrers_first(
     store: &dyn ObjectStore,
     doomed: Vec<ObjectId>,
+    base_of: &HashMap<ObjectId, ObjectId>,
 ) -> Result<Vec<ObjectId>, StoreError> {
     let set: HashSet<ObjectId> = doomed.iter().copied().collect();
     let mut children: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
@@ -291,7 +316,7 @@ fn referrers_first(
         let got = match crate::store::ObjectStore::get_many(&store, batch) {
             Ok(got) => got,
             // A corrupt object among them: read one by one, skipping the bad.
-            Err(StoreError::Corrupt { .. }) => batch
+            Err(StoreError::Corrupt { .. } | StoreError::BadDelta { .. }) => batch
                 .iter()
                 .map(|id| {
                     Ok(
@@ -304,6 +329,10 @@ fn referrers_first(
             Err(e) => return Err(e),
         };
         for (id, bytes) in batch.iter().zip(got) {
+            if let Some(base) = base_of.get(id).filter(|b| set.contains(*b)) {
+                referenced.insert(*base);
+                children.entry(*id).or_default().push(*base);
+            }
             let Some(bytes) = bytes else { continue };
             if bytes.first() == Some(&ObjectKind::Chunk.byte()) {
                 continue;
@@ -315,7 +344,7 @@ fn referrers_first(
                     .filter(|c| set.contains(c))
                     .collect();
                 referenced.extend(kids.iter().copied());
-                children.insert(*id, kids);
+                children.entry(*id).or_default().extend(kids);
             }
         }
     }

@@ -57,6 +57,7 @@ pub mod refs;
 pub mod repo;
 #[cfg(feature = "s3")]
 pub mod s3;
+mod similar;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
@@ -65,7 +66,7 @@ pub mod verify;
 mod walk;
 
 pub use codec::Compression;
-pub use error::StoreError;
+pub use error::{DeltaProblem, StoreError};
 pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use open::open;

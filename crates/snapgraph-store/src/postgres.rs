@@ -20,7 +20,7 @@
 //! application's own):
 //!
 //! ```sql
-//! meta(key text PRIMARY KEY, value bigint NOT NULL)          -- 'schema_version' = 1
+//! meta(key text PRIMARY KEY, value bigint NOT NULL)          -- 'schema_version' = 2 (1: upgraded at open)
 //! objects(id bytea PRIMARY KEY, data bytea NOT NULL)         -- data: codec::encode
 //! refs(name text COLLATE "C" PRIMARY KEY, id bytea NOT NULL)
 //! reflog(seq bigserial PRIMARY KEY, name text COLLATE "C" NOT NULL, old bytea,
@@ -127,7 +127,7 @@ use crate::refs::{apply_updates, check_batch};
 use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// The version of the tables this adapter creates and understands.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Objects per `INSERT` statement at most.
 const PUT_CHUNK: usize = 2_000;
@@ -339,6 +339,7 @@ struct Sql {
     has: String,
     delete: String,
     page: String,
+    deltas: String,
     get_ref: String,
     get_refs: String,
     list_refs: String,
@@ -376,6 +377,10 @@ impl Sql {
             has: format!("SELECT id FROM {objects} WHERE id = ANY($1)"),
             delete: format!("DELETE FROM {objects} WHERE id = ANY($1)"),
             page: format!("SELECT id FROM {objects} WHERE id > $1 ORDER BY id LIMIT $2"),
+            deltas: format!(
+                "SELECT id, substring(data FROM 1 FOR 34) FROM {objects} \
+                 WHERE substring(data FROM 1 FOR 1) = '\\x02'::bytea"
+            ),
             get_ref: format!("SELECT id FROM {refs} WHERE name = $1"),
             get_refs: format!("SELECT name, id FROM {refs} WHERE name = ANY($1)"),
             list_refs: format!(
@@ -691,7 +696,9 @@ impl PgStore {
                  new bytea CHECK (octet_length(new) = 32),
                  message text NOT NULL,
                  at timestamptz NOT NULL DEFAULT now());
-             CREATE INDEX IF NOT EXISTS reflog_name_seq ON {reflog} (name, seq);"
+             CREATE INDEX IF NOT EXISTS reflog_name_seq ON {reflog} (name, seq);
+             UPDATE {meta} SET value = {SCHEMA_VERSION}
+                 WHERE key = 'schema_version' AND value < {SCHEMA_VERSION};"
         ))
         .map_err(|e| self.err(what, e))?;
         tx.commit().map_err(|e| self.err(what, e))
@@ -731,15 +738,28 @@ impl PgStore {
         }
     }
 
-    fn put_chunk(&self, chunk: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
-        let mut sorted: Vec<&(ObjectId, &[u8])> = chunk.iter().collect();
-        sorted.sort_unstable_by_key(|(id, _)| *id);
-        sorted.dedup_by_key(|(id, _)| *id);
-        let ids: Vec<&[u8]> = sorted.iter().map(|(id, _)| &id.as_bytes()[..]).collect();
-        let data: Vec<Vec<u8>> = sorted
+    fn put_chunk(
+        &self,
+        chunk: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        type Hinted<'a> = ((ObjectId, &'a [u8]), Option<ObjectId>);
+        let mut sorted: Vec<Hinted<'_>> = chunk
             .iter()
-            .map(|(_, bytes)| codec::encode(bytes, self.compression))
+            .enumerate()
+            .map(|(i, o)| (*o, bases.get(i).copied().flatten()))
             .collect();
+        sorted.sort_unstable_by_key(|((id, _), _)| *id);
+        sorted.dedup_by_key(|((id, _), _)| *id);
+        let ids: Vec<&[u8]> = sorted
+            .iter()
+            .map(|((id, _), _)| &id.as_bytes()[..])
+            .collect();
+        let objects: Vec<(ObjectId, &[u8])> = sorted.iter().map(|(o, _)| *o).collect();
+        let hints: Vec<Option<ObjectId>> = sorted.iter().map(|(_, b)| *b).collect();
+        let data = codec::encode_many(&objects, &hints, self.compression, &mut |ids| {
+            self.records(ids)
+        })?;
         let what = || {
             let ids: Vec<ObjectId> = chunk.iter().map(|(id, _)| *id).collect();
             format!("put_many of {}", short(&ids))
@@ -753,6 +773,26 @@ impl PgStore {
                 .map_err(|e| self.err(what(), e))
         })?;
         Ok(())
+    }
+
+    /// The records of `ids` (`None`: absent), in chunks of one query each.
+    fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(GET_CHUNK) {
+            let what = format!("get_many of {}", short(chunk));
+            let keys: Vec<&[u8]> = chunk.iter().map(|id| &id.as_bytes()[..]).collect();
+            let rows = self
+                .client()?
+                .query_typed(&self.sql.get, &[(&keys, Type::BYTEA_ARRAY)])
+                .map_err(|e| self.err(&what, e))?;
+            let mut found: HashMap<ObjectId, Vec<u8>> = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let id = self.id_of(&what, self.column(row, 0, &what)?)?;
+                found.insert(id, self.column::<&[u8]>(row, 1, &what)?.to_vec());
+            }
+            out.extend(chunk.iter().map(|id| found.remove(id)));
+        }
+        Ok(out)
     }
 
     /// The current value of each named ref that exists.
@@ -904,29 +944,8 @@ impl PgStore {
 
 impl ObjectStore for PgStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(GET_CHUNK) {
-            let what = format!("get_many of {}", short(chunk));
-            let keys: Vec<&[u8]> = chunk.iter().map(|id| &id.as_bytes()[..]).collect();
-            let rows = self
-                .client()?
-                .query_typed(&self.sql.get, &[(&keys, Type::BYTEA_ARRAY)])
-                .map_err(|e| self.err(&what, e))?;
-            let mut found: HashMap<ObjectId, &[u8]> = HashMap::with_capacity(rows.len());
-            for row in &rows {
-                let id = self.id_of(&what, self.column(row, 0, &what)?)?;
-                found.insert(id, self.column(row, 1, &what)?);
-            }
-            for id in chunk {
-                out.push(
-                    found
-                        .get(id)
-                        .map(|data| codec::decode(id, data))
-                        .transpose()?,
-                );
-            }
-        }
-        Ok(out)
+        let records = self.records(ids)?;
+        codec::decode_many(ids, records, &mut |bases| self.records(bases))
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
@@ -948,7 +967,16 @@ impl ObjectStore for PgStore {
     }
 
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        self.put_many_with_bases(objects, &[])
+    }
+
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
         let mut rest = objects;
+        let mut hints = bases;
         while !rest.is_empty() {
             let mut n = 0;
             let mut bytes = 0;
@@ -960,8 +988,10 @@ impl ObjectStore for PgStore {
                 n += 1;
             }
             let (chunk, tail) = rest.split_at(n);
-            self.put_chunk(chunk)?;
+            let (chunk_hints, hint_tail) = hints.split_at(n.min(hints.len()));
+            self.put_chunk(chunk, chunk_hints)?;
             rest = tail;
+            hints = hint_tail;
         }
         Ok(())
     }
@@ -1006,6 +1036,31 @@ impl ObjectStore for PgStore {
                 _ => return Ok(()),
             }
         }
+    }
+
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        // One scan reading each delta record's first 34 bytes (tag, depth, base).
+        let what = "for_each_delta";
+        let rows = self
+            .client()?
+            .query_typed(&self.sql.deltas, &[])
+            .map_err(|e| self.err(what, e))?;
+        let mut pairs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id = self.id_of(what, self.column(row, 0, &what)?)?;
+            let head: &[u8] = self.column(row, 1, &what)?;
+            if let Some((base, _)) = codec::delta_base(head) {
+                pairs.push((id, base));
+            }
+        }
+        drop(rows);
+        for (id, base) in pairs {
+            f(id, base)?;
+        }
+        Ok(())
     }
 }
 

@@ -439,8 +439,12 @@ impl<S: Store> Repo<S> {
             });
         }
         let mut written = None;
+        // Delta hints against the parent's snapshot, and an order that writes every
+        // chunk hinted against another new chunk after it (a base is durable first).
+        let hints = crate::similar::bases(&self.store, commit.id(), commit.objects());
+        let groups = write_order(commit.objects(), &hints);
         loop {
-            let attempt = self.put_new(commit.objects().iter()).and_then(|counts| {
+            let attempt = self.put_new(&groups, &hints).and_then(|counts| {
                 written.get_or_insert(counts);
                 let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
                 updates.extend(lease.release_updates());
@@ -525,11 +529,13 @@ impl<S: Store> Repo<S> {
             .map_err(|marker| RepoError::GcInProgress { marker })
     }
 
-    /// Writes the objects the store lacks, in the order given (children first), in
-    /// batches; returns how many objects and bytes were new.
-    fn put_new<'a>(
+    /// Writes the objects the store lacks, group by group and in the order given
+    /// (children first), in batches, each with its delta hint; returns how many
+    /// objects and bytes were new.
+    fn put_new(
         &self,
-        objects: impl Iterator<Item = (&'a ObjectId, &'a [u8])>,
+        groups: &[Vec<(&ObjectId, &[u8])>],
+        hints: &hashbrown::HashMap<ObjectId, ObjectId>,
     ) -> Result<(usize, u64), RepoError> {
         let mut count = 0;
         let mut bytes = 0;
@@ -546,20 +552,25 @@ impl<S: Store> Repo<S> {
             count += new.len();
             bytes += new.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
             if !new.is_empty() {
-                self.store.put_many(&new)?;
+                let bases: Vec<Option<ObjectId>> =
+                    new.iter().map(|(id, _)| hints.get(id).copied()).collect();
+                self.store.put_many_with_bases(&new, &bases)?;
             }
             Ok(())
         };
-        for (id, b) in objects {
-            batch.push((*id, b));
-            batch_bytes += b.len() as u64;
-            if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {
+        for group in groups {
+            for (id, b) in group {
+                batch.push((**id, b));
+                batch_bytes += b.len() as u64;
+                if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {
+                    flush(&mut batch)?;
+                    batch_bytes = 0;
+                }
+            }
+            if !batch.is_empty() {
                 flush(&mut batch)?;
                 batch_bytes = 0;
             }
-        }
-        if !batch.is_empty() {
-            flush(&mut batch)?;
         }
         Ok((count, bytes))
     }
@@ -903,4 +914,27 @@ impl<S: Store> Repo<S> {
         }
         Ok(false)
     }
+}
+
+/// The objects of a commit in the order to write them, in groups written one after
+/// the other: chunks, then chunks whose delta hint is another chunk of this commit
+/// (their bases are then durable before them), then everything else in dependency
+/// order. Chunks reference nothing, so any order among them keeps the store closed.
+fn write_order<'a>(
+    objects: &'a snapgraph::ObjectSet,
+    hints: &hashbrown::HashMap<ObjectId, ObjectId>,
+) -> Vec<Vec<(&'a ObjectId, &'a [u8])>> {
+    let is_chunk = |b: &[u8]| b.first() == Some(&snapgraph::ObjectKind::Chunk.byte());
+    let late = |id: &ObjectId| hints.get(id).is_some_and(|b| objects.contains_id(b));
+    let mut groups = vec![Vec::new(), Vec::new(), Vec::new()];
+    for (id, b) in objects.iter() {
+        let g = match (is_chunk(b), late(id)) {
+            (true, false) => 0,
+            (true, true) => 1,
+            (false, _) => 2,
+        };
+        groups[g].push((id, b));
+    }
+    groups.retain(|g| !g.is_empty());
+    groups
 }

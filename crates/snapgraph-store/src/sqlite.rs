@@ -1,7 +1,7 @@
 //! The SQLite adapter: one database file holding objects, refs and reflogs.
 //!
 //! ```text
-//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 1
+//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 2 (1: upgraded at open)
 //! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode
 //! refs(name TEXT PRIMARY KEY, id BLOB NOT NULL)
 //! reflog(seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,
@@ -63,7 +63,7 @@ use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a writer waits for another one to finish before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -229,7 +229,18 @@ impl SqliteStore {
                     },
                 ));
             }
-            Some(_) => {}
+            Some(SCHEMA_VERSION) => {}
+            Some(_) => {
+                // Schema 1 differs only in lacking delta records (tag 2): every
+                // record it holds reads the same, so the upgrade is the version
+                // number, written before any delta can be, so that older builds
+                // refuse the file instead of finding deltas they cannot read.
+                tx.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                    [SCHEMA_VERSION],
+                )
+                .map_err(fail)?;
+            }
             None => {
                 tx.execute_batch(
                     "CREATE TABLE IF NOT EXISTS objects (
@@ -340,6 +351,21 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// The records of `ids` as blobs (a row of another type is corrupt).
+    fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        ids.iter()
+            .zip(self.get_raw(ids)?)
+            .map(|(id, raw)| match raw {
+                None => Ok(None),
+                Some(Raw::Bytes(b)) => Ok(Some(b)),
+                Some(Raw::NotBlob(kind)) => Err(StoreError::Corrupt {
+                    id: *id,
+                    reason: format!("record in {} is of type {kind}, not a blob", self.path),
+                }),
+            })
+            .collect()
+    }
+
     fn read_ref(conn: &Connection, name: &str) -> rusqlite::Result<Option<Vec<u8>>> {
         let mut stmt = conn.prepare_cached("SELECT id FROM refs WHERE name = ?1")?;
         let mut rows = stmt.query([name])?;
@@ -376,18 +402,8 @@ fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
 
 impl ObjectStore for SqliteStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let raw = self.get_raw(ids)?;
-        ids.iter()
-            .zip(raw)
-            .map(|(id, raw)| match raw {
-                None => Ok(None),
-                Some(Raw::Bytes(b)) => codec::decode(id, &b).map(Some),
-                Some(Raw::NotBlob(kind)) => Err(StoreError::Corrupt {
-                    id: *id,
-                    reason: format!("record in {} is of type {kind}, not a blob", self.path),
-                }),
-            })
-            .collect()
+        let records = self.records(ids)?;
+        codec::decode_many(ids, records, &mut |bases| self.records(bases))
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
@@ -411,13 +427,22 @@ impl ObjectStore for SqliteStore {
     }
 
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
+        self.put_many_with_bases(objects, &[])
+    }
+
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
         if objects.is_empty() {
             return Ok(());
         }
-        let encoded: Vec<Vec<u8>> = objects
-            .iter()
-            .map(|(_, bytes)| codec::encode(bytes, self.compression))
-            .collect();
+        let mut hints = bases.to_vec();
+        hints.resize(objects.len(), None);
+        let encoded = codec::encode_many(objects, &hints, self.compression, &mut |ids| {
+            self.records(ids)
+        })?;
         let fail = self.fail("put_many");
         let mut conn = self.lock();
         let tx = conn
@@ -496,6 +521,37 @@ impl ObjectStore for SqliteStore {
                 return Ok(());
             }
         }
+    }
+
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        // One scan of the table reading each record's first 34 bytes (tag, depth, base),
+        // collected under the lock and handed out after it.
+        let fail = self.fail("for_each_delta");
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT id, substr(data, 1, 34) FROM objects
+                     WHERE typeof(data) = 'blob' AND substr(data, 1, 1) = x'02'",
+                )
+                .map_err(&fail)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })
+                .map_err(&fail)?;
+            rows.collect::<Result<_, _>>().map_err(&fail)?
+        };
+        for (id, head) in pairs {
+            let id = self.id_from(|| "objects row".into(), &id)?;
+            if let Some((base, _)) = codec::delta_base(&head) {
+                f(id, base)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -77,7 +77,23 @@ pub trait ObjectStore: Send + Sync {
     /// referenced objects in earlier calls or earlier in the batch.
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError>;
 
-    /// Deletes objects; absent ones are ignored.
+    /// [`put_many`](Self::put_many) with a hint per object: `bases[i]` (if any) names
+    /// an object the store holds whose bytes are probably close to `objects[i]`'s,
+    /// such as the previous version of the same file or directory node. A store that
+    /// keeps deltas (FORMAT.md section 12) may encode the object against it; the
+    /// default ignores the hints. `bases` is as long as `objects` (a shorter one
+    /// leaves the rest without hints).
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        let _ = bases;
+        self.put_many(objects)
+    }
+
+    /// Deletes objects; absent ones are ignored. A caller deleting a delta's base
+    /// deletes the delta first or in the same call ([`gc`](crate::gc()) does).
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError>;
 
     /// Calls `f` with every object id held, in no particular order. An error from `f`
@@ -86,6 +102,17 @@ pub trait ObjectStore: Send + Sync {
         &self,
         f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
     ) -> Result<(), StoreError>;
+
+    /// Calls `f` with `(delta, base)` for every object held as a delta, in no
+    /// particular order: garbage collection keeps the base of everything it keeps.
+    /// Stores that keep no deltas have none to list (the default).
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let _ = f;
+        Ok(())
+    }
 }
 
 /// The ref part of a store: names for commits, changed only by compare-and-swap,
@@ -170,6 +197,13 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
         self.objects.put_many(objects)
     }
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        self.objects.put_many_with_bases(objects, bases)
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.objects.delete_many(ids)
     }
@@ -178,6 +212,12 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
         f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         self.objects.for_each_id(f)
+    }
+    fn for_each_delta(
+        &self,
+        f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        self.objects.for_each_delta(f)
     }
 }
 
@@ -328,6 +368,13 @@ macro_rules! forward_store {
             fn put_many(&self, objects: &[(ObjectId, &[u8])]) -> Result<(), StoreError> {
                 (**self).put_many(objects)
             }
+            fn put_many_with_bases(
+                &self,
+                objects: &[(ObjectId, &[u8])],
+                bases: &[Option<ObjectId>],
+            ) -> Result<(), StoreError> {
+                (**self).put_many_with_bases(objects, bases)
+            }
             fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
                 (**self).delete_many(ids)
             }
@@ -336,6 +383,12 @@ macro_rules! forward_store {
                 f: &mut dyn FnMut(ObjectId) -> Result<(), StoreError>,
             ) -> Result<(), StoreError> {
                 (**self).for_each_id(f)
+            }
+            fn for_each_delta(
+                &self,
+                f: &mut dyn FnMut(ObjectId, ObjectId) -> Result<(), StoreError>,
+            ) -> Result<(), StoreError> {
+                (**self).for_each_delta(f)
             }
         }
         impl<T: RefStore + ?Sized> RefStore for $ptr {

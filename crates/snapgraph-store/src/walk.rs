@@ -210,7 +210,7 @@ pub(crate) fn read_batch(
                 }
             }
         }
-        Err(StoreError::Corrupt { .. }) => {
+        Err(StoreError::Corrupt { .. } | StoreError::BadDelta { .. }) => {
             for id in ids {
                 match crate::store::ObjectStore::get_many(&store, std::slice::from_ref(id)) {
                     Ok(mut got) => {
@@ -221,6 +221,10 @@ pub(crate) fn read_batch(
                     Err(StoreError::Corrupt { id, reason }) => {
                         problems.push(WalkProblem::Invalid { id, reason })
                     }
+                    Err(e @ StoreError::BadDelta { .. }) => problems.push(WalkProblem::Invalid {
+                        id: *id,
+                        reason: e.to_string(),
+                    }),
                     Err(e) => return Err(e),
                 }
             }

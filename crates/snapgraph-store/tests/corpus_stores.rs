@@ -1,7 +1,9 @@
-//! Stores written by every released store schema stay readable: `corpus/stores-v*/`
-//! hold a SQLite database and a directory store made from `corpus/v1/store.pack`
-//! (the format corpus's whole history) with its refs and a labelled snapshot. Each is
-//! opened (from a copy), verified, and compared object by object with the dump.
+//! Stores written by every released store schema stay readable: `corpus/stores-v1/`
+//! and `corpus/v2/stores/{sqlite,dir}` hold a SQLite database and a directory store
+//! made from `corpus/v1/store.pack` (the format corpus's whole history) with its refs
+//! and a labelled snapshot; schema 2's hold delta records. Each is opened (from a
+//! copy, which the open upgrades in place), verified, and compared object by object
+//! with the dump.
 //!
 //! Generate a new schema version's directory with
 //! `cargo run -p snapgraph-store --example gen_store_corpus` (it never overwrites).
@@ -110,4 +112,60 @@ fn every_store_schema_version_stays_readable() {
         let files = DirStore::open(tmp.path().join("store-dir")).unwrap();
         check(&files, &format!("{} dir", dir.display()));
     }
+}
+
+fn delta_count(store: &dyn Store) -> usize {
+    let mut n = 0;
+    store
+        .for_each_delta(&mut |_, _| {
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+    n
+}
+
+#[test]
+fn schema_2_stores_with_delta_records_stay_readable() {
+    let v2 = corpus().join("v2/stores");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::copy(v2.join("sqlite/store.db"), tmp.path().join("store.db")).unwrap();
+    let sqlite = SqliteStore::open(tmp.path().join("store.db")).unwrap();
+    assert!(
+        delta_count(&sqlite) > 0,
+        "the v2 SQLite corpus holds deltas"
+    );
+    check(&sqlite, "corpus/v2/stores/sqlite");
+    copy_dir(&v2.join("dir"), &tmp.path().join("dir"));
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("dir/schema")).unwrap(),
+        "2\n"
+    );
+    let files = DirStore::open(tmp.path().join("dir")).unwrap();
+    assert!(
+        delta_count(&files) > 0,
+        "the v2 directory corpus holds deltas"
+    );
+    check(&files, "corpus/v2/stores/dir");
+}
+
+#[test]
+fn opening_a_schema_1_store_upgrades_it_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&corpus().join("stores-v1/store-dir"), &tmp.path().join("d"));
+    assert!(!tmp.path().join("d/schema").exists());
+    drop(DirStore::open(tmp.path().join("d")).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("d/schema")).unwrap(),
+        "2\n"
+    );
+    // A newer schema is refused, naming the file.
+    std::fs::write(tmp.path().join("d/schema"), "3\n").unwrap();
+    let err = DirStore::open(tmp.path().join("d"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("schema version 3") && err.contains("schema"),
+        "{err}"
+    );
 }

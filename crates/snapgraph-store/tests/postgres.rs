@@ -339,7 +339,7 @@ fn newer_schema_versions_are_refused() {
             pg_error(&err),
             Some(PgError::SchemaTooNew {
                 found: 99,
-                supported: 1
+                supported: snapgraph_store::postgres::SCHEMA_VERSION
             })
         ),
         "{err:?}"

@@ -172,7 +172,10 @@ fn a_newer_schema_is_refused_naming_the_path() {
     match backend_source::<SqliteError>(&err) {
         Some(SqliteError::NewerSchema {
             found, supported, ..
-        }) => assert_eq!((*found, *supported), (99, 1)),
+        }) => assert_eq!(
+            (*found, *supported),
+            (99, snapgraph_store::sqlite::SCHEMA_VERSION)
+        ),
         other => panic!("expected NewerSchema, got {other:?} from {err:?}"),
     }
     assert!(err.to_string().contains(&path.display().to_string()));
