@@ -112,13 +112,24 @@ export GIT_AUTHOR_NAME=peers GIT_AUTHOR_EMAIL=p@example.invalid GIT_COMMITTER_NA
 elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 sum() { python3 -c "import sys; print(f'{sum(map(float, sys.argv[1:])):.2f}')" "$@"; }
 median() { python3 -c "import sys, statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
-# timed VAR CMD...: runs CMD, adds its wall time (s) to the array VAR.
+# timed VAR CMD...: runs CMD, adds its wall time (s) to the array VAR and the CPU time
+# (user + system) of the processes it ran to the array VAR_cpu. The CPU time comes
+# from bash's `times` (its children's rusage), written to a file so no subshell forks.
+cpu_of() { python3 -c "
+import re, sys
+line = open(sys.argv[1]).read().splitlines()[1]
+print(sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', line)))" "$1"; }
 timed() {
   local -n into=$1
+  local -n cpu_into=${1}_cpu
   shift
+  times > "$SHM/times0"
   local t0=$EPOCHREALTIME
   "$@"
-  into+=("$(elapsed "$t0" "$EPOCHREALTIME")")
+  local t1=$EPOCHREALTIME
+  times > "$SHM/times1"
+  into+=("$(elapsed "$t0" "$t1")")
+  cpu_into+=("$(python3 -c "print(f'{$(cpu_of "$SHM/times1") - $(cpu_of "$SHM/times0"):.3f}')")")
 }
 
 # Per tool: init / snapshot VERSION / restore VERSION DIR; each runs in its tree.
@@ -149,7 +160,7 @@ borg_time() { (cd "$W" && borg create "$R::edit-$RANDOM$RANDOM" .); }
 borg_restore() { mkdir -p "$2" && (cd "$2" && borg extract "$R::v$1"); }
 
 declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
-declare -A TOTAL SIZE NOCHANGE INCR RESTORE
+declare -A TOTAL SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
@@ -158,23 +169,25 @@ for tool in "${TOOLS[@]}"; do
   W=$SHM/$tool-tree R=$SHM/$tool-repo
   mkdir -p "$W"
   "${p}_init"
-  times=()
+  times=() times_cpu=()
   for v in "${VERSIONS[@]}"; do
     rsync -a --delete --exclude=/.snapgraph "$TREES/$v/" "$W/"
     timed times "${p}_snap" "$v"
   done
   TOTAL[$tool]=$(sum "${times[@]}")
   SIZE[$tool]=$(du -sb "$R" | cut -f1)
-  times=()
+  times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
   NOCHANGE[$tool]=$(median "${times[@]}")
-  times=()
+  NOCHANGE_CPU[$tool]=$(median "${times_cpu[@]}")
+  times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do
     echo "# local change $i" >> "$W/$EDIT_FILE"
     timed times "${p}_time" "edit"
   done
   INCR[$tool]=$(median "${times[@]}")
-  times=()
+  INCR_CPU[$tool]=$(median "${times_cpu[@]}")
+  times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do
     out=$SHM/$tool-restore-$i
     timed times "${p}_restore" "$MIDDLE" "$out"
@@ -182,6 +195,7 @@ for tool in "${TOOLS[@]}"; do
     rm -rf "$out"
   done
   RESTORE[$tool]=$(median "${times[@]}")
+  RESTORE_CPU[$tool]=$(median "${times_cpu[@]}")
   rm -rf "$W" "$R"
   echo "$tool done: total ${TOTAL[$tool]} s" >&2
 done
@@ -213,6 +227,19 @@ for sg in snapgraph-before snapgraph; do
   fi
 done
 
+echo
+echo "CPU time (user + system, medians of $REPEAT): what a shared machine disturbs least"
+echo
+echo "| tool | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
+echo "|---|---:|---:|---:|"
+for tool in "${TOOLS[@]}"; do
+  echo "| $tool | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | ${RESTORE_CPU[$tool]} |"
+done
+for sg in snapgraph-before snapgraph; do
+  if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
+    echo "| git / $sg | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
+  fi
+done
 # 2. A big tree: throughput and peak memory.
 if [ "$BIG_MIB" -gt 0 ]; then
   BIG=$SHM/big
@@ -261,7 +288,7 @@ PY
     export SG
     measure "$sg commit (first)" big_sg_commit
     measure "$sg checkout --to" big_sg_checkout
-    diff -r -q "$BIG/tree" "$BIG/out" >/dev/null 2>&1 || echo "warning: $sg checkout of the big tree differs" >&2
+    diff -r -q -x .snapgraph "$BIG/tree" "$BIG/out" >/dev/null 2>&1 || echo "warning: $sg checkout of the big tree differs" >&2
     rm -rf "$BIG/out" "$BIG/tree/.snapgraph" "$BIG/sg.db"
     measure "$sg import (tar)" big_sg_import
     rm -rf "$BIG/imp" "$BIG/imp.db"

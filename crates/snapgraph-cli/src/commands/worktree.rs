@@ -377,14 +377,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 .ok_or_else(|| CliError::bad_path(&to, "needs a final UTF-8 name"))?;
             let parent = to.parent().unwrap_or(Path::new("."));
             let staging = parent.join(unique_name(&format!(".{name}.snapgraph-staging")));
-            let done =
-                match crate::materialize::materialize(&ws, &**wd.repo.store(), id, &staging, &pb) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        let _ = std::fs::remove_dir_all(&staging);
-                        return Err(e);
-                    }
-                };
+            let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let swap = std::fs::rename(&staging, &to).and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&to, std::fs::Permissions::from_mode(root_mode))
@@ -429,14 +422,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 }
             }
             let staging = wd.dot.join(unique_name("staging"));
-            let done =
-                match crate::materialize::materialize(&ws, &**wd.repo.store(), id, &staging, &pb) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        let _ = std::fs::remove_dir_all(&staging);
-                        return Err(e);
-                    }
-                };
+            let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let r = swap_into(&wd, &staging, args.force);
             let _ = std::fs::remove_dir_all(&staging);
             r?;
@@ -469,6 +455,19 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             )
         },
     )
+}
+
+/// Writes commit `id` (shallow in `ws`) into `staging`, removing it on failure.
+fn materialize_or_clean(
+    wd: &Workdir,
+    ws: &Workspace,
+    id: ObjectId,
+    staging: &Path,
+    pb: &indicatif::ProgressBar,
+) -> Result<crate::materialize::Materialized> {
+    crate::materialize::materialize(ws, &**wd.repo.store(), id, staging, pb).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(staging);
+    })
 }
 
 /// The top-most entries under `root` that a scan does not record (ignored, or
