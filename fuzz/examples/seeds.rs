@@ -175,8 +175,14 @@ fn cli_seeds(corpus: &Path) {
         .collect();
     let pb = indicatif::ProgressBar::hidden();
     let mut shallow = Workspace::new();
-    shallow
-        .checkout_shallow(id, &objects, snapgraph::CheckoutPolicy::Force)
+    let _ = shallow
+        .checkout_with(
+            id,
+            &objects,
+            snapgraph::CheckoutOptions::new()
+                .policy(snapgraph::CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     let (tar, _) =
         snapgraph_cli::tarball::export(&mut shallow, &objects, id, Vec::new(), &pb).unwrap();
