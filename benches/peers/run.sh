@@ -1,45 +1,82 @@
 #!/usr/bin/env bash
-# Real-history comparison: 30 consecutive Django releases (4.2.1 .. 4.2.30) stored in
-# sequence by snapgraph's CLI, git, restic and borg, all repositories and working
-# trees on tmpfs (/dev/shm) so the disk does not decide. Prints a markdown table.
+# Real-history comparison: 30 consecutive releases stored in sequence by snapgraph's
+# CLI, git, restic and borg, all repositories and working trees on tmpfs (/dev/shm) so
+# the disk does not decide. Prints markdown tables.
 #
 #   benches/peers/run.sh            # everything (downloads ~300 MB once, into target/peers)
 #   PEERS_VERSIONS=5 benches/peers/run.sh   # a quick run on the first 5 versions
+#   PEERS_DATA=synthetic benches/peers/run.sh   # generated releases (synth.py), no download
+#   PEERS_TOOLS="snapgraph git" benches/peers/run.sh   # only these tools
+#   PEERS_BIG_MIB=0 benches/peers/run.sh   # skip the 1 GiB tree (memory and throughput)
+#   PEERS_SG_BEFORE=/path/to/old/snapgraph benches/peers/run.sh   # also an older build,
+#       as the tool "snapgraph-before", for before/after figures from one run
+#
+# Data: PEERS_DATA=django (default) is Django 4.2.1 .. 4.2.30 from PyPI; synthetic is
+# benches/peers/synth.py's stand-in of the same shape (about 1,800 files, 21 MiB,
+# 2-4 % of the files edited per release), for machines that may not download.
 #
 # What is timed, per tool: each version's snapshot command only (replacing the
 # working tree's files with the next release is done the same way for every tool,
-# with rsync, and not timed). Then: the repository's size on disk, one incremental
-# snapshot after a one-line change to one file, and restoring the 15th version
-# into an empty directory.
+# with rsync, and not timed). Then: the repository's size on disk, a snapshot with
+# nothing changed, one incremental snapshot after a one-line change to one file, and
+# restoring the middle version into an empty directory. The short operations run
+# PEERS_REPEAT times (default 5) and the median is shown. Times are taken with bash's
+# $EPOCHREALTIME (no process start of a clock around them). The machine may be shared:
+# compare the columns of one run, not runs of different days.
+#
+# Then a tree of PEERS_BIG_MIB MiB (default 1024: files of 4 KiB to 8 MiB, random
+# bytes) is committed, checked out and imported from a tar by snapgraph, and added
+# and committed by git, each under /usr/bin/time -v: wall time, throughput and peak
+# memory (maximum resident set size).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-PROJECT=django
-FIRST_PATCH=1
+DATA=${PEERS_DATA:-django}
 COUNT=${PEERS_VERSIONS:-30}
+REPEAT=${PEERS_REPEAT:-5}
+BIG_MIB=${PEERS_BIG_MIB:-1024}
+read -r -a TOOLS <<< "${PEERS_TOOLS:-snapgraph git restic borg}"
+[ -n "${PEERS_SG_BEFORE:-}" ] && TOOLS=(snapgraph-before "${TOOLS[@]}")
 CACHE=$ROOT/target/peers
 SHM=${PEERS_TMP:-/dev/shm/snapgraph-peers}
 
 need() { command -v "$1" >/dev/null 2>&1; }
-if ! need git || ! need restic || ! need borg || ! need rsync || ! need curl; then
-  echo "installing git, restic, borgbackup, rsync, curl from Debian" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq git restic borgbackup rsync curl >&2
+missing=()
+for t in "${TOOLS[@]}"; do
+  case $t in
+    git) need git || missing+=(git) ;;
+    restic) need restic || missing+=(restic) ;;
+    borg) need borg || missing+=(borgbackup) ;;
+  esac
+done
+need rsync || missing+=(rsync)
+[ -x /usr/bin/time ] || missing+=(time)
+[ "$DATA" = synthetic ] || need curl || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} from Debian" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq "${missing[@]}" >&2
 fi
 [ "$(stat -f -c %T "$(dirname "$SHM")")" = tmpfs ] || echo "warning: $(dirname "$SHM") is not tmpfs" >&2
 
 echo "building snapgraph (release)" >&2
 cargo build --release -q -p snapgraph-cli >&2
-SG=$ROOT/target/release/snapgraph
+SG_AFTER=$ROOT/target/release/snapgraph
+SG=$SG_AFTER
 
-# 1. Download and unpack the releases once (through PyPI's JSON API).
-mkdir -p "$CACHE/sdist" "$CACHE/tree"
+# 1. The releases, once: downloaded (through PyPI's JSON API) or generated.
 VERSIONS=()
-for ((i = FIRST_PATCH; i < FIRST_PATCH + COUNT; i++)); do VERSIONS+=("4.2.$i"); done
-INDEX=$CACHE/$PROJECT.json
-for v in "${VERSIONS[@]}"; do
-  [ -d "$CACHE/tree/$v" ] && continue
-  [ -s "$INDEX" ] || curl -fsS -o "$INDEX" "https://pypi.org/pypi/$PROJECT/json"
-  url=$(python3 - "$INDEX" "$v" <<'PY'
+case $DATA in
+  django)
+    PROJECT=django
+    EDIT_FILE=django/__init__.py
+    TREES=$CACHE/tree
+    mkdir -p "$CACHE/sdist" "$TREES"
+    for ((i = 1; i <= COUNT; i++)); do VERSIONS+=("4.2.$i"); done
+    INDEX=$CACHE/$PROJECT.json
+    for v in "${VERSIONS[@]}"; do
+      [ -d "$TREES/$v" ] && continue
+      [ -s "$INDEX" ] || curl -fsS -o "$INDEX" "https://pypi.org/pypi/$PROJECT/json"
+      url=$(python3 - "$INDEX" "$v" <<'PY'
 import json, sys, urllib.parse
 index, version = sys.argv[1], sys.argv[2]
 files = json.load(open(index))["releases"][version]
@@ -47,31 +84,65 @@ base = "https://pypi.org/pypi/django/json"
 print(next(urllib.parse.urljoin(base, f["url"]) for f in files if f["packagetype"] == "sdist"))
 PY
 )
-  echo "downloading $PROJECT $v" >&2
-  curl -fsS -o "$CACHE/sdist/$v.tar.gz" "$url"
-  rm -rf "$CACHE/tree/$v.tmp" && mkdir -p "$CACHE/tree/$v.tmp"
-  tar xzf "$CACHE/sdist/$v.tar.gz" -C "$CACHE/tree/$v.tmp" --strip-components=1
-  mv "$CACHE/tree/$v.tmp" "$CACHE/tree/$v"
-done
+      echo "downloading $PROJECT $v" >&2
+      curl -fsS -o "$CACHE/sdist/$v.tar.gz" "$url"
+      rm -rf "$TREES/$v.tmp" && mkdir -p "$TREES/$v.tmp"
+      tar xzf "$CACHE/sdist/$v.tar.gz" -C "$TREES/$v.tmp" --strip-components=1
+      mv "$TREES/$v.tmp" "$TREES/$v"
+    done
+    ;;
+  synthetic)
+    PROJECT="a synthetic project (benches/peers/synth.py)"
+    EDIT_FILE=project/__init__.py
+    TREES=$CACHE/synthetic-$COUNT
+    for ((i = 1; i <= COUNT; i++)); do VERSIONS+=("$i"); done
+    if [ ! -d "$TREES/$COUNT" ]; then
+      echo "generating $COUNT synthetic releases" >&2
+      rm -rf "$TREES" && mkdir -p "$TREES"
+      python3 benches/peers/synth.py "$TREES" "$COUNT"
+    fi
+    ;;
+  *) echo "PEERS_DATA: django or synthetic, not $DATA" >&2; exit 2 ;;
+esac
 
 rm -rf "$SHM" && mkdir -p "$SHM"
 export RESTIC_PASSWORD=peers BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 export GIT_AUTHOR_NAME=peers GIT_AUTHOR_EMAIL=p@example.invalid GIT_COMMITTER_NAME=peers GIT_COMMITTER_EMAIL=p@example.invalid
 
-now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
 sum() { python3 -c "import sys; print(f'{sum(map(float, sys.argv[1:])):.2f}')" "$@"; }
+median() { python3 -c "import sys, statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
+# timed VAR CMD...: runs CMD, adds its wall time (s) to the array VAR and the CPU time
+# (user + system) of the processes it ran to the array VAR_cpu. The CPU time comes
+# from bash's `times` (its children's rusage), written to a file so no subshell forks.
+cpu_of() { python3 -c "
+import re, sys
+line = open(sys.argv[1]).read().splitlines()[1]
+print(sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', line)))" "$1"; }
+timed() {
+  local -n into=$1
+  local -n cpu_into=${1}_cpu
+  shift
+  times > "$SHM/times0"
+  local t0=$EPOCHREALTIME
+  "$@"
+  local t1=$EPOCHREALTIME
+  times > "$SHM/times1"
+  into+=("$(elapsed "$t0" "$t1")")
+  cpu_into+=("$(python3 -c "print(f'{$(cpu_of "$SHM/times1") - $(cpu_of "$SHM/times0"):.3f}')")")
+}
 
 # Per tool: init / snapshot VERSION / restore VERSION DIR; each runs in its tree.
 sg_init() { mkdir -p "$R" && (cd "$W" && "$SG" init --store "sqlite:$R/store.db" >/dev/null); }
-sg_snap() { (cd "$W" && "$SG" commit -m "$1" >/dev/null && "$SG" tag "v$1" >/dev/null); }
-sg_time() { (cd "$W" && "$SG" commit -m "$1" >/dev/null); }
-sg_restore() { (cd "$W" && "$SG" checkout "v$1" --to "$2" >/dev/null); }
+sg_snap() { (cd "$W" && "$SG" commit -q -m "$1" >/dev/null && "$SG" tag -q "v$1" >/dev/null); }
+sg_time() { (cd "$W" && "$SG" commit -q -m "$1" >/dev/null); }
+sg_restore() { (cd "$W" && "$SG" checkout -q "v$1" --to "$2" >/dev/null); }
 
 git_init() { git init -q --bare "$R" && git --git-dir="$R" config core.bare false; }
 g() { git --git-dir="$R" --work-tree="$W" "$@"; }
 git_snap() { g add -A && g commit -q -m "$1" && g tag "v$1"; }
-git_time() { g add -A && g commit -q -m "$1"; }
+# With nothing changed, `git commit` reports it and exits 1: not an error here.
+git_time() { g add -A && { g commit -q -m "$1" >/dev/null || g diff --cached --quiet; }; }
 git_restore() { mkdir -p "$2" && git --git-dir="$R" archive "v$1" | tar -x -C "$2"; }
 
 restic_init() { restic -q -r "$R" init >/dev/null; }
@@ -85,53 +156,153 @@ restic_restore() {
 
 borg_init() { borg init -e none "$R"; }
 borg_snap() { (cd "$W" && borg create "$R::v$1" .); }
-borg_time() { (cd "$W" && borg create "$R::edit" .); }
+borg_time() { (cd "$W" && borg create "$R::edit-$RANDOM$RANDOM" .); }
 borg_restore() { mkdir -p "$2" && (cd "$2" && borg extract "$R::v$1"); }
 
-TOOLS=(snapgraph git restic borg)
-declare -A PREFIX=([snapgraph]=sg [git]=git [restic]=restic [borg]=borg)
-declare -A TOTAL SIZE INCR RESTORE
+declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
+declare -A TOTAL SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
+  SG=$SG_AFTER
+  [ "$tool" = snapgraph-before ] && SG=$PEERS_SG_BEFORE
   W=$SHM/$tool-tree R=$SHM/$tool-repo
   mkdir -p "$W"
   "${p}_init"
-  times=()
+  times=() times_cpu=()
   for v in "${VERSIONS[@]}"; do
-    rsync -a --delete --exclude=/.snapgraph "$CACHE/tree/$v/" "$W/"
-    t0=$(now); "${p}_snap" "$v"; t1=$(now)
-    times+=("$(elapsed "$t0" "$t1")")
+    rsync -a --delete --exclude=/.snapgraph "$TREES/$v/" "$W/"
+    timed times "${p}_snap" "$v"
   done
   TOTAL[$tool]=$(sum "${times[@]}")
   SIZE[$tool]=$(du -sb "$R" | cut -f1)
-  echo "# local change" >> "$W/django/__init__.py"
-  t0=$(now); "${p}_time" "edit"; t1=$(now)
-  INCR[$tool]=$(elapsed "$t0" "$t1")
-  out=$SHM/$tool-restore
-  t0=$(now); "${p}_restore" "$MIDDLE" "$out"; t1=$(now)
-  RESTORE[$tool]=$(elapsed "$t0" "$t1")
-  diff -r -q "$CACHE/tree/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE differs" >&2
+  times=() times_cpu=()
+  for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
+  NOCHANGE[$tool]=$(median "${times[@]}")
+  NOCHANGE_CPU[$tool]=$(median "${times_cpu[@]}")
+  times=() times_cpu=()
+  for ((i = 0; i < REPEAT; i++)); do
+    echo "# local change $i" >> "$W/$EDIT_FILE"
+    timed times "${p}_time" "edit"
+  done
+  INCR[$tool]=$(median "${times[@]}")
+  INCR_CPU[$tool]=$(median "${times_cpu[@]}")
+  times=() times_cpu=()
+  for ((i = 0; i < REPEAT; i++)); do
+    out=$SHM/$tool-restore-$i
+    timed times "${p}_restore" "$MIDDLE" "$out"
+    diff -r -q "$TREES/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE differs" >&2
+    rm -rf "$out"
+  done
+  RESTORE[$tool]=$(median "${times[@]}")
+  RESTORE_CPU[$tool]=$(median "${times_cpu[@]}")
+  rm -rf "$W" "$R"
   echo "$tool done: total ${TOTAL[$tool]} s" >&2
 done
 
-files=$(find "$CACHE/tree/${VERSIONS[0]}" -type f | wc -l)
-bytes=$(du -sb "$CACHE/tree/${VERSIONS[0]}" | cut -f1)
-echo
-echo "$COUNT releases of $PROJECT (${VERSIONS[0]} .. ${VERSIONS[-1]}; $files files, $((bytes / 1048576)) MiB each), tmpfs, $(nproc) cores, $(date -u +%Y-%m-%d)"
-echo
-echo "| tool | version | total time (s) | repository size (MiB) | incremental snapshot, 1 file (s) | restore $MIDDLE (s) |"
-echo "|---|---|---:|---:|---:|---:|"
+files=$(find "$TREES/${VERSIONS[0]}" -type f | wc -l)
+bytes=$(du -sb "$TREES/${VERSIONS[0]}" | cut -f1)
 ver() {
   case $1 in
-    snapgraph) "$SG" --version | awk '{print $2}' ;;
+    snapgraph) "$SG_AFTER" --version | awk '{print $2}' ;;
+    snapgraph-before) echo "$("$PEERS_SG_BEFORE" --version | awk '{print $2}') (before)" ;;
     git) git --version | awk '{print $3}' ;;
     restic) restic version | awk '{print $2}' ;;
     borg) borg --version | awk '{print $2}' ;;
   esac
 }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+echo
+echo "$COUNT releases of $PROJECT (${VERSIONS[0]} .. ${VERSIONS[-1]}; $files files, $((bytes / 1048576)) MiB each), tmpfs, $(nproc) cores, $(date -u +%Y-%m-%d); medians of $REPEAT for the last three columns"
+echo
+echo "| tool | version | store $COUNT versions (s) | repository size (MiB) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for tool in "${TOOLS[@]}"; do
   mib=$(python3 -c "print(f'{${SIZE[$tool]} / 1048576:.1f}')")
-  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $mib | ${INCR[$tool]} | ${RESTORE[$tool]} |"
+  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $mib | ${NOCHANGE[$tool]} | ${INCR[$tool]} | ${RESTORE[$tool]} |"
 done
+for sg in snapgraph-before snapgraph; do
+  if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
+    echo "| git / $sg (times: higher is faster) | | $(ratio "${TOTAL[git]}" "${TOTAL[$sg]}")x | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${NOCHANGE[git]}" "${NOCHANGE[$sg]}")x | $(ratio "${INCR[git]}" "${INCR[$sg]}")x | $(ratio "${RESTORE[git]}" "${RESTORE[$sg]}")x |"
+  fi
+done
+
+echo
+echo "CPU time (user + system, medians of $REPEAT): what a shared machine disturbs least"
+echo
+echo "| tool | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
+echo "|---|---:|---:|---:|"
+for tool in "${TOOLS[@]}"; do
+  echo "| $tool | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | ${RESTORE_CPU[$tool]} |"
+done
+for sg in snapgraph-before snapgraph; do
+  if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
+    echo "| git / $sg | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
+  fi
+done
+# 2. A big tree: throughput and peak memory.
+if [ "$BIG_MIB" -gt 0 ]; then
+  BIG=$SHM/big
+  echo "generating a $BIG_MIB MiB tree" >&2
+  python3 - "$BIG/tree" "$BIG_MIB" <<'PY'
+import os, random, sys
+out, mib = sys.argv[1], int(sys.argv[2])
+rng = random.Random(7)
+left, i = mib * 1048576, 0
+while left > 0:
+    size = min(left, rng.choice([4096, 65536, 262144, 1048576, 8388608]))
+    path = os.path.join(out, f"d{i % 37}", f"e{i % 11}", f"f{i}")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+    left -= size
+    i += 1
+PY
+  big_bytes=$(du -sb "$BIG/tree" | cut -f1)
+  big_files=$(find "$BIG/tree" -type f | wc -l)
+  tar -C "$BIG/tree" -cf "$BIG/tree.tar" .
+  # measure LABEL CMD...: wall time and peak RSS of CMD (a shell function run by bash).
+  declare -a BIG_ROWS=()
+  measure() {
+    local label=$1
+    shift
+    local t0=$EPOCHREALTIME
+    /usr/bin/time -v -o "$BIG/time.txt" bash -c "$(declare -f "$1"); $*"
+    local secs
+    secs=$(elapsed "$t0" "$EPOCHREALTIME")
+    local kib
+    kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$BIG/time.txt")
+    BIG_ROWS+=("| $label | $secs | $(python3 -c "print(f'{$big_bytes / $secs / 1e9:.2f}')") | $((kib / 1024)) |")
+  }
+  big_sg_commit() { cd "$BIG/tree" && "$SG" init --store "sqlite:$BIG/sg.db" >/dev/null && "$SG" commit -q -m big >/dev/null; }
+  big_sg_checkout() { cd "$BIG/tree" && "$SG" checkout -q main --to "$BIG/out" >/dev/null; }
+  big_sg_import() { mkdir -p "$BIG/imp" && cd "$BIG/imp" && "$SG" init --store "sqlite:$BIG/imp.db" >/dev/null && "$SG" import -q "$BIG/tree.tar" -m big >/dev/null; }
+  big_git_commit() { cd "$BIG/tree" && git init -q --separate-git-dir "$BIG/git" . && git add -A && git commit -q -m big; }
+  big_git_checkout() { mkdir -p "$BIG/gout" && git --git-dir="$BIG/git" --work-tree="$BIG/gout" checkout -q -f HEAD -- .; }
+  export SG BIG
+  export -f elapsed
+  for sg in snapgraph-before snapgraph; do
+    [[ " ${TOOLS[*]} " == *" $sg "* ]] || continue
+    SG=$SG_AFTER
+    [ "$sg" = snapgraph-before ] && SG=$PEERS_SG_BEFORE
+    export SG
+    measure "$sg commit (first)" big_sg_commit
+    measure "$sg checkout --to" big_sg_checkout
+    diff -r -q -x .snapgraph "$BIG/tree" "$BIG/out" >/dev/null 2>&1 || echo "warning: $sg checkout of the big tree differs" >&2
+    rm -rf "$BIG/out" "$BIG/tree/.snapgraph" "$BIG/sg.db"
+    measure "$sg import (tar)" big_sg_import
+    rm -rf "$BIG/imp" "$BIG/imp.db"
+  done
+  if [[ " ${TOOLS[*]} " == *" git "* ]]; then
+    measure "git add -A && commit (first)" big_git_commit
+    measure "git checkout (new work tree)" big_git_checkout
+    rm -rf "$BIG/gout" "$BIG/git" "$BIG/tree/.git"
+  fi
+  echo
+  echo "A tree of $((big_bytes / 1048576)) MiB ($big_files files of 4 KiB to 8 MiB, random bytes), tmpfs, /usr/bin/time -v"
+  echo
+  echo "| operation | time (s) | GB/s | peak memory (MiB) |"
+  echo "|---|---:|---:|---:|"
+  printf '%s\n' "${BIG_ROWS[@]}"
+fi
 rm -rf "$SHM"

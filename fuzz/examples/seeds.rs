@@ -175,8 +175,14 @@ fn cli_seeds(corpus: &Path) {
         .collect();
     let pb = indicatif::ProgressBar::hidden();
     let mut shallow = Workspace::new();
-    shallow
-        .checkout_shallow(id, &objects, snapgraph::CheckoutPolicy::Force)
+    let _ = shallow
+        .checkout_with(
+            id,
+            &objects,
+            snapgraph::CheckoutOptions::new()
+                .policy(snapgraph::CheckoutPolicy::Force)
+                .shallow(true),
+        )
         .unwrap();
     let (tar, _) =
         snapgraph_cli::tarball::export(&mut shallow, &objects, id, Vec::new(), &pb).unwrap();
@@ -207,14 +213,17 @@ fn cli_seeds(corpus: &Path) {
     write(&dir, "links-and-long-names", &b.into_inner().unwrap());
 
     let dir = corpus.join("stat_cache");
-    let mut entries = std::collections::BTreeMap::new();
-    for (i, digest) in [format!("c:{id}"), "i:68656c6c6f".to_string()]
-        .into_iter()
-        .enumerate()
+    let mut index = snapgraph_cli::index::Index::new(std::path::Path::new("/fuzz/root"), 1_001);
+    for (i, digest) in [
+        snapgraph_cli::index::Digest::Content(id),
+        snapgraph_cli::index::Digest::Inline(b"hello".to_vec()),
+    ]
+    .into_iter()
+    .enumerate()
     {
-        entries.insert(
+        index.entries.insert(
             format!("/f{i}"),
-            snapgraph_cli::index::IndexEntry {
+            snapgraph_cli::index::IndexEntry::File {
                 stat: snapgraph_cli::index::FileStat {
                     size: 5,
                     mtime_ns: 1_000 + i as i64,
@@ -227,13 +236,18 @@ fn cli_seeds(corpus: &Path) {
             },
         );
     }
-    let index = snapgraph_cli::index::Index {
-        version: snapgraph_cli::index::INDEX_VERSION,
-        root: PathBuf::from("/fuzz/root"),
-        probe_ns: 1_001,
-        entries,
-    };
-    write(&dir, "two-entries", &serde_json::to_vec(&index).unwrap());
+    index
+        .entries
+        .insert("/d".to_string(), snapgraph_cli::index::IndexEntry::Dir);
+    index.tip = Some(id);
+    write(&dir, "two-entries", &index.to_bytes());
+    let mut skeleton = std::collections::HashMap::new();
+    skeleton.insert(id, b"node".to_vec());
+    write(
+        &dir,
+        "skeleton",
+        &snapgraph_cli::index::skeleton_bytes(&skeleton),
+    );
 
     let dir = corpus.join("config");
     write(&dir, "default", b"store = sqlite:store.db\n");

@@ -1,25 +1,30 @@
-//! The CLI's stat cache (`.snapgraph/index`): any bytes. Never a panic; what parses
-//! writes back to JSON that parses to the same index, and `clean` answers for any
-//! path.
+//! The CLI's stat cache (`.snapgraph/index`) and its skeleton file: any bytes. Never
+//! a panic; what parses writes back to bytes that parse to the same index, and
+//! `clean` answers for any path.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use snapgraph_cli::index::{FileStat, Index};
+use snapgraph_cli::index::{parse_skeleton, skeleton_bytes, FileStat, Index, IndexEntry};
 
 fuzz_target!(|data: &[u8]| {
+    if let Some(objects) = parse_skeleton(data) {
+        assert_eq!(parse_skeleton(&skeleton_bytes(&objects)), Some(objects));
+    }
     // The seeds' root; other roots are refused like a foreign index.
     let root = std::path::Path::new("/fuzz/root");
     let Some(index) = Index::parse(data, root) else {
         return;
     };
-    let again = serde_json::to_vec(&index).expect("an index serializes");
-    assert_eq!(Index::parse(&again, root).as_ref(), Some(&index));
+    assert_eq!(Index::parse(&index.to_bytes(), root).as_ref(), Some(&index));
     for (path, entry) in index.entries.iter().take(64) {
-        let clean = index.clean(path, &entry.stat).is_some();
-        assert_eq!(clean, entry.stat.mtime_ns < index.probe_ns);
+        let IndexEntry::File { stat, .. } = entry else {
+            continue;
+        };
+        let clean = index.clean(path, stat).is_some();
+        assert_eq!(clean, stat.mtime_ns < index.probe_ns);
         let other = FileStat {
-            size: entry.stat.size.wrapping_add(1),
-            ..entry.stat
+            size: stat.size.wrapping_add(1),
+            ..*stat
         };
         assert!(index.clean(path, &other).is_none());
     }

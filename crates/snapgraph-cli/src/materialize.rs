@@ -13,8 +13,8 @@
 //!
 //! File modes are written masked to `0o777` (no set-id or sticky bits from a
 //! commit); directory modes are applied last, deepest first, so that a read-only
-//! directory can still be filled. File bytes are fetched, verified and written one
-//! file at a time, so memory stays near the largest file.
+//! directory can still be filled. File bytes are fetched, verified and written by a
+//! few threads, each one file at a time, so memory stays near the largest files.
 //!
 //! The staging directory is then renamed into place (see [`crate::commands`]):
 //! all or nothing for a new target directory.
@@ -23,6 +23,7 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use indicatif::ProgressBar;
 use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
@@ -53,8 +54,9 @@ pub struct Materialized {
     pub symlinks: u64,
     /// File bytes.
     pub bytes: u64,
-    /// `(path, digest)` of every file, for the stat cache.
-    pub digests: Vec<(String, String)>,
+    /// Every entry written, with the digest of each file whose digest is known,
+    /// for the stat cache.
+    pub entries: Vec<(String, EntryKind, Option<crate::index::Digest>)>,
 }
 
 /// Whether a file system could take `name` for `.snapgraph`, the repository
@@ -183,10 +185,15 @@ fn fs_path(base: &Path, components: &[String]) -> PathBuf {
 /// Writes the shallow workspace `ws` (at commit `commit`, file bytes in `source`)
 /// into `dest`, which must not exist; it is created with mode `0o700` and keeps it
 /// (the caller renames it into place and sets the root's mode). On error `dest` is
-/// left for the caller to remove. Files are removed from `ws` as they are written.
-pub fn materialize(
-    ws: &mut Workspace,
-    source: &dyn ObjectSource,
+/// left for the caller to remove.
+///
+/// Directories and symlinks are created first, in walk order; then files are
+/// fetched, verified and written by up to [`WRITERS`] threads, each loading one
+/// file at a time into its own copy-on-write clone of `ws` and dropping it once
+/// written, so memory stays near one file per thread.
+pub fn materialize<S: ObjectSource + Sync + ?Sized>(
+    ws: &Workspace,
+    source: &S,
     commit: ObjectId,
     dest: &Path,
     progress: &ProgressBar,
@@ -201,6 +208,7 @@ pub fn materialize(
         .create(dest)
         .at(dest)?;
     let mut done = Materialized::default();
+    let mut files: Vec<&PlannedEntry> = Vec::new();
     for e in &planned {
         let target = fs_path(dest, &e.components);
         match e.kind {
@@ -210,35 +218,64 @@ pub fn materialize(
                     .create(&target)
                     .at(&target)?;
                 done.dirs += 1;
+                done.entries.push((e.path.clone(), e.kind, None));
+                progress.inc(1);
             }
             EntryKind::Symlink => {
                 let link = ws.read_link(&e.path)?.to_string();
                 std::os::unix::fs::symlink(&link, &target).at(&target)?;
                 done.symlinks += 1;
+                done.entries.push((e.path.clone(), e.kind, None));
+                progress.inc(1);
             }
-            EntryKind::File => {
-                ws.load_content(&e.path, source)?;
-                let digest = crate::scan::digest_of(ws, &e.path);
-                let data = ws.read(&e.path)?;
-                let mut f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .open(&target)
-                    .at(&target)?;
-                f.write_all(data).at(&target)?;
-                f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-                    .at(&target)?;
-                done.files += 1;
-                done.bytes += data.len() as u64;
-                if let Some(d) = digest {
-                    done.digests.push((e.path.clone(), d));
-                }
-                // Free the bytes: the workspace is only a plan now.
-                ws.remove(&e.path)?;
-            }
+            EntryKind::File => files.push(e),
         }
-        progress.inc(1);
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, WRITERS)
+        .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let write_some = || -> Result<Materialized> {
+        let mut mine = ws.clone();
+        let mut out = Materialized::default();
+        while !failed.load(Ordering::Relaxed) {
+            let Some(e) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let r = write_file(&mut mine, source, dest, e, &mut out);
+            if r.is_err() {
+                failed.store(true, Ordering::Relaxed);
+                return r.map(|()| out);
+            }
+            progress.inc(1);
+        }
+        Ok(out)
+    };
+    let results: Vec<Result<Materialized>> = if threads <= 1 {
+        vec![write_some()]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(write_some)).collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CliError::bad_path(
+                            dest,
+                            "a checkout writer thread panicked",
+                        ))
+                    })
+                })
+                .collect()
+        })
+    };
+    for r in results {
+        let part = r?;
+        done.files += part.files;
+        done.bytes += part.bytes;
+        done.entries.extend(part.entries);
     }
     for e in planned.iter().rev().filter(|e| e.kind == EntryKind::Dir) {
         let target = fs_path(dest, &e.components);
@@ -246,6 +283,40 @@ pub fn materialize(
             .at(&target)?;
     }
     Ok(done)
+}
+
+/// Threads writing files in [`materialize`] (at most).
+pub const WRITERS: usize = 4;
+
+fn write_file<S: ObjectSource + ?Sized>(
+    ws: &mut Workspace,
+    source: &S,
+    dest: &Path,
+    e: &PlannedEntry,
+    done: &mut Materialized,
+) -> Result<()> {
+    let target = fs_path(dest, &e.components);
+    ws.load_content(&e.path, source)?;
+    // A mode the scan would record otherwise (not 0644 or 0755) leaves the
+    // digest unknown: the index is then not complete for this commit.
+    let digest =
+        crate::scan::digest_of(ws, &e.path).filter(|_| crate::scan::file_mode(e.mode) == e.mode);
+    let data = ws.read(&e.path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&target)
+        .at(&target)?;
+    f.write_all(data).at(&target)?;
+    f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+        .at(&target)?;
+    done.files += 1;
+    done.bytes += data.len() as u64;
+    done.entries.push((e.path.clone(), e.kind, digest));
+    // Free the bytes: this clone is only a plan now.
+    ws.remove(&e.path)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,15 +17,19 @@
 //! bytes stay in the store), so a file the stat cache vouches for is neither read
 //! nor re-hashed, and the commit costs what changed.
 
-use std::collections::{BTreeMap, HashSet};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
 use indicatif::ProgressBar;
+use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{FileStat, Index};
+use crate::index::{Digest, FileStat, Index, IndexEntry};
 use crate::repo::DOT_DIR;
 
 /// The name of ignore files.
@@ -42,8 +46,8 @@ pub struct ScanReport {
     pub files_skipped: u64,
     /// Entries seen (files, directories, symlinks).
     pub entries: u64,
-    /// The stat of every regular file recorded, by workspace path.
-    pub stats: BTreeMap<String, FileStat>,
+    /// Every entry recorded, by workspace path (files and symlinks with their stat).
+    pub stats: BTreeMap<String, Seen>,
     /// Directories skipped because they hold a repository of their own.
     pub nested: Vec<std::path::PathBuf>,
     /// Whether the workspace certainly changed (an entry added, removed or of
@@ -51,6 +55,18 @@ pub struct ScanReport {
     pub changed: bool,
     /// Files re-read whose size did not change (their bytes may be the same).
     pub reread: u64,
+}
+
+/// An entry a scan recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// A regular file and its stat; with the digest the index vouched for when the
+    /// file was not read.
+    File(FileStat, Option<Digest>),
+    /// A symlink and its stat.
+    Symlink(FileStat),
+    /// A directory.
+    Dir,
 }
 
 /// The mode recorded for a file with `st_mode` `mode`.
@@ -65,17 +81,33 @@ pub fn file_mode(mode: u32) -> u32 {
 /// The digest the index records for the file at `path` in `ws` (see
 /// [`crate::index`]); `None` if there is no file there or its bytes are neither
 /// stored as an object nor loaded.
-pub fn digest_of(ws: &Workspace, path: &str) -> Option<String> {
+pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
     if let Some(id) = ws.file_content_id(path) {
-        return Some(format!("c:{id}"));
+        return Some(Digest::Content(id));
     }
     if ws.is_loaded(path) {
         let data = ws.read(path).ok()?;
         if data.len() <= snapgraph::limits::INLINE_MAX {
-            return Some(format!("i:{}", hex::encode(data)));
+            return Some(Digest::Inline(data.to_vec()));
         }
     }
     None
+}
+
+/// The index entry for `seen` at `path` of `ws` (after a commit or checkout of it);
+/// `None` for a file whose digest is unknown.
+pub fn index_entry(ws: &Workspace, path: &str, seen: &Seen) -> Option<IndexEntry> {
+    Some(match seen {
+        Seen::File(stat, vouched) => IndexEntry::File {
+            stat: *stat,
+            digest: match vouched {
+                Some(d) => d.clone(),
+                None => digest_of(ws, path)?,
+            },
+        },
+        Seen::Symlink(stat) => IndexEntry::Symlink { stat: *stat },
+        Seen::Dir => IndexEntry::Dir,
+    })
 }
 
 /// The workspace path (`/a/b`) of `rel`, a path relative to the scanned root.
@@ -111,7 +143,7 @@ pub struct ScanOptions<'a> {
 
 /// Where a path lies relative to [`ScanOptions::only`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Scope {
+pub enum Scope {
     /// Below (or at) one of the paths: recorded.
     Inside,
     /// A directory on the way to one of them: walked, not recorded.
@@ -135,9 +167,262 @@ fn scope_of(only: Option<&[String]>, path: &str) -> Scope {
     }
 }
 
+/// What the walk found at a path (from the directory listing: no `lstat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A directory (not a nested repository).
+    Dir,
+    /// A regular file.
+    File,
+    /// A symlink.
+    Symlink,
+    /// A socket, FIFO or device.
+    Other,
+}
+
+/// One entry of a [`walk`].
+#[derive(Debug)]
+pub struct Walked<'a> {
+    /// Its path on disk.
+    pub full: &'a Path,
+    /// Its workspace path (`/a/b`).
+    pub path: &'a str,
+    /// What it is.
+    pub found: Found,
+    /// Where it lies relative to the walk's `only`.
+    pub scope: Scope,
+    /// Its `lstat` (files and symlinks; taken relative to the open directory, so
+    /// without a walk of the whole path).
+    pub stat: Option<FileStat>,
+}
+
+/// Walks the directory `root` the way every scan does, parents before children,
+/// calling `visit` for each entry recorded (or on the way to `only`'s paths) until it
+/// returns `false`; returns the nested repositories skipped, sorted.
+///
+/// Skipped: `skip` (the repository's own directory) and any `.snapgraph` at the
+/// top; entries a `.snapgraphignore` ignores (gitignore syntax, in any directory,
+/// applying below it, the deepest file deciding first); directories holding a
+/// `.snapgraph` directory (another repository: listed in the result); entries
+/// outside `only`. Refused: names that are not UTF-8 and names a file system could
+/// fold into `.snapgraph` ([`crate::materialize::is_reserved_name`]). An ignore file
+/// is read only where the directory listing shows one, and only directories are
+/// probed for a `.snapgraph` of their own: regular files are not stat'ed here.
+pub fn walk(
+    root: &Path,
+    skip: &Path,
+    only: Option<&[String]>,
+    visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
+) -> Result<Vec<PathBuf>> {
+    let mut nested = Vec::new();
+    // Directories to list: on disk, workspace path, scope, the ignore files in
+    // force. Each is visited when listed (so a nested repository is known from its
+    // own listing, without a probe), before anything below it.
+    let mut stack: Vec<(PathBuf, String, Scope, Rc<Vec<Gitignore>>)> = vec![(
+        root.to_path_buf(),
+        String::new(),
+        Scope::Inside,
+        Rc::new(Vec::new()),
+    )];
+    while let Some((dir, dir_path, dir_scope, parent_rules)) = stack.pop() {
+        let fd = open_dir(&dir)?;
+        let mut names: Vec<(std::ffi::OsString, Kind)> = Vec::new();
+        let listing = fd
+            .try_clone()
+            .and_then(|d| Ok(rustix::fs::Dir::new(d)?))
+            .map_err(|e| CliError::io(&dir, e))?;
+        for e in listing {
+            let e = e.map_err(|e| CliError::io(&dir, e.into()))?;
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = std::ffi::OsStr::from_bytes(name).to_os_string();
+            let kind = match e.file_type() {
+                rustix::fs::FileType::Directory => Kind::Dir,
+                rustix::fs::FileType::RegularFile => Kind::File,
+                rustix::fs::FileType::Symlink => Kind::Symlink,
+                rustix::fs::FileType::Unknown => {
+                    let st = rustix::fs::statat(&fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(|e| CliError::io(dir.join(&name), e.into()))?;
+                    Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
+                }
+                other => Kind::of(other),
+            };
+            names.push((name, kind));
+        }
+        if !dir_path.is_empty() {
+            if names.iter().any(|(n, k)| n == DOT_DIR && *k == Kind::Dir) {
+                nested.push(dir);
+                continue;
+            }
+            let name = dir_path.rsplit('/').next().unwrap_or_default();
+            if crate::materialize::is_reserved_name(name) {
+                return Err(reserved(&dir));
+            }
+            let go_on = visit(Walked {
+                full: &dir,
+                path: &dir_path,
+                found: Found::Dir,
+                scope: dir_scope,
+                stat: None,
+            })?;
+            if !go_on {
+                break;
+            }
+        }
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut rules = parent_rules;
+        if names.iter().any(|(n, _)| n == IGNORE_FILE) {
+            let file = dir.join(IGNORE_FILE);
+            let mut b = GitignoreBuilder::new(&dir);
+            if let Some(e) = b.add(&file) {
+                return Err(walk_error(&file, e));
+            }
+            let g = b.build().map_err(|e| walk_error(&file, e))?;
+            let mut all = (*rules).clone();
+            all.push(g);
+            rules = Rc::new(all);
+        }
+        let mut subdirs = Vec::new();
+        let mut stopped = false;
+        for (name, kind) in names {
+            if dir_path.is_empty() && name == DOT_DIR {
+                continue;
+            }
+            let full = dir.join(&name);
+            if full == skip {
+                continue;
+            }
+            let is_dir = kind == Kind::Dir;
+            let ignored = rules
+                .iter()
+                .rev()
+                .map(|g| g.matched(&full, is_dir))
+                .find(|m| !m.is_none());
+            if matches!(ignored, Some(Match::Ignore(_))) {
+                continue;
+            }
+            let name = name
+                .to_str()
+                .ok_or_else(|| CliError::bad_path(&full, "file name is not valid UTF-8"))?;
+            let path = format!("{dir_path}/{name}");
+            let scope = scope_of(only, &path);
+            if scope == Scope::Outside {
+                continue;
+            }
+            if is_dir {
+                // Visited when listed (below), where a nested repository shows.
+                subdirs.push((full, path, scope));
+                continue;
+            }
+            if crate::materialize::is_reserved_name(name) {
+                return Err(reserved(&full));
+            }
+            let found = match kind {
+                Kind::Symlink => Found::Symlink,
+                Kind::File => Found::File,
+                _ => Found::Other,
+            };
+            let stat = match found {
+                Found::File | Found::Symlink => Some(FileStat::of_stat(
+                    &rustix::fs::statat(&fd, name.as_bytes(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(|e| CliError::io(&full, e.into()))?,
+                )),
+                _ => None,
+            };
+            if !visit(Walked {
+                full: &full,
+                path: &path,
+                found,
+                scope,
+                stat,
+            })? {
+                stopped = true;
+                break;
+            }
+        }
+        if stopped {
+            break;
+        }
+        // Reversed onto the stack: directories are walked in name order.
+        for (full, path, scope) in subdirs.into_iter().rev() {
+            stack.push((full, path, scope, rules.clone()));
+        }
+    }
+    nested.sort();
+    Ok(nested)
+}
+
+/// An entry's type as a directory listing gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+impl Kind {
+    fn of(t: rustix::fs::FileType) -> Self {
+        match t {
+            rustix::fs::FileType::Directory => Kind::Dir,
+            rustix::fs::FileType::RegularFile => Kind::File,
+            rustix::fs::FileType::Symlink => Kind::Symlink,
+            _ => Kind::Other,
+        }
+    }
+}
+
+/// Opens a directory for listing and `statat`, refusing a symlink.
+fn open_dir(dir: &Path) -> Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| CliError::io(dir, e.into()))
+}
+
+fn reserved(full: &Path) -> CliError {
+    CliError::bad_path(
+        full,
+        "reserved name: a file system may fold it into .snapgraph, the repository directory",
+    )
+}
+
+/// Whether the directory `root` is exactly what `index` recorded, with no doubt:
+/// `Some(files)` when the walk finds exactly the recorded entries, each of the
+/// recorded kind, every file and symlink with its recorded, non-racy stat (see
+/// [`crate::index`]); `None` at the first difference or doubt (then the caller
+/// scans). The index must be complete ([`Index::tip`]) for the answer to mean "the
+/// tip's tree"; the caller checks that. Nested repositories are returned for the
+/// caller to report.
+pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64, Vec<PathBuf>)>> {
+    let mut matched = 0usize;
+    let mut files = 0u64;
+    let mut same = true;
+    let nested = walk(root, skip, None, &mut |w| {
+        let recorded = index.entries.get(w.path);
+        same = match (w.found, recorded) {
+            (Found::Dir, Some(IndexEntry::Dir)) => true,
+            (Found::File, Some(IndexEntry::File { stat, .. }))
+            | (Found::Symlink, Some(IndexEntry::Symlink { stat })) => {
+                files += u64::from(w.found == Found::File);
+                w.stat.is_some_and(|now| index.trusted(stat, &now))
+            }
+            _ => false,
+        };
+        matched += 1;
+        Ok(same)
+    })?;
+    Ok((same && matched == index.entries.len()).then_some((files, nested)))
+}
+
 /// Makes `ws` match the directory `root`, reading only files the index cannot vouch
-/// for: first a walk that stats everything (and counts what must be read), then the
-/// reads, shown against those totals on `progress`.
+/// for: first a walk (see [`walk`]) that stats files and symlinks (and counts what
+/// must be read), then the reads, shown against those totals on `progress`.
 ///
 /// Names that a file system could fold into `.snapgraph` are refused
 /// ([`crate::materialize::is_reserved_name`]); a directory holding a `.snapgraph`
@@ -154,161 +439,129 @@ pub fn scan(
         return Err(CliError::bad_path(root, "not a directory"));
     }
     let mut report = ScanReport::default();
-    let mut seen: HashSet<String> = HashSet::new();
-    let skip = options.skip.to_path_buf();
-    let nested = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let found = nested.clone();
-    let only: Option<Vec<String>> = options.only.map(<[String]>::to_vec);
-    let filter_root = root.to_path_buf();
-    let walker = ignore::WalkBuilder::new(root)
-        .standard_filters(false)
-        .parents(false)
-        .follow_links(false)
-        .add_custom_ignore_filename(IGNORE_FILE)
-        .filter_entry(move |e| {
-            if e.path() == skip || (e.depth() == 1 && e.file_name() == DOT_DIR) {
-                return false;
-            }
-            if e.depth() == 0 {
-                return true;
-            }
-            if let (Some(only), Ok(rel)) = (&only, e.path().strip_prefix(&filter_root)) {
-                let path = match workspace_path(e.path(), rel) {
-                    Ok(p) => p,
-                    Err(_) => return true, // reported by the loop
-                };
-                if scope_of(Some(only), &path) == Scope::Outside {
-                    return false;
-                }
-            }
-            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-            if is_dir
-                && e.path()
-                    .join(DOT_DIR)
-                    .symlink_metadata()
-                    .is_ok_and(|m| m.is_dir())
-            {
-                if let Ok(mut v) = found.lock() {
-                    v.push(e.path().to_path_buf());
-                }
-                return false;
-            }
-            true
-        })
-        .build();
+    // An index complete for the workspace's commit lists exactly its entries, so a
+    // file it vouches for needs no look at the workspace (see `crate::index`).
+    let complete = options
+        .index
+        .filter(|ix| ix.tip.is_some() && ix.tip == ws.head());
+    let mut indexed_seen = 0usize;
     // Files to read: (full path, workspace path, size, mode).
-    let mut to_read: Vec<(std::path::PathBuf, String, u64, u32)> = Vec::new();
+    let mut to_read: Vec<(PathBuf, String, u64, u32)> = Vec::new();
     let mut bytes_to_read = 0u64;
-    for entry in walker {
-        let entry = entry.map_err(|e| walk_error(root, e))?;
-        if entry.depth() == 0 {
-            continue;
-        }
-        let full = entry.path();
-        let rel = full
-            .strip_prefix(root)
-            .map_err(|_| CliError::bad_path(full, "outside the scanned directory"))?;
-        let path = workspace_path(full, rel)?;
-        let name = entry.file_name().to_str().unwrap_or_default();
-        if crate::materialize::is_reserved_name(name) {
-            return Err(CliError::bad_path(
-                full,
-                "reserved name: a file system may fold it into .snapgraph, the repository directory",
-            ));
-        }
-        let scope = scope_of(options.only, &path);
-        let m = std::fs::symlink_metadata(full).at(full)?;
-        let ft = m.file_type();
-        if scope == Scope::Ancestor {
-            if ft.is_dir() && !ws.exists(&path) {
-                ws.mkdir(&path)?;
+    let nested = walk(root, options.skip, options.only, &mut |w| {
+        let (full, path) = (w.full, w.path);
+        if w.scope == Scope::Ancestor {
+            if w.found == Found::Dir && !ws.exists(path) {
+                ws.mkdir(path)?;
                 report.changed = true;
             }
-            continue;
+            return Ok(true);
         }
         report.entries += 1;
         progress.inc(1);
-        let current = ws.metadata(&path).ok();
-        let kind = if ft.is_dir() {
-            Some(EntryKind::Dir)
-        } else if ft.is_symlink() {
-            Some(EntryKind::Symlink)
-        } else if ft.is_file() {
-            Some(EntryKind::File)
-        } else {
-            None
+        if let Some(ix) = complete {
+            if ix.entries.contains_key(path) {
+                indexed_seen += 1;
+            }
+            if let (Found::File, Some(stat)) = (w.found, w.stat) {
+                if let Some(d) = ix.clean(path, &stat) {
+                    report.files_skipped += 1;
+                    report
+                        .stats
+                        .insert(path.to_string(), Seen::File(stat, Some(d.clone())));
+                    return Ok(true);
+                }
+            }
+        }
+        let current = ws.metadata(path).ok();
+        let kind = match w.found {
+            Found::Dir => Some(EntryKind::Dir),
+            Found::Symlink => Some(EntryKind::Symlink),
+            Found::File => Some(EntryKind::File),
+            Found::Other => None,
         };
         if kind.is_some() && current.as_ref().map(|c| c.kind) != kind {
             report.changed = true;
         }
-        if ft.is_dir() {
-            if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
-                ws.remove(&path)?;
-            }
-            if !ws.exists(&path) {
-                ws.mkdir(&path)?;
-            }
-        } else if ft.is_symlink() {
-            let target = std::fs::read_link(full).at(full)?;
-            let target = target
-                .to_str()
-                .ok_or_else(|| CliError::bad_path(full, "symlink target is not valid UTF-8"))?;
-            let same = current
-                .as_ref()
-                .is_some_and(|c| c.kind == EntryKind::Symlink)
-                && ws.read_link(&path).ok() == Some(target);
-            if !same {
-                report.changed = true;
-                if current.is_some() {
-                    ws.remove(&path)?;
+        match w.found {
+            Found::Dir => {
+                if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
+                    ws.remove(path)?;
                 }
-                ws.symlink(&path, target)?;
-            }
-        } else if ft.is_file() {
-            let stat = FileStat::of(&m);
-            let mode = file_mode(m.mode());
-            let vouched = current.as_ref().is_some_and(|c| {
-                c.kind == EntryKind::File
-                    && c.size == stat.size
-                    && options
-                        .index
-                        .and_then(|ix| ix.clean(&path, &stat))
-                        .is_some_and(|e| digest_of(ws, &path).as_deref() == Some(&e.digest))
-            });
-            if current
-                .as_ref()
-                .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
-            {
-                report.changed = true;
-            }
-            if vouched {
-                report.files_skipped += 1;
-                if ws.metadata(&path)?.mode != mode {
-                    ws.set_mode(&path, mode)?;
+                if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
+                    ws.mkdir(path)?;
                 }
-            } else {
-                match &current {
-                    Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
-                        report.reread += 1
+                report.stats.insert(path.to_string(), Seen::Dir);
+            }
+            Found::Symlink => {
+                let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                let target = std::fs::read_link(full).at(full)?;
+                let target = target
+                    .to_str()
+                    .ok_or_else(|| CliError::bad_path(full, "symlink target is not valid UTF-8"))?;
+                let same = current
+                    .as_ref()
+                    .is_some_and(|c| c.kind == EntryKind::Symlink)
+                    && ws.read_link(path).ok() == Some(target);
+                if !same {
+                    report.changed = true;
+                    if current.is_some() {
+                        ws.remove(path)?;
                     }
-                    _ => report.changed = true,
+                    ws.symlink(path, target)?;
                 }
-                if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
-                    ws.remove(&path)?;
-                }
-                bytes_to_read += stat.size;
-                to_read.push((full.to_path_buf(), path.clone(), stat.size, mode));
+                report.stats.insert(path.to_string(), Seen::Symlink(stat));
             }
-            report.stats.insert(path.clone(), stat);
-        } else {
-            eprintln!(
-                "warning: {}: not a file, directory or symlink; skipped",
-                full.display()
-            );
-            continue;
+            Found::File => {
+                let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                let mode = file_mode(stat.mode);
+                let vouched = current.as_ref().is_some_and(|c| {
+                    c.kind == EntryKind::File
+                        && c.size == stat.size
+                        && options
+                            .index
+                            .and_then(|ix| ix.clean(path, &stat))
+                            .is_some_and(|d| digest_of(ws, path).as_ref() == Some(d))
+                });
+                if current
+                    .as_ref()
+                    .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
+                {
+                    report.changed = true;
+                }
+                if vouched {
+                    report.files_skipped += 1;
+                    if current.as_ref().is_some_and(|c| c.mode != mode) {
+                        ws.set_mode(path, mode)?;
+                    }
+                } else {
+                    match &current {
+                        Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
+                            report.reread += 1
+                        }
+                        _ => report.changed = true,
+                    }
+                    if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
+                        ws.remove(path)?;
+                    }
+                    bytes_to_read += stat.size;
+                    to_read.push((full.to_path_buf(), path.to_string(), stat.size, mode));
+                }
+                let digest = if vouched { digest_of(ws, path) } else { None };
+                report
+                    .stats
+                    .insert(path.to_string(), Seen::File(stat, digest));
+            }
+            Found::Other => {
+                eprintln!(
+                    "warning: {}: not a file, directory or symlink; skipped",
+                    full.display()
+                );
+                return Ok(true);
+            }
         }
-        seen.insert(path);
-    }
+        Ok(true)
+    })?;
     let files_to_read = to_read.len() as u64;
     crate::progress::phase(progress, "reading", bytes_to_read);
     for (full, path, _, mode) in to_read {
@@ -322,21 +575,22 @@ pub fn scan(
             ws.set_mode(&path, mode)?;
         }
     }
-    for (path, _) in ws.walk() {
-        if scope_of(options.only, &path) == Scope::Inside
-            && !seen.contains(&path)
-            && ws.exists(&path)
-        {
-            ws.remove(&path)?;
-            report.changed = true;
+    // Removals: what the workspace holds and the walk did not see. With a complete
+    // index that saw every one of its entries, there are none.
+    let all_seen =
+        complete.is_some_and(|ix| options.only.is_none() && indexed_seen == ix.entries.len());
+    if !all_seen {
+        for (path, _) in ws.walk() {
+            if scope_of(options.only, &path) == Scope::Inside
+                && !report.stats.contains_key(&path)
+                && ws.exists(&path)
+            {
+                ws.remove(&path)?;
+                report.changed = true;
+            }
         }
     }
-    report.nested = std::mem::take(
-        &mut *nested
-            .lock()
-            .map_err(|_| CliError::bad_path(root, "scan thread panicked"))?,
-    );
-    report.nested.sort();
+    report.nested = nested;
     Ok(report)
 }
 

@@ -23,7 +23,7 @@ use snapgraph::{
 
 use crate::cli::{Cli, Command, SnapshotsAction};
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Index, IndexEntry, INDEX_VERSION};
+use crate::index::{Digest, FileStat, Index, IndexEntry, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanReport};
@@ -218,11 +218,34 @@ pub(super) fn working_commit<'a>(
     let branch = wd.head_branch()?;
     let tip = wd.repo.branch(&branch)?;
     let store: &dyn ObjectSource = wd.repo.store();
-    let mut ws = match tip {
-        Some(t) => shallow(t, store)?,
-        None => Workspace::new(),
+    let index_path = wd.dot.join("index");
+    let mut index = Index::load(&index_path, &wd.root);
+    // Nothing changed (see `crate::index`): the working commit is the tip.
+    if let (Some(t), Some(ix)) = (tip, &index) {
+        if ix.tip == Some(t) {
+            if let Some((files, nested)) = scan::unchanged(&wd.root, ix, &wd.dot)? {
+                let report = ScanReport {
+                    files_skipped: files,
+                    entries: ix.entries.len() as u64,
+                    nested,
+                    ..ScanReport::default()
+                };
+                let overlay = Overlay {
+                    base: store,
+                    extra: HashMap::new(),
+                };
+                return Ok((t, tip, overlay, report));
+            }
+        }
+    }
+    if let Some(ix) = &mut index {
+        ix.load_skeleton(&index_path);
+    }
+    let mut ws = match (tip, &index) {
+        (Some(t), Some(ix)) => shallow(t, &SkeletonSource::new(&ix.skeleton, store))?,
+        (Some(t), None) => shallow(t, store)?,
+        (None, _) => Workspace::new(),
     };
-    let index = Index::load(&wd.dot.join("index"), &wd.root);
     let pb = ctx.bar(None, "scanning");
     let report = scan::scan(
         &wd.root,
@@ -339,30 +362,42 @@ pub(super) fn read_key(path: Option<&Path>) -> Result<Option<SnapshotKey>> {
     }
 }
 
-/// Writes a new stat cache for `root` from `digests`, taking stats now (after a
-/// probe of the file-system clock, see [`crate::index`]).
-pub(super) fn write_index_after_checkout(wd: &Workdir, digests: &[(String, String)]) -> Result<()> {
+/// Writes a new stat cache for the working directory, just written with commit
+/// `id`'s `entries` ([`crate::materialize::Materialized::entries`]), taking stats now
+/// (after a probe of the file-system clock, see [`crate::index`]).
+pub(super) fn write_index_after_checkout(
+    wd: &Workdir,
+    id: ObjectId,
+    entries: &[(String, EntryKind, Option<Digest>)],
+) -> Result<()> {
     let probe_ns = repo::fs_now(&wd.dot)?;
-    let mut entries = BTreeMap::new();
-    for (path, digest) in digests {
+    let mut index = Index::new(&wd.root, probe_ns);
+    let mut complete = true;
+    for (path, kind, digest) in entries {
         let full = wd.root.join(path.trim_start_matches('/'));
-        if let Ok(m) = std::fs::symlink_metadata(&full) {
-            entries.insert(
-                path.clone(),
-                IndexEntry {
-                    stat: crate::index::FileStat::of(&m),
-                    digest: digest.clone(),
-                },
-            );
+        let entry = match (kind, digest) {
+            (EntryKind::Dir, _) => Some(IndexEntry::Dir),
+            // The same `lstat` as the scan's, field for field.
+            (EntryKind::File, Some(d)) => {
+                FileStat::lstat(&full).ok().map(|stat| IndexEntry::File {
+                    stat,
+                    digest: d.clone(),
+                })
+            }
+            (EntryKind::Symlink, _) => FileStat::lstat(&full)
+                .ok()
+                .map(|stat| IndexEntry::Symlink { stat }),
+            _ => None,
+        };
+        match entry {
+            Some(e) => {
+                index.entries.insert(path.clone(), e);
+            }
+            None => complete = false,
         }
     }
-    Index {
-        version: INDEX_VERSION,
-        root: wd.root.clone(),
-        probe_ns,
-        entries,
-    }
-    .save(&wd.dot.join("index"))
+    index.tip = Some(id).filter(|_| complete);
+    index.save(&wd.dot.join("index"))
 }
 
 pub(super) fn unique_name(base: &str) -> String {

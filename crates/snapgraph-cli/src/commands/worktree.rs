@@ -23,7 +23,7 @@
 //! or `gc` removes those whose process is gone, and `status` mentions them
 //! ([`crate::repo::stale_work`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -37,7 +37,7 @@ use super::{
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Index, IndexEntry, INDEX_VERSION};
+use crate::index::{Index, IndexEntry, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanOptions};
@@ -104,12 +104,29 @@ pub(super) fn commit(
     };
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?;
-    let mut ws = match tip {
-        Some(t) => shallow(t, store)?,
-        None => Workspace::new(),
-    };
     let index_path = wd.dot.join("index");
     let index = Index::load(&index_path, &root);
+    // The fast path: an index complete for the tip and a walk that finds exactly
+    // what it recorded (see `crate::index`). No tree is read.
+    if let (false, None, Some(t), Some(ix)) = (allow_empty, &only, tip, &index) {
+        if ix.tip == Some(t) {
+            if let Some((files, nested)) = scan::unchanged(&root, ix, &wd.dot)? {
+                warn_nested(&nested);
+                return nothing_to_commit(ctx, &branch, tip, 0, 0, files);
+            }
+        }
+    }
+    let mut index = index;
+    if let Some(ix) = &mut index {
+        ix.load_skeleton(&index_path);
+    }
+    let empty = HashMap::new();
+    let skeleton = SkeletonSource::new(index.as_ref().map_or(&empty, |ix| &ix.skeleton), store);
+    let mut ws = match tip {
+        Some(t) => shallow(t, &skeleton)?,
+        None => Workspace::new(),
+    };
+    let skeleton = skeleton.into_read();
     let probe_ns = repo::fs_now(&wd.dot)?;
     let pb = ctx.bar(None, "scanning");
     let report = scan::scan(
@@ -123,60 +140,45 @@ pub(super) fn commit(
         &pb,
     )?;
     pb.finish_and_clear();
-    for n in &report.nested {
-        eprintln!(
-            "warning: {}: holds another repository (.snapgraph); skipped",
-            n.display()
-        );
-    }
+    warn_nested(&report.nested);
     // The stat cache for the next commit: entries outside the committed paths are
-    // kept from the last one.
-    let index_entries = |ws: &Workspace| {
-        let mut entries = BTreeMap::new();
+    // kept from the last one; only a whole-tree scan makes it complete for `at`.
+    let index_entries = |ws: &Workspace, at: Option<ObjectId>| {
+        let mut next = Index::new(&root, probe_ns);
         if let (Some(only), Some(old)) = (&only, &index) {
             for (p, e) in &old.entries {
-                if !only
-                    .iter()
-                    .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
+                if matches!(e, IndexEntry::File { .. })
+                    && !only
+                        .iter()
+                        .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
                 {
-                    entries.insert(p.clone(), e.clone());
+                    next.entries.insert(p.clone(), e.clone());
                 }
             }
         }
-        for (path, stat) in &report.stats {
-            if let Some(digest) = scan::digest_of(ws, path) {
-                entries.insert(
-                    path.clone(),
-                    IndexEntry {
-                        stat: *stat,
-                        digest,
-                    },
-                );
+        let mut complete = only.is_none();
+        for (path, seen) in &report.stats {
+            match scan::index_entry(ws, path, seen) {
+                Some(e) => {
+                    next.entries.insert(path.clone(), e);
+                }
+                None => complete = false,
             }
         }
-        Index {
-            version: INDEX_VERSION,
-            root: root.clone(),
-            probe_ns,
-            entries,
-        }
+        next.tip = at.filter(|_| complete);
+        next.skeleton = skeleton.clone();
+        next
     };
     if !allow_empty {
         if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
-            index_entries(&probe).save(&index_path)?;
-            return ctx.print(
-                json!({
-                    "id": null, "branch": branch, "previous": tip.map(|t| t.to_string()),
-                    "nothing_to_commit": true, "files_read": report.files_read,
-                    "bytes_read": report.bytes_read, "files_skipped": report.files_skipped,
-                    "files_changed": 0,
-                }),
-                |w| {
-                    writeln!(
-                        w,
-                        "nothing to commit on {branch} (use --allow-empty to commit anyway)"
-                    )
-                },
+            index_entries(&probe, tip).save(&index_path)?;
+            return nothing_to_commit(
+                ctx,
+                &branch,
+                tip,
+                report.files_read,
+                report.bytes_read,
+                report.files_skipped,
             );
         }
     }
@@ -200,8 +202,14 @@ pub(super) fn commit(
     );
     pb.finish_and_clear();
     let committed = committed?;
-    index_entries(&ws).save(&index_path)?;
-    let d = diff_of(committed.previous, committed.id, store)?;
+    index_entries(&ws, Some(committed.id)).save(&index_path)?;
+    // The previous tip's trees are in the skeleton: only the new ones come from the
+    // store.
+    let d = diff_of(
+        committed.previous,
+        committed.id,
+        &SkeletonSource::new(&skeleton, store),
+    )?;
     ctx.print(
         json!({
             "id": committed.id.to_string(),
@@ -229,6 +237,39 @@ pub(super) fn commit(
                 d.files_removed.len(),
                 committed.objects_written,
                 committed.bytes_written
+            )
+        },
+    )
+}
+
+fn warn_nested(nested: &[PathBuf]) {
+    for n in nested {
+        eprintln!(
+            "warning: {}: holds another repository (.snapgraph); skipped",
+            n.display()
+        );
+    }
+}
+
+fn nothing_to_commit(
+    ctx: &Ctx,
+    branch: &str,
+    tip: Option<ObjectId>,
+    files_read: u64,
+    bytes_read: u64,
+    files_skipped: u64,
+) -> Result<()> {
+    ctx.print(
+        json!({
+            "id": null, "branch": branch, "previous": tip.map(|t| t.to_string()),
+            "nothing_to_commit": true, "files_read": files_read,
+            "bytes_read": bytes_read, "files_skipped": files_skipped,
+            "files_changed": 0,
+        }),
+        |w| {
+            writeln!(
+                w,
+                "nothing to commit on {branch} (use --allow-empty to commit anyway)"
             )
         },
     )
@@ -314,7 +355,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         );
     }
     let store: &dyn ObjectSource = wd.repo.store();
-    let mut ws = shallow(id, store)?;
+    let ws = shallow(id, store)?;
     let root_mode = ws.metadata("/")?.mode & 0o777;
     let pb = ctx.bar(Some(0), "checkout");
     let (target, done) = match &args.to {
@@ -336,13 +377,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 .ok_or_else(|| CliError::bad_path(&to, "needs a final UTF-8 name"))?;
             let parent = to.parent().unwrap_or(Path::new("."));
             let staging = parent.join(unique_name(&format!(".{name}.snapgraph-staging")));
-            let done = match crate::materialize::materialize(&mut ws, store, id, &staging, &pb) {
-                Ok(d) => d,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&staging);
-                    return Err(e);
-                }
-            };
+            let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let swap = std::fs::rename(&staging, &to).and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&to, std::fs::Permissions::from_mode(root_mode))
@@ -387,17 +422,11 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 }
             }
             let staging = wd.dot.join(unique_name("staging"));
-            let done = match crate::materialize::materialize(&mut ws, store, id, &staging, &pb) {
-                Ok(d) => d,
-                Err(e) => {
-                    let _ = std::fs::remove_dir_all(&staging);
-                    return Err(e);
-                }
-            };
+            let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let r = swap_into(&wd, &staging, args.force);
             let _ = std::fs::remove_dir_all(&staging);
             r?;
-            write_index_after_checkout(&wd, &done.digests)?;
+            write_index_after_checkout(&wd, id, &done.entries)?;
             if move_head && wd.repo.branch(&args.rev).ok().flatten() == Some(id) {
                 wd.set_head_branch(&args.rev)?;
             }
@@ -426,6 +455,19 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             )
         },
     )
+}
+
+/// Writes commit `id` (shallow in `ws`) into `staging`, removing it on failure.
+fn materialize_or_clean(
+    wd: &Workdir,
+    ws: &Workspace,
+    id: ObjectId,
+    staging: &Path,
+    pb: &indicatif::ProgressBar,
+) -> Result<crate::materialize::Materialized> {
+    crate::materialize::materialize(ws, &**wd.repo.store(), id, staging, pb).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(staging);
+    })
 }
 
 /// The top-most entries under `root` that a scan does not record (ignored, or

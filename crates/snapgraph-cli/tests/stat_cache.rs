@@ -1,0 +1,420 @@
+//! The stat cache (`.snapgraph/index`) and its invalidation rules: whatever the
+//! cache holds, a commit records the working directory as it is (see the docs of
+//! `snapgraph_cli::index`).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use proptest::prelude::*;
+use snapgraph_cli::index::{Index, IndexEntry};
+use snapgraph_cli::scan::{self, ScanOptions};
+
+mod common;
+use common::*;
+
+/// A repository with a few aged files, committed, then committed again with nothing
+/// changed (so the index is complete for the tip and the fast path is armed).
+fn armed() -> tempfile::TempDir {
+    let t = repo();
+    write(t.path(), "a.txt", b"alpha");
+    write(t.path(), "d/b.txt", b"bravo");
+    write(t.path(), "d/e/c.txt", b"charlie");
+    std::fs::create_dir_all(t.path().join("empty")).unwrap();
+    std::os::unix::fs::symlink("a.txt", t.path().join("link")).unwrap();
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "one"]);
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+    assert_eq!(none["files_skipped"], 3, "{none}");
+    t
+}
+
+/// Sets the mtime of `rel` to `when`.
+fn set_mtime(root: &Path, rel: &str, when: SystemTime) {
+    let f = std::fs::File::options()
+        .write(true)
+        .open(root.join(rel))
+        .unwrap();
+    f.set_modified(when).unwrap();
+}
+
+fn mtime(root: &Path, rel: &str) -> SystemTime {
+    std::fs::metadata(root.join(rel))
+        .unwrap()
+        .modified()
+        .unwrap()
+}
+
+/// Commits and requires that the branch tip then holds exactly the directory.
+fn commit_records_the_directory(root: &Path) -> serde_json::Value {
+    let out = json(root, &["commit", "-m", "next"]);
+    assert_tip_is_the_directory(root, &out);
+    out
+}
+
+/// The oracle: a commit without the stat cache (every file read and hashed) finds
+/// nothing to commit. The index is put back afterwards, so the cache's own history
+/// goes on.
+fn assert_tip_is_the_directory(root: &Path, after: &serde_json::Value) {
+    let index = root.join(".snapgraph/index");
+    let saved = std::fs::read(&index).ok();
+    let _ = std::fs::remove_file(&index);
+    let check = json(root, &["commit", "-m", "oracle"]);
+    assert_eq!(
+        check["nothing_to_commit"], true,
+        "the tip misses a change after {after}: {check}"
+    );
+    match saved {
+        Some(b) => std::fs::write(&index, b).unwrap(),
+        None => {
+            let _ = std::fs::remove_file(&index);
+        }
+    }
+}
+
+#[test]
+fn a_same_size_edit_with_the_old_mtime_is_seen() {
+    let t = armed();
+    let old = mtime(t.path(), "d/b.txt");
+    write(t.path(), "d/b.txt", b"BRAVO");
+    set_mtime(t.path(), "d/b.txt", old);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_changed"], 1, "{out}");
+    assert_eq!(run_in(t.path(), &["cat", "main:d/b.txt"]).stdout, b"BRAVO");
+}
+
+#[test]
+fn added_removed_and_retyped_entries_are_seen() {
+    type Edit = fn(&Path);
+    let edits: [(&str, Edit); 8] = [
+        ("an empty file added", |r| write(r, "d/new.txt", b"")),
+        ("a file removed", |r| {
+            std::fs::remove_file(r.join("d/e/c.txt")).unwrap()
+        }),
+        ("an empty directory added", |r| {
+            std::fs::create_dir(r.join("d/fresh")).unwrap()
+        }),
+        ("an empty directory removed", |r| {
+            std::fs::remove_dir(r.join("empty")).unwrap()
+        }),
+        ("an execute bit set", |r| {
+            std::fs::set_permissions(r.join("a.txt"), std::fs::Permissions::from_mode(0o755))
+                .unwrap()
+        }),
+        ("a symlink retargeted (same length)", |r| {
+            std::fs::remove_file(r.join("link")).unwrap();
+            std::os::unix::fs::symlink("b.txt", r.join("link")).unwrap();
+        }),
+        ("a file replaced by a directory", |r| {
+            std::fs::remove_file(r.join("a.txt")).unwrap();
+            std::fs::create_dir(r.join("a.txt")).unwrap();
+        }),
+        ("a directory replaced by a file", |r| {
+            std::fs::remove_dir(r.join("empty")).unwrap();
+            write(r, "empty", b"now a file");
+        }),
+    ];
+    for (what, edit) in edits {
+        let t = armed();
+        let before = ok(t.path(), &["log", "--limit", "1"]);
+        edit(t.path());
+        let out = commit_records_the_directory(t.path());
+        assert_ne!(out["nothing_to_commit"], true, "{what}: {out}");
+        assert_ne!(ok(t.path(), &["log", "--limit", "1"]), before, "{what}");
+    }
+}
+
+#[test]
+fn ignore_file_edits_are_seen() {
+    let t = armed();
+    // Ignoring a recorded file removes it from the next commit...
+    write(t.path(), ".snapgraphignore", b"c.txt\n");
+    let out = commit_records_the_directory(t.path());
+    let listed = ok(t.path(), &["ls", "-r", "main"]);
+    assert!(!listed.contains("c.txt"), "{out} {listed}");
+    // ... and un-ignoring it brings it back, even with the ignore file's old mtime.
+    let old = mtime(t.path(), ".snapgraphignore");
+    write(t.path(), ".snapgraphignore", b"x.txt\n");
+    set_mtime(t.path(), ".snapgraphignore", old);
+    commit_records_the_directory(t.path());
+    assert_eq!(
+        run_in(t.path(), &["cat", "main:d/e/c.txt"]).stdout,
+        b"charlie"
+    );
+}
+
+#[test]
+fn a_tip_moved_by_another_process_is_not_taken_for_the_working_directory() {
+    let t = armed();
+    // Another working directory on the same store commits to main.
+    let db = t.path().join(".snapgraph/store.db");
+    assert!(
+        db.exists(),
+        "the default store is a SQLite file in .snapgraph"
+    );
+    let other = tempfile::tempdir().unwrap();
+    ok(
+        other.path(),
+        &["init", "--store", &format!("sqlite:{}", db.display())],
+    );
+    write(other.path(), "a.txt", b"other");
+    ok(other.path(), &["commit", "-m", "elsewhere"]);
+    // Here nothing changed, but the tip is no longer what the index describes: the
+    // commit records this directory again (on top of the other commit).
+    let out = commit_records_the_directory(t.path());
+    assert_ne!(out["nothing_to_commit"], true, "{out}");
+    assert_eq!(run_in(t.path(), &["cat", "main:a.txt"]).stdout, b"alpha");
+}
+
+#[test]
+fn a_checkout_of_another_branch_is_seen() {
+    let t = armed();
+    ok(t.path(), &["branch", "side"]);
+    write(t.path(), "a.txt", b"ALPHA");
+    ok(t.path(), &["commit", "-m", "main moves"]);
+    ok(t.path(), &["checkout", "side"]);
+    assert_eq!(std::fs::read(t.path().join("a.txt")).unwrap(), b"alpha");
+    // The index was written by the checkout for side's tip: the fast path holds.
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    // Back on main with the working directory of side, forced: main's tip is in
+    // the directory again, and an edit is seen.
+    ok(t.path(), &["checkout", "main", "--force"]);
+    assert_eq!(std::fs::read(t.path().join("a.txt")).unwrap(), b"ALPHA");
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    let old = mtime(t.path(), "a.txt");
+    write(t.path(), "a.txt", b"Alpha");
+    set_mtime(t.path(), "a.txt", old);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_changed"], 1, "{out}");
+}
+
+#[test]
+fn a_corrupted_or_old_index_means_reading_everything() {
+    let t = armed();
+    let index = t.path().join(".snapgraph/index");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&index, &bytes).unwrap();
+    let out = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(out["nothing_to_commit"], true, "{out}");
+    assert_eq!(out["files_read"], 3, "{out}");
+    // Version 1 was JSON.
+    std::fs::write(
+        &index,
+        br#"{"version":1,"root":"/","probe_ns":0,"entries":{}}"#,
+    )
+    .unwrap();
+    let out = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(out["files_read"], 3, "{out}");
+    // And the index written then arms the fast path again.
+    let out = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(out["files_read"], 0, "{out}");
+}
+
+#[test]
+fn the_fast_path_trusts_only_complete_non_racy_records() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "a.txt", b"alpha");
+    write(t.path(), "d/b.txt", b"bravo");
+    std::os::unix::fs::symlink("a.txt", t.path().join("link")).unwrap();
+    age(t.path());
+    let dot = t.path().join(".snapgraph");
+    std::fs::create_dir(&dot).unwrap();
+    let mut ws = snapgraph::Workspace::new();
+    let report = scan::scan(
+        t.path(),
+        &mut ws,
+        ScanOptions {
+            index: None,
+            skip: &dot,
+            only: None,
+        },
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap();
+    let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let mut index = Index::new(t.path(), now);
+    for (path, seen) in &report.stats {
+        let e = scan::index_entry(&ws, path, seen).unwrap();
+        index.entries.insert(path.clone(), e);
+    }
+    assert_eq!(index.entries.len(), 4, "{:?}", index.entries);
+    let unchanged = |ix: &Index| scan::unchanged(t.path(), ix, &dot).unwrap().map(|u| u.0);
+    assert_eq!(unchanged(&index), Some(2));
+    // A record as new as the clock probe is racy.
+    let mut racy = index.clone();
+    let IndexEntry::File { stat, .. } = &index.entries["/a.txt"] else {
+        panic!("a file")
+    };
+    racy.probe_ns = stat.mtime_ns;
+    assert_eq!(unchanged(&racy), None);
+    // A record missing, one extra, one of another kind.
+    let mut missing = index.clone();
+    missing.entries.remove("/d");
+    assert_eq!(unchanged(&missing), None);
+    let mut extra = index.clone();
+    extra.entries.insert("/gone".into(), IndexEntry::Dir);
+    assert_eq!(unchanged(&extra), None);
+    let mut kind = index.clone();
+    kind.entries.insert("/link".into(), IndexEntry::Dir);
+    assert_eq!(unchanged(&kind), None);
+    // A nested repository is neither recorded nor a difference; it is reported.
+    std::fs::create_dir_all(t.path().join("sub/.snapgraph")).unwrap();
+    let found = scan::unchanged(t.path(), &index, &dot).unwrap().unwrap();
+    assert_eq!(found.1, vec![t.path().join("sub")]);
+    // A symlink's new target is a new symlink: a new stat.
+    std::fs::remove_file(t.path().join("link")).unwrap();
+    std::os::unix::fs::symlink("d/b.txt", t.path().join("link")).unwrap();
+    assert_eq!(unchanged(&index), None);
+}
+
+/// One random edit of a small tree.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Rewrite a file (same size when `same_size`), creating it if absent.
+    Write {
+        file: usize,
+        same_size: bool,
+        seed: u8,
+    },
+    Remove {
+        file: usize,
+    },
+    Chmod {
+        file: usize,
+        exec: bool,
+    },
+    Mkdir {
+        dir: usize,
+    },
+    Rmdir {
+        dir: usize,
+    },
+    Link {
+        file: usize,
+        target: usize,
+    },
+    Ignore {
+        file: usize,
+    },
+}
+
+const FILES: [&str; 6] = ["a", "b", "d/c", "d/e", "d/x/f", "g/h"];
+const DIRS: [&str; 3] = ["d/x", "g", "empty"];
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let f = 0..FILES.len();
+    prop_oneof![
+        4 => (f.clone(), any::<bool>(), any::<u8>())
+            .prop_map(|(file, same_size, seed)| Edit::Write { file, same_size, seed }),
+        1 => f.clone().prop_map(|file| Edit::Remove { file }),
+        1 => (f.clone(), any::<bool>()).prop_map(|(file, exec)| Edit::Chmod { file, exec }),
+        1 => (0..DIRS.len()).prop_map(|dir| Edit::Mkdir { dir }),
+        1 => (0..DIRS.len()).prop_map(|dir| Edit::Rmdir { dir }),
+        1 => (f.clone(), f.clone()).prop_map(|(file, target)| Edit::Link { file, target }),
+        1 => f.prop_map(|file| Edit::Ignore { file }),
+    ]
+}
+
+fn apply(root: &Path, e: &Edit) {
+    let p = |rel: &str| root.join(rel);
+    let is_file = |rel: &str| std::fs::symlink_metadata(p(rel)).is_ok_and(|m| m.is_file());
+    match e {
+        Edit::Write {
+            file,
+            same_size,
+            seed,
+        } => {
+            let rel = FILES[*file];
+            if std::fs::symlink_metadata(p(rel)).is_ok_and(|m| !m.is_file()) {
+                return;
+            }
+            let len = if *same_size {
+                8
+            } else {
+                8 + usize::from(*seed % 5)
+            };
+            if let Some(parent) = p(rel).parent() {
+                if std::fs::create_dir_all(parent).is_err() {
+                    return; // a file where a directory would be
+                }
+            }
+            std::fs::write(p(rel), pseudo_random(len, u64::from(*seed) + 1)).unwrap();
+        }
+        Edit::Remove { file } => {
+            let _ = std::fs::remove_file(p(FILES[*file]));
+        }
+        Edit::Chmod { file, exec } => {
+            if is_file(FILES[*file]) {
+                let mode = if *exec { 0o755 } else { 0o644 };
+                std::fs::set_permissions(p(FILES[*file]), std::fs::Permissions::from_mode(mode))
+                    .unwrap();
+            }
+        }
+        Edit::Mkdir { dir } => {
+            let _ = std::fs::create_dir_all(p(DIRS[*dir]));
+        }
+        Edit::Rmdir { dir } => {
+            let _ = std::fs::remove_dir(p(DIRS[*dir]));
+        }
+        Edit::Link { file, target } => {
+            let rel = FILES[*file];
+            if std::fs::symlink_metadata(p(rel)).is_ok_and(|m| m.is_dir()) {
+                return;
+            }
+            let _ = std::fs::remove_file(p(rel));
+            let _ = std::os::unix::fs::symlink(FILES[*target], p(rel));
+        }
+        Edit::Ignore { file } => {
+            let name = FILES[*file].rsplit('/').next().unwrap_or_default();
+            std::fs::write(p(".snapgraphignore"), format!("{name}\n")).unwrap();
+        }
+    }
+}
+
+/// Every regular file's mtime set to `when`: the timestamps say nothing.
+fn force_mtimes(root: &Path, when: SystemTime) {
+    for (path, kind) in walk(root) {
+        if kind == Kind::File {
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(when).unwrap();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random edits in rounds, every file's mtime forced to one instant after each
+    /// round (before and after the commits, so records and files agree on mtime):
+    /// after every commit the branch tip holds exactly the directory.
+    #[test]
+    fn a_commit_never_misses_a_change(rounds in prop::collection::vec(prop::collection::vec(edit(), 1..5), 1..4)) {
+        let t = repo();
+        for rel in FILES {
+            write(t.path(), rel, &pseudo_random(8, 0));
+        }
+        let when = SystemTime::now() - Duration::from_secs(1000);
+        force_mtimes(t.path(), when);
+        ok(t.path(), &["commit", "-m", "base"]);
+        for round in &rounds {
+            for e in round {
+                apply(t.path(), e);
+            }
+            force_mtimes(t.path(), when);
+            commit_records_the_directory(t.path());
+            // Nothing changed now: whichever path the commit takes, nothing is missed.
+            let again = json(t.path(), &["commit", "-m", "again"]);
+            prop_assert_eq!(&again["nothing_to_commit"], &serde_json::json!(true), "{}", again);
+        }
+    }
+}
