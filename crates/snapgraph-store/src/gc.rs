@@ -34,6 +34,12 @@
 //! and starts over (re-checking its closure under a new lease). Nothing depends on
 //! time. A writer only waits while a sweep runs; a collector waits for leases.
 //!
+//! Hollow commits ([`crate::hollow`]) are marked without their snapshots: their
+//! records are read before the first pass (a commit hollowed later keeps its
+//! snapshot this time) and again once no lease is held, when a commit filled in
+//! since (a deeper sync published its trees) gets its snapshot marked before
+//! anything is deleted. Records of commits not kept are dropped after the deletion.
+//!
 //! A process killed while holding a lease (or mid-sweep) leaves its ref behind: a
 //! collection then stops with [`GcError::LeasesHeld`] (and writers wait for a dead
 //! sweep, then fail with [`crate::RepoError::GcInProgress`]). [`break_leases`] and
