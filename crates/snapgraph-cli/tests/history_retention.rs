@@ -41,7 +41,8 @@ fn clone_whole_and_shallow_then_deepen() {
     let src = repo();
     let ids: Vec<String> = (0..5).map(|t| turn(src.path(), t, 1 + t)).collect();
     ok(src.path(), &["tag", "v1"]);
-    ok(src.path(), &["branch", "side", "--at", &ids[2]]);
+    // A branch at the root: the last N commits of each ref come whole.
+    ok(src.path(), &["branch", "side", "--at", &ids[0]]);
     let parent = tempfile::tempdir().unwrap();
     let src_dir = src.path().to_str().unwrap();
 
@@ -69,10 +70,12 @@ fn clone_whole_and_shallow_then_deepen() {
     let err = fails(parent.path(), &["clone", src_dir, "whole"]);
     assert!(err.contains("not empty"), "{err}");
 
-    // A shallow clone from the store URL: the whole history, files of the last 2.
+    // A shallow clone from the store URL: the whole history, files of the last 2
+    // of main (turns 3 and 4) and of side (turn 0).
     let url = format!("sqlite:{}/.snapgraph/store.db", src_dir);
     let out = json(parent.path(), &["clone", &url, "shallow", "--depth", "2"]);
     assert_eq!(out["branch"], "main");
+    assert_eq!(out["hollow"], 2, "{out}");
     let shallow = parent.path().join("shallow");
     assert_eq!(snapshot_of(&shallow), snapshot_of(src.path()));
     assert_eq!(log_ids(&shallow), log_ids(src.path()), "log is whole");
@@ -86,7 +89,10 @@ fn clone_whole_and_shallow_then_deepen() {
         .success());
     let v = json(&shallow, &["verify", "--read-data"]);
     assert_eq!(v["clean"], true, "{v}");
-    assert!(v["hollow"].as_u64().unwrap() >= 2, "{v}");
+    assert_eq!(v["hollow"], 2, "{v}");
+    assert!(checkout_to(&shallow, &ids[0], &scratch.path().join("t0"))
+        .status
+        .success());
 
     // Deeper: turns 1 and 2 get their files back.
     let out = json(
@@ -128,7 +134,7 @@ fn forget_snapshots_and_branch_history() {
     assert_eq!(json(t.path(), &["snapshots"]).as_array().unwrap().len(), 6);
     let text = ok(
         t.path(),
-        &["forget", "--keep-last", "2", "--keep-within", "3d"],
+        &["forget", "--keep-last", "2", "--keep-within", "4d"],
     );
     assert!(text.contains("remove 2 snapshots"), "{text}");
     let left: Vec<String> = json(t.path(), &["snapshots"])
@@ -140,8 +146,7 @@ fn forget_snapshots_and_branch_history() {
     assert_eq!(left, ["day3", "day4", "day5", "day6"]);
 
     // Branch history: the last 2 commits keep their files, the rest become
-    // hollow, except commits a snapshot still names (they are ref tips? no: the
-    // tags' own commits keep their trees) .
+    // hollow (a snapshot's own commit still holds its files).
     let out = json(
         t.path(),
         &["forget", "--branch", "main", "--keep-last", "2"],

@@ -209,6 +209,23 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
     Ok(report)
 }
 
+/// What a collection would keep of `roots` (commits, history included; hollow
+/// commits' snapshots not): the marking alone, deleting nothing (for dry runs).
+/// Problems met (a missing object) are left out of the set, not errors.
+pub fn live_set(store: &dyn Store, roots: &[ObjectId]) -> Result<HashSet<ObjectId>, StoreError> {
+    let hollow = hollow_commits(store)?;
+    let mut seen = Marked::new();
+    mark(
+        store,
+        roots.iter().map(|id| (*id, ObjectKind::Commit)),
+        &mut seen,
+        &mut Vec::new(),
+        &hollow,
+        &mut Vec::new(),
+    )?;
+    Ok(seen.into_keys().collect())
+}
+
 /// Ends the sweep announced with `marker` (a conflict: the marker was cleared by hand,
 /// or never set). A failing store gets a few more tries, since a marker left behind
 /// blocks every writer.

@@ -71,7 +71,10 @@ pub fn record(store: &dyn RefStore, commits: &[ObjectId]) -> Result<usize, Store
             if updates.is_empty() {
                 break;
             }
-            match store.update_refs(&updates, "hollow: snapshot pruned by retention") {
+            match store.update_refs(
+                &updates,
+                "hollow: snapshot let go (retention or shallow sync)",
+            ) {
                 Ok(()) => {
                     new += updates.len();
                     break;

@@ -56,8 +56,10 @@ pub(super) fn clone(
     std::fs::create_dir_all(&dir).at(&dir)?;
     let created = repo::init(&dir, store, false)?;
     let wd = created.workdir;
-    let mut options = SyncOptions::default();
-    options.depth = depth;
+    let options = SyncOptions {
+        depth,
+        ..SyncOptions::default()
+    };
     let pb = ctx.bar(Some(refs.len() as u64), "clone");
     let mut synced = Vec::new();
     for (name, _) in &refs {
@@ -69,7 +71,8 @@ pub(super) fn clone(
     pb.finish_and_clear();
     let objects: usize = synced.iter().map(|(_, r)| r.objects).sum();
     let bytes: u64 = synced.iter().map(|(_, r)| r.bytes).sum();
-    let hollow: usize = synced.iter().map(|(_, r)| r.hollow).sum();
+    // Hollow now (a commit sent hollow for one ref may be filled in for another).
+    let hollow = snapgraph_store::hollow::hollow_commits(wd.store())?.len();
 
     if let Some(branch) = &default {
         wd.set_head_branch(branch)?;
@@ -92,7 +95,7 @@ pub(super) fn clone(
         .iter()
         .map(|(n, r)| {
             json!({"ref": n, "to": r.to.map(|i| i.to_string()), "objects": r.objects,
-                   "bytes": r.bytes, "hollow": r.hollow})
+                   "bytes": r.bytes, "hollow": r.hollow, "filled": r.filled})
         })
         .collect();
     ctx.print(

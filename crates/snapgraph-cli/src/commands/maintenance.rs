@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use serde_json::{json, Value};
-use snapgraph::{ObjectId, SnapshotGraph};
+use snapgraph::ObjectId;
 use snapgraph_store::VerifyReport;
 
 use super::Ctx;
@@ -111,16 +111,16 @@ fn unreachable_after(
     expired: &[trash::Trashed],
 ) -> Result<usize> {
     let gone: HashSet<&str> = expired.iter().map(|t| t.trash_ref.as_str()).collect();
-    let mut live: HashSet<ObjectId> = HashSet::new();
-    for (name, id) in store.list_refs("")? {
-        if name.starts_with(snapgraph_store::gc::RESERVED) || gone.contains(name.as_str()) {
-            continue;
-        }
-        if live.contains(&id) {
-            continue;
-        }
-        live.extend(SnapshotGraph::reachable_history(id, store)?);
-    }
+    let roots: Vec<ObjectId> = store
+        .list_refs("")?
+        .into_iter()
+        .filter(|(name, _)| {
+            !name.starts_with(snapgraph_store::gc::RESERVED) && !gone.contains(name.as_str())
+        })
+        .map(|(_, id)| id)
+        .collect();
+    // The collector's own marking: hollow commits' snapshots are not kept.
+    let live = snapgraph_store::gc::live_set(store, &roots)?;
     let mut doomed = 0usize;
     store.for_each_id(&mut |id| {
         if !live.contains(&id) {
