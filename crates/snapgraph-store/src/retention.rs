@@ -231,7 +231,7 @@ pub fn apply(
             None => undated.push(c),
         }
     }
-    dated.sort_by(|a, b| b.0.cmp(&a.0));
+    dated.sort_by_key(|d| std::cmp::Reverse(d.0));
     let newest = dated.first().map(|(t, _)| *t);
     let bound = policy.within.zip(newest).map(|(span, n)| span.before(n));
 

@@ -412,7 +412,7 @@ fn discover(
                 // one (within the depth) that stays as it is, only the parents.
                 let parents_only = *kind == ObjectKind::Commit
                     && if present {
-                        !(dst_hollow.contains(id) && !src_hollow.contains(id))
+                        !dst_hollow.contains(id) || src_hollow.contains(id)
                     } else {
                         deep || src_hollow.contains(id)
                     };
