@@ -168,8 +168,11 @@ pub enum Command {
         #[arg(long, short = 'n')]
         dry_run: bool,
     },
-    /// Re-hash objects and check every ref's history is complete.
+    /// Re-hash objects and check every ref's history is complete; with SNAPSHOT
+    /// (a snapshot, branch or commit), only its closure.
     Verify {
+        /// Only this snapshot, branch or commit (and its history).
+        snapshot: Option<String>,
         /// Re-hash every object, file chunks included.
         #[arg(long)]
         read_data: bool,
@@ -230,7 +233,64 @@ pub enum Command {
         /// Move the destination's ref even if it is not an ancestor.
         #[arg(long)]
         force: bool,
+        /// A shallow sync: only the last N commits with their files; older ones
+        /// are sent as history only (hollow). Commits within N that the
+        /// destination holds hollow are filled in.
+        #[arg(long, value_name = "N")]
+        depth: Option<std::num::NonZeroU64>,
     },
+    /// Make a new working directory DIR from a repository directory or store URL:
+    /// its own store holding every branch and snapshot, the default branch checked
+    /// out.
+    Clone {
+        /// The source: a store URL or a repository directory.
+        src: String,
+        /// The new working directory (must not exist, or be empty).
+        dir: PathBuf,
+        /// Only the last N commits of each ref with their files; older commits come
+        /// as history only (hollow: `log` shows them, checking them out fails).
+        #[arg(long, value_name = "N")]
+        depth: Option<std::num::NonZeroU64>,
+        /// The new repository's store (default: a SQLite file in `.snapgraph/`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
+    /// Drop snapshots, or old commits' files, by a retention policy (restic's
+    /// `forget`): snapshots not kept are removed; with --branch, commits of the
+    /// branch not kept become hollow (history stays, files go at the next gc).
+    Forget(ForgetArgs),
+    /// Rebuild refs from the objects: snapshots whose ref is gone, and
+    /// unreferenced commits under `lost-found/`.
+    Reindex,
+}
+
+/// Arguments of `forget`.
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    /// Keep the newest N.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_last: usize,
+    /// Keep the newest of each of the last N days that have one.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_daily: usize,
+    /// Keep the newest of each of the last N ISO weeks that have one.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_weekly: usize,
+    /// Keep the newest of each of the last N months that have one.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub keep_monthly: usize,
+    /// Keep everything within this span of the newest, like `1y6m`, `14d`, `36h`.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within: Option<String>,
+    /// Only these snapshots (repeatable; default: every snapshot, unless --branch).
+    #[arg(long, value_name = "NAME")]
+    pub tag: Vec<String>,
+    /// Apply the policy to this branch's history (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub branch: Vec<String>,
+    /// Only show what would be dropped.
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
 }
 
 /// Arguments of `checkout` and `restore`.
@@ -255,6 +315,12 @@ pub enum SnapshotsAction {
     Inspect {
         /// Its name.
         name: String,
+        /// Also verify its closure (re-hash its objects, check its history).
+        #[arg(long)]
+        verify: bool,
+        /// With --verify: re-hash file chunks too.
+        #[arg(long, requires = "verify")]
+        read_data: bool,
     },
     /// Remove one snapshot (its objects go at the next gc).
     Remove {

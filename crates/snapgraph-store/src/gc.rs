@@ -34,6 +34,12 @@
 //! and starts over (re-checking its closure under a new lease). Nothing depends on
 //! time. A writer only waits while a sweep runs; a collector waits for leases.
 //!
+//! Hollow commits ([`crate::hollow`]) are marked without their snapshots: their
+//! records are read before the first pass (a commit hollowed later keeps its
+//! snapshot this time) and again once no lease is held, when a commit filled in
+//! since (a deeper sync published its trees) gets its snapshot marked before
+//! anything is deleted. Records of commits not kept are dropped after the deletion.
+//!
 //! A process killed while holding a lease (or mid-sweep) leaves its ref behind: a
 //! collection then stops with [`GcError::LeasesHeld`] (and writers wait for a dead
 //! sweep, then fail with [`crate::RepoError::GcInProgress`]). [`break_leases`] and
@@ -46,6 +52,7 @@ use snapgraph::object::references;
 use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
+use crate::hollow::{hollow_commits, removal_updates};
 use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
 use crate::walk::{mark, Marked, WalkProblem, BATCH};
 
@@ -114,6 +121,11 @@ pub struct GcReport {
     /// below a missing object can be marked, so its absence is reported here; the
     /// collection still removes only unmarked objects.
     pub problems: Vec<WalkProblem>,
+    /// Hollow commits met (kept, their snapshots not marked: see
+    /// [`crate::hollow`]).
+    pub hollow: usize,
+    /// Hollow records dropped because their commit is gone.
+    pub hollow_records_dropped: usize,
 }
 
 /// [`collect_with`] keeping `pins` and waiting up to a minute for leases.
@@ -140,12 +152,19 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
         return Err(GcError::SweepInProgress { marker });
     }
     let before = user_refs(store.list_refs("")?);
+    // Hollow commits' snapshots are not marked. Read before marking: a commit
+    // hollowed later keeps its snapshot this time (conservative); one filled in
+    // later is marked again in the sweep.
+    let hollow = hollow_commits(store)?;
+    let mut met = Vec::new();
     let pinned = options.pins.iter().map(|id| (*id, ObjectKind::Commit));
     mark(
         store,
         roots(&before).chain(pinned),
         &mut seen,
         &mut report.problems,
+        &hollow,
+        &mut met,
     )?;
 
     // Phase 2: announce the sweep; from here no lease is granted, nothing published.
@@ -177,13 +196,37 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
             return Err(e.into());
         }
     }
-    let result = sweep(store, &before, &mut seen, &mut report, options.lease_wait);
+    let result = sweep(
+        store,
+        &before,
+        &mut seen,
+        &mut met,
+        &mut report,
+        options.lease_wait,
+    );
     // End the sweep even if it failed, so writers are not left waiting.
     let end = end_sweep(store, marker);
     result?;
     end?;
     report.kept = seen.len() + report.bases;
     Ok(report)
+}
+
+/// What a collection would keep of `roots` (commits, history included; hollow
+/// commits' snapshots not): the marking alone, deleting nothing (for dry runs).
+/// Problems met (a missing object) are left out of the set, not errors.
+pub fn live_set(store: &dyn Store, roots: &[ObjectId]) -> Result<HashSet<ObjectId>, StoreError> {
+    let hollow = hollow_commits(store)?;
+    let mut seen = Marked::new();
+    mark(
+        store,
+        roots.iter().map(|id| (*id, ObjectKind::Commit)),
+        &mut seen,
+        &mut Vec::new(),
+        &hollow,
+        &mut Vec::new(),
+    )?;
+    Ok(seen.into_keys().collect())
 }
 
 /// Ends the sweep announced with `marker` (a conflict: the marker was cleared by hand,
@@ -231,6 +274,7 @@ fn sweep(
     store: &dyn Store,
     before: &[(String, ObjectId)],
     seen: &mut Marked,
+    met: &mut Vec<ObjectId>,
     report: &mut GcReport,
     lease_wait: Duration,
 ) -> Result<(), GcError> {
@@ -261,8 +305,29 @@ fn sweep(
         .filter(|r| !before.contains(r))
         .cloned()
         .collect();
-    mark(store, roots(&moved), seen, &mut report.problems)?;
+    // Hollow records as they are now (nobody writes): a commit filled in since
+    // the first pass (a deeper sync published its trees) gets its snapshot marked.
+    let hollow = hollow_commits(store)?;
+    let filled: Vec<ObjectId> = met
+        .iter()
+        .filter(|c| !hollow.contains(*c))
+        .copied()
+        .collect();
+    met.retain(|c| hollow.contains(c));
+    for c in &filled {
+        seen.remove(c);
+    }
+    mark(
+        store,
+        roots(&moved).chain(filled.iter().map(|c| (*c, ObjectKind::Commit))),
+        seen,
+        &mut report.problems,
+        &hollow,
+        met,
+    )?;
     report.refs = before.len() + moved.len();
+    let met_set: HashSet<ObjectId> = met.iter().copied().collect();
+    report.hollow = met_set.len();
 
     // A kept delta record needs its base (and the base's base): keep those too, even
     // when nothing reaches them any more. Nobody writes now, so the list is stable.
@@ -296,6 +361,21 @@ fn sweep(
         store.delete_many(batch)?;
     }
     report.deleted = ordered;
+    // Records of commits no longer held (deleted now, or never written by a sync
+    // that stopped), after the objects: a record without its commit is harmless,
+    // a commit without its snapshot and without a record would be damage.
+    let stale: Vec<ObjectId> = hollow
+        .iter()
+        .filter(|c| !seen.contains_key(*c))
+        .copied()
+        .collect();
+    for batch in stale.chunks(BATCH) {
+        store.update_refs(
+            &removal_updates(batch),
+            "gc: hollow record of a deleted commit",
+        )?;
+    }
+    report.hollow_records_dropped = stale.len();
     Ok(())
 }
 

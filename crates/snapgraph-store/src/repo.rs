@@ -106,6 +106,16 @@ pub enum RepoError {
         /// Objects it needs that are gone.
         missing: Vec<ObjectId>,
     },
+    /// The commit is hollow (see [`crate::hollow`]): retention or a shallow sync let
+    /// its snapshot go. Its history is there (`log` works), its files are not.
+    #[error("commit {commit} was pruned: its history is kept but its snapshot is gone (hollow commit); check out a newer commit")]
+    Pruned {
+        /// The hollow commit.
+        commit: ObjectId,
+    },
+    /// A retention policy keeps nothing by any rule.
+    #[error(transparent)]
+    Retention(#[from] crate::retention::RetentionError),
     /// A ref name under the reserved `snapgraph/` prefix, or otherwise refused.
     #[error("{name:?} is reserved for snapgraph's own refs")]
     Reserved {
@@ -594,11 +604,21 @@ impl<S: Store> Repo<S> {
         drift: DriftPolicy,
     ) -> Result<snapgraph::Restore, RepoError> {
         let id = self.resolve(rev)?;
-        Ok(ws.checkout_with(
+        ws.checkout_with(
             id,
             &self.store,
             CheckoutOptions::new().policy(policy).drift(drift),
-        )?)
+        )
+        .map_err(|e| self.pruned_or(id, e.into()))
+    }
+
+    /// `error`, or [`RepoError::Pruned`] when it comes from checking out a hollow
+    /// commit (asked only once a checkout failed: the hot path pays nothing).
+    pub fn pruned_or(&self, commit: ObjectId, error: RepoError) -> RepoError {
+        match crate::hollow::is_hollow(&self.store, commit) {
+            Ok(true) => RepoError::Pruned { commit },
+            _ => error,
+        }
     }
 
     /// A workspace at revision `rev` whose files carry only their content ids
@@ -609,14 +629,16 @@ impl<S: Store> Repo<S> {
     pub fn checkout_shallow(&self, rev: &str) -> Result<Workspace, RepoError> {
         let id = self.resolve(rev)?;
         let mut ws = Workspace::new();
-        let _ = ws.checkout_with(
-            id,
-            &self.store,
-            CheckoutOptions::new()
-                .policy(CheckoutPolicy::default())
-                .shallow(true)
-                .drift(DriftPolicy::Off),
-        )?;
+        let _ = ws
+            .checkout_with(
+                id,
+                &self.store,
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::default())
+                    .shallow(true)
+                    .drift(DriftPolicy::Off),
+            )
+            .map_err(|e| self.pruned_or(id, e.into()))?;
         Ok(ws)
     }
 

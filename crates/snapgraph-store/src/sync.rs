@@ -19,6 +19,7 @@
 //! as a fast-forward unless forced, and guarded against a concurrent garbage
 //! collection of the destination like a commit is (see [`crate::gc`](mod@crate::gc)).
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use hashbrown::{HashMap, HashSet};
@@ -27,6 +28,7 @@ use snapgraph::{ObjectId, ObjectKind, SnapshotGraph};
 
 use crate::error::StoreError;
 use crate::gc::Lease;
+use crate::hollow::hollow_commits;
 use crate::store::{validate_ref_name, RefUpdate, Store};
 use crate::walk::BATCH;
 
@@ -149,6 +151,16 @@ pub struct SyncOptions {
     pub force: bool,
     /// How long to wait for a sweeping collection of the destination.
     pub gc_wait: Duration,
+    /// A shallow sync: only the last `depth` commits of the ref (the tip and the
+    /// commits fewer than `depth` parent steps below it) are sent with their
+    /// snapshots; older commits are sent as commit objects only and recorded
+    /// hollow in the destination (see [`crate::hollow`]), so `log` and ancestry
+    /// work there and a checkout of them is [`crate::RepoError::Pruned`]. Commits
+    /// within the depth that the destination holds hollow are filled in from the
+    /// source (a later, deeper sync completes an earlier shallow one). `None`
+    /// (the default): every commit as the source holds it, and commits the
+    /// destination holds hollow stay so.
+    pub depth: Option<NonZeroU64>,
 }
 
 impl Default for SyncOptions {
@@ -156,7 +168,22 @@ impl Default for SyncOptions {
         Self {
             force: false,
             gc_wait: Duration::from_secs(60),
+            depth: None,
         }
+    }
+}
+
+impl SyncOptions {
+    /// These options with [`depth`](Self::depth) set (a shallow sync).
+    pub fn with_depth(mut self, depth: NonZeroU64) -> Self {
+        self.depth = Some(depth);
+        self
+    }
+
+    /// These options with [`force`](Self::force) set.
+    pub fn with_force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
     }
 }
 
@@ -177,6 +204,10 @@ pub struct SyncReport {
     pub queries: usize,
     /// Levels of the object graph discovery went through.
     pub levels: usize,
+    /// Commits sent without their snapshots, now hollow in the destination.
+    pub hollow: usize,
+    /// Commits the destination held hollow whose snapshots were sent.
+    pub filled: usize,
 }
 
 /// [`sync_with`] with default options.
@@ -235,11 +266,15 @@ fn attempt(
         to: Some(tip),
         ..SyncReport::default()
     };
-    if before == Some(tip) {
+    if before == Some(tip) && options.depth.is_none() {
         lease.clone().release(dst);
         return Ok(report);
     }
-    let found = discover(src, dst, tip, &mut report)?;
+    let found = discover(src, dst, tip, options.depth, &mut report)?;
+    if before == Some(tip) && found.absent.is_empty() && found.filled.is_empty() {
+        lease.clone().release(dst);
+        return Ok(report);
+    }
     if let Some(old) = before {
         if !options.force && !is_ancestor(dst, &found.present_commits, tip, old)? {
             return Err(SyncError::NotFastForward {
@@ -249,8 +284,17 @@ fn attempt(
             });
         }
     }
+    // Hollow records before the commit objects they excuse (see crate::hollow).
+    crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
     write(src, dst, tip, &found, &mut report)?;
-    let mut updates = vec![RefUpdate::new(name, before, Some(tip))];
+    report.hollow = found.hollow.len();
+    report.filled = found.filled.len();
+    let mut updates = Vec::new();
+    if before != Some(tip) {
+        updates.push(RefUpdate::new(name, before, Some(tip)));
+    }
+    // The filled-in commits stop being hollow with the publication of their trees.
+    updates.extend(crate::hollow::removal_updates(&found.filled));
     updates.extend(lease.release_updates());
     match dst.update_refs(&updates, &format!("sync to {tip}")) {
         Ok(()) => Ok(report),
@@ -271,12 +315,17 @@ struct Found {
     children: HashMap<ObjectId, Vec<ObjectId>>,
     /// Commits found present in the destination.
     present_commits: HashSet<ObjectId>,
+    /// Absent commits sent without their snapshots.
+    hollow: Vec<ObjectId>,
+    /// Commits the destination holds hollow whose snapshots are sent.
+    filled: Vec<ObjectId>,
 }
 
 fn discover(
     src: &dyn Store,
     dst: &dyn Store,
     tip: ObjectId,
+    depth: Option<NonZeroU64>,
     report: &mut SyncReport,
 ) -> Result<Found, SyncError> {
     let mut found = Found {
@@ -284,6 +333,16 @@ fn discover(
         bytes: HashMap::new(),
         children: HashMap::new(),
         present_commits: HashSet::new(),
+        hollow: Vec::new(),
+        filled: Vec::new(),
+    };
+    // Hollow commits on each side: their snapshots are not there to send (source)
+    // or may be filled in (destination, within the depth only).
+    let src_hollow = hollow_commits(src).map_err(src_err)?;
+    let dst_hollow = if depth.is_some() {
+        hollow_commits(dst).map_err(dst_err)?
+    } else {
+        HashSet::new()
     };
     // Every id met, with the kind it was first referenced as: a second reference
     // as another kind is an error even when the id is not walked again.
@@ -291,6 +350,10 @@ fn discover(
     seen.insert(tip, ObjectKind::Commit);
     let mut level = vec![(tip, ObjectKind::Commit, tip)];
     while !level.is_empty() {
+        // Only commits reference commits, so a commit's level (breadth first) is
+        // its distance from the tip in parent steps.
+        let distance = report.levels as u64;
+        let deep = depth.is_some_and(|d| distance >= d.get());
         report.levels += 1;
         let mut next = Vec::new();
         for batch in level.chunks(BATCH) {
@@ -299,9 +362,15 @@ fn discover(
             report.queries += 1;
             let absent: HashSet<ObjectId> =
                 dst.has_many(&ids).map_err(dst_err)?.into_iter().collect();
+            // Absent objects are read to be sent and descended into; with a
+            // depth, present commits within it too, to find hollow ones below.
             let to_read: Vec<ObjectId> = batch
                 .iter()
-                .filter(|(id, kind, _)| *kind != ObjectKind::Chunk && absent.contains(id))
+                .filter(|(id, kind, _)| {
+                    *kind != ObjectKind::Chunk
+                        && (absent.contains(id)
+                            || (depth.is_some() && !deep && *kind == ObjectKind::Commit))
+                })
                 .map(|(id, _, _)| *id)
                 .collect();
             let got = if to_read.is_empty() {
@@ -312,13 +381,16 @@ fn discover(
             let mut got: HashMap<ObjectId, Option<Vec<u8>>> =
                 to_read.into_iter().zip(got).collect();
             for (id, kind, parent) in batch {
-                if !absent.contains(id) {
-                    if *kind == ObjectKind::Commit {
-                        found.present_commits.insert(*id);
-                    }
+                let present = !absent.contains(id);
+                if present && *kind == ObjectKind::Commit {
+                    found.present_commits.insert(*id);
+                }
+                if present && (*kind != ObjectKind::Commit || depth.is_none() || deep) {
                     continue;
                 }
-                found.absent.push((*id, *kind));
+                if !present {
+                    found.absent.push((*id, *kind));
+                }
                 if *kind == ObjectKind::Chunk {
                     continue;
                 }
@@ -336,9 +408,28 @@ fn discover(
                         reason: format!("is a {actual}, referenced as a {kind}"),
                     });
                 }
+                // Which references to follow: of a commit sent hollow or a present
+                // one (within the depth) that stays as it is, only the parents.
+                let parents_only = *kind == ObjectKind::Commit
+                    && if present {
+                        !dst_hollow.contains(id) || src_hollow.contains(id)
+                    } else {
+                        deep || src_hollow.contains(id)
+                    };
+                if *kind == ObjectKind::Commit && present && !parents_only {
+                    found.filled.push(*id);
+                } else if *kind == ObjectKind::Commit && !present && parents_only {
+                    found.hollow.push(*id);
+                }
                 let mut kids = Vec::with_capacity(refs.len());
                 for (child, ckind) in refs {
-                    kids.push(child);
+                    if parents_only && ckind != ObjectKind::Commit {
+                        continue;
+                    }
+                    // A present commit's parents are present: not written again.
+                    if !(present && ckind == ObjectKind::Commit) {
+                        kids.push(child);
+                    }
                     match seen.entry(child) {
                         hashbrown::hash_map::Entry::Vacant(v) => {
                             v.insert(ckind);
@@ -356,7 +447,9 @@ fn discover(
                     }
                 }
                 found.children.insert(*id, kids);
-                found.bytes.insert(*id, stored);
+                if !present {
+                    found.bytes.insert(*id, stored);
+                }
             }
         }
         level = next;
@@ -411,13 +504,18 @@ fn write(
     // Iterative post-order over the absent objects from the tip.
     let mut order = Vec::with_capacity(found.absent.len());
     let mut done = HashSet::new();
+    // From the tip, and from each filled-in commit (present, its snapshot absent).
+    let filled: HashSet<ObjectId> = found.filled.iter().copied().collect();
     let mut stack = vec![(tip, false)];
+    stack.extend(found.filled.iter().map(|c| (*c, false)));
     while let Some((id, expanded)) = stack.pop() {
         if expanded {
-            order.push(id);
+            if kinds.contains_key(&id) {
+                order.push(id);
+            }
             continue;
         }
-        if !kinds.contains_key(&id) || !done.insert(id) {
+        if !(kinds.contains_key(&id) || filled.contains(&id)) || !done.insert(id) {
             continue;
         }
         stack.push((id, true));

@@ -6,6 +6,7 @@ use snapgraph::{ObjectId, ObjectKind};
 
 use crate::error::StoreError;
 use crate::gc::RESERVED;
+use crate::hollow::hollow_commits;
 use crate::store::Store;
 use crate::walk::{mark, read_batch, Marked, WalkProblem, BATCH};
 
@@ -30,6 +31,9 @@ pub struct VerifyReport {
     /// Refs whose closure walk met a problem first (a problem under several refs is
     /// listed under the first one checked, in name order).
     pub broken_refs: Vec<String>,
+    /// Hollow commits reached (see [`crate::hollow`]): their snapshots are not
+    /// walked, and their absence is no problem.
+    pub hollow: usize,
 }
 
 impl VerifyReport {
@@ -48,7 +52,6 @@ impl VerifyReport {
 /// the other, and a collector that forgets part of a closure is caught before it
 /// deletes anything.
 pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreError> {
-    let mut report = VerifyReport::default();
     let refs: Vec<(String, ObjectId)> = store
         .list_refs("")?
         .into_iter()
@@ -59,59 +62,14 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
         all.push(id);
         Ok(())
     })?;
-    report.objects = all.len();
     let held: HashSet<ObjectId> = all.iter().copied().collect();
-
-    let mut closure = Closure {
-        store,
-        read_data,
-        held: &held,
-        kinds: HashMap::new(),
-        read: HashSet::new(),
-        bytes: 0,
-    };
-    for (name, id) in &refs {
-        report.refs += 1;
-        let before = report.problems.len();
-        closure.walk(*id, &mut report.problems)?;
-        if report.problems.len() > before {
-            report.broken_refs.push(name.clone());
-        }
-    }
-    report.reachable = closure.kinds.len();
-    report.unreachable = all
-        .iter()
-        .filter(|id| !closure.kinds.contains_key(*id))
-        .count();
-
-    // The collector's marking, from the same refs, must keep everything reached.
-    let mut marked = Marked::new();
-    let mut mark_problems = Vec::new();
-    mark(
-        store,
-        refs.iter().map(|(_, id)| (*id, ObjectKind::Commit)),
-        &mut marked,
-        &mut mark_problems,
-    )?;
-    let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
-    let mut unmarked: Vec<ObjectId> = closure
-        .kinds
-        .keys()
-        .filter(|id| held.contains(*id) && !marked.contains_key(*id) && !reported.contains(*id))
-        .copied()
-        .collect();
-    unmarked.sort();
-    report
-        .problems
-        .extend(unmarked.into_iter().map(|id| WalkProblem::Unmarked { id }));
-
-    report.bytes = closure.bytes;
-    report.rehashed = closure.read.len();
+    let (mut report, read) = check(store, &refs, Some(&held), read_data)?;
+    report.objects = all.len();
     if read_data {
         // Everything else the store holds is re-hashed too.
         let rest: Vec<ObjectId> = all
             .iter()
-            .filter(|id| !closure.read.contains(*id))
+            .filter(|id| !read.contains(*id))
             .copied()
             .collect();
         for batch in rest.chunks(BATCH) {
@@ -131,13 +89,95 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
     Ok(report)
 }
 
+/// [`verify`] of one ref's closure (a snapshot's, say: `name` is only reported):
+/// the same two walks and re-hashes, from `id` alone, without listing the store,
+/// so it costs the closure, not the store. `objects` and `unreachable` stay 0.
+pub fn verify_one(
+    store: &dyn Store,
+    name: &str,
+    id: ObjectId,
+    read_data: bool,
+) -> Result<VerifyReport, StoreError> {
+    Ok(check(store, &[(name.to_string(), id)], None, read_data)?.0)
+}
+
+/// Both walks from `refs`; also returns the objects re-hashed.
+fn check(
+    store: &dyn Store,
+    refs: &[(String, ObjectId)],
+    held: Option<&HashSet<ObjectId>>,
+    read_data: bool,
+) -> Result<(VerifyReport, HashSet<ObjectId>), StoreError> {
+    let mut report = VerifyReport::default();
+    let hollow = hollow_commits(store)?;
+    let mut closure = Closure {
+        store,
+        read_data,
+        held,
+        hollow: &hollow,
+        hollow_met: HashSet::new(),
+        kinds: HashMap::new(),
+        read: HashSet::new(),
+        bytes: 0,
+    };
+    for (name, id) in refs {
+        report.refs += 1;
+        let before = report.problems.len();
+        closure.walk(*id, &mut report.problems)?;
+        if report.problems.len() > before {
+            report.broken_refs.push(name.clone());
+        }
+    }
+    report.reachable = closure.kinds.len();
+    report.hollow = closure.hollow_met.len();
+    if let Some(held) = held {
+        report.unreachable = held
+            .iter()
+            .filter(|id| !closure.kinds.contains_key(*id))
+            .count();
+    }
+
+    // The collector's marking, from the same refs, must keep everything reached.
+    let mut marked = Marked::new();
+    let mut mark_problems = Vec::new();
+    mark(
+        store,
+        refs.iter().map(|(_, id)| (*id, ObjectKind::Commit)),
+        &mut marked,
+        &mut mark_problems,
+        &hollow,
+        &mut Vec::new(),
+    )?;
+    let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+    let mut unmarked: Vec<ObjectId> = closure
+        .kinds
+        .keys()
+        .filter(|id| held.is_none_or(|h| h.contains(*id)))
+        .filter(|id| !marked.contains_key(*id) && !reported.contains(*id))
+        .copied()
+        .collect();
+    unmarked.sort();
+    report
+        .problems
+        .extend(unmarked.into_iter().map(|id| WalkProblem::Unmarked { id }));
+
+    report.bytes = closure.bytes;
+    report.rehashed = closure.read.len();
+    Ok((report, closure.read))
+}
+
 /// Verify's own reachability walk: an explicit stack of (id, expected kind,
 /// referrer) over [`snapgraph::object::references`], read in batches. Independent
 /// of [`crate::walk::mark`] by design (see [`verify`]).
 struct Closure<'a> {
     store: &'a dyn Store,
     read_data: bool,
-    held: &'a HashSet<ObjectId>,
+    /// Every object held, when listed; else presence is asked in batches.
+    held: Option<&'a HashSet<ObjectId>>,
+    /// Commits recorded hollow: only their parents are walked.
+    hollow: &'a HashSet<ObjectId>,
+    /// Hollow commits reached.
+    hollow_met: HashSet<ObjectId>,
     /// Every object reached, with the kind it was first referenced as.
     kinds: HashMap<ObjectId, ObjectKind>,
     /// Objects read and re-hashed.
@@ -173,8 +213,20 @@ impl Closure<'_> {
             let (to_read, to_find): (Vec<_>, Vec<_>) = batch
                 .into_iter()
                 .partition(|(_, kind, _)| self.read_data || *kind != ObjectKind::Chunk);
+            let absent: HashSet<ObjectId> = match self.held {
+                Some(held) => to_find
+                    .iter()
+                    .filter(|(id, ..)| !held.contains(id))
+                    .map(|(id, ..)| *id)
+                    .collect(),
+                None if to_find.is_empty() => HashSet::new(),
+                None => {
+                    let ids: Vec<ObjectId> = to_find.iter().map(|(id, ..)| *id).collect();
+                    self.store.has_many(&ids)?.into_iter().collect()
+                }
+            };
             for (id, _, by) in to_find {
-                if !self.held.contains(&id) {
+                if absent.contains(&id) {
                     problems.push(WalkProblem::Missing {
                         id,
                         referenced_by: by,
@@ -202,13 +254,21 @@ impl Closure<'_> {
                         id,
                         reason: format!("is a {actual}, referenced as a {kind}"),
                     }),
-                    // Reversed, so that references are taken in their order.
-                    Ok((_, children)) => stack.extend(
-                        children
-                            .into_iter()
-                            .rev()
-                            .map(|(child, child_kind)| (child, child_kind, Some(id))),
-                    ),
+                    // Reversed, so that references are taken in their order. Of
+                    // a hollow commit, only the parents.
+                    Ok((actual, children)) => {
+                        let hollow = actual == ObjectKind::Commit && self.hollow.contains(&id);
+                        if hollow {
+                            self.hollow_met.insert(id);
+                        }
+                        stack.extend(
+                            children
+                                .into_iter()
+                                .rev()
+                                .filter(|(_, k)| !hollow || *k == ObjectKind::Commit)
+                                .map(|(child, child_kind)| (child, child_kind, Some(id))),
+                        )
+                    }
                     Err(e) => problems.push(WalkProblem::Invalid {
                         id,
                         reason: e.to_string(),

@@ -131,11 +131,17 @@ fn note(
 /// them is checked against the kind they were marked as
 /// ([`WalkProblem::KindConflict`]). Problems are reported, not fatal: the walk goes
 /// on around them. Backend errors are fatal.
+///
+/// Of a commit in `hollow` (see [`crate::hollow`]) only the parents are followed;
+/// such commits met are pushed to `met`, so that a caller can mark their
+/// snapshots later should they stop being hollow.
 pub(crate) fn mark(
     store: &dyn ObjectStore,
     roots: impl IntoIterator<Item = (ObjectId, ObjectKind)>,
     seen: &mut Marked,
     problems: &mut Vec<WalkProblem>,
+    hollow: &HashSet<ObjectId>,
+    met: &mut Vec<ObjectId>,
 ) -> Result<u64, StoreError> {
     let mut level: Vec<(ObjectId, ObjectKind, Option<ObjectId>)> = Vec::new();
     for (id, kind) in roots {
@@ -175,8 +181,15 @@ pub(crate) fn mark(
                         id: *id,
                         reason: format!("is a {actual}, referenced as a {kind}"),
                     }),
-                    Ok((_, children)) => {
+                    Ok((actual, children)) => {
+                        let is_hollow = actual == ObjectKind::Commit && hollow.contains(id);
+                        if is_hollow {
+                            met.push(*id);
+                        }
                         for (child, ckind) in children {
+                            if is_hollow && ckind != ObjectKind::Commit {
+                                continue;
+                            }
                             if note(seen, child, ckind, Some(*id), problems) {
                                 next.push((child, ckind, Some(*id)));
                             }

@@ -882,3 +882,33 @@ fn several_processes_converge() {
     spawn_children(CHILD_SCHEMA, std::path::Path::new(&schema.name));
     check_children(&schema.store());
 }
+
+#[test]
+#[cfg_attr(
+    snapgraph_skip_pg,
+    ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
+)]
+fn hollow_commits_retention_and_gc() {
+    let schema = Schema::new();
+    common::hollow::retention_then_gc(snapgraph_store::Repo::new(schema.store()));
+}
+
+#[test]
+#[cfg_attr(
+    snapgraph_skip_pg,
+    ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
+)]
+fn hollow_commits_with_a_concurrent_writer() {
+    let schema = Schema::new();
+    common::hollow::retention_with_a_concurrent_writer(&schema.store());
+}
+
+#[test]
+#[cfg_attr(
+    snapgraph_skip_pg,
+    ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
+)]
+fn shallow_sync_into_postgres() {
+    let schema = Schema::new();
+    common::hollow::shallow_sync(&snapgraph_store::MemoryStore::new(), &schema.store());
+}

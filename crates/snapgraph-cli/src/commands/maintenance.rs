@@ -1,12 +1,14 @@
-//! `gc` and `verify`: keeping a store clean and checking it.
+//! `gc`, `verify` and `reindex`: keeping a store clean, checking and repairing it.
 
 use std::collections::HashSet;
 
-use serde_json::json;
-use snapgraph::{ObjectId, SnapshotGraph};
+use serde_json::{json, Value};
+use snapgraph::ObjectId;
+use snapgraph_store::VerifyReport;
 
 use super::Ctx;
 use crate::error::{CliError, Result};
+use crate::output::quote;
 use crate::repo;
 use crate::trash;
 
@@ -109,16 +111,16 @@ fn unreachable_after(
     expired: &[trash::Trashed],
 ) -> Result<usize> {
     let gone: HashSet<&str> = expired.iter().map(|t| t.trash_ref.as_str()).collect();
-    let mut live: HashSet<ObjectId> = HashSet::new();
-    for (name, id) in store.list_refs("")? {
-        if name.starts_with(snapgraph_store::gc::RESERVED) || gone.contains(name.as_str()) {
-            continue;
-        }
-        if live.contains(&id) {
-            continue;
-        }
-        live.extend(SnapshotGraph::reachable_history(id, store)?);
-    }
+    let roots: Vec<ObjectId> = store
+        .list_refs("")?
+        .into_iter()
+        .filter(|(name, _)| {
+            !name.starts_with(snapgraph_store::gc::RESERVED) && !gone.contains(name.as_str())
+        })
+        .map(|(_, id)| id)
+        .collect();
+    // The collector's own marking: hollow commits' snapshots are not kept.
+    let live = snapgraph_store::gc::live_set(store, &roots)?;
     let mut doomed = 0usize;
     store.for_each_id(&mut |id| {
         if !live.contains(&id) {
@@ -129,46 +131,27 @@ fn unreachable_after(
     Ok(doomed)
 }
 
-/// `verify [--read-data]`: exits non-zero on any problem; says what was checked.
-pub(super) fn verify(ctx: &Ctx, read_data: bool) -> Result<()> {
+/// `verify [SNAPSHOT] [--read-data]`: exits non-zero on any problem; says what was
+/// checked. With SNAPSHOT (a snapshot, branch or commit), only its closure.
+pub(super) fn verify(ctx: &Ctx, snapshot: Option<&str>, read_data: bool) -> Result<()> {
     let wd = ctx.open()?;
     let pb = ctx.bar(None, "verify");
-    let r = snapgraph_store::verify(wd.store(), read_data)?;
-    pb.finish_and_clear();
-    let problems: Vec<String> = r.problems.iter().map(|p| format!("{p:?}")).collect();
-    let scope = if read_data {
-        "every object re-hashed"
-    } else {
-        "structure only; chunk bytes not re-hashed: --read-data"
+    let r = match snapshot {
+        None => snapgraph_store::verify(wd.store(), read_data)?,
+        Some(rev) => {
+            let id = wd.resolve(rev)?;
+            snapgraph_store::verify_one(wd.store(), rev, id, read_data)?
+        }
     };
-    ctx.print(
-        json!({
-            "clean": r.is_clean(), "refs": r.refs, "objects": r.objects,
-            "reachable": r.reachable, "rehashed": r.rehashed, "bytes": r.bytes,
-            "unreachable": r.unreachable, "problems": problems, "broken_refs": r.broken_refs,
-            "read_data": read_data, "checked": scope,
-        }),
-        |w| {
-            writeln!(
-                w,
-                "verify ({scope}): {} refs, {} objects ({} reachable, {} unreachable), {} re-hashed ({} bytes): {}",
-                r.refs,
-                r.objects,
-                r.reachable,
-                r.unreachable,
-                r.rehashed,
-                r.bytes,
-                if r.is_clean() { "ok" } else { "PROBLEMS" }
-            )?;
-            for p in &problems {
-                writeln!(w, "problem: {p}")?;
-            }
-            for b in &r.broken_refs {
-                writeln!(w, "broken ref: {b}")?;
-            }
-            Ok(())
-        },
-    )?;
+    pb.finish_and_clear();
+    ctx.print(verify_json(&r, read_data, snapshot), |w| {
+        verify_text(w, &r, read_data, snapshot)
+    })?;
+    verify_outcome(&r)
+}
+
+/// The error a report with problems ends the command with.
+pub(super) fn verify_outcome(r: &VerifyReport) -> Result<()> {
     if r.is_clean() {
         Ok(())
     } else {
@@ -176,4 +159,95 @@ pub(super) fn verify(ctx: &Ctx, read_data: bool) -> Result<()> {
             count: r.problems.len(),
         })
     }
+}
+
+fn verify_scope(read_data: bool) -> &'static str {
+    if read_data {
+        "every object re-hashed"
+    } else {
+        "structure only; chunk bytes not re-hashed: --read-data"
+    }
+}
+
+/// A verify report as JSON (`of`: the one snapshot verified, if only one).
+pub(super) fn verify_json(r: &VerifyReport, read_data: bool, of: Option<&str>) -> Value {
+    let problems: Vec<String> = r.problems.iter().map(|p| format!("{p:?}")).collect();
+    json!({
+        "clean": r.is_clean(), "refs": r.refs, "objects": r.objects,
+        "reachable": r.reachable, "rehashed": r.rehashed, "bytes": r.bytes,
+        "unreachable": r.unreachable, "problems": problems, "broken_refs": r.broken_refs,
+        "hollow": r.hollow, "read_data": read_data, "checked": verify_scope(read_data),
+        "snapshot": of,
+    })
+}
+
+/// A verify report as text.
+pub(super) fn verify_text(
+    w: &mut dyn std::io::Write,
+    r: &VerifyReport,
+    read_data: bool,
+    of: Option<&str>,
+) -> std::io::Result<()> {
+    let scope = verify_scope(read_data);
+    let verdict = if r.is_clean() { "ok" } else { "PROBLEMS" };
+    let hollow = if r.hollow > 0 {
+        format!(", {} hollow commits (history only)", r.hollow)
+    } else {
+        String::new()
+    };
+    match of {
+        None => writeln!(
+            w,
+            "verify ({scope}): {} refs, {} objects ({} reachable, {} unreachable){hollow}, {} re-hashed ({} bytes): {verdict}",
+            r.refs, r.objects, r.reachable, r.unreachable, r.rehashed, r.bytes,
+        )?,
+        Some(name) => writeln!(
+            w,
+            "verify {} ({scope}): {} objects reachable{hollow}, {} re-hashed ({} bytes): {verdict}",
+            quote(name),
+            r.reachable,
+            r.rehashed,
+            r.bytes,
+        )?,
+    }
+    for p in &r.problems {
+        writeln!(w, "problem: {p:?}")?;
+    }
+    for b in &r.broken_refs {
+        writeln!(w, "broken ref: {b}")?;
+    }
+    Ok(())
+}
+
+/// `reindex`: rebuild refs from the objects present.
+pub(super) fn reindex(ctx: &Ctx) -> Result<()> {
+    let wd = ctx.open()?;
+    let pb = ctx.bar(None, "reindex");
+    let r = wd.repo.reindex()?;
+    pb.finish_and_clear();
+    let tags: Vec<Value> = r
+        .tags_restored
+        .iter()
+        .map(|(n, id)| json!({"name": n, "id": id.to_string()}))
+        .collect();
+    let lost: Vec<String> = r.lost_found.iter().map(|id| id.to_string()).collect();
+    ctx.print(
+        json!({"commits": r.commits, "tags_restored": tags, "lost_found": lost}),
+        |w| {
+            writeln!(
+                w,
+                "reindex: {} commits, {} snapshots restored, {} unreferenced commits under lost-found/",
+                r.commits,
+                r.tags_restored.len(),
+                r.lost_found.len()
+            )?;
+            for (n, id) in &r.tags_restored {
+                writeln!(w, "restored snapshot {} at {id}", quote(n))?;
+            }
+            for id in &r.lost_found {
+                writeln!(w, "lost-found/{id}")?;
+            }
+            Ok(())
+        },
+    )
 }

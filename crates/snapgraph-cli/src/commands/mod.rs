@@ -9,7 +9,9 @@
 //! - `refs`: `branch`, `reflog`, `tag`, `fork`, `snapshots`;
 //! - `maintenance`: `gc`, `verify`;
 //! - `archive`: `pack`, `unpack`, `export`, `import`;
-//! - `sync`: `sync`.
+//! - `sync`: `sync`;
+//! - `clone`: `clone`;
+//! - `retention`: `forget`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -29,10 +31,12 @@ use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanReport};
 
 mod archive;
+mod clone;
 mod history;
 mod init;
 mod maintenance;
 mod refs;
+mod retention;
 mod sync;
 mod worktree;
 
@@ -45,6 +49,8 @@ pub struct Ctx {
     pub progress: bool,
     /// The directory the command runs in.
     pub cwd: PathBuf,
+    /// Print nothing (a command run as a step of another, like `clone`'s checkout).
+    pub silent: bool,
 }
 
 impl Ctx {
@@ -62,6 +68,9 @@ impl Ctx {
         value: Value,
         text: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
     ) -> Result<()> {
+        if self.silent {
+            return Ok(());
+        }
         crate::output::with_stdout(|w| {
             if self.json {
                 writeln!(w, "{value}")
@@ -82,6 +91,7 @@ pub fn run(cli: Cli) -> Result<()> {
         json: cli.json,
         progress: !cli.quiet,
         cwd,
+        silent: false,
     };
     match cli.command {
         Command::Init { dir, store, force } => init::init(&ctx, dir, store.as_deref(), force),
@@ -128,7 +138,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 dry_run,
             },
         ),
-        Command::Verify { read_data } => maintenance::verify(&ctx, read_data),
+        Command::Verify {
+            snapshot,
+            read_data,
+        } => maintenance::verify(&ctx, snapshot.as_deref(), read_data),
         Command::Pack {
             rev,
             output,
@@ -151,7 +164,16 @@ pub fn run(cli: Cli) -> Result<()> {
             dst,
             reference,
             force,
-        } => sync::sync(&ctx, &src, &dst, reference.as_deref(), force),
+            depth,
+        } => sync::sync(&ctx, &src, &dst, reference.as_deref(), force, depth),
+        Command::Clone {
+            src,
+            dir,
+            depth,
+            store,
+        } => clone::clone(&ctx, &src, &dir, depth, store.as_deref()),
+        Command::Forget(args) => retention::forget(&ctx, &args),
+        Command::Reindex => maintenance::reindex(&ctx),
     }
 }
 

@@ -147,17 +147,45 @@ pub(super) fn snapshots(ctx: &Ctx, action: SnapshotsAction) -> Result<()> {
                 Ok(())
             })
         }
-        SnapshotsAction::Inspect { name } => {
+        SnapshotsAction::Inspect {
+            name,
+            verify,
+            read_data,
+        } => {
             let s = wd.repo.inspect(&name)?;
-            ctx.print(snapshot_json(&s), |w| {
+            let report = if verify {
+                let pb = ctx.bar(None, "verify");
+                let r = snapgraph_store::verify_one(
+                    wd.store(),
+                    &format!("tags/{}", s.name),
+                    s.id,
+                    read_data,
+                )?;
+                pb.finish_and_clear();
+                Some(r)
+            } else {
+                None
+            };
+            let mut value = snapshot_json(&s);
+            if let Some(r) = &report {
+                value["verify"] = super::maintenance::verify_json(r, read_data, Some(&s.name));
+            }
+            ctx.print(value, |w| {
                 writeln!(w, "snapshot {}", s.name)?;
                 writeln!(w, "id {}", s.id)?;
                 writeln!(w, "target {}", s.target)?;
                 for (k, v) in &s.labels {
                     writeln!(w, "{}: {}", quote(k), quote(v))?;
                 }
+                if let Some(r) = &report {
+                    super::maintenance::verify_text(w, r, read_data, Some(&s.name))?;
+                }
                 Ok(())
-            })
+            })?;
+            match &report {
+                Some(r) => super::maintenance::verify_outcome(r),
+                None => Ok(()),
+            }
         }
         SnapshotsAction::Remove { name, force } => {
             let s = wd.repo.remove_snapshot(&name, force)?;

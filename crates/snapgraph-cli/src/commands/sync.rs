@@ -33,6 +33,18 @@ fn open_any(ctx: &Ctx, spec: &str, create: bool) -> Result<Box<dyn Store>> {
     }
 }
 
+/// The store of a source (a repository directory or a store URL) and, for a
+/// directory, its current branch.
+pub(super) fn open_source(ctx: &Ctx, spec: &str) -> Result<(Box<dyn Store>, Option<String>)> {
+    let p = resolve_path(ctx, Path::new(spec));
+    if !spec.contains(':') && p.join(repo::DOT_DIR).join("config").is_file() {
+        let wd = repo::discover(&p)?;
+        let head = wd.head_branch()?;
+        return Ok((wd.repo.into_store(), Some(head)));
+    }
+    Ok((open_any(ctx, spec, false)?, None))
+}
+
 /// `sync SRC DST [REF] [--force]`.
 pub(super) fn sync(
     ctx: &Ctx,
@@ -40,6 +52,7 @@ pub(super) fn sync(
     dst: &str,
     reference: Option<&str>,
     force: bool,
+    depth: Option<std::num::NonZeroU64>,
 ) -> Result<()> {
     let s = open_any(ctx, src, false)?;
     let d = open_any(ctx, dst, true)?;
@@ -63,6 +76,7 @@ pub(super) fn sync(
     let pb = ctx.bar(Some(refs.len() as u64), "sync");
     let options = SyncOptions {
         force,
+        depth,
         ..SyncOptions::default()
     };
     let mut reports = Vec::new();
@@ -86,6 +100,7 @@ pub(super) fn sync(
             json!({
                 "ref": r, "from": rep.from.map(|i| i.to_string()), "to": rep.to.map(|i| i.to_string()),
                 "objects": rep.objects, "bytes": rep.bytes, "examined": rep.examined, "queries": rep.queries,
+                "hollow": rep.hollow, "filled": rep.filled,
             })
         })
         .collect();

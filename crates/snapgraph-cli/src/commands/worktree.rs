@@ -355,7 +355,14 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         );
     }
     let store: &dyn ObjectSource = wd.repo.store();
-    let ws = shallow(id, store)?;
+    // A hollow commit (retention, shallow clone) has no files to check out.
+    let ws = shallow(id, store).map_err(|e| {
+        if snapgraph_store::hollow::is_hollow(wd.store(), id).unwrap_or(false) {
+            CliError::Repo(snapgraph_store::RepoError::Pruned { commit: id })
+        } else {
+            e
+        }
+    })?;
     let root_mode = ws.metadata("/")?.mode & 0o777;
     let pb = ctx.bar(Some(0), "checkout");
     let (target, done) = match &args.to {

@@ -2,6 +2,8 @@
 //! several-writer-processes harness (a test binary re-runs itself as a child).
 #![allow(dead_code)]
 
+pub mod hollow;
+
 use std::path::Path;
 use std::process::Command;
 
