@@ -36,6 +36,14 @@ pub trait ObjectSource {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         ids.iter().map(|id| self.get(id)).collect()
     }
+
+    /// Whether the store holds each of `ids`, in order; the answer must have one item
+    /// per id. The default asks [`contains`](Self::contains) once per id; override it
+    /// with [`get_many`](Self::get_many) when one round trip can answer many:
+    /// [`CheckoutPlan`](crate::CheckoutPlan) asks for a level's chunks through it.
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        ids.iter().map(|id| self.contains(id)).collect()
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for &T {
@@ -47,6 +55,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for &T {
     }
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
     }
 }
 
@@ -60,6 +71,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
     }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
@@ -71,6 +85,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
     }
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
     }
 }
 
@@ -129,6 +146,7 @@ mod tests {
         assert_eq!(many.len(), 2);
         assert!(many[0].is_none());
         assert_eq!(many[1].as_deref(), Some(&b"a"[..]));
+        assert_eq!(dynamic.contains_many(&[other, id]).unwrap(), [false, true]);
         assert!(!EmptySource.contains(&id).unwrap());
     }
 }
