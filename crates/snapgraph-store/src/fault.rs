@@ -269,4 +269,7 @@ impl<S: ObjectStore + RefStore> snapgraph::ObjectSource for FaultyStore<S> {
     ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
         crate::store::source_get_many(self, ids)
     }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
+        crate::store::source_contains_many(self, ids)
+    }
 }

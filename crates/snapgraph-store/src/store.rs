@@ -252,6 +252,9 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
         source_get_many(&self.objects, ids)
     }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
+        source_contains_many(&self.objects, ids)
+    }
 }
 
 /// [`ObjectSource::get`] through [`ObjectStore::get_many`].
@@ -281,6 +284,15 @@ pub fn source_contains(
     id: &ObjectId,
 ) -> Result<bool, snapgraph::BoxError> {
     Ok(store.has_many(std::slice::from_ref(id))?.is_empty())
+}
+
+/// [`ObjectSource::contains_many`] through one [`ObjectStore::has_many`].
+pub fn source_contains_many(
+    store: &(impl ObjectStore + ?Sized),
+    ids: &[ObjectId],
+) -> Result<Vec<bool>, snapgraph::BoxError> {
+    let absent: std::collections::HashSet<ObjectId> = store.has_many(ids)?.into_iter().collect();
+    Ok(ids.iter().map(|id| !absent.contains(id)).collect())
 }
 
 /// Longest ref name accepted, in bytes.
@@ -346,11 +358,17 @@ macro_rules! impl_object_source {
                 ::std::vec::Vec<::std::option::Option<::std::borrow::Cow<'_, [u8]>>>,
                 ::snapgraph::BoxError,
             > {
-                // One batched read for the core's windows (checkout's chunks).
+                // One batched read for the core's levels and windows.
                 Ok($crate::ObjectStore::get_many(self, ids)?
                     .into_iter()
                     .map(|b| b.map(::std::borrow::Cow::Owned))
                     .collect())
+            }
+            fn contains_many(
+                &self,
+                ids: &[::snapgraph::ObjectId],
+            ) -> ::std::result::Result<::std::vec::Vec<bool>, ::snapgraph::BoxError> {
+                $crate::store::source_contains_many(self, ids)
             }
         }
     };

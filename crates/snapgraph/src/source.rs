@@ -32,9 +32,19 @@ pub trait ObjectSource {
     /// The stored bytes of each of `ids`, in order, `None` where the store lacks one;
     /// the answer must have one item per id. The default asks [`get`](Self::get) once
     /// per id; override it when one round trip can answer many (a database, an object
-    /// store): checkout asks for file chunks a window at a time through it.
+    /// store): checkout, diff and [`CheckoutPlan`](crate::graph::CheckoutPlan) read a level
+    /// of the object graph at a time through it (checkout's content a window at a
+    /// time), so such a store costs round trips proportional to the graph's depth.
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         ids.iter().map(|id| self.get(id)).collect()
+    }
+
+    /// Whether the store holds each of `ids`, in order; the answer must have one item
+    /// per id. The default asks [`contains`](Self::contains) once per id; override it
+    /// with [`get_many`](Self::get_many) when one round trip can answer many:
+    /// [`CheckoutPlan`](crate::graph::CheckoutPlan) asks for a level's chunks through it.
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        ids.iter().map(|id| self.contains(id)).collect()
     }
 }
 
@@ -48,6 +58,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for &T {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
     }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
@@ -60,6 +73,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
     }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
@@ -71,6 +87,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
     }
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
         (**self).get_many(ids)
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        (**self).contains_many(ids)
     }
 }
 
@@ -129,6 +148,7 @@ mod tests {
         assert_eq!(many.len(), 2);
         assert!(many[0].is_none());
         assert_eq!(many[1].as_deref(), Some(&b"a"[..]));
+        assert_eq!(dynamic.contains_many(&[other, id]).unwrap(), [false, true]);
         assert!(!EmptySource.contains(&id).unwrap());
     }
 }

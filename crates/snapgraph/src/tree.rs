@@ -9,13 +9,14 @@
 //! result is exactly the layout a from-scratch build would produce, and the cost is
 //! O(changes * node size * levels), not O(entries).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{encode, load_with, ObjectError, ObjectKind};
+use crate::object::{encode, load_many, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.
@@ -350,15 +351,58 @@ impl Layout {
     }
 }
 
-/// Reads the entries of the directory whose root node is `id` (already loaded as
-/// `root`, if given), in order, checking structure: levels descend by one, first keys
-/// and totals match the index entries, names are strictly sorted across nodes, and no
-/// leaf below an index is empty. `on_leaf(entries)` is shown each leaf's entries before
-/// they are kept, so a caller can stop a directory that is too large.
+/// Tree nodes read ahead of a walk (checkout reads a whole level of a commit in one
+/// batched read), each kept until its last expected use: a node referenced from `n`
+/// places is handed out `n` times (cloned until the last), then read again from the
+/// source if a walk asks once more.
+#[derive(Debug, Default)]
+pub(crate) struct Ahead {
+    nodes: HashMap<ObjectId, TreeNode>,
+    uses: HashMap<ObjectId, u32>,
+}
+
+impl Ahead {
+    /// Counts one more expected use of `id`; true on the first.
+    pub fn refer(&mut self, id: ObjectId) -> bool {
+        let n = self.uses.entry(id).or_default();
+        *n = n.saturating_add(1);
+        *n == 1
+    }
+
+    /// Keeps a verified node for its expected uses (at least one).
+    pub fn insert(&mut self, id: ObjectId, node: TreeNode) {
+        self.uses.entry(id).or_insert(1);
+        self.nodes.insert(id, node);
+    }
+
+    /// A kept node, by reference.
+    pub fn get(&self, id: &ObjectId) -> Option<&TreeNode> {
+        self.nodes.get(id)
+    }
+
+    /// Hands out a kept node for one use.
+    pub fn take(&mut self, id: &ObjectId) -> Option<TreeNode> {
+        let uses = self.uses.get_mut(id)?;
+        if *uses > 1 {
+            *uses -= 1;
+            return self.nodes.get(id).cloned();
+        }
+        self.uses.remove(id);
+        self.nodes.remove(id)
+    }
+}
+
+/// Reads the entries of the directory whose root node is `id`, in order, checking
+/// structure: levels descend by one, first keys and totals match the index entries,
+/// names are strictly sorted across nodes, and no leaf below an index is empty.
+/// Nodes are taken from `ahead` where it holds them; the rest of each level is read
+/// in one batched read ([`ObjectSource::get_many`]). `on_leaf(entries)` is shown each
+/// leaf's entries before they are kept, so a caller can stop a directory that is too
+/// large.
 pub(crate) fn read_entries<S, E>(
     source: &S,
     id: ObjectId,
-    root: Option<TreeNode>,
+    ahead: &mut Ahead,
     hash: bool,
     on_leaf: &mut dyn FnMut(&[Entry]) -> Result<(), E>,
 ) -> Result<Vec<Entry>, E>
@@ -366,20 +410,34 @@ where
     S: ObjectSource + ?Sized,
     E: From<ObjectError>,
 {
-    let node = |nid: &ObjectId| -> Result<TreeNode, ObjectError> {
-        let loaded = load_with(source, nid, ObjectKind::Tree, hash)?;
-        TreeNode::decode(nid, loaded.body())
+    // The nodes of `ids`, in order: those read ahead, the others in one batch.
+    let mut level_nodes = |ids: &[ObjectId]| -> Result<Vec<TreeNode>, ObjectError> {
+        let mut out: Vec<Option<TreeNode>> = ids.iter().map(|i| ahead.take(i)).collect();
+        let absent: Vec<ObjectId> = ids
+            .iter()
+            .zip(&out)
+            .filter(|(_, n)| n.is_none())
+            .map(|(i, _)| *i)
+            .collect();
+        let mut read = load_many(source, &absent, ObjectKind::Tree, hash)?
+            .into_iter()
+            .zip(&absent);
+        for slot in out.iter_mut().filter(|n| n.is_none()) {
+            if let Some((loaded, nid)) = read.next() {
+                *slot = Some(TreeNode::decode(nid, loaded.body())?);
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     };
-    let root = match root {
-        Some(n) => n,
-        None => node(&id)?,
-    };
+    let root = level_nodes(&[id])?
+        .pop()
+        .ok_or(ObjectError::NotFound { id })?;
     // Each frontier element: a node with what its parent's index claims about it.
     let mut frontier: Vec<(ObjectId, TreeNode, Option<TreeChild>)> = vec![(id, root, None)];
     let mut entries: Vec<Entry> = Vec::new();
     loop {
         let level = frontier[0].1.level();
-        let mut next = Vec::new();
+        let mut claims: Vec<TreeChild> = Vec::new();
         for (nid, node_value, claim) in frontier {
             let bad = |reason: &str| ObjectError::malformed(nid, ObjectKind::Tree, reason);
             if let Some(c) = &claim {
@@ -408,24 +466,10 @@ where
                     for c in children {
                         // First keys rise across the whole level, so no node is listed
                         // twice: shared children would multiply the work per level.
-                        if next
-                            .last()
-                            .is_some_and(|(_, _, p): &(_, _, Option<TreeChild>)| {
-                                p.as_ref().is_some_and(|p| p.first >= c.first)
-                            })
-                        {
+                        if claims.last().is_some_and(|p| p.first >= c.first) {
                             return Err(bad("index entries out of order across nodes").into());
                         }
-                        let child = node(&c.tree)?;
-                        if child.level() + 1 != level {
-                            return Err(ObjectError::malformed(
-                                c.tree,
-                                ObjectKind::Tree,
-                                format!("level {} below level {level}", child.level()),
-                            )
-                            .into());
-                        }
-                        next.push((c.tree, child, Some(c)));
+                        claims.push(c);
                     }
                 }
             }
@@ -433,7 +477,20 @@ where
         if level == 0 {
             break;
         }
-        frontier = next;
+        let ids: Vec<ObjectId> = claims.iter().map(|c| c.tree).collect();
+        let nodes = level_nodes(&ids)?;
+        frontier = Vec::with_capacity(nodes.len());
+        for (c, child) in claims.into_iter().zip(nodes) {
+            if child.level() + 1 != level {
+                return Err(ObjectError::malformed(
+                    c.tree,
+                    ObjectKind::Tree,
+                    format!("level {} below level {level}", child.level()),
+                )
+                .into());
+            }
+            frontier.push((c.tree, child, Some(c)));
+        }
     }
     for w in entries.windows(2) {
         if w[0].name >= w[1].name {

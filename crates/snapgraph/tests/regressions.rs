@@ -301,7 +301,13 @@ fn checkout_reads_chunks_in_batches() {
         other.read("/big.bin").unwrap(),
         ws.read("/big.bin").unwrap()
     );
-    assert_eq!(src.batches.get(), chunks.div_ceil(64));
+    // A window per 64 chunks, plus the commit's tree and manifest levels.
+    let windows = chunks.div_ceil(64);
+    assert!(
+        (windows..windows + 4).contains(&src.batches.get()),
+        "{} batches for {chunks} chunks",
+        src.batches.get()
+    );
     assert!(
         src.gets.get() < 10,
         "{} single gets for {chunks} chunks",

@@ -13,9 +13,9 @@ use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::reads::ExternalRead;
 use crate::object::tree::{Entry, EntryKind, EntryNode, TreeNode};
-use crate::object::{load, ObjectError, ObjectKind};
+use crate::object::{load, load_many, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
-use crate::tree::read_entries;
+use crate::tree::{read_entries, Ahead};
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -267,20 +267,72 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
         commits,
         seen: [[0; 3]; 2],
     };
-    // (directory path, its number of components, tree on each side)
-    let mut stack: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
+    // Directories one depth at a time: (directory path, its number of components,
+    // tree on each side). The root nodes of a depth's directories on both sides are
+    // read in one batched read, so a source with per-call latency costs round trips
+    // proportional to the depth of the change, not the number of changed directories.
+    let mut frontier: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
         vec![(String::new(), 0, Some(roots[0]), Some(roots[1]))];
-    while let Some((prefix, depth, ta, tb)) = stack.pop() {
-        if ta == tb {
-            continue;
+    while !frontier.is_empty() {
+        frontier.retain(|(_, _, ta, tb)| ta != tb);
+        let mut ahead = Ahead::default();
+        let ids: Vec<ObjectId> = frontier
+            .iter()
+            .flat_map(|(_, _, ta, tb)| [*ta, *tb])
+            .flatten()
+            .filter(|id| ahead.refer(*id))
+            .collect();
+        for (id, loaded) in ids
+            .iter()
+            .zip(load_many(source, &ids, ObjectKind::Tree, true)?)
+        {
+            ahead.insert(*id, TreeNode::decode(id, loaded.body())?);
         }
+        let mut next = Vec::new();
+        for (prefix, depth, ta, tb) in std::mem::take(&mut frontier) {
+            if visit_dir(
+                source,
+                &prefix,
+                depth,
+                ta,
+                tb,
+                &mut ahead,
+                &mut budget,
+                visit,
+                &mut next,
+            )?
+            .is_break()
+            {
+                return Ok(());
+            }
+        }
+        frontier = next;
+    }
+    Ok(())
+}
+
+/// Hands the changes of one directory pair to `visit` and queues its changed
+/// subdirectories in `next`.
+#[allow(clippy::too_many_arguments)]
+fn visit_dir<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
+    source: &S,
+    prefix: &str,
+    depth: usize,
+    ta: Option<ObjectId>,
+    tb: Option<ObjectId>,
+    ahead: &mut Ahead,
+    budget: &mut Budget,
+    visit: &mut V,
+    next: &mut Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)>,
+) -> Result<ControlFlow<()>, GraphError> {
+    {
         let changes = match (ta, tb) {
-            (Some(x), Some(y)) => changed_entries(source, x, y, &mut budget)?,
-            (Some(x), None) => all_entries(source, x, 0, &mut budget)?
+            (Some(x), Some(y)) => changed_entries(source, x, y, ahead, budget)?,
+            (Some(x), None) => all_entries(source, x, 0, ahead, budget)?
                 .into_iter()
                 .map(|e| (e.name.clone(), Some(e), None))
                 .collect(),
-            (None, Some(y)) => all_entries(source, y, 1, &mut budget)?
+            (None, Some(y)) => all_entries(source, y, 1, ahead, budget)?
                 .into_iter()
                 .map(|e| (e.name.clone(), None, Some(e)))
                 .collect(),
@@ -305,7 +357,7 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
             let fa = ea.as_ref().filter(|_| da.is_none());
             let fb = eb.as_ref().filter(|_| db.is_none());
             if da.is_some() || db.is_some() {
-                stack.push((path.clone(), depth + 1, da, db));
+                next.push((path.clone(), depth + 1, da, db));
             }
             let kind = match (fa, fb) {
                 (Some(x), Some(y)) => classify(x, y),
@@ -321,12 +373,12 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
                     new: fb.map(ChangeEntry::of),
                 };
                 if visit.visit(change).is_break() {
-                    return Ok(());
+                    return Ok(ControlFlow::Break(()));
                 }
             }
         }
     }
-    Ok(())
+    Ok(ControlFlow::Continue(()))
 }
 
 fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
@@ -386,9 +438,10 @@ fn all_entries<S: ObjectSource + ?Sized>(
     source: &S,
     id: ObjectId,
     side: usize,
+    ahead: &mut Ahead,
     budget: &mut Budget,
 ) -> Result<Vec<Entry>, GraphError> {
-    read_entries::<S, GraphError>(source, id, None, true, &mut |leaf| {
+    read_entries::<S, GraphError>(source, id, ahead, true, &mut |leaf| {
         budget.charge(side, leaf)
     })
 }
@@ -403,29 +456,27 @@ enum Item {
     Entry(Entry),
 }
 
-/// Reads and decodes a tree node of `side`, charging what it holds to the budget.
-fn read_node<S: ObjectSource + ?Sized>(
-    source: &S,
-    id: ObjectId,
-    side: usize,
-    budget: &mut Budget,
-) -> Result<TreeNode, GraphError> {
-    let loaded = load(source, &id, ObjectKind::Tree)?;
-    let node = TreeNode::decode(&id, loaded.body())?;
-    match &node {
-        TreeNode::Leaf(entries) => budget.charge(side, entries)?,
-        TreeNode::Internal { children, .. } => budget.add(side, 2, children.len() as u64)?,
+/// Charges what a tree node of `side` holds to the budget.
+fn charge_node(node: &TreeNode, side: usize, budget: &mut Budget) -> Result<(), GraphError> {
+    match node {
+        TreeNode::Leaf(entries) => budget.charge(side, entries),
+        TreeNode::Internal { children, .. } => budget.add(side, 2, children.len() as u64),
     }
-    Ok(node)
 }
 
+/// A directory's root node of `side`, read ahead or read now, charged.
 fn load_node<S: ObjectSource + ?Sized>(
     source: &S,
     id: ObjectId,
     side: usize,
+    ahead: &mut Ahead,
     budget: &mut Budget,
 ) -> Result<Item, GraphError> {
-    let node = read_node(source, id, side, budget)?;
+    let node = match ahead.take(&id) {
+        Some(node) => node,
+        None => TreeNode::decode(&id, load(source, &id, ObjectKind::Tree)?.body())?,
+    };
+    charge_node(&node, side, budget)?;
     Ok(Item::Node(id, node.level(), Some(node)))
 }
 
@@ -437,10 +488,11 @@ fn changed_entries<S: ObjectSource + ?Sized>(
     source: &S,
     a: ObjectId,
     b: ObjectId,
+    ahead: &mut Ahead,
     budget: &mut Budget,
 ) -> Result<Vec<EntryPair>, GraphError> {
-    let mut sa = vec![load_node(source, a, 0, budget)?];
-    let mut sb = vec![load_node(source, b, 1, budget)?];
+    let mut sa = vec![load_node(source, a, 0, ahead, budget)?];
+    let mut sb = vec![load_node(source, b, 1, ahead, budget)?];
     loop {
         // A well-formed directory lists each node once; a tree whose index nodes
         // share children would otherwise multiply the nodes read at every level.
@@ -559,7 +611,8 @@ fn entry_of(item: Item) -> Option<Entry> {
     }
 }
 
-/// Replaces every node at level `top` by its children (or entries).
+/// Replaces every node at level `top` by its children (or entries); the nodes not
+/// read yet are read in one batched read.
 fn expand<S: ObjectSource + ?Sized>(
     source: &S,
     items: Vec<Item>,
@@ -567,6 +620,16 @@ fn expand<S: ObjectSource + ?Sized>(
     side: usize,
     budget: &mut Budget,
 ) -> Result<Vec<Item>, GraphError> {
+    let ids: Vec<ObjectId> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Node(id, level, None) if *level == top => Some(*id),
+            _ => None,
+        })
+        .collect();
+    let mut read = load_many(source, &ids, ObjectKind::Tree, true)?
+        .into_iter()
+        .zip(&ids);
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         match item {
@@ -574,7 +637,11 @@ fn expand<S: ObjectSource + ?Sized>(
                 let node = match node {
                     Some(n) => n,
                     None => {
-                        let n = read_node(source, id, side, budget)?;
+                        let Some((loaded, _)) = read.next() else {
+                            return Err(ObjectError::NotFound { id }.into());
+                        };
+                        let n = TreeNode::decode(&id, loaded.body())?;
+                        charge_node(&n, side, budget)?;
                         if n.level() != level {
                             return Err(ObjectError::malformed(
                                 id,

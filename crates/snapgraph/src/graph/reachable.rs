@@ -2,7 +2,7 @@
 
 use super::{GraphError, SnapshotGraph};
 use crate::id::ObjectId;
-use crate::object::{load, refs_of, verify, ObjectError, ObjectKind, Seen};
+use crate::object::{check, fetch_many, load, refs_of, verify, ObjectError, ObjectKind, Seen};
 use crate::source::ObjectSource;
 
 impl SnapshotGraph {
@@ -141,38 +141,81 @@ impl CheckoutPlan {
         result
     }
 
+    /// One round, a level of the object graph at a time: each level's objects are
+    /// read in one batched read ([`ObjectSource::get_many`]) and its chunks asked for
+    /// in one [`ObjectSource::contains_many`], so a round costs calls proportional to
+    /// the graph's depth, not its size.
     fn round<S: ObjectSource + ?Sized>(&mut self, source: &S) -> Result<Vec<ObjectId>, GraphError> {
-        let mut stack = std::mem::take(&mut self.pending);
-        stack.reverse();
+        let mut frontier = std::mem::take(&mut self.pending);
         let mut missing = Vec::new();
-        while let Some((oid, kind)) = stack.pop() {
-            if kind == ObjectKind::Chunk {
-                let present = source
-                    .contains(&oid)
-                    .map_err(|source| ObjectError::Source { id: oid, source })?;
-                if !present {
-                    missing.push((oid, kind));
-                }
-                continue;
-            }
-            let loaded = match load(source, &oid, kind) {
-                Ok(l) => l,
-                Err(ObjectError::NotFound { .. }) => {
-                    missing.push((oid, kind));
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            for (child, ckind) in refs_of(&oid, kind, loaded.body(), false)?.into_iter().rev() {
-                if self.seen.first(child, ckind)? {
-                    stack.push((child, ckind));
+        while !frontier.is_empty() {
+            let (chunks, objects): (Vec<_>, Vec<_>) = frontier
+                .into_iter()
+                .partition(|(_, kind)| *kind == ObjectKind::Chunk);
+            for batch in chunks.chunks(PLAN_BATCH) {
+                let ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+                for (item, present) in batch.iter().zip(contains_many(source, &ids)?) {
+                    if !present {
+                        missing.push(*item);
+                    }
                 }
             }
+            let mut next = Vec::new();
+            for batch in objects.chunks(PLAN_BATCH) {
+                let ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+                for (&(oid, kind), stored) in batch.iter().zip(fetch_many(source, &ids)?) {
+                    let Some(stored) = stored else {
+                        missing.push((oid, kind));
+                        continue;
+                    };
+                    let loaded = check(&oid, stored, kind, true)?;
+                    for (child, ckind) in refs_of(&oid, kind, loaded.body(), false)? {
+                        if self.seen.first(child, ckind)? {
+                            next.push((child, ckind));
+                        }
+                    }
+                }
+            }
+            frontier = next;
         }
         let ids = missing.iter().map(|(id, _)| *id).collect();
         self.pending = missing;
         Ok(ids)
     }
+}
+
+/// Ids asked for in one batched call by [`CheckoutPlan`].
+const PLAN_BATCH: usize = 4096;
+
+/// [`ObjectSource::contains_many`], checked to answer once per id; a batch error
+/// names no object, so the ids are then asked one by one to find the one that fails.
+fn contains_many<S: ObjectSource + ?Sized>(
+    source: &S,
+    ids: &[ObjectId],
+) -> Result<Vec<bool>, ObjectError> {
+    let answers = match source.contains_many(ids) {
+        Ok(answers) => answers,
+        Err(_) => ids
+            .iter()
+            .map(|id| {
+                source
+                    .contains(id)
+                    .map_err(|source| ObjectError::Source { id: *id, source })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if answers.len() != ids.len() {
+        return Err(ObjectError::Source {
+            id: ids[0],
+            source: format!(
+                "contains_many answered {} items for {} ids",
+                answers.len(),
+                ids.len()
+            )
+            .into(),
+        });
+    }
+    Ok(answers)
 }
 
 /// Iterative post-order walk: children before parents, each object once, verified.

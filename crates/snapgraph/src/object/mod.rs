@@ -394,6 +394,16 @@ pub(crate) fn load_with<'s, S: ObjectSource + ?Sized>(
         .get(id)
         .map_err(|source| ObjectError::Source { id: *id, source })?
         .ok_or(ObjectError::NotFound { id: *id })?;
+    check(id, stored, expected, hash)
+}
+
+/// Verifies bytes fetched for `id` as [`load_with`] does.
+pub(crate) fn check<'s>(
+    id: &ObjectId,
+    stored: Cow<'s, [u8]>,
+    expected: ObjectKind,
+    hash: bool,
+) -> Result<Loaded<'s>, ObjectError> {
     let (kind, _version) = if hash {
         verify(id, &stored)?
     } else {
@@ -407,6 +417,65 @@ pub(crate) fn load_with<'s, S: ObjectSource + ?Sized>(
         });
     }
     Ok(Loaded { stored })
+}
+
+/// The stored bytes of each of `ids` in one [`ObjectSource::get_many`] call, in order,
+/// `None` where the source lacks one (nothing verified yet). A batch error names no
+/// object, so the ids are then asked one by one to find the one that fails (a
+/// transient failure of the batch costs a retry); an answer of the wrong length is an
+/// error naming the first id.
+pub(crate) fn fetch_many<'s, S: ObjectSource + ?Sized>(
+    source: &'s S,
+    ids: &[ObjectId],
+) -> Result<Vec<Option<Cow<'s, [u8]>>>, ObjectError> {
+    let Some(first) = ids.first() else {
+        return Ok(Vec::new());
+    };
+    let answers = match source.get_many(ids) {
+        Ok(answers) => answers,
+        Err(_) => ids
+            .iter()
+            .map(|id| {
+                source
+                    .get(id)
+                    .map_err(|source| ObjectError::Source { id: *id, source })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    if answers.len() != ids.len() {
+        return Err(ObjectError::Source {
+            id: *first,
+            source: format!(
+                "get_many answered {} items for {} ids",
+                answers.len(),
+                ids.len()
+            )
+            .into(),
+        });
+    }
+    Ok(answers)
+}
+
+/// [`load_with`] of many objects of one kind through one [`fetch_many`]: every one
+/// must be present and verify.
+pub(crate) fn load_many<'s, S: ObjectSource + ?Sized>(
+    source: &'s S,
+    ids: &[ObjectId],
+    expected: ObjectKind,
+    hash: bool,
+) -> Result<Vec<Loaded<'s>>, ObjectError> {
+    fetch_many(source, ids)?
+        .into_iter()
+        .zip(ids)
+        .map(|(stored, id)| {
+            check(
+                id,
+                stored.ok_or(ObjectError::NotFound { id: *id })?,
+                expected,
+                hash,
+            )
+        })
+        .collect()
 }
 
 /// Decodes a structured body and insists that it is the canonical encoding: the value

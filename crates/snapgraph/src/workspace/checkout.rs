@@ -1,22 +1,23 @@
 //! `Workspace::checkout`: replacing the workspace with a commit, all or nothing.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
-use crate::chunk::CHUNK_MIN;
+use crate::chunk::CHUNK_MAX;
 use crate::content::{ContentObjects, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
-use crate::object::manifest::Manifest;
+use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{Content, EntryNode, TreeNode};
-use crate::object::{load_with, ObjectError, ObjectKind};
+use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
-use crate::tree::{read_entries, Layout};
+use crate::tree::{read_entries, Ahead, Layout};
 
 /// How a snapshot's recorded capabilities must relate to the live workspace's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -337,7 +338,8 @@ impl Workspace {
         loader.bytes = 0;
         // The state is held in memory like file bytes, and counts against the same limit.
         loader.charge(0, commit.state_size)?;
-        let root = loader.dir(commit.tree, Some(root_node), 0, &mut Vec::new())?;
+        loader.read_ahead(commit.tree, root_node, &commit.state, commit.state_size);
+        let root = loader.dir(commit.tree, 0, &mut Vec::new())?;
         let (state, state_objects) = loader.content(&commit.state, commit.state_size, "<state>")?;
         let reads = match commit.reads {
             Some(rid) => {
@@ -376,6 +378,10 @@ impl Workspace {
             shallow,
             cache: HashMap::new(),
             references: HashMap::new(),
+            trees: Ahead::default(),
+            ahead: HashMap::new(),
+            order: Vec::new(),
+            position: HashMap::new(),
             rules: &self.content_rules,
             live: self.capabilities.as_deref(),
         }
@@ -483,6 +489,26 @@ fn verify_and_copy(
     })
 }
 
+/// Queues the tree nodes `node` references (index children, subdirectories) that
+/// were not referenced before, counting every reference as a use.
+fn below(node: &TreeNode, trees: &mut Ahead, out: &mut Vec<ObjectId>) {
+    let mut refer = |id: ObjectId| {
+        if trees.refer(id) {
+            out.push(id);
+        }
+    };
+    match node {
+        TreeNode::Internal { children, .. } => children.iter().for_each(|c| refer(c.tree)),
+        TreeNode::Leaf(entries) => {
+            for e in entries {
+                if let EntryNode::Dir { tree, .. } = e.node {
+                    refer(tree);
+                }
+            }
+        }
+    }
+}
+
 struct Loader<'a, S: ?Sized> {
     /// Threads a large file's chunks are verified on.
     threads: usize,
@@ -509,11 +535,28 @@ struct Loader<'a, S: ?Sized> {
     /// Content left in the store (when `shallow`): identical files share one
     /// reference, and must agree on its size.
     references: HashMap<Content, Arc<ContentObjects>>,
+    /// Tree nodes read ahead of the walk, a level of the whole commit per batched read.
+    trees: Ahead,
+    /// Content objects (single chunks, manifest roots) read ahead of the walk, a window
+    /// at a time in the order the walk uses them; each is removed when used.
+    ahead: HashMap<ObjectId, Cow<'a, [u8]>>,
+    /// The content objects the walk will read, in its order, with their sizes.
+    order: Vec<(ObjectId, u64)>,
+    /// Where each content object not yet used stands in `order`.
+    position: HashMap<ObjectId, usize>,
     rules: &'a [ContentRule],
     live: Option<&'a CapabilityFingerprint>,
 }
 
-impl<S: ObjectSource + ?Sized> Loader<'_, S> {
+/// Tree nodes asked for in one batched read while reading ahead.
+const AHEAD_TREES: usize = 4096;
+/// Content objects asked for in one batched read while reading ahead, at most, and the
+/// bytes they may hold together (as their entries record them): bounds what an owning
+/// source holds beside the files being assembled.
+const AHEAD_CONTENTS: usize = 1024;
+const AHEAD_BYTES: u64 = 8 << 20;
+
+impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
     fn charge(&mut self, files: u64, bytes: u64) -> Result<(), CheckoutError> {
         self.files = self.files.saturating_add(files);
         self.bytes = self.bytes.saturating_add(bytes);
@@ -539,10 +582,187 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         TreeNode::decode(id, loaded.body())
     }
 
+    /// Reads the tree below `root` (whose node was read) ahead of the walk, one level
+    /// of the whole commit per batched read, so that a source with per-call latency
+    /// costs round trips proportional to the tree's depth; then, unless shallow, lists
+    /// the content objects the walk will read (the state's last), in its order, for
+    /// [`load_ahead`](Self::load_ahead). Reading ahead stops quietly at anything
+    /// wrong (a batch error, a missing or bad node, more items than the limits let a
+    /// checkout read): the walk then reads that node itself and reports it.
+    fn read_ahead(
+        &mut self,
+        root: ObjectId,
+        root_node: TreeNode,
+        state: &Content,
+        state_size: u64,
+    ) {
+        let budget = self.limits.max_files.saturating_mul(2).saturating_add(64);
+        let mut items = 0u64;
+        let mut frontier = Vec::new();
+        self.trees.refer(root);
+        below(&root_node, &mut self.trees, &mut frontier);
+        self.trees.insert(root, root_node);
+        'levels: while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for batch in frontier.chunks(AHEAD_TREES) {
+                let Ok(answers) = fetch_many(self.source, batch) else {
+                    break 'levels;
+                };
+                for (id, stored) in batch.iter().zip(answers) {
+                    let Some(stored) = stored else { continue };
+                    let Ok(loaded) = check(id, stored, ObjectKind::Tree, self.hash) else {
+                        continue;
+                    };
+                    let Ok(node) = TreeNode::decode(id, loaded.body()) else {
+                        continue;
+                    };
+                    items = items.saturating_add(match &node {
+                        TreeNode::Leaf(e) => e.len() as u64,
+                        TreeNode::Internal { children, .. } => children.len() as u64,
+                    });
+                    if items > budget {
+                        break 'levels;
+                    }
+                    below(&node, &mut self.trees, &mut next);
+                    self.trees.insert(*id, node);
+                }
+            }
+            frontier = next;
+        }
+        if self.shallow {
+            return;
+        }
+        // The walk's order: a directory's entries by name, a subdirectory's whole
+        // content before the next entry; each node expanded once.
+        enum Step {
+            Node(ObjectId),
+            Content(ObjectId, u64),
+        }
+        let mut expanded = std::collections::HashSet::new();
+        let mut stack = vec![Step::Node(root)];
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Content(id, size) => self.plan(id, size),
+                Step::Node(id) => {
+                    if !expanded.insert(id) {
+                        continue;
+                    }
+                    match self.trees.get(&id) {
+                        None => {}
+                        Some(TreeNode::Internal { children, .. }) => {
+                            stack.extend(children.iter().rev().map(|c| Step::Node(c.tree)))
+                        }
+                        Some(TreeNode::Leaf(entries)) => {
+                            stack.extend(entries.iter().rev().filter_map(|e| match &e.node {
+                                EntryNode::Dir { tree, .. } => Some(Step::Node(*tree)),
+                                EntryNode::File { content, size } => {
+                                    content.object().map(|(id, _)| Step::Content(id, *size))
+                                }
+                                EntryNode::Symlink { .. } => None,
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((id, _)) = state.object() {
+            self.plan(id, state_size);
+        }
+    }
+
+    /// Appends a content object to the walk's order, once.
+    fn plan(&mut self, id: ObjectId, size: u64) {
+        if !self.position.contains_key(&id) {
+            self.position.insert(id, self.order.len());
+            self.order.push((id, size));
+        }
+    }
+
+    /// The stored bytes of `ids` (not verified yet), in order, `None` where the source
+    /// lacks one: those read ahead, the rest in one batched read. When the first is
+    /// planned but not read yet, the next window of the walk's order is read from it on
+    /// first; of each single-node manifest read ahead, the chunks are planned right
+    /// away (appended to the order, so they are read a window at a time too).
+    fn fetch_ahead(&mut self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'a, [u8]>>>, ObjectError> {
+        if let Some(&at) = ids.first().and_then(|id| self.position.get(id)) {
+            if !self.ahead.contains_key(&ids[0]) {
+                self.fill(at);
+            }
+        }
+        let mut out: Vec<Option<Cow<'a, [u8]>>> = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            self.position.remove(id);
+            match self.ahead.remove(id) {
+                Some(stored) => out.push(Some(stored)),
+                // The same id earlier in this batch (a file repeating a chunk).
+                None => out.push(
+                    ids[..i]
+                        .iter()
+                        .position(|p| p == id)
+                        .and_then(|p| out[p].clone()),
+                ),
+            }
+        }
+        let absent: Vec<ObjectId> = ids
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| o.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut read = fetch_many(self.source, &absent)?.into_iter();
+        for slot in out.iter_mut().filter(|o| o.is_none()) {
+            *slot = read.next().flatten();
+        }
+        Ok(out)
+    }
+
+    /// Reads the window of the walk's order that starts at `at`: at most
+    /// [`AHEAD_CONTENTS`] objects or [`AHEAD_BYTES`] bytes, skipping those used or read
+    /// already. A failed batch reads nothing (each object is then read when used, and
+    /// its error reported).
+    fn fill(&mut self, at: usize) {
+        let (mut ids, mut bytes) = (Vec::new(), 0u64);
+        for (next, size) in &self.order[at..] {
+            if ids.len() == AHEAD_CONTENTS || bytes >= AHEAD_BYTES {
+                break;
+            }
+            if self.position.contains_key(next) && !self.ahead.contains_key(next) {
+                ids.push(*next);
+                bytes = bytes.saturating_add((*size).min(CHUNK_MAX as u64));
+            }
+        }
+        let Ok(answers) = fetch_many(self.source, &ids) else {
+            return;
+        };
+        let mut chunks = Vec::new();
+        for (next, stored) in ids.into_iter().zip(answers) {
+            let Some(stored) = stored else { continue };
+            if stored.first() == Some(&ObjectKind::Manifest.byte()) {
+                if let Ok(Manifest::Leaf(list)) = Manifest::decode(&next, &stored[2..]) {
+                    chunks.extend(list);
+                }
+            }
+            self.ahead.insert(next, stored);
+        }
+        for c in chunks {
+            self.plan(c.id, u64::from(c.len));
+        }
+    }
+
+    /// A content object (a single chunk or a manifest root) of the expected kind,
+    /// verified, through [`fetch_ahead`](Self::fetch_ahead).
+    fn load_ahead(&mut self, id: &ObjectId, kind: ObjectKind) -> Result<Loaded<'a>, ObjectError> {
+        let stored = self
+            .fetch_ahead(std::slice::from_ref(id))?
+            .pop()
+            .flatten()
+            .ok_or(ObjectError::NotFound { id: *id })?;
+        check(id, stored, kind, self.hash)
+    }
+
     fn dir(
         &mut self,
         id: ObjectId,
-        root: Option<TreeNode>,
         depth: usize,
         path: &mut Vec<String>,
     ) -> Result<DirNode, CheckoutError> {
@@ -555,7 +775,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         }
         let (source, limits, commit, hash) = (self.source, self.limits, self.commit, self.hash);
         let (seen, dirs_seen) = (&mut self.entries_seen, &mut self.dirs_seen);
-        let entries = read_entries(source, id, root, hash, &mut |leaf| {
+        let entries = read_entries(source, id, &mut self.trees, hash, &mut |leaf| {
             let dirs = leaf
                 .iter()
                 .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
@@ -619,7 +839,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                     }
                 }
                 EntryNode::Dir { tree, files, bytes } => {
-                    let mut d = self.dir(tree, None, depth + 1, path)?;
+                    let mut d = self.dir(tree, depth + 1, path)?;
                     let root = d.layout.as_ref().map(|l| (l.root().files, l.root().bytes));
                     if root != Some((files, bytes)) {
                         return Err(ObjectError::malformed(
@@ -714,7 +934,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
                 (Arc::from(bytes.as_slice()), objects)
             }
             Content::Chunk(id) => {
-                let loaded = load_with(self.source, id, ObjectKind::Chunk, self.hash)?;
+                let loaded = self.load_ahead(id, ObjectKind::Chunk)?;
                 let body = loaded.body();
                 if body.len() as u64 != size {
                     return Err(ObjectError::malformed(
@@ -743,100 +963,22 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
     }
 
     fn manifest(
-        &self,
+        &mut self,
         root: ObjectId,
         size: u64,
     ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
-        let load_node = |id: &ObjectId| -> Result<Manifest, ObjectError> {
-            let loaded = load_with(self.source, id, ObjectKind::Manifest, self.hash)?;
-            Manifest::decode(id, loaded.body())
-        };
-        let top = load_node(&root)?;
-        if top.size() != size {
-            return Err(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                format!(
-                    "manifest holds {} bytes where the entry says {size}",
-                    top.size()
-                ),
-            )
-            .into());
-        }
-        // Nodes may share children, so a few objects could describe a chunk list far
-        // longer than the file. Every chunk but the last is at least CHUNK_MIN bytes,
-        // which bounds the chunk references; every node but a level's last has at least
-        // two items, so a canonical manifest has fewer index entries than chunks (plus
-        // one per level). Each node is charged its items as soon as it is decoded, so
-        // the decoding work is bounded by the file's size too.
-        let most = super::snapshot::max_chunks(size);
-        let too_many = || {
-            CheckoutError::from(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                format!("more chunks or index entries than a file of {size} bytes can have"),
-            ))
-        };
-        let items = |m: &Manifest| match m {
-            Manifest::Leaf(c) => c.len() as u64,
-            Manifest::Internal { children, .. } => children.len() as u64,
-        };
-        let mut charged = items(&top);
-        let mut frontier = vec![(root, top)];
-        let mut chunks: Vec<crate::object::manifest::ChunkRef> = Vec::new();
-        loop {
-            let level = frontier[0].1.level();
-            let mut next = Vec::new();
-            for (nid, node) in frontier {
-                match node {
-                    Manifest::Leaf(c) => {
-                        if (chunks.len() + c.len()) as u64 > most {
-                            return Err(too_many());
-                        }
-                        chunks.extend(c)
-                    }
-                    Manifest::Internal { children, .. } => {
-                        for c in children {
-                            let child = load_node(&c.id)?;
-                            charged += items(&child);
-                            if charged > 2 * most + 64 {
-                                return Err(too_many());
-                            }
-                            if child.level() + 1 != level || child.size() != c.size {
-                                return Err(ObjectError::malformed(
-                                    nid,
-                                    ObjectKind::Manifest,
-                                    format!("child {} does not match its index entry", c.id),
-                                )
-                                .into());
-                            }
-                            next.push((c.id, child));
-                        }
-                    }
-                }
-            }
-            if level == 0 {
-                break;
-            }
-            frontier = next;
-        }
-        // FastCDC cuts no chunk but the last below the minimum.
-        if let Some(short) = chunks
-            .iter()
-            .rev()
-            .skip(1)
-            .find(|c| (c.len as usize) < CHUNK_MIN)
-        {
-            return Err(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                format!(
-                    "chunk {} of {} bytes is not the last, yet shorter than {CHUNK_MIN} bytes",
-                    short.id, short.len
-                ),
-            )
-            .into());
-        }
+        // The root was read ahead with the walk's other content; each lower level is
+        // one batched read.
+        let chunks = chunk_list::<ObjectError>(root, size, &mut |ids| {
+            let loaded = match ids {
+                [only] => vec![self.load_ahead(only, ObjectKind::Manifest)?],
+                _ => load_many(self.source, ids, ObjectKind::Manifest, self.hash)?,
+            };
+            ids.iter()
+                .zip(loaded)
+                .map(|(id, l)| Manifest::decode(id, l.body()))
+                .collect()
+        })?;
         // Sizes were checked against the budget by the caller and sum to `size`; the
         // buffer is allocated once, in place (no second copy into an Arc).
         let mut buffer: Arc<[u8]> = std::iter::repeat_n(0u8, size as usize).collect();
@@ -853,14 +995,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             });
             at += c.len as usize;
         }
-        if at != data.len() {
-            return Err(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                format!("chunks hold {at} bytes where the manifest says {size}"),
-            )
-            .into());
-        }
+        debug_assert_eq!(at, data.len(), "chunk_list checks the lengths' sum");
         // Chunks are fetched in order (the source need not be shareable between
         // threads), a window at a time, then re-hashed and copied into place on up to
         // `threads` threads: verification is most of a large checkout's work.
@@ -868,32 +1003,7 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
         for window in chunks.chunks(CHECKOUT_WINDOW) {
             // One batched read per window (ObjectSource::get_many).
             let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
-            let first = ids[0];
-            let answers = match self.source.get_many(&ids) {
-                Ok(answers) => answers,
-                // A batch error names no object: ask one by one to find the one that
-                // fails (a transient failure of the batch then costs a retry).
-                Err(_) => ids
-                    .iter()
-                    .map(|id| {
-                        self.source
-                            .get(id)
-                            .map_err(|source| ObjectError::Source { id: *id, source })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            };
-            if answers.len() != ids.len() {
-                return Err(ObjectError::Source {
-                    id: first,
-                    source: format!(
-                        "get_many answered {} items for {} ids",
-                        answers.len(),
-                        ids.len()
-                    )
-                    .into(),
-                }
-                .into());
-            }
+            let answers = self.fetch_ahead(&ids)?;
             let mut fetched = Vec::with_capacity(window.len());
             for (c, stored) in window.iter().zip(answers) {
                 let stored = stored.ok_or(ObjectError::NotFound { id: c.id })?;
@@ -903,14 +1013,6 @@ impl<S: ObjectSource + ?Sized> Loader<'_, S> {
             let (target, tail) = rest.split_at_mut(len);
             rest = tail;
             verify_and_copy(&fetched, target, self.hash, self.threads)?;
-        }
-        if spans.len() < 2 {
-            return Err(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                "a manifest must list at least two chunks",
-            )
-            .into());
         }
         let objects = ContentObjects::from_spans(size, spans);
         if objects.content != Content::Manifest(root) {

@@ -5,14 +5,14 @@ use std::cell::RefCell;
 use std::io::{Read, Write};
 
 use super::{CheckoutPolicy, Commit, CommitError, CommitOptions, Workspace};
-use crate::chunk::CHUNK_MIN;
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
 use crate::id::ObjectId;
 use crate::limits::Limits;
 use crate::object::commit::CommitObject;
-use crate::object::manifest::Manifest;
+use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::tree::{Content, EntryNode, TreeNode};
+use crate::object::ObjectError;
 use crate::pack::{
     parse_packed_limited, read_packed_records, write_packed, Records, RestoreOptions,
     SnapshotError, SnapshotKey, SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
@@ -310,9 +310,8 @@ impl ObjectSource for Draining {
 /// allow; the checkout then reports why.
 ///
 /// The work is bounded like the checkout's: each tree node is read once, the distinct
-/// contents' sizes must fit `max_bytes`, and a content of `size` bytes may expand to at
-/// most `size / CHUNK_MIN + 1` chunk references (manifests may share nodes, so
-/// without that bound a few objects could describe an exponential walk).
+/// contents' sizes must fit `max_bytes`, and manifests are expanded by the checkout's
+/// own walker (`object::manifest::chunk_list`), with its bounds.
 fn chunk_uses(
     root: ObjectId,
     records: &Records,
@@ -359,35 +358,22 @@ fn chunk_uses(
             Content::Inline(_) => {}
             Content::Chunk(id) => count(id),
             Content::Manifest(m) => {
-                // Chunk references, and index entries, this content may have at most.
-                let most = max_chunks(size);
-                // Each level has at most half the nodes of the one below (plus one).
-                let (mut chunk_refs, mut child_refs) = (most, most + 64);
-                let mut stack = vec![m];
-                while let Some(n) = stack.pop() {
-                    match Manifest::decode(&n, body(&n)?).ok()? {
-                        Manifest::Leaf(chunks) => {
-                            chunk_refs = chunk_refs.checked_sub(chunks.len() as u64)?;
-                            for c in chunks {
-                                count(c.id);
-                            }
-                        }
-                        Manifest::Internal { children, .. } => {
-                            child_refs = child_refs.checked_sub(children.len() as u64)?;
-                            stack.extend(children.iter().map(|c| c.id))
-                        }
-                    }
+                // The walk checkout makes, with its bounds, over the unverified records.
+                let chunks = chunk_list::<ObjectError>(m, size, &mut |ids| {
+                    ids.iter()
+                        .map(|id| {
+                            Manifest::decode(id, body(id).ok_or(ObjectError::NotFound { id: *id })?)
+                        })
+                        .collect()
+                })
+                .ok()?;
+                for c in chunks {
+                    count(c.id);
                 }
             }
         }
     }
     Some(uses)
-}
-
-/// The most chunks a file of `size` bytes can be cut into: every chunk but the last
-/// is at least [`CHUNK_MIN`] bytes.
-pub(crate) fn max_chunks(size: u64) -> u64 {
-    size / CHUNK_MIN as u64 + 1
 }
 
 fn graph_to_snapshot(e: crate::graph::GraphError) -> SnapshotError {
