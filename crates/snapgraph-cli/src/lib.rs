@@ -11,6 +11,7 @@ pub mod materialize;
 pub mod output;
 pub mod progress;
 pub mod repo;
+pub mod rev;
 pub mod scan;
 pub mod secrets;
 pub mod tarball;

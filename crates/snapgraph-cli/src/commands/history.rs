@@ -6,7 +6,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 use snapgraph::{EntryKind, ObjectSource, SnapshotGraph};
 
-use super::{diff_json, diff_of, print_diff, shallow, split_spec, working_commit, Ctx};
+use super::{diff_json, diff_of, print_diff, shallow, working_commit, Ctx};
 use crate::error::{CliError, Result};
 use crate::output::{quote, sanitize};
 
@@ -124,8 +124,7 @@ fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Valu
 
 pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
     let wd = ctx.open()?;
-    let (rev, path) = split_spec(spec, false)?;
-    let id = wd.resolve(&rev)?;
+    let (id, path) = wd.resolve_path(spec, false)?;
     let ws = shallow(id, wd.repo.store())?;
     let meta = ws.metadata(&path).map_err(|_| CliError::NotInCommit {
         commit: id,
@@ -197,8 +196,7 @@ pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
 
 pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     let wd = ctx.open()?;
-    let (rev, path) = split_spec(spec, true)?;
-    let id = wd.resolve(&rev)?;
+    let (id, path) = wd.resolve_path(spec, true)?;
     let store: &dyn ObjectSource = wd.repo.store();
     let mut ws = shallow(id, store)?;
     match ws.metadata(&path) {

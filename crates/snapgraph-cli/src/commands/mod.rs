@@ -215,8 +215,7 @@ pub(super) fn working_commit<'a>(
     ctx: &Ctx,
     wd: &'a Workdir,
 ) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
-    let branch = wd.head_branch()?;
-    let tip = wd.repo.branch(&branch)?;
+    let tip = wd.head_commit()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let mut ws = match tip {
         Some(t) => shallow(t, store)?,
@@ -302,22 +301,6 @@ pub(super) fn print_diff(w: &mut dyn Write, d: &Diff, stat: bool) -> std::io::Re
 
 pub(super) fn changed(d: &Diff) -> usize {
     d.files_added.len() + d.files_modified.len() + d.files_removed.len()
-}
-
-/// Splits `REV:PATH` (PATH optional when `need_path` is false) into the revision
-/// and a workspace path.
-pub(super) fn split_spec(spec: &str, need_path: bool) -> Result<(String, String)> {
-    let (rev, path) = match spec.split_once(':') {
-        Some((r, p)) => (r, p),
-        None if need_path => {
-            return Err(CliError::Usage(format!(
-                "{spec:?}: expected REV:PATH (for example main:src/lib.rs)"
-            )))
-        }
-        None => (spec, ""),
-    };
-    let path = format!("/{}", path.trim_matches('/'));
-    Ok((rev.to_string(), path))
 }
 
 pub(super) fn read_key(path: Option<&Path>) -> Result<Option<SnapshotKey>> {

@@ -98,12 +98,18 @@ pub(super) fn commit(
         )
     };
     let root = wd.root.clone();
+    // A detached HEAD commits only with --branch: onto that branch, which a new
+    // name starts at the detached commit; HEAD then follows the branch.
+    let detached = match wd.head()? {
+        repo::Head::Detached(id) => Some(id),
+        repo::Head::Branch(_) => None,
+    };
     let branch = match branch {
         Some(b) => b,
         None => wd.head_branch()?,
     };
     let store: &dyn ObjectSource = wd.repo.store();
-    let tip = wd.repo.branch(&branch)?;
+    let tip = wd.repo.branch(&branch)?.or(detached);
     let mut ws = match tip {
         Some(t) => shallow(t, store)?,
         None => Workspace::new(),
@@ -201,6 +207,9 @@ pub(super) fn commit(
     pb.finish_and_clear();
     let committed = committed?;
     index_entries(&ws).save(&index_path)?;
+    if detached.is_some() {
+        wd.set_head_branch(&branch)?;
+    }
     let d = diff_of(committed.previous, committed.id, store)?;
     ctx.print(
         json!({
@@ -277,16 +286,29 @@ pub(super) fn status(ctx: &Ctx) -> Result<()> {
     let (id, tip, overlay, report) = working_commit(ctx, &wd)?;
     let d = diff_of(tip, id, &overlay)?;
     let stale = repo::stale_work(&wd.dot);
+    let head = wd.head()?;
     let mut value = diff_json(&d);
     value["stale"] = json!(stale);
     value["nested"] = json!(report.nested);
+    let (on, since) = match &head {
+        repo::Head::Branch(b) => {
+            value["branch"] = json!(b);
+            value["detached"] = json!(null);
+            (format!("on branch {b}"), b.clone())
+        }
+        repo::Head::Detached(id) => {
+            value["branch"] = json!(null);
+            value["detached"] = json!(id.to_string());
+            (
+                format!("HEAD detached at {id} (commit needs --branch NAME)"),
+                id.to_string(),
+            )
+        }
+    };
     ctx.print(value, |w| {
+        writeln!(w, "{on}")?;
         if changed(&d) == 0 {
-            writeln!(
-                w,
-                "nothing changed since {}",
-                wd.head_branch().unwrap_or_default()
-            )?;
+            writeln!(w, "nothing changed since {since}")?;
         } else {
             print_diff(w, &d, false)?;
         }
@@ -398,8 +420,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             let _ = std::fs::remove_dir_all(&staging);
             r?;
             write_index_after_checkout(&wd, &done.digests)?;
-            if move_head && wd.repo.branch(&args.rev).ok().flatten() == Some(id) {
-                wd.set_head_branch(&args.rev)?;
+            if move_head {
+                // A branch by name becomes current; anything else detaches HEAD.
+                match wd.repo.branch(&args.rev).ok().flatten() {
+                    Some(tip) if tip == id => wd.set_head_branch(&args.rev)?,
+                    _ => wd.set_head_detached(id)?,
+                }
             }
             (wd.root.clone(), done)
         }
