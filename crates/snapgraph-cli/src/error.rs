@@ -144,6 +144,13 @@ pub enum CliError {
         /// The commit `HEAD` is at.
         commit: ObjectId,
     },
+    /// `diff --exit-code` found differences: the binary exits with 1 and prints
+    /// nothing more (the diff is the output).
+    #[error("{count} path(s) differ")]
+    Differences {
+        /// How many changed paths were listed.
+        count: usize,
+    },
     /// A revision could not be resolved.
     #[error(transparent)]
     Rev(#[from] crate::rev::RevError),

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod error;
 pub mod index;
 pub mod materialize;
+pub mod meta;
 pub mod output;
 pub mod progress;
 pub mod repo;
