@@ -137,6 +137,12 @@ pub struct RepoCommitOptions {
     pub progress: Option<ProgressHook>,
 }
 
+/// How `Repo::commit_leased` publishes: the reflog message and the progress hook.
+struct Publish<'a> {
+    message: &'a str,
+    progress: Option<&'a ProgressHook>,
+}
+
 /// A [`RepoCommitOptions::progress`] callback.
 #[derive(Clone)]
 pub struct ProgressHook(std::sync::Arc<dyn Fn(CommitProgress) + Send + Sync>);
@@ -386,8 +392,11 @@ impl<S: Store> Repo<S> {
         }
         let message = options.message.as_deref().unwrap_or("commit");
         let moved_to = if moved { tip } else { None };
-        let progress = options.progress.as_ref();
-        self.commit_leased(ws, name, tip, moved_to, opts, message, progress)
+        let how = Publish {
+            message,
+            progress: options.progress.as_ref(),
+        };
+        self.commit_leased(ws, name, tip, moved_to, opts, how)
     }
 
     /// Commits a workspace with no history here (an unpacked snapshot, an imported
@@ -419,8 +428,11 @@ impl<S: Store> Repo<S> {
             opts = opts.meta(k.clone(), v.clone());
         }
         let message = options.message.as_deref().unwrap_or("new branch");
-        let progress = options.progress.as_ref();
-        match self.commit_leased(ws, name, None, existing, opts, message, progress) {
+        let how = Publish {
+            message,
+            progress: options.progress.as_ref(),
+        };
+        match self.commit_leased(ws, name, None, existing, opts, how) {
             Err(RepoError::BranchMoved {
                 branch,
                 branch_tip: Some(id),
@@ -443,9 +455,9 @@ impl<S: Store> Repo<S> {
         tip: Option<ObjectId>,
         moved_to: Option<ObjectId>,
         opts: CommitOptions<'_>,
-        message: &str,
-        progress: Option<&ProgressHook>,
+        how: Publish<'_>,
     ) -> Result<Committed, RepoError> {
+        let Publish { message, progress } = how;
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
         let mut lease = self.lease()?;
