@@ -56,30 +56,61 @@ pub enum Command {
         #[arg(long)]
         allow_empty: bool,
     },
-    /// Show what changed in the working directory since the current branch's tip.
-    Status,
+    /// Show what changed in the working directory since HEAD's commit (and whether
+    /// HEAD is detached); a file moved with its content is `R old -> new`.
+    Status {
+        /// Also pair removed and added files of similar content as renames.
+        #[arg(short = 'M', long = "find-renames")]
+        find_renames: bool,
+        /// The similarity `-M` needs, in percent.
+        #[arg(long, value_name = "PERCENT", default_value_t = 50, value_parser = clap::value_parser!(u8).range(1..=100))]
+        threshold: u8,
+    },
     /// Show history, newest first.
     Log {
-        /// Where to start (default: the current branch).
+        /// Where to start (default: HEAD).
         rev: Option<String>,
         /// At most this many commits.
-        #[arg(short = 'n', long, default_value_t = 100)]
+        #[arg(
+            short = 'n',
+            long = "max-count",
+            visible_alias = "limit",
+            default_value_t = 100
+        )]
         limit: usize,
+        /// One line per commit: `<12-hex id> <subject>`.
+        #[arg(long)]
+        oneline: bool,
+        /// Only commits that changed these paths (relative to the working directory's
+        /// root), after `--`.
+        #[arg(last = true, value_name = "PATH")]
+        paths: Vec<String>,
     },
-    /// Show one commit: parents, metadata and changed files.
+    /// Show one commit: parents, metadata and changed files (`-p`: the patch).
     Show {
-        /// The commit.
+        /// The commit (default: HEAD).
+        #[arg(default_value = "HEAD")]
         rev: String,
+        /// How to print the changes.
+        #[command(flatten)]
+        format: DiffFormat,
     },
-    /// Show the files that differ between A and B (default: the working directory).
+    /// Show the files that differ between A and B (default: HEAD and the working
+    /// directory).
     Diff {
-        /// The first revision.
-        a: String,
+        /// The first revision (default: HEAD).
+        a: Option<String>,
         /// The second revision (default: the working directory).
         b: Option<String>,
-        /// Only counts.
+        /// How to print the changes.
+        #[command(flatten)]
+        format: DiffFormat,
+        /// Exit with 1 when there are differences (0 when none).
         #[arg(long)]
-        stat: bool,
+        exit_code: bool,
+        /// Only these paths (relative to the working directory's root), after `--`.
+        #[arg(last = true, value_name = "PATH")]
+        paths: Vec<String>,
     },
     /// List a directory of a commit: `REV` or `REV:PATH`.
     Ls {
@@ -97,8 +128,9 @@ pub enum Command {
     /// Materialize a commit: into DIR with `--to`, else into the working directory
     /// (which it replaces; checking out a branch makes it current).
     Checkout(CheckoutArgs),
-    /// Like `checkout`, but never changes the current branch.
-    Restore(CheckoutArgs),
+    /// Put PATHs (files or directories) back as they are in a commit, with their
+    /// modes, touching nothing else: what the commit lacks under them is removed.
+    Restore(RestoreArgs),
     /// List branches, create one (`branch NAME [--at REV]`) or delete one (`-d`).
     Branch {
         /// The branch to create or delete.
@@ -293,7 +325,38 @@ pub struct ForgetArgs {
     pub dry_run: bool,
 }
 
-/// Arguments of `checkout` and `restore`.
+/// How `diff` and `show` print changes.
+#[derive(Debug, Args, Default, Clone)]
+pub struct DiffFormat {
+    /// Unified patches (git's format).
+    #[arg(short = 'p', long = "patch")]
+    pub patch: bool,
+    /// Per-file counts of inserted and deleted lines, and totals.
+    #[arg(long)]
+    pub stat: bool,
+    /// `STATUS<TAB>PATH` lines (`R<score><TAB>OLD<TAB>NEW` for renames).
+    #[arg(long)]
+    pub name_status: bool,
+    /// Also pair removed and added files of similar content as renames.
+    #[arg(short = 'M', long = "find-renames")]
+    pub find_renames: bool,
+    /// The similarity `-M` needs, in percent.
+    #[arg(long, value_name = "PERCENT", default_value_t = 50, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub threshold: u8,
+}
+
+/// Arguments of `restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The commit to take them from (default: HEAD).
+    #[arg(long, short, value_name = "REV")]
+    pub source: Option<String>,
+    /// Files or directories inside the working directory.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+/// Arguments of `checkout`.
 #[derive(Debug, Args)]
 pub struct CheckoutArgs {
     /// The commit, branch or snapshot.
@@ -304,6 +367,10 @@ pub struct CheckoutArgs {
     /// Replace the working directory even if it has uncommitted changes.
     #[arg(long, short)]
     pub force: bool,
+    /// Only put these paths back from REV (like `restore --source REV PATH...`;
+    /// HEAD does not move), after `--`.
+    #[arg(last = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 /// `snapshots` subcommands.

@@ -137,6 +137,23 @@ pub enum CliError {
         /// Its tip.
         tip: ObjectId,
     },
+    /// `HEAD` is detached and the command needs a branch (`commit` without
+    /// `--branch`).
+    #[error("HEAD is detached at {commit} (not on a branch); pass --branch NAME to commit onto a branch (a new one starts at {commit})")]
+    Detached {
+        /// The commit `HEAD` is at.
+        commit: ObjectId,
+    },
+    /// `diff --exit-code` found differences: the binary exits with 1 and prints
+    /// nothing more (the diff is the output).
+    #[error("{count} path(s) differ")]
+    Differences {
+        /// How many changed paths were listed.
+        count: usize,
+    },
+    /// A revision could not be resolved.
+    #[error(transparent)]
+    Rev(#[from] crate::rev::RevError),
     /// A store call failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),

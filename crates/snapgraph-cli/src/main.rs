@@ -13,6 +13,10 @@ fn main() {
             // which a shell reports as 141).
             std::process::exit(141);
         }
+        if matches!(e, snapgraph_cli::CliError::Differences { .. }) {
+            // `diff --exit-code`: the diff was the output.
+            std::process::exit(1);
+        }
         let mut msg = e.to_string();
         let mut source = std::error::Error::source(&e);
         while let Some(s) = source {

@@ -24,6 +24,7 @@ use snapgraph::ObjectId;
 use snapgraph_store::{Repo, Store};
 
 use crate::error::{CliError, IoContext, Result};
+pub use crate::rev::Head;
 
 /// Name of the repository directory.
 pub const DOT_DIR: &str = ".snapgraph";
@@ -34,6 +35,9 @@ pub const DEFAULT_BRANCH: &str = "main";
 /// The ref `init` writes into a new store (reserved: never synced, collected from or
 /// listed as a branch). Its value is the all-zero id.
 pub const STORE_MARKER: &str = "snapgraph/repository";
+/// How `.snapgraph/HEAD` starts when the head is detached (followed by the id; a
+/// space never occurs in a branch name).
+pub const DETACHED: &str = "detached ";
 
 /// What [`init`] made.
 #[derive(Debug)]
@@ -254,14 +258,41 @@ fn open_at(root: PathBuf) -> Result<Workdir> {
 }
 
 impl Workdir {
-    /// The current branch (`.snapgraph/HEAD`).
-    pub fn head_branch(&self) -> Result<String> {
+    /// Where `HEAD` points (`.snapgraph/HEAD`: a branch name, or `detached ID`).
+    pub fn head(&self) -> Result<Head> {
         let p = self.dot.join("HEAD");
-        match std::fs::read_to_string(&p) {
-            Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
-            Ok(_) => Ok(DEFAULT_BRANCH.to_string()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(DEFAULT_BRANCH.to_string()),
-            Err(e) => Err(CliError::io(p, e)),
+        let text = match std::fs::read_to_string(&p) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(CliError::io(p, e)),
+        };
+        let text = text.trim();
+        if let Some(hex) = text.strip_prefix(DETACHED) {
+            let id = ObjectId::from_hex(hex.trim())
+                .map_err(|_| CliError::bad_path(&p, "`detached` is not followed by a commit id"))?;
+            return Ok(Head::Detached(id));
+        }
+        Ok(Head::Branch(if text.is_empty() {
+            DEFAULT_BRANCH.to_string()
+        } else {
+            text.to_string()
+        }))
+    }
+
+    /// The current branch; a detached head is [`CliError::Detached`].
+    pub fn head_branch(&self) -> Result<String> {
+        match self.head()? {
+            Head::Branch(b) => Ok(b),
+            Head::Detached(commit) => Err(CliError::Detached { commit }),
+        }
+    }
+
+    /// The commit `HEAD` is at: the current branch's tip (`None` before its first
+    /// commit) or the detached commit.
+    pub fn head_commit(&self) -> Result<Option<ObjectId>> {
+        match self.head()? {
+            Head::Branch(b) => Ok(self.repo.branch(&b)?),
+            Head::Detached(id) => Ok(Some(id)),
         }
     }
 
@@ -270,22 +301,34 @@ impl Workdir {
         write_atomic(&self.dot.join("HEAD"), format!("{branch}\n").as_bytes())
     }
 
+    /// Detaches `HEAD` at commit `id`.
+    pub fn set_head_detached(&self, id: ObjectId) -> Result<()> {
+        write_atomic(
+            &self.dot.join("HEAD"),
+            format!("{DETACHED}{id}\n").as_bytes(),
+        )
+    }
+
     /// The store.
     pub fn store(&self) -> &dyn Store {
         self.repo.store().as_ref()
     }
 
-    /// Resolves a revision; `HEAD` (or `@`) is the current branch.
+    /// Resolves a revision ([`crate::rev`]: `HEAD`, `@`, `REV~N`, `REV^N`, names,
+    /// unique id prefixes) to a commit.
     pub fn resolve(&self, rev: &str) -> Result<ObjectId> {
-        if rev == "HEAD" || rev == "@" {
-            let branch = self.head_branch()?;
-            return self.repo.branch(&branch)?.ok_or_else(|| {
-                CliError::Repo(snapgraph_store::RepoError::UnknownRevision {
-                    rev: format!("HEAD (branch {branch} has no commits yet)"),
-                })
-            });
-        }
-        Ok(self.repo.resolve(rev)?)
+        Ok(crate::rev::resolve(self.store(), &self.head()?, rev)?)
+    }
+
+    /// Resolves `REV:PATH` (with `need_path`, the path is required; else a bare
+    /// `REV` means the root `/`).
+    pub fn resolve_path(&self, spec: &str, need_path: bool) -> Result<(ObjectId, String)> {
+        Ok(crate::rev::resolve_path(
+            self.store(),
+            &self.head()?,
+            spec,
+            need_path,
+        )?)
     }
 }
 

@@ -184,6 +184,7 @@ impl PyRepo {
             meta: meta.unwrap_or_default(),
             extra_parents: parents.map(parse_ids).transpose()?.unwrap_or_default(),
             onto_tip,
+            ..RepoCommitOptions::default()
         };
         let ws = &mut ws.inner;
         let repo = &self.inner;

@@ -142,9 +142,53 @@ pub struct RepoCommitOptions {
     /// the start (still moved by compare-and-swap, so a concurrent commit is not
     /// lost). Without it such a commit onto an existing branch is refused.
     pub onto_tip: bool,
+    /// Called as the write phase goes (see [`CommitProgress`]); set it with
+    /// [`on_progress`](Self::on_progress).
+    pub progress: Option<ProgressHook>,
+}
+
+/// How `Repo::commit_leased` publishes: the reflog message and the progress hook.
+struct Publish<'a> {
+    message: &'a str,
+    progress: Option<&'a ProgressHook>,
+}
+
+/// A [`RepoCommitOptions::progress`] callback.
+#[derive(Clone)]
+pub struct ProgressHook(std::sync::Arc<dyn Fn(CommitProgress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// How far a commit's write phase is, as a value handed to the caller's hook: the
+/// commit's objects are offered to the store in batches (those it holds are
+/// skipped), and after each batch the hook hears how many were gone through. It
+/// hears `done == 0` once before the first batch (the hashing is over then) and
+/// `done == total` at the end. The library prints nothing; what to draw is the
+/// caller's business.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommitProgress {
+    /// Objects gone through so far.
+    pub objects_done: usize,
+    /// Objects the commit emitted (new and already held).
+    pub objects_total: usize,
+    /// Their bytes gone through so far.
+    pub bytes_done: u64,
+    /// Their bytes in all.
+    pub bytes_total: u64,
 }
 
 impl RepoCommitOptions {
+    /// Calls `hook` with the write phase's progress.
+    #[must_use]
+    pub fn on_progress(mut self, hook: impl Fn(CommitProgress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(ProgressHook(std::sync::Arc::new(hook)));
+        self
+    }
     /// Options with a message.
     pub fn message(message: impl Into<String>) -> Self {
         Self {
@@ -358,7 +402,11 @@ impl<S: Store> Repo<S> {
         }
         let message = options.message.as_deref().unwrap_or("commit");
         let moved_to = if moved { tip } else { None };
-        self.commit_leased(ws, name, tip, moved_to, opts, message)
+        let how = Publish {
+            message,
+            progress: options.progress.as_ref(),
+        };
+        self.commit_leased(ws, name, tip, moved_to, opts, how)
     }
 
     /// Commits a workspace with no history here (an unpacked snapshot, an imported
@@ -390,7 +438,11 @@ impl<S: Store> Repo<S> {
             opts = opts.meta(k.clone(), v.clone());
         }
         let message = options.message.as_deref().unwrap_or("new branch");
-        match self.commit_leased(ws, name, None, existing, opts, message) {
+        let how = Publish {
+            message,
+            progress: options.progress.as_ref(),
+        };
+        match self.commit_leased(ws, name, None, existing, opts, how) {
             Err(RepoError::BranchMoved {
                 branch,
                 branch_tip: Some(id),
@@ -413,8 +465,9 @@ impl<S: Store> Repo<S> {
         tip: Option<ObjectId>,
         moved_to: Option<ObjectId>,
         opts: CommitOptions<'_>,
-        message: &str,
+        how: Publish<'_>,
     ) -> Result<Committed, RepoError> {
+        let Publish { message, progress } = how;
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
         let mut lease = self.lease()?;
@@ -454,7 +507,7 @@ impl<S: Store> Repo<S> {
         let hints = crate::similar::bases(&self.store, commit.id(), commit.objects());
         let groups = write_order(commit.objects(), &hints);
         loop {
-            let attempt = self.put_new(&groups, &hints).and_then(|counts| {
+            let attempt = self.put_new(commit.objects(), &groups, &hints, progress).and_then(|counts| {
                 written.get_or_insert(counts);
                 let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
                 updates.extend(lease.release_updates());
@@ -540,18 +593,34 @@ impl<S: Store> Repo<S> {
     }
 
     /// Writes the objects the store lacks, group by group and in the order given
-    /// (children first), in batches, each with its delta hint; returns how many
-    /// objects and bytes were new.
+    /// (children first), in batches, each with its delta hint, reporting each batch to
+    /// `progress`; returns how many objects and bytes were new.
     fn put_new(
         &self,
+        objects: &snapgraph::ObjectSet,
         groups: &[Vec<(&ObjectId, &[u8])>],
         hints: &hashbrown::HashMap<ObjectId, ObjectId>,
+        progress: Option<&ProgressHook>,
     ) -> Result<(usize, u64), RepoError> {
         let mut count = 0;
         let mut bytes = 0;
+        let mut seen = CommitProgress {
+            objects_done: 0,
+            objects_total: objects.len(),
+            bytes_done: 0,
+            bytes_total: objects.stored_bytes(),
+        };
+        let report = |p: CommitProgress| {
+            if let Some(h) = progress {
+                (h.0)(p);
+            }
+        };
+        report(seen);
         let mut batch: Vec<(ObjectId, &[u8])> = Vec::new();
         let mut batch_bytes = 0u64;
         let mut flush = |batch: &mut Vec<(ObjectId, &[u8])>| -> Result<(), RepoError> {
+            seen.objects_done += batch.len();
+            seen.bytes_done += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
             let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
             let absent: hashbrown::HashSet<ObjectId> =
                 self.store.has_many(&ids)?.into_iter().collect();
@@ -566,6 +635,7 @@ impl<S: Store> Repo<S> {
                     new.iter().map(|(id, _)| hints.get(id).copied()).collect();
                 self.store.put_many_with_bases(&new, &bases)?;
             }
+            report(seen);
             Ok(())
         };
         for group in groups {

@@ -338,3 +338,52 @@ fn log_reads_each_commit_once() {
     assert_eq!(repo.log("main", 4).unwrap().len(), 4);
     assert!(repo.store().take().get_ids <= 5);
 }
+
+#[test]
+fn commit_reports_its_write_phase_to_the_progress_hook() {
+    use std::sync::{Arc, Mutex};
+    let repo = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    // Enough objects for several batches: many files, one of them chunked.
+    for i in 0..3000 {
+        ws.write(
+            &format!("/d{}/f{i}", i % 7),
+            format!("file {i} {}", "x".repeat(100)).as_bytes(),
+        )
+        .unwrap();
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let hook = Arc::clone(&seen);
+    let options =
+        RepoCommitOptions::message("many").on_progress(move |p| hook.lock().unwrap().push(p));
+    let c = repo.commit(&mut ws, "main", options).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 3, "a start, batches, an end: {seen:?}");
+    let (first, last) = (seen[0], seen[seen.len() - 1]);
+    assert_eq!((first.objects_done, first.bytes_done), (0, 0));
+    assert_eq!(last.objects_done, last.objects_total);
+    assert_eq!(last.bytes_done, last.bytes_total);
+    assert_eq!(
+        last.objects_total, c.objects_written,
+        "all new to the store"
+    );
+    assert!(seen
+        .windows(2)
+        .all(|w| w[0].objects_done <= w[1].objects_done && w[0].bytes_done <= w[1].bytes_done));
+    // A second commit of the same content writes nothing, and still ends at total.
+    let mut again = repo.checkout("main").unwrap();
+    again.write("/new", b"n").unwrap();
+    let ends = Arc::new(Mutex::new(None));
+    let e = Arc::clone(&ends);
+    let c2 = repo
+        .commit(
+            &mut again,
+            "main",
+            RepoCommitOptions::message("one more")
+                .on_progress(move |p| *e.lock().unwrap() = Some(p)),
+        )
+        .unwrap();
+    let end = ends.lock().unwrap().unwrap();
+    assert_eq!(end.objects_done, end.objects_total);
+    assert!(c2.objects_written <= end.objects_total);
+}

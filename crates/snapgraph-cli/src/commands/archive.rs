@@ -195,6 +195,7 @@ pub(super) fn import(
         &branch,
         RepoCommitOptions {
             message,
+            meta: crate::meta::commit_meta(&wd.dot)?,
             // An archive replaces the branch's content as its next commit.
             onto_tip: true,
             ..RepoCommitOptions::default()

@@ -4,9 +4,10 @@
 use std::io::Write;
 
 use serde_json::{json, Value};
-use snapgraph::{EntryKind, ObjectSource, SnapshotGraph};
+use snapgraph::{EntryKind, ObjectId, ObjectSource, SnapshotGraph};
 
-use super::{diff_json, diff_of, print_diff, shallow, split_spec, working_commit, Ctx};
+use super::{diff_of, patch, shallow, working_commit, Ctx};
+use crate::cli::DiffFormat;
 use crate::error::{CliError, Result};
 use crate::output::{quote, sanitize};
 
@@ -18,10 +19,50 @@ pub(super) fn print_message(w: &mut dyn Write, message: &str) -> std::io::Result
     Ok(())
 }
 
-pub(super) fn log(ctx: &Ctx, rev: Option<&str>, limit: usize) -> Result<()> {
+/// The first line of a commit's message.
+fn subject(c: &snapgraph::CommitObject) -> String {
+    c.meta
+        .get(snapgraph_store::repo::MESSAGE_KEY)
+        .and_then(|m| m.lines().next())
+        .unwrap_or("")
+        .to_string()
+}
+
+pub(super) fn log(
+    ctx: &Ctx,
+    rev: Option<&str>,
+    limit: usize,
+    oneline: bool,
+    paths: &[String],
+) -> Result<()> {
     let wd = ctx.open()?;
     let id = wd.resolve(rev.unwrap_or("HEAD"))?;
-    let entries = wd.repo.log(&id.to_string(), limit)?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let entries = if paths.is_empty() {
+        wd.repo.log(&id.to_string(), limit)?
+    } else {
+        // Commits whose change from their first parent touches a path (a root
+        // commit: that holds one).
+        let limits = patch::limits(paths);
+        let mut out = Vec::new();
+        for r in SnapshotGraph::ancestors(id, store) {
+            if out.len() >= limit {
+                break;
+            }
+            let (cid, c) = r?;
+            let d = diff_of(c.parents.first().copied(), cid, store)?;
+            let touches = d
+                .files_added
+                .iter()
+                .chain(&d.files_modified)
+                .chain(&d.files_removed)
+                .any(|p| patch::within(p, &limits));
+            if touches {
+                out.push((cid, c));
+            }
+        }
+        out
+    };
     let value: Vec<Value> = entries
         .iter()
         .map(|(id, c)| {
@@ -29,19 +70,32 @@ pub(super) fn log(ctx: &Ctx, rev: Option<&str>, limit: usize) -> Result<()> {
                 "id": id.to_string(),
                 "parents": c.parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 "generation": c.generation,
+                "subject": subject(c),
+                "author": c.meta.get(crate::meta::AUTHOR),
+                "time": c.meta.get(crate::meta::TIME),
                 "meta": c.meta,
             })
         })
         .collect();
     ctx.print(Value::Array(value), |w| {
         for (id, c) in &entries {
+            if oneline {
+                writeln!(w, "{} {}", &id.to_hex()[..12], sanitize(&subject(c)))?;
+                continue;
+            }
             writeln!(w, "commit {id}")?;
             if c.parents.len() > 1 {
                 let ps: Vec<String> = c.parents.iter().map(ToString::to_string).collect();
                 writeln!(w, "merge: {}", ps.join(" "))?;
             }
+            if let Some(a) = c.meta.get(crate::meta::AUTHOR) {
+                writeln!(w, "Author: {}", quote(a))?;
+            }
+            if let Some(t) = c.meta.get(crate::meta::TIME) {
+                writeln!(w, "Date:   {}", quote(t))?;
+            }
             for (k, v) in &c.meta {
-                if k != "message" {
+                if !["message", crate::meta::AUTHOR, crate::meta::TIME].contains(&k.as_str()) {
                     writeln!(w, "{}: {}", quote(k), quote(v))?;
                 }
             }
@@ -53,12 +107,16 @@ pub(super) fn log(ctx: &Ctx, rev: Option<&str>, limit: usize) -> Result<()> {
     })
 }
 
-pub(super) fn show(ctx: &Ctx, rev: &str) -> Result<()> {
+pub(super) fn show(ctx: &Ctx, rev: &str, format: &DiffFormat) -> Result<()> {
     let wd = ctx.open()?;
     let id = wd.resolve(rev)?;
     let store: &dyn ObjectSource = wd.repo.store();
     let c = SnapshotGraph::commit(id, store)?;
-    let d = diff_of(c.parents.first().copied(), id, store)?;
+    let parent = c.parents.first().copied();
+    let d = diff_of(parent, id, store)?;
+    let mut a = patch::Side::open(parent, store);
+    let mut b = patch::Side::open(Some(id), store);
+    let (changes, text, _) = patch::render(&d, &mut a, &mut b, format, &[])?;
     ctx.print(
         json!({
             "id": id.to_string(),
@@ -66,7 +124,7 @@ pub(super) fn show(ctx: &Ctx, rev: &str) -> Result<()> {
             "parents": c.parents.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "generation": c.generation,
             "meta": c.meta,
-            "diff": diff_json(&d),
+            "diff": changes,
         }),
         |w| {
             writeln!(w, "commit {id}")?;
@@ -84,33 +142,40 @@ pub(super) fn show(ctx: &Ctx, rev: &str) -> Result<()> {
                 }
             }
             writeln!(w)?;
-            print_diff(w, &d, false)
+            w.write_all(text.as_bytes())
         },
     )
 }
 
-pub(super) fn diff(ctx: &Ctx, a: &str, b: Option<&str>, stat: bool) -> Result<()> {
+pub(super) fn diff(
+    ctx: &Ctx,
+    a: Option<&str>,
+    b: Option<&str>,
+    format: &DiffFormat,
+    exit_code: bool,
+    paths: &[String],
+) -> Result<()> {
     let wd = ctx.open()?;
-    let a = wd.resolve(a)?;
-    let d = match b {
-        Some(b) => {
-            let b = wd.resolve(b)?;
-            SnapshotGraph::diff(a, b, wd.repo.store())?
-        }
+    let a = wd.resolve(a.unwrap_or("HEAD"))?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let working;
+    let (b, b_source): (ObjectId, &dyn ObjectSource) = match b {
+        Some(b) => (wd.resolve(b)?, store),
         None => {
             let (id, _, overlay, _) = working_commit(ctx, &wd)?;
-            SnapshotGraph::diff(a, id, &overlay)?
+            working = overlay;
+            (id, &working)
         }
     };
-    let mut v = diff_json(&d);
-    if stat {
-        v = json!({
-            "added": d.files_added.len(),
-            "modified": d.files_modified.len(),
-            "removed": d.files_removed.len(),
-        });
+    let d = SnapshotGraph::diff(a, b, b_source)?;
+    let mut sa = patch::Side::open(Some(a), store);
+    let mut sb = patch::Side::open(Some(b), b_source);
+    let (value, text, n) = patch::render(&d, &mut sa, &mut sb, format, paths)?;
+    ctx.print(value, |w| w.write_all(text.as_bytes()))?;
+    if exit_code && n > 0 {
+        return Err(CliError::Differences { count: n });
     }
-    ctx.print(v, |w| print_diff(w, &d, stat))
+    Ok(())
 }
 
 fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Value {
@@ -124,8 +189,7 @@ fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Valu
 
 pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
     let wd = ctx.open()?;
-    let (rev, path) = split_spec(spec, false)?;
-    let id = wd.resolve(&rev)?;
+    let (id, path) = wd.resolve_path(spec, false)?;
     let ws = shallow(id, wd.repo.store())?;
     let meta = ws.metadata(&path).map_err(|_| CliError::NotInCommit {
         commit: id,
@@ -197,8 +261,7 @@ pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
 
 pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     let wd = ctx.open()?;
-    let (rev, path) = split_spec(spec, true)?;
-    let id = wd.resolve(&rev)?;
+    let (id, path) = wd.resolve_path(spec, true)?;
     let store: &dyn ObjectSource = wd.repo.store();
     let mut ws = shallow(id, store)?;
     match ws.metadata(&path) {

@@ -4,7 +4,9 @@
 //! ([`crate::output`]).
 //!
 //! - `init`: `init`;
-//! - `worktree`: `commit`, `status`, `checkout`, `restore` (the working directory);
+//! - `worktree`: `commit`, `status`, `checkout` (the working directory);
+//! - `restore`: `restore [--source REV] PATH...`, `checkout REV -- PATH...`;
+//! - `patch`: how `diff`, `show` and `status` print changes (renames, patches);
 //! - `history`: `log`, `show`, `diff`, `ls`, `cat`;
 //! - `refs`: `branch`, `reflog`, `tag`, `fork`, `snapshots`;
 //! - `maintenance`: `gc`, `verify`;
@@ -35,7 +37,9 @@ mod clone;
 mod history;
 mod init;
 mod maintenance;
+mod patch;
 mod refs;
+mod restore;
 mod retention;
 mod sync;
 mod worktree;
@@ -102,14 +106,36 @@ pub fn run(cli: Cli) -> Result<()> {
             meta,
             allow_empty,
         } => worktree::commit(&ctx, &paths, message, branch, &meta, allow_empty),
-        Command::Status => worktree::status(&ctx),
-        Command::Log { rev, limit } => history::log(&ctx, rev.as_deref(), limit),
-        Command::Show { rev } => history::show(&ctx, &rev),
-        Command::Diff { a, b, stat } => history::diff(&ctx, &a, b.as_deref(), stat),
+        Command::Status {
+            find_renames,
+            threshold,
+        } => worktree::status(&ctx, find_renames.then_some(threshold)),
+        Command::Log {
+            rev,
+            limit,
+            oneline,
+            paths,
+        } => history::log(&ctx, rev.as_deref(), limit, oneline, &paths),
+        Command::Show { rev, format } => history::show(&ctx, &rev, &format),
+        Command::Diff {
+            a,
+            b,
+            format,
+            exit_code,
+            paths,
+        } => history::diff(&ctx, a.as_deref(), b.as_deref(), &format, exit_code, &paths),
         Command::Ls { spec, recursive } => history::ls(&ctx, &spec, recursive),
         Command::Cat { spec } => history::cat(&ctx, &spec),
+        Command::Checkout(args) if !args.paths.is_empty() => {
+            if args.to.is_some() {
+                return Err(CliError::Usage(
+                    "checkout REV -- PATH... restores into the working directory; --to takes a whole commit".to_string(),
+                ));
+            }
+            restore::restore(&ctx, Some(&args.rev), &args.paths)
+        }
         Command::Checkout(args) => worktree::checkout(&ctx, &args, true),
-        Command::Restore(args) => worktree::checkout(&ctx, &args, false),
+        Command::Restore(args) => restore::restore(&ctx, args.source.as_deref(), &args.paths),
         Command::Branch {
             name,
             at,
@@ -237,8 +263,7 @@ pub(super) fn working_commit<'a>(
     ctx: &Ctx,
     wd: &'a Workdir,
 ) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
-    let branch = wd.head_branch()?;
-    let tip = wd.repo.branch(&branch)?;
+    let tip = wd.head_commit()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
     let mut index = Index::load(&index_path, &wd.root);
@@ -324,45 +349,8 @@ pub(super) fn diff_json(d: &Diff) -> Value {
     })
 }
 
-pub(super) fn print_diff(w: &mut dyn Write, d: &Diff, stat: bool) -> std::io::Result<()> {
-    if stat {
-        return writeln!(
-            w,
-            "{} added, {} modified, {} removed",
-            d.files_added.len(),
-            d.files_modified.len(),
-            d.files_removed.len()
-        );
-    }
-    let mut lines: Vec<(&str, char)> = Vec::new();
-    lines.extend(d.files_added.iter().map(|p| (p.as_str(), 'A')));
-    lines.extend(d.files_modified.iter().map(|p| (p.as_str(), 'M')));
-    lines.extend(d.files_removed.iter().map(|p| (p.as_str(), 'D')));
-    lines.sort();
-    for (p, c) in lines {
-        writeln!(w, "{c} {}", quote(p.trim_start_matches('/')))?;
-    }
-    Ok(())
-}
-
 pub(super) fn changed(d: &Diff) -> usize {
     d.files_added.len() + d.files_modified.len() + d.files_removed.len()
-}
-
-/// Splits `REV:PATH` (PATH optional when `need_path` is false) into the revision
-/// and a workspace path.
-pub(super) fn split_spec(spec: &str, need_path: bool) -> Result<(String, String)> {
-    let (rev, path) = match spec.split_once(':') {
-        Some((r, p)) => (r, p),
-        None if need_path => {
-            return Err(CliError::Usage(format!(
-                "{spec:?}: expected REV:PATH (for example main:src/lib.rs)"
-            )))
-        }
-        None => (spec, ""),
-    };
-    let path = format!("/{}", path.trim_matches('/'));
-    Ok((rev.to_string(), path))
 }
 
 pub(super) fn read_key(path: Option<&Path>) -> Result<Option<SnapshotKey>> {

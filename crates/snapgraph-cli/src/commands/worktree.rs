@@ -13,8 +13,9 @@
 //! git; one that cannot stay because the commit has a file where its directory
 //! would be makes the checkout refuse without `--force`). Without `--force`, a working directory that differs from the
 //! current branch's tip is refused (so is any untracked, not ignored file). Checking out a branch by name makes it current;
-//! checking out anything else keeps the current branch (the next commit then records
-//! the checked-out content on top of it). `restore` never changes the current branch.
+//! checking out anything else detaches HEAD at that commit ([`crate::rev::Head`]):
+//! `status` says so and `commit` there needs `--branch NAME`. Restoring paths is
+//! [`super::restore`].
 //!
 //! With `--to DIR`, the staging directory is a sibling of DIR and is renamed to DIR
 //! in one step: DIR appears complete or not at all.
@@ -32,8 +33,8 @@ use snapgraph::{CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace}
 use snapgraph_store::RepoCommitOptions;
 
 use super::{
-    changed, diff_json, diff_of, parse_pairs, print_diff, resolve_path, shallow, unique_name,
-    working_commit, write_index_after_checkout, Ctx,
+    changed, diff_json, diff_of, parse_pairs, resolve_path, shallow, unique_name, working_commit,
+    write_index_after_checkout, Ctx,
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
@@ -45,7 +46,7 @@ use crate::scan::{self, ScanOptions};
 /// The workspace path (`/a/b`, `/` for the root) of `p`, which must lie in the
 /// working directory (it need not exist: committing a removed path records the
 /// removal).
-fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<String> {
+pub(super) fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<String> {
     let full = resolve_path(ctx, p);
     let canonical = match std::fs::canonicalize(&full) {
         Ok(c) => c,
@@ -85,8 +86,12 @@ pub(super) fn commit(
     meta: &[String],
     allow_empty: bool,
 ) -> Result<()> {
-    let meta = parse_pairs(meta, "--meta")?;
     let wd = ctx.open()?;
+    // Who and when (the core stays clock-free: the CLI reads the clock), then the
+    // user's --meta, which may override them.
+    let mut all = crate::meta::commit_meta(&wd.dot)?;
+    all.extend(parse_pairs(meta, "--meta")?);
+    let meta = all;
     let only = if paths.is_empty() {
         None
     } else {
@@ -98,12 +103,18 @@ pub(super) fn commit(
         )
     };
     let root = wd.root.clone();
+    // A detached HEAD commits only with --branch: onto that branch, which a new
+    // name starts at the detached commit; HEAD then follows the branch.
+    let detached = match wd.head()? {
+        repo::Head::Detached(id) => Some(id),
+        repo::Head::Branch(_) => None,
+    };
     let branch = match branch {
         Some(b) => b,
         None => wd.head_branch()?,
     };
     let store: &dyn ObjectSource = wd.repo.store();
-    let tip = wd.repo.branch(&branch)?;
+    let tip = wd.repo.branch(&branch)?.or(detached);
     let index_path = wd.dot.join("index");
     let index = Index::load(&index_path, &root);
     // The fast path: an index complete for the tip and a walk that finds exactly
@@ -182,27 +193,30 @@ pub(super) fn commit(
             );
         }
     }
-    // The write phase: hashing what was read and storing what is new. `Repo::commit`
-    // reports nothing until it is done, so this is a spinner with the amount to go
-    // through, not a bar.
-    let pb = ctx.bar(None, "writing");
-    pb.set_message(format!(
-        "hashing {} read and storing what is new",
-        indicatif::HumanBytes(report.bytes_read)
-    ));
-    let committed = wd.repo.commit(
-        &mut ws,
-        &branch,
-        RepoCommitOptions {
-            message,
-            meta,
-            extra_parents: Vec::new(),
-            onto_tip: false,
-        },
-    );
+    // The write phase: hashing what was read (a spinner: the core reports nothing
+    // while it hashes), then storing the commit's objects, a bar of their bytes fed
+    // by `Repo::commit`'s progress hook (drawn on a terminal only).
+    let pb = ctx.bar(None, "hashing");
+    pb.set_message(format!("{} read", indicatif::HumanBytes(report.bytes_read)));
+    let bar = pb.clone();
+    let options = RepoCommitOptions {
+        message,
+        meta,
+        ..RepoCommitOptions::default()
+    }
+    .on_progress(move |p| {
+        if p.objects_done == 0 {
+            crate::progress::phase(&bar, "writing", p.bytes_total);
+        }
+        bar.set_position(p.bytes_done);
+    });
+    let committed = wd.repo.commit(&mut ws, &branch, options);
     pb.finish_and_clear();
     let committed = committed?;
     index_entries(&ws, Some(committed.id)).save(&index_path)?;
+    if detached.is_some() {
+        wd.set_head_branch(&branch)?;
+    }
     // The previous tip's trees are in the skeleton: only the new ones come from the
     // store.
     let d = diff_of(
@@ -313,23 +327,49 @@ fn nothing_changed(
 }
 
 /// `status`.
-pub(super) fn status(ctx: &Ctx) -> Result<()> {
+pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     let wd = ctx.open()?;
     let (id, tip, overlay, report) = working_commit(ctx, &wd)?;
     let d = diff_of(tip, id, &overlay)?;
+    let entries = {
+        let mut a = super::patch::Side::open(tip, &overlay);
+        let mut b = super::patch::Side::open(Some(id), &overlay);
+        let opts = super::patch::Options {
+            paths: Vec::new(),
+            similar,
+        };
+        super::patch::entries(&d, &mut a, &mut b, &opts)?
+    };
     let stale = repo::stale_work(&wd.dot);
+    let head = wd.head()?;
     let mut value = diff_json(&d);
     value["stale"] = json!(stale);
     value["nested"] = json!(report.nested);
+    value["changes"] = json!(entries
+        .iter()
+        .map(super::patch::entry_json)
+        .collect::<Vec<_>>());
+    let (on, since) = match &head {
+        repo::Head::Branch(b) => {
+            value["branch"] = json!(b);
+            value["detached"] = json!(null);
+            (format!("on branch {b}"), b.clone())
+        }
+        repo::Head::Detached(id) => {
+            value["branch"] = json!(null);
+            value["detached"] = json!(id.to_string());
+            (
+                format!("HEAD detached at {id} (commit needs --branch NAME)"),
+                id.to_string(),
+            )
+        }
+    };
     ctx.print(value, |w| {
+        writeln!(w, "{on}")?;
         if changed(&d) == 0 {
-            writeln!(
-                w,
-                "nothing changed since {}",
-                wd.head_branch().unwrap_or_default()
-            )?;
+            writeln!(w, "nothing changed since {since}")?;
         } else {
-            print_diff(w, &d, false)?;
+            super::patch::print_names(w, &entries)?;
         }
         for n in &report.nested {
             writeln!(
@@ -434,8 +474,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             let _ = std::fs::remove_dir_all(&staging);
             r?;
             write_index_after_checkout(&wd, id, &done.entries)?;
-            if move_head && wd.repo.branch(&args.rev).ok().flatten() == Some(id) {
-                wd.set_head_branch(&args.rev)?;
+            if move_head {
+                // A branch by name becomes current; anything else detaches HEAD.
+                match wd.repo.branch(&args.rev).ok().flatten() {
+                    Some(tip) if tip == id => wd.set_head_branch(&args.rev)?,
+                    _ => wd.set_head_detached(id)?,
+                }
             }
             (wd.root.clone(), done)
         }

@@ -1,0 +1,215 @@
+//! `restore [--source REV] PATH...` and `checkout REV -- PATH...`: put files or
+//! directories back as a commit has them, with their modes, touching nothing else.
+//!
+//! Each PATH must be in the commit. A file or symlink is written beside its place
+//! and renamed over it; a directory gets every entry the commit has below it, and
+//! loses the files that HEAD's commit has below it and the source lacks (they are
+//! in HEAD, so nothing is lost); files neither commit has (untracked, ignored) stay.
+//! The commit is checked like any checkout ([`crate::materialize::plan`]: no
+//! traversal, nothing below a symlink), and the working directory is checked first:
+//! a parent that is not a directory there, or a directory where the commit has a
+//! file, refuses the whole restore before anything is written. HEAD does not move.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use snapgraph::{EntryKind, ObjectSource};
+
+use super::{shallow, worktree::path_in_workdir, Ctx};
+use crate::error::{CliError, IoContext, Result};
+use crate::materialize::PlannedEntry;
+
+fn under(path: &str, top: &str) -> bool {
+    top == "/" || path == top || path.starts_with(&format!("{top}/"))
+}
+
+pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Result<()> {
+    let wd = ctx.open()?;
+    let id = wd.resolve(source.unwrap_or("HEAD"))?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let tops: Vec<String> = paths
+        .iter()
+        .map(|p| path_in_workdir(ctx, &wd, p))
+        .collect::<Result<_>>()?;
+    let mut ws = shallow(id, store)?;
+    let planned =
+        crate::materialize::plan(id, ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
+    for t in &tops {
+        if t != "/" && !planned.iter().any(|e| e.path == *t) {
+            return Err(CliError::NotInCommit {
+                commit: id,
+                path: t.clone(),
+            });
+        }
+    }
+    let chosen: Vec<&PlannedEntry> = planned
+        .iter()
+        .filter(|e| tops.iter().any(|t| under(&e.path, t)))
+        .collect();
+    // Parents of each chosen top: directories of the commit, which must be real
+    // directories (or absent) in the working directory.
+    let mut parents: Vec<&PlannedEntry> = Vec::new();
+    let mut seen = HashSet::new();
+    for t in &tops {
+        for e in planned.iter().filter(|e| {
+            e.kind == EntryKind::Dir && *t != e.path && under(t, &e.path) && e.path != "/"
+        }) {
+            if seen.insert(e.path.clone()) {
+                parents.push(e);
+            }
+        }
+    }
+    parents.sort_by(|a, b| a.path.cmp(&b.path));
+    let fs = |e: &PlannedEntry| -> PathBuf {
+        let mut p = wd.root.clone();
+        p.extend(&e.components);
+        p
+    };
+    // Check everything before writing anything.
+    for e in parents.iter().copied().chain(chosen.iter().copied()) {
+        let target = fs(e);
+        match (std::fs::symlink_metadata(&target), e.kind) {
+            (Err(err), _) if err.kind() == std::io::ErrorKind::NotFound => {}
+            (Err(err), _) => return Err(CliError::io(&target, err)),
+            (Ok(m), EntryKind::Dir) if !m.file_type().is_dir() => {
+                return Err(CliError::bad_path(
+                    &target,
+                    format!("the commit has a directory here, the working directory a {}; move it away first", kind_name(&m)),
+                ))
+            }
+            (Ok(m), EntryKind::File | EntryKind::Symlink) if m.file_type().is_dir() => {
+                return Err(CliError::bad_path(
+                    &target,
+                    "the commit has a file here, the working directory a directory; move it away first",
+                ))
+            }
+            _ => {}
+        }
+    }
+    // Files HEAD has below a chosen directory and the source lacks.
+    let in_source: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
+    let mut stale = Vec::new();
+    if let Some(head) = wd.head_commit()? {
+        if head != id {
+            let head_ws = shallow(head, store)?;
+            for (p, m) in head_ws.walk() {
+                if m.kind != EntryKind::Dir
+                    && !in_source.contains(p.as_str())
+                    && tops.iter().any(|t| under(&p, t))
+                {
+                    stale.push(p);
+                }
+            }
+        }
+    }
+    let (mut files, mut dirs, mut symlinks, mut bytes, mut removed) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    for e in parents.iter().copied().chain(chosen.iter().copied()) {
+        let target = fs(e);
+        match e.kind {
+            EntryKind::Dir => {
+                if !target.is_dir() {
+                    std::fs::DirBuilder::new()
+                        .mode(0o700)
+                        .create(&target)
+                        .at(&target)?;
+                    dirs += 1;
+                }
+            }
+            EntryKind::Symlink => {
+                let link = ws.read_link(&e.path)?.to_string();
+                let tmp = temp_beside(&target);
+                std::os::unix::fs::symlink(&link, &tmp).at(&tmp)?;
+                rename(&tmp, &target)?;
+                symlinks += 1;
+            }
+            EntryKind::File => {
+                ws.load_content(&e.path, store)?;
+                let data = ws.read(&e.path)?;
+                let tmp = temp_beside(&target);
+                let written = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&tmp)
+                    .and_then(|mut f| {
+                        f.write_all(data)?;
+                        f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                    });
+                if let Err(err) = written {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(CliError::io(&target, err));
+                }
+                rename(&tmp, &target)?;
+                files += 1;
+                bytes += data.len() as u64;
+                ws.remove(&e.path)?;
+            }
+        }
+    }
+    for p in &stale {
+        let target = wd.root.join(p.trim_start_matches('/'));
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if !m.file_type().is_dir() => {
+                std::fs::remove_file(&target).at(&target)?;
+                removed += 1;
+            }
+            _ => {}
+        }
+    }
+    // Directory modes last, deepest first (a read-only directory is filled first).
+    let mut all_dirs: Vec<&PlannedEntry> = parents
+        .iter()
+        .copied()
+        .chain(chosen.iter().copied())
+        .filter(|e| e.kind == EntryKind::Dir)
+        .collect();
+    all_dirs.sort_by(|a, b| b.path.cmp(&a.path));
+    for e in all_dirs {
+        let target = fs(e);
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(e.mode & 0o777))
+            .at(&target)?;
+    }
+    ctx.print(
+        json!({
+            "id": id.to_string(), "paths": tops, "files": files, "dirs_created": dirs,
+            "symlinks": symlinks, "bytes": bytes, "removed": removed,
+        }),
+        |w| {
+            writeln!(
+                w,
+                "restored {} from {id}: {files} files, {symlinks} symlinks, {dirs} directories created, {removed} removed, {bytes} bytes",
+                tops.iter()
+                    .map(|t| crate::output::quote(t.trim_start_matches('/')).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        },
+    )
+}
+
+fn kind_name(m: &std::fs::Metadata) -> &'static str {
+    if m.file_type().is_symlink() {
+        "symlink"
+    } else {
+        "file"
+    }
+}
+
+fn temp_beside(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(super::unique_name(&format!(".{name}.snapgraph-restore")))
+}
+
+fn rename(tmp: &Path, target: &Path) -> Result<()> {
+    std::fs::rename(tmp, target).map_err(|e| {
+        let _ = std::fs::remove_file(tmp);
+        CliError::io(target, e)
+    })
+}
