@@ -10,7 +10,12 @@ use crate::store::Store;
 /// - `postgres://…` or `postgresql://…`: a PostgreSQL server; a query parameter
 ///   `snapgraph_schema=NAME` (taken out before the URL reaches the driver) keeps the
 ///   tables in schema `NAME`, created if absent;
-/// - `memory:`: an empty in-memory store (for tests and dry runs).
+/// - `memory:`: an empty in-memory store (for tests and dry runs);
+/// - `cache:LOCAL|REMOTE`: the store `REMOTE` (any URL above) with the store `LOCAL`
+///   (usually `sqlite:PATH` or `dir:PATH`) as a cache in front of it
+///   ([`CachingStore`](crate::cache::CachingStore): reads fill the cache, writes go
+///   through, refs are the remote's). The URL is split at its first `|`, so the
+///   local URL cannot hold one (a remote can, and can itself be a `cache:` URL).
 ///
 /// Each adapter but memory is behind a cargo feature of the same name (`sqlite` and
 /// `dir` on by default, `postgres` off); a URL whose adapter is compiled out is an
@@ -25,6 +30,9 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         return open_postgres(url);
     }
+    if let Some(rest) = url.strip_prefix("cache:") {
+        return open_cache(rest);
+    }
     if url == "memory:" {
         return Ok(Box::new(crate::memory::MemoryStore::new()));
     }
@@ -33,8 +41,22 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     }
     Err(StoreError::backend(
         format!("store URL {url:?}"),
-        "expected sqlite:PATH, dir:PATH, postgres://… or memory:",
+        "expected sqlite:PATH, dir:PATH, postgres://…, memory: or cache:LOCAL|REMOTE",
     ))
+}
+
+/// `cache:LOCAL|REMOTE`: both opened, the local one in front.
+fn open_cache(rest: &str) -> Result<Box<dyn Store>, StoreError> {
+    let Some((local, remote)) = rest.split_once('|') else {
+        return Err(StoreError::backend(
+            // Not the URL itself: its remote part may carry a password.
+            "a cache: store URL",
+            "expected cache:LOCAL|REMOTE (two store URLs joined by `|`)",
+        ));
+    };
+    let local = open(local)?;
+    let remote = open(remote)?;
+    Ok(Box::new(crate::cache::CachingStore::new(local, remote)))
 }
 
 /// The error for a URL whose adapter was compiled out.
