@@ -29,8 +29,13 @@
 //! # What goes where
 //!
 //! - **Reads** (`get_many`) ask the local store first, in one call; the ids it lacks
-//!   are asked of the remote in one call, and what comes back fills the local store
-//!   (one `put_many`). A second read of the same objects makes no remote call.
+//!   are asked of the remote in one call, and what comes back fills the local store.
+//!   A second read of the same objects makes no remote call. Fills are written to
+//!   the local store in batches (up to [`FILL_BATCH_OBJECTS`] objects or
+//!   [`FILL_BATCH_BYTES`], served from memory meanwhile; [`CachingStore::flush`] and
+//!   dropping the store write the rest), because the core reads trees and small
+//!   files one object per call, and one local transaction per object would cost
+//!   more than the remote round trip it saves.
 //! - **Writes** (`put_many`) go to the remote first (durable when it returns), then
 //!   to the local store; `delete_many` deletes from both, the remote first.
 //! - **Presence** (`has_many`, `for_each_id`) and **refs** are the remote's answers
@@ -61,7 +66,9 @@
 //! keep reading while the remote is down. A failure of the local store is its own
 //! error (naming its path), returned as is.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use snapgraph::ObjectId;
 
@@ -79,24 +86,39 @@ pub struct CacheStats {
     pub repaired: u64,
 }
 
+/// Fetched objects held in memory before one `put_many` writes them to the local
+/// store: at most this many...
+pub const FILL_BATCH_OBJECTS: usize = 1024;
+/// ...or this many bytes.
+pub const FILL_BATCH_BYTES: usize = 8 << 20;
+
+/// Fetched objects not yet written to the local store.
+#[derive(Debug, Default)]
+struct Pending {
+    objects: HashMap<ObjectId, Vec<u8>>,
+    bytes: usize,
+}
+
 /// A local store in front of a remote one: reads fall through and fill the local
 /// store, writes go through to both (module docs: [`crate::cache`]).
-#[derive(Debug, Default)]
-pub struct CachingStore<L, R> {
+#[derive(Debug)]
+pub struct CachingStore<L: ObjectStore, R> {
     local: L,
     remote: R,
+    pending: Mutex<Pending>,
     hits: AtomicU64,
     fetched: AtomicU64,
     repaired: AtomicU64,
 }
 
-impl<L, R> CachingStore<L, R> {
+impl<L: ObjectStore, R> CachingStore<L, R> {
     /// Caches `remote`'s objects in `local` (usually empty at first; whatever it
     /// holds is served as long as it hashes to its id).
     pub fn new(local: L, remote: R) -> Self {
         Self {
             local,
             remote,
+            pending: Mutex::new(Pending::default()),
             hits: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
             repaired: AtomicU64::new(0),
@@ -139,6 +161,22 @@ fn remote_err(op: &'static str, err: StoreError) -> StoreError {
 }
 
 impl<L: ObjectStore, R> CachingStore<L, R> {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the fetched objects still held in memory to the local store. Dropping
+    /// the store does it too, ignoring errors (a lost fill only costs a fetch).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let objects = std::mem::take(&mut *self.pending()).objects;
+        if objects.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<(ObjectId, &[u8])> =
+            objects.iter().map(|(id, b)| (*id, b.as_slice())).collect();
+        self.local.put_many(&batch)
+    }
+
     /// The local store's answer for `ids`; objects it reports corrupt are deleted
     /// from it first, so they come back as `None` (and are fetched again).
     fn read_local(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
@@ -168,7 +206,19 @@ impl<L: ObjectStore, R> CachingStore<L, R> {
 
 impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut out = self.read_local(ids)?;
+        let mut out: Vec<Option<Vec<u8>>> = {
+            let pending = self.pending();
+            ids.iter()
+                .map(|id| pending.objects.get(id).cloned())
+                .collect()
+        };
+        let unfilled: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
+        if !unfilled.is_empty() {
+            let ask: Vec<ObjectId> = unfilled.iter().map(|&i| ids[i]).collect();
+            for (&i, got) in unfilled.iter().zip(self.read_local(&ask)?) {
+                out[i] = got;
+            }
+        }
         let missing: Vec<usize> = (0..ids.len()).filter(|&i| out[i].is_none()).collect();
         self.hits
             .fetch_add((ids.len() - missing.len()) as u64, Ordering::Relaxed);
@@ -189,21 +239,23 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
                 ),
             ));
         }
-        let mut filled = Vec::new();
-        for (&i, bytes) in missing.iter().zip(got) {
-            if let Some(b) = bytes {
-                out[i] = Some(b);
-                filled.push(i);
+        let mut fetched = 0;
+        let full = {
+            let mut pending = self.pending();
+            for (&i, bytes) in missing.iter().zip(got) {
+                if let Some(b) = bytes {
+                    if pending.objects.insert(ids[i], b.clone()).is_none() {
+                        pending.bytes += b.len();
+                        fetched += 1;
+                    }
+                    out[i] = Some(b);
+                }
             }
-        }
-        if !filled.is_empty() {
-            let fill: Vec<(ObjectId, &[u8])> = filled
-                .iter()
-                .filter_map(|&i| Some((ids[i], out[i].as_deref()?)))
-                .collect();
-            self.local.put_many(&fill)?;
-            self.fetched
-                .fetch_add(filled.len() as u64, Ordering::Relaxed);
+            pending.objects.len() >= FILL_BATCH_OBJECTS || pending.bytes >= FILL_BATCH_BYTES
+        };
+        self.fetched.fetch_add(fetched, Ordering::Relaxed);
+        if full {
+            self.flush()?;
         }
         Ok(out)
     }
@@ -222,6 +274,14 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        {
+            let mut pending = self.pending();
+            for id in ids {
+                if let Some(b) = pending.objects.remove(id) {
+                    pending.bytes -= b.len();
+                }
+            }
+        }
         self.remote
             .delete_many(ids)
             .map_err(|e| remote_err("delete_many", e))?;
@@ -247,7 +307,13 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
     }
 }
 
-impl<L: Send + Sync, R: RefStore> RefStore for CachingStore<L, R> {
+impl<L: ObjectStore, R> Drop for CachingStore<L, R> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+impl<L: ObjectStore, R: RefStore> RefStore for CachingStore<L, R> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.remote
             .get_ref(name)
@@ -330,6 +396,11 @@ mod tests {
         remote.put_many(&[(a, &a_bytes), (b, &b_bytes)]).unwrap();
         let cache = CachingStore::new(MemoryStore::new(), remote);
         cache.get_many(&[a, b]).unwrap();
+        cache.flush().unwrap();
+        assert!(
+            cache.local().has_many(&[a, b]).unwrap().is_empty(),
+            "filled"
+        );
         cache.local().corrupt(a, b"bad bytes".to_vec());
         cache.remote().take();
 
@@ -345,5 +416,37 @@ mod tests {
         // Repaired in place: the next read is a hit.
         assert_eq!(cache.get_many(&[a]).unwrap(), vec![Some(a_bytes)]);
         assert_eq!(cache.remote().take().get_calls, 0);
+    }
+
+    #[test]
+    fn fills_reach_the_local_store_in_batches() {
+        let objects: Vec<(ObjectId, Vec<u8>)> = (0..FILL_BATCH_OBJECTS + 10)
+            .map(|i| object(format!("object {i}").as_bytes()))
+            .collect();
+        let remote = MemoryStore::new();
+        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+        remote.put_many(&batch).unwrap();
+        let local = std::sync::Arc::new(MemoryStore::new());
+        let cache = CachingStore::new(crate::counting::CountingStore::new(local.clone()), remote);
+        // One object per call, as the core reads trees and small files.
+        for (id, bytes) in &objects[..10] {
+            assert_eq!(cache.get_many(&[*id]).unwrap(), vec![Some(bytes.clone())]);
+        }
+        assert_eq!(cache.local().counts().put_calls, 0, "held in memory");
+        assert_eq!(
+            cache.get_many(&[objects[3].0]).unwrap()[0].as_ref(),
+            Some(&objects[3].1)
+        );
+        for (id, _) in &objects[10..] {
+            cache.get_many(&[*id]).unwrap();
+        }
+        let c = cache.local().counts();
+        assert_eq!((c.put_calls, c.put_objects), (1, FILL_BATCH_OBJECTS as u64));
+        drop(cache);
+        assert_eq!(
+            local.len(),
+            objects.len(),
+            "dropping the store writes the rest"
+        );
     }
 }

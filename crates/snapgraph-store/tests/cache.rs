@@ -282,6 +282,7 @@ fn corruption_is_fetched_again_from_the_remote_or_reported() {
         (1, 1),
         "only the corrupt object fetched"
     );
+    cache.flush().unwrap();
     assert_eq!(cache.local().get_many(&[id]).unwrap(), vec![Some(good)]);
 
     let bad = b"stored wrong in the remote".to_vec();
