@@ -69,12 +69,18 @@ impl std::fmt::Debug for Workdir {
 /// a `cache:LOCAL|REMOTE` URL).
 pub fn absolutize_url(url: &str, base: &Path) -> String {
     if let Some((local, remote)) = url.strip_prefix("cache:").and_then(|r| r.split_once('|')) {
+        // One level: `open` refuses nested cache URLs.
         return format!(
             "cache:{}|{}",
-            absolutize_url(local, base),
-            absolutize_url(remote, base)
+            absolutize_path(local, base),
+            absolutize_path(remote, base)
         );
     }
+    absolutize_path(url, base)
+}
+
+/// [`absolutize_url`] for a URL that is not a `cache:` URL.
+fn absolutize_path(url: &str, base: &Path) -> String {
     for prefix in ["sqlite:", "dir:"] {
         if let Some(p) = url.strip_prefix(prefix) {
             let path = Path::new(p);
@@ -217,10 +223,11 @@ pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initiali
 
 /// Whether `url` names a store kind `init` knows (both parts of a cache URL).
 fn known_url(url: &str) -> bool {
+    let plain = |u: &str| !u.starts_with("cache:") && known_url(u);
     if let Some(rest) = url.strip_prefix("cache:") {
         return rest
             .split_once('|')
-            .is_some_and(|(local, remote)| known_url(local) && known_url(remote));
+            .is_some_and(|(local, remote)| plain(local) && plain(remote));
     }
     url.starts_with("sqlite:")
         || url.starts_with("dir:")

@@ -15,7 +15,7 @@ use crate::store::Store;
 ///   (usually `sqlite:PATH` or `dir:PATH`) as a cache in front of it
 ///   ([`CachingStore`](crate::cache::CachingStore): reads fill the cache, writes go
 ///   through, refs are the remote's). The URL is split at its first `|`, so the
-///   local URL cannot hold one (a remote can, and can itself be a `cache:` URL).
+///   local URL cannot hold one; neither part may itself be a `cache:` URL.
 ///
 /// Each adapter but memory is behind a cargo feature of the same name (`sqlite` and
 /// `dir` on by default, `postgres` off); a URL whose adapter is compiled out is an
@@ -54,6 +54,12 @@ fn open_cache(rest: &str) -> Result<Box<dyn Store>, StoreError> {
             "expected cache:LOCAL|REMOTE (two store URLs joined by `|`)",
         ));
     };
+    if local.starts_with("cache:") || remote.starts_with("cache:") {
+        return Err(StoreError::backend(
+            "a cache: store URL",
+            "a cache: URL's local and remote parts cannot be cache: URLs themselves",
+        ));
+    }
     let local = open(local)?;
     let remote = open(remote)?;
     Ok(Box::new(crate::cache::CachingStore::new(local, remote)))

@@ -330,4 +330,6 @@ fn open_takes_a_cache_url() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("cache:LOCAL|REMOTE"), "{err}");
+    let nested = open("cache:memory:|cache:memory:|memory:").err().unwrap();
+    assert!(nested.to_string().contains("cannot be cache:"), "{nested}");
 }
