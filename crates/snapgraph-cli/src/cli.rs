@@ -30,8 +30,10 @@ pub enum Command {
     Init {
         /// Where.
         dir: Option<PathBuf>,
-        /// The store: `sqlite:PATH`, `dir:PATH` or `postgres://...` (default: a SQLite
-        /// file in `.snapgraph/`).
+        /// The store: `sqlite:PATH`, `dir:PATH`, `postgres://...` or
+        /// `cache:LOCAL|REMOTE` (a remote store read through a local cache, e.g.
+        /// `cache:sqlite:cache.db|postgres://...`) (default: a SQLite file in
+        /// `.snapgraph/`).
         #[arg(long, value_name = "URL")]
         store: Option<String>,
         /// Create it even inside another repository (a nested one).

@@ -69,8 +69,22 @@ impl std::fmt::Debug for Workdir {
     }
 }
 
-/// Makes a relative `sqlite:`/`dir:` path absolute against `base`.
+/// Makes a relative `sqlite:`/`dir:` path absolute against `base` (in both parts of
+/// a `cache:LOCAL|REMOTE` URL).
 pub fn absolutize_url(url: &str, base: &Path) -> String {
+    if let Some((local, remote)) = url.strip_prefix("cache:").and_then(|r| r.split_once('|')) {
+        // One level: `open` refuses nested cache URLs.
+        return format!(
+            "cache:{}|{}",
+            absolutize_path(local, base),
+            absolutize_path(remote, base)
+        );
+    }
+    absolutize_path(url, base)
+}
+
+/// [`absolutize_url`] for a URL that is not a `cache:` URL.
+fn absolutize_path(url: &str, base: &Path) -> String {
     for prefix in ["sqlite:", "dir:"] {
         if let Some(p) = url.strip_prefix(prefix) {
             let path = Path::new(p);
@@ -172,14 +186,10 @@ pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initiali
     };
     let (configured, password) = crate::secrets::split_password(&configured);
     // Check the URL before creating anything.
-    if !(configured.starts_with("sqlite:")
-        || configured.starts_with("dir:")
-        || configured.starts_with("postgres://")
-        || configured.starts_with("postgresql://")
-        || configured == "memory:")
-    {
+    if !known_url(&configured) {
         return Err(CliError::Usage(format!(
-            "bad store URL {:?}: expected sqlite:PATH, dir:PATH or postgres://...",
+            "bad store URL {:?}: expected sqlite:PATH, dir:PATH, postgres://... or \
+             cache:LOCAL|REMOTE",
             crate::secrets::redact(&configured)
         )));
     }
@@ -213,6 +223,21 @@ pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initiali
         let _ = std::fs::remove_dir_all(&dot);
     }
     result
+}
+
+/// Whether `url` names a store kind `init` knows (both parts of a cache URL).
+fn known_url(url: &str) -> bool {
+    let plain = |u: &str| !u.starts_with("cache:") && known_url(u);
+    if let Some(rest) = url.strip_prefix("cache:") {
+        return rest
+            .split_once('|')
+            .is_some_and(|(local, remote)| plain(local) && plain(remote));
+    }
+    url.starts_with("sqlite:")
+        || url.starts_with("dir:")
+        || url.starts_with("postgres://")
+        || url.starts_with("postgresql://")
+        || url == "memory:"
 }
 
 /// Finds the repository holding `start` (or a parent) and opens its store.

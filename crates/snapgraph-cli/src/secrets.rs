@@ -56,8 +56,27 @@ fn query_password(url: &str) -> Option<(usize, usize, usize)> {
     None
 }
 
+/// A `cache:LOCAL|REMOTE` URL as `("cache:LOCAL|", REMOTE)`: passwords are the
+/// remote's (the local part is a file path). Any other URL as `("", url)`. A loop,
+/// not recursion, over nested prefixes (`open` refuses them; a hostile config may
+/// hold thousands).
+fn split_cache(url: &str) -> (&str, &str) {
+    let mut at = 0;
+    while url[at..].starts_with("cache:") {
+        match url[at..].find('|') {
+            Some(i) => at += i + 1,
+            None => break,
+        }
+    }
+    url.split_at(at)
+}
+
 /// `url` with any password replaced by `***` (for printing).
 pub fn redact(url: &str) -> String {
+    let (cache, url) = split_cache(url);
+    if !cache.is_empty() {
+        return format!("{cache}{}", redact(url));
+    }
     let (out, password) = split_password(url);
     if password.is_none() {
         return out;
@@ -77,6 +96,11 @@ pub fn redact(url: &str) -> String {
 /// Splits the password out of `url`: the URL without it and the password as it
 /// was written (percent-encoded, ready to be put back with [`with_password`]).
 pub fn split_password(url: &str) -> (String, Option<String>) {
+    let (cache, url) = split_cache(url);
+    if !cache.is_empty() {
+        let (rest, password) = split_password(url);
+        return (format!("{cache}{rest}"), password);
+    }
     let mut out = url.to_string();
     let mut password = None;
     // Every `password=` parameter goes (the last one is the password, as for libpq).
@@ -103,6 +127,10 @@ pub fn split_password(url: &str) -> (String, Option<String>) {
 /// A URL without a user gets `postgres` as its user, like libpq's default for the
 /// test servers we start; a URL that already has a password is returned unchanged.
 pub fn with_password(url: &str, password: &str) -> String {
+    let (cache, url) = split_cache(url);
+    if !cache.is_empty() {
+        return format!("{cache}{}", with_password(url, password));
+    }
     if userinfo_password(url).is_some() {
         return url.to_string();
     }
@@ -227,6 +255,26 @@ mod tests {
             with_password("postgres://h/db", "p"),
             "postgres://postgres:p@h/db"
         );
+        // A cache URL's password is its remote's; the local path is left alone.
+        let cached = "cache:sqlite:/c/a:b@c.db|postgres://bob:s3cret@h/db";
+        assert_eq!(
+            split_password(cached),
+            (
+                "cache:sqlite:/c/a:b@c.db|postgres://bob@h/db".to_string(),
+                Some("s3cret".to_string())
+            )
+        );
+        assert_eq!(
+            redact(cached),
+            "cache:sqlite:/c/a:b@c.db|postgres://bob:***@h/db"
+        );
+        assert_eq!(
+            with_password("cache:dir:/c|postgres://bob@h/db", "p"),
+            "cache:dir:/c|postgres://bob:p@h/db"
+        );
+        let nested = format!("{}postgres://u:pw@h/db", "cache:x|".repeat(100_000));
+        assert!(redact(&nested).ends_with("|postgres://u:***@h/db"));
+
         // Found by the `config` fuzz target: a `://` inside the query is no authority.
         let odd = "postgres:/</db?x=5&password=a@b:cstgres://db/snap?c";
         assert_eq!(split_password(odd), (odd.to_string(), None));

@@ -665,6 +665,79 @@ fn a_repository_on_postgres() {
     assert_eq!(std::fs::read(to.join("notes.txt")).unwrap(), b"edited");
 }
 
+/// A repository on PostgreSQL read through a local SQLite cache
+/// (`cache:sqlite:cache.db|postgres://…`): the relative cache path is made absolute
+/// in the config, the remote's password (if the test server has a password role)
+/// goes to the credentials file, objects land in both stores and refs only in the
+/// remote, and another repository syncs the history from it.
+#[test]
+#[cfg_attr(
+    snapgraph_skip_pg,
+    ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
+)]
+fn a_repository_on_postgres_through_a_local_cache() {
+    use snapgraph_store::{ObjectStore, RefStore};
+    let base = std::env::var("SNAPGRAPH_PG_PASSWORD_URL")
+        .or_else(|_| std::env::var("SNAPGRAPH_PG_URL"))
+        .expect("SNAPGRAPH_PG_URL is unset: run scripts/postgres (or scripts/test)");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("cli_cache_{}_{nanos}", std::process::id());
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let remote = format!("{base}{sep}snapgraph_schema={schema}");
+    let a = tempfile::tempdir().unwrap();
+    ok(
+        a.path(),
+        &[
+            "init",
+            "--store",
+            &format!("cache:sqlite:cache.db|{remote}"),
+        ],
+    );
+    let config = std::fs::read_to_string(a.path().join(".snapgraph/config")).unwrap();
+    let cache = a.path().join("cache.db");
+    assert!(
+        config.contains(&format!("cache:sqlite:{}|postgres", cache.display())),
+        "{config}"
+    );
+    if let Some(secret) = std::env::var("SNAPGRAPH_PG_PASSWORD_URL")
+        .ok()
+        .and_then(|u| {
+            Some(
+                u.split("://")
+                    .nth(1)?
+                    .split('@')
+                    .next()?
+                    .split(':')
+                    .nth(1)?
+                    .to_string(),
+            )
+        })
+    {
+        assert!(!config.contains(&secret), "{config}");
+    }
+
+    write(a.path(), "notes.txt", b"through the cache");
+    write(a.path(), "big.bin", &pseudo_random(200_000, 3));
+    let first = commit_id(&ok(a.path(), &["commit", "-m", "one"]));
+    assert!(cache.is_file(), "the cache file was created");
+    let local = snapgraph_store::open(&format!("sqlite:{}", cache.display())).unwrap();
+    let id = snapgraph::ObjectId::from_hex(&first).unwrap();
+    assert!(local.has_many(&[id]).unwrap().is_empty(), "cached");
+    assert_eq!(
+        local.get_ref("heads/main").unwrap(),
+        None,
+        "refs are the remote's"
+    );
+    assert_eq!(json(a.path(), &["verify", "--read-data"])["clean"], true);
+
+    let b = repo();
+    ok(b.path(), &["sync", a.path().to_str().unwrap(), ".", "main"]);
+    assert_eq!(json(b.path(), &["log", "main"])[0]["id"], first.as_str());
+}
+
 /// A writer killed while holding its lease blocks collections, with a message that
 /// says what to do; `gc --break-leases` clears it.
 #[test]

@@ -180,6 +180,8 @@ impl Coded for StoreError {
             StoreError::Corrupt { .. } | StoreError::BadDelta { .. } => "CORRUPT",
             StoreError::RefConflict { .. } => "REF_CONFLICT",
             StoreError::InvalidRefName { .. } => "INVALID_REF",
+            // A caching store's remote failed: the remote's own kind.
+            StoreError::Remote { source, .. } => source.code(),
             _ => "OTHER",
         }
     }

@@ -688,6 +688,8 @@ fn store(py: Python<'_>, e: StoreError) -> PyErr {
             vec![("name", val(py, name)), ("reason", val(py, reason))],
             None,
         ),
+        // A caching store's remote failed: the remote's own error.
+        StoreError::Remote { source, .. } => store(py, *source),
         other => raise::<classes::StoreError>(py, other.to_string(), "other", vec![], None),
     }
 }

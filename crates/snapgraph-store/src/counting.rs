@@ -16,6 +16,8 @@ pub struct Counts {
     pub get_calls: u64,
     /// Ids asked of `get_many`.
     pub get_ids: u64,
+    /// Bytes `get_many` returned.
+    pub get_bytes: u64,
     /// `has_many` calls.
     pub has_calls: u64,
     /// Ids asked of `has_many`.
@@ -43,7 +45,7 @@ impl Counts {
 #[derive(Debug, Default)]
 pub struct CountingStore<S> {
     inner: S,
-    counters: [AtomicU64; 9],
+    counters: [AtomicU64; 10],
 }
 
 const GET_CALLS: usize = 0;
@@ -55,6 +57,7 @@ const PUT_OBJECTS: usize = 5;
 const PUT_BYTES: usize = 6;
 const OTHER: usize = 7;
 const REFS: usize = 8;
+const GET_BYTES: usize = 9;
 
 impl<S> CountingStore<S> {
     /// Wraps `inner` with every count at zero.
@@ -76,6 +79,7 @@ impl<S> CountingStore<S> {
         Counts {
             get_calls: c(GET_CALLS),
             get_ids: c(GET_IDS),
+            get_bytes: c(GET_BYTES),
             has_calls: c(HAS_CALLS),
             has_ids: c(HAS_IDS),
             put_calls: c(PUT_CALLS),
@@ -104,7 +108,10 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.add(GET_CALLS, 1);
         self.add(GET_IDS, ids.len() as u64);
-        self.inner.get_many(ids)
+        let got = self.inner.get_many(ids)?;
+        let bytes = got.iter().flatten().map(|b| b.len() as u64).sum::<u64>();
+        self.add(GET_BYTES, bytes);
+        Ok(got)
     }
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         self.add(HAS_CALLS, 1);

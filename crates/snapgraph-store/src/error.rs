@@ -56,6 +56,17 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The remote store behind a caching store (`cache::CachingStore`) failed in
+    /// `op`; `source` is the remote's own error. Nothing of the failed call was
+    /// cached.
+    #[error("remote store failed in {op}: {source}")]
+    Remote {
+        /// The store operation (`get_many`, `put_many`, `update_refs`, ...).
+        op: &'static str,
+        /// The remote's error.
+        #[source]
+        source: Box<StoreError>,
+    },
     /// A failure injected by `FaultyStore` (tests only).
     #[error("injected fault at {op} call {call}")]
     Injected {

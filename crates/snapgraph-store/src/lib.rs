@@ -8,6 +8,8 @@
 //!   `dir::DirStore` (`dir`, default), `sqlite::SqliteStore` (`sqlite`, default: the
 //!   embedded store) and `postgres::PgStore` (`postgres`: the server), all passing
 //!   [`conformance`] (its object and ref parts also run alone).
+//! - [`cache::CachingStore`]: a local store in front of a remote one (reads fill it,
+//!   writes go through), opened as `cache:LOCAL|REMOTE`.
 //! - [`codec`]: objects at rest, zstd-compressed when it pays, verified on every read.
 //! - [`Repo`]: branches, commits, checkouts, forks and labelled snapshots.
 //! - [`sync()`]: copy only what another store lacks, then move its ref.
@@ -40,6 +42,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod cache;
 pub mod codec;
 pub mod conformance;
 pub mod counting;

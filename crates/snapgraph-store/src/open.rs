@@ -13,7 +13,12 @@ use crate::store::Store;
 /// - `s3://BUCKET/PREFIX?endpoint=URL&region=NAME`: an S3-compatible bucket (packs,
 ///   indexes and refs under `PREFIX/`; see [`crate::s3`]); with `&refs=URL`
 ///   (percent-encoded, say `postgres%3A%2F%2F…`) the refs live in that store instead;
-/// - `memory:`: an empty in-memory store (for tests and dry runs).
+/// - `memory:`: an empty in-memory store (for tests and dry runs);
+/// - `cache:LOCAL|REMOTE`: the store `REMOTE` (any URL above) with the store `LOCAL`
+///   (usually `sqlite:PATH` or `dir:PATH`) as a cache in front of it
+///   ([`CachingStore`](crate::cache::CachingStore): reads fill the cache, writes go
+///   through, refs are the remote's). The URL is split at its first `|`, so the
+///   local URL cannot hold one; neither part may itself be a `cache:` URL.
 ///
 /// Each adapter but memory is behind a cargo feature of the same name (`sqlite` and
 /// `dir` on by default, `postgres` and `s3` off); a URL whose adapter is compiled out is an
@@ -31,6 +36,9 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     if url.starts_with("s3://") {
         return open_s3(url);
     }
+    if let Some(rest) = url.strip_prefix("cache:") {
+        return open_cache(rest);
+    }
     if url == "memory:" {
         return Ok(Box::new(crate::memory::MemoryStore::new()));
     }
@@ -39,8 +47,28 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
     }
     Err(StoreError::backend(
         format!("store URL {url:?}"),
-        "expected sqlite:PATH, dir:PATH, postgres://…, s3://… or memory:",
+        "expected sqlite:PATH, dir:PATH, postgres://…, s3://…, memory: or cache:LOCAL|REMOTE",
     ))
+}
+
+/// `cache:LOCAL|REMOTE`: both opened, the local one in front.
+fn open_cache(rest: &str) -> Result<Box<dyn Store>, StoreError> {
+    let Some((local, remote)) = rest.split_once('|') else {
+        return Err(StoreError::backend(
+            // Not the URL itself: its remote part may carry a password.
+            "a cache: store URL",
+            "expected cache:LOCAL|REMOTE (two store URLs joined by `|`)",
+        ));
+    };
+    if local.starts_with("cache:") || remote.starts_with("cache:") {
+        return Err(StoreError::backend(
+            "a cache: store URL",
+            "a cache: URL's local and remote parts cannot be cache: URLs themselves",
+        ));
+    }
+    let local = open(local)?;
+    let remote = open(remote)?;
+    Ok(Box::new(crate::cache::CachingStore::new(local, remote)))
 }
 
 /// The error for a URL whose adapter was compiled out.
