@@ -299,9 +299,9 @@ mod tests {
             (
                 2,
                 "03020000",
-                "V2EMPTY",
+                "f46dbd7dbb4288d1db40a33a8f61eb2f22ee14fb78c44199fab24120c53417c7",
                 "0302000105612e747874a4030003000368690a",
-                "V2ONE",
+                "c3bdd9b0cd4083940c32c394d3ec2c1e2e87c9ba4970bfbf1b880875f07c73f8",
             ),
         ];
         for (version, empty_hex, empty_id, one_hex, one_id) in cases {
