@@ -10,14 +10,57 @@ use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use crate::object::tree::Content;
-use crate::object::{chunk_id, encode, encode_chunk, ObjectKind};
+use crate::object::{chunk_id, encode_version, ObjectKind, FORMAT_VERSION};
 
-/// One chunk of some content: where it is in the bytes, and its id.
+/// Bytes of a file (or of the state), shared between workspace clones. They are
+/// either the caller's `Arc<[u8]>` (`write_shared`) or a `Vec` a checkout assembled
+/// in place (no zero fill, no second copy into an `Arc<[u8]>`).
+#[derive(Debug, Clone)]
+pub(crate) enum FileBytes {
+    /// Shared with the caller.
+    Shared(Arc<[u8]>),
+    /// Assembled by this engine.
+    Assembled(Arc<Vec<u8>>),
+}
+
+impl FileBytes {
+    /// No bytes.
+    pub fn empty() -> Self {
+        Self::Shared(Arc::from(&[][..]))
+    }
+}
+
+impl core::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Shared(b) => b,
+            Self::Assembled(b) => b,
+        }
+    }
+}
+
+impl From<Arc<[u8]>> for FileBytes {
+    fn from(bytes: Arc<[u8]>) -> Self {
+        Self::Shared(bytes)
+    }
+}
+
+impl From<Vec<u8>> for FileBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        Self::Assembled(Arc::new(bytes))
+    }
+}
+
+/// One chunk of some content: where it is in the bytes, its id, and the format
+/// version its id was computed by (a file checked out from an older version keeps
+/// its chunks, and an edit of it keeps those it does not touch).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Span {
     pub id: ObjectId,
     pub start: usize,
     pub len: u32,
+    pub version: u8,
 }
 
 /// One encoded manifest node.
@@ -126,15 +169,15 @@ impl ContentObjects {
                 id: chunk_id(&data[pos..pos + len]),
                 start: pos,
                 len: len as u32,
+                version: FORMAT_VERSION,
             });
             pos += len;
             if pos >= tail_new && pos < data.len() {
                 let old_pos = pos - tail_new + tail_old;
                 if let Ok(k) = old_ends.binary_search(&old_pos) {
                     spans.extend(old.chunks[k + 1..].iter().map(|s| Span {
-                        id: s.id,
                         start: s.start - old_pos + pos,
-                        len: s.len,
+                        ..*s
                     }));
                     break;
                 }
@@ -152,12 +195,12 @@ impl ContentObjects {
             .iter()
             .map(|j| j.prev.as_ref().map(|p| Self::rebuild(&p.0, &p.1, &j.data)))
             .collect();
-        let datas: Vec<Arc<[u8]>> = jobs
+        let datas: Vec<FileBytes> = jobs
             .iter()
             .zip(&out)
             .map(|(j, o)| {
                 if o.is_some() {
-                    Arc::from(&[][..])
+                    FileBytes::empty()
                 } else {
                     j.data.clone()
                 }
@@ -175,7 +218,7 @@ impl ContentObjects {
             .collect()
     }
 
-    fn build_all(datas: &[Arc<[u8]>], threads: usize) -> Vec<Self> {
+    fn build_all(datas: &[FileBytes], threads: usize) -> Vec<Self> {
         let total: usize = datas.iter().map(|d| d.len()).sum();
         if threads <= 1 || total < PARALLEL_TOTAL_MIN {
             return datas.iter().map(|d| Self::build(d)).collect();
@@ -241,8 +284,14 @@ impl ContentObjects {
     }
 
     /// The objects for content of `size` bytes already cut into `spans` (at least one;
-    /// `size` above [`INLINE_MAX`]).
+    /// `size` above [`INLINE_MAX`]), with manifest nodes of the current version.
     pub fn from_spans(size: u64, spans: Vec<Span>) -> Self {
+        Self::from_spans_in(size, spans, FORMAT_VERSION)
+    }
+
+    /// [`from_spans`](Self::from_spans) with manifest nodes of format `version` (a
+    /// manifest's nodes are all of its root's version).
+    pub fn from_spans_in(size: u64, spans: Vec<Span>, version: u8) -> Self {
         if spans.len() == 1 {
             return Self {
                 size,
@@ -251,7 +300,7 @@ impl ContentObjects {
                 manifest: Vec::new(),
             };
         }
-        let manifest = build_manifest(&spans);
+        let manifest = build_manifest(&spans, version);
         let root = manifest
             .last()
             .and_then(|l| l.first())
@@ -286,7 +335,7 @@ impl ContentObjects {
     /// Adds the objects not in `have` (nor already emitted) to `out`, children first.
     /// `data` must be the bytes these objects store; a [`reference`](Self::reference)
     /// emits nothing (callers check first that the destination holds its objects).
-    pub fn emit(&self, data: &[u8], out: &mut Emitter<'_>) {
+    pub fn emit(&self, data: &FileBytes, out: &mut Emitter<'_>) {
         if self.is_reference() {
             return;
         }
@@ -300,15 +349,14 @@ impl ContentObjects {
         }
     }
 
-    fn emit_chunk(&self, i: usize, data: &[u8], out: &mut Emitter<'_>) {
+    fn emit_chunk(&self, i: usize, data: &FileBytes, out: &mut Emitter<'_>) {
         let span = self.chunks[i];
         if out.wants(&span.id) {
-            let bytes = &data[span.start..span.start + span.len as usize];
-            out.push(span.id, encode_chunk(bytes));
+            out.push_chunk(span.id, data, span.start, span.len as usize, span.version);
         }
     }
 
-    fn emit_manifest(&self, level: usize, index: usize, data: &[u8], out: &mut Emitter<'_>) {
+    fn emit_manifest(&self, level: usize, index: usize, data: &FileBytes, out: &mut Emitter<'_>) {
         let slot = &self.manifest[level][index];
         if !out.wants(&slot.id) {
             return;
@@ -324,7 +372,7 @@ impl ContentObjects {
                 self.emit_manifest(level - 1, child, data, out);
             }
         }
-        out.push(slot.id, slot.stored.to_vec());
+        out.push_shared(slot.id, slot.stored.clone());
     }
 }
 
@@ -357,12 +405,12 @@ fn common_suffix(a: &[u8], b: &[u8], max: usize) -> usize {
 }
 
 /// A file's previous bytes and the objects they were stored as.
-pub(crate) type Previous = (Arc<[u8]>, Arc<ContentObjects>);
+pub(crate) type Previous = (FileBytes, Arc<ContentObjects>);
 
 /// One content a commit must build objects for.
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
-    pub data: Arc<[u8]>,
+    pub data: FileBytes,
     /// Its previous version's bytes and objects, when worth reusing.
     pub prev: Option<Arc<Previous>>,
 }
@@ -390,6 +438,7 @@ fn hash_spans(data: &[u8], cuts: &[usize], threads: usize) -> Vec<Span> {
                     id: chunk_id(&data[start..end]),
                     start,
                     len: (end - start) as u32,
+                    version: FORMAT_VERSION,
                 }
             })
             .collect()
@@ -475,8 +524,9 @@ pub(crate) fn parallel_cut_points(data: &[u8], threads: usize) -> Vec<usize> {
     }
 }
 
-/// Builds the manifest tree of a chunk list, from scratch. Levels are leaves first.
-fn build_manifest(spans: &[Span]) -> Vec<Vec<MSlot>> {
+/// Builds the manifest tree of a chunk list, from scratch, of format `version`.
+/// Levels are leaves first.
+fn build_manifest(spans: &[Span], version: u8) -> Vec<Vec<MSlot>> {
     let mut levels: Vec<Vec<MSlot>> = Vec::new();
     let refs: Vec<ChunkRef> = spans
         .iter()
@@ -494,7 +544,7 @@ fn build_manifest(spans: &[Span]) -> Vec<Vec<MSlot>> {
     ) {
         let node = Manifest::Leaf(refs[r.clone()].to_vec());
         sizes.push(refs[r.clone()].iter().map(|c| u64::from(c.len)).sum());
-        leaves.push(slot(&node, r.len()));
+        leaves.push(slot(&node, r.len(), version));
     }
     levels.push(leaves);
     let mut level = 1u8;
@@ -517,7 +567,7 @@ fn build_manifest(spans: &[Span]) -> Vec<Vec<MSlot>> {
                 level,
                 children: children[r.clone()].to_vec(),
             };
-            next.push(slot(&node, r.len()));
+            next.push(slot(&node, r.len(), version));
         }
         levels.push(next);
         sizes = next_sizes;
@@ -526,8 +576,8 @@ fn build_manifest(spans: &[Span]) -> Vec<Vec<MSlot>> {
     levels
 }
 
-fn slot(node: &Manifest, items: usize) -> MSlot {
-    let stored = encode(ObjectKind::Manifest, node);
+fn slot(node: &Manifest, items: usize, version: u8) -> MSlot {
+    let stored = encode_version(ObjectKind::Manifest, version, node);
     MSlot {
         id: ObjectId::hash_stored(&stored),
         stored: stored.into(),
@@ -592,9 +642,9 @@ mod tests {
             parallel_cut_points(&zeros, 2),
             crate::chunk::cut_points(&zeros)
         );
-        let many: Vec<Arc<[u8]>> = (0..300u64)
-            .map(|i| Arc::from(pseudo_random((i as usize * 977) % 40_000, i)))
-            .chain(std::iter::once(Arc::from(pseudo_random(5 << 20, 99))))
+        let many: Vec<FileBytes> = (0..300u64)
+            .map(|i| FileBytes::from(pseudo_random((i as usize * 977) % 40_000, i)))
+            .chain(std::iter::once(FileBytes::from(pseudo_random(5 << 20, 99))))
             .collect();
         let jobs: Vec<Pending> = many
             .iter()
@@ -663,6 +713,66 @@ mod tests {
                 "case {i}"
             );
         }
+    }
+
+    #[test]
+    fn older_chunks_keep_their_version_through_an_edit() {
+        // A large file stored by format 1, as a checkout of a version-1 commit holds it.
+        let base = pseudo_random(3 << 20, 41);
+        let mut start = 0;
+        let spans: Vec<Span> = crate::chunk::cut_points(&base)
+            .into_iter()
+            .map(|end| {
+                let id = ObjectId::hash_object(ObjectKind::Chunk, 1, &base[start..end]);
+                let span = Span {
+                    id,
+                    start,
+                    len: (end - start) as u32,
+                    version: 1,
+                };
+                start = end;
+                span
+            })
+            .collect();
+        let old = ContentObjects::from_spans_in(base.len() as u64, spans, 1);
+        assert!(old.manifest.iter().flatten().all(|m| m.stored[1] == 1));
+        let mut data = base.clone();
+        data[1 << 20] ^= 0xFF;
+        let new = ContentObjects::rebuild(&base, &old, &data);
+        // The chunks the edit did not touch keep their version-1 ids, the new one is of
+        // this version, and the manifest is written anew in this version.
+        let fresh = new
+            .chunks
+            .iter()
+            .filter(|s| s.version == FORMAT_VERSION)
+            .count();
+        assert!((1..=3).contains(&fresh), "{fresh} new chunks");
+        assert_eq!(
+            new.chunks.len() - fresh,
+            new.chunks.iter().filter(|s| s.version == 1).count()
+        );
+        assert!(new
+            .manifest
+            .iter()
+            .flatten()
+            .all(|m| m.stored[1] == FORMAT_VERSION));
+        // Every emitted object is stored in its own version and hashes to its id.
+        let have = crate::emit::Have::default();
+        let mut out = Emitter::new(&have);
+        new.emit(&FileBytes::from(data.clone()), &mut out);
+        let mut versions = std::collections::BTreeSet::new();
+        for (id, stored) in out.out.iter() {
+            assert_eq!(ObjectId::hash_stored(stored), *id);
+            versions.insert(stored[1]);
+        }
+        assert_eq!(
+            versions.into_iter().collect::<Vec<_>>(),
+            [1, FORMAT_VERSION]
+        );
+        // Owned stored bytes are the same as the borrowed ones.
+        let listed: Vec<(ObjectId, Vec<u8>)> =
+            out.out.iter().map(|(i, b)| (*i, b.to_vec())).collect();
+        assert_eq!(out.out.into_iter().collect::<Vec<_>>(), listed);
     }
 
     #[test]

@@ -1,17 +1,84 @@
 //! Collecting the objects a commit must persist.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::content::FileBytes;
 use crate::id::ObjectId;
+use crate::object::encode_chunk;
 use crate::source::{BoxError, ObjectSource};
 
 /// Objects to persist, in dependency order: every object comes after all the objects
 /// it references. Writing them in this order keeps a store closed: if it holds an
 /// object, it holds everything under it.
+///
+/// A commit does not copy content it already holds: a chunk is kept as a range of its
+/// file's bytes, and its stored form (header, then the bytes) is built only when it is
+/// first asked for ([`iter`](Self::iter), [`get_bytes`](Self::get_bytes), the
+/// [`ObjectSource`] impl) or handed out ([`IntoIterator`]). Tree and manifest nodes
+/// are shared with the workspace's layouts.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectSet {
-    entries: Vec<(ObjectId, Vec<u8>)>,
+    entries: Vec<(ObjectId, Stored)>,
     index: hashbrown::HashMap<ObjectId, usize>,
+}
+
+/// One object of an [`ObjectSet`].
+#[derive(Debug, Clone)]
+enum Stored {
+    /// Stored bytes built for this set (a commit, capabilities, reads).
+    Owned(Vec<u8>),
+    /// Stored bytes shared with a layout (tree and manifest nodes).
+    Shared(Arc<[u8]>),
+    /// A chunk: `len` bytes of `data` from `start`, stored behind a header of
+    /// `version`; the stored bytes once built.
+    Chunk {
+        data: FileBytes,
+        start: usize,
+        len: usize,
+        version: u8,
+        stored: OnceLock<Box<[u8]>>,
+    },
+}
+
+impl Stored {
+    fn len(&self) -> usize {
+        match self {
+            Self::Owned(b) => b.len(),
+            Self::Shared(b) => b.len(),
+            Self::Chunk { len, .. } => 2 + len,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Owned(b) => b,
+            Self::Shared(b) => b,
+            Self::Chunk {
+                data,
+                start,
+                len,
+                version,
+                stored,
+            } => stored.get_or_init(|| encode_chunk(*version, &data[*start..*start + *len]).into()),
+        }
+    }
+
+    fn into_vec(self) -> Vec<u8> {
+        match self {
+            Self::Owned(b) => b,
+            Self::Shared(b) => b.to_vec(),
+            Self::Chunk {
+                data,
+                start,
+                len,
+                version,
+                stored,
+            } => match stored.into_inner() {
+                Some(built) => built.into_vec(),
+                None => encode_chunk(version, &data[start..start + len]),
+            },
+        }
+    }
 }
 
 impl ObjectSet {
@@ -42,12 +109,12 @@ impl ObjectSet {
 
     /// The stored bytes of `id`.
     pub fn get_bytes(&self, id: &ObjectId) -> Option<&[u8]> {
-        self.index.get(id).map(|&i| self.entries[i].1.as_slice())
+        self.index.get(id).map(|&i| self.entries[i].1.bytes())
     }
 
     /// The objects in dependency order (referenced objects first).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&ObjectId, &[u8])> {
-        self.entries.iter().map(|(id, b)| (id, b.as_slice()))
+        self.entries.iter().map(|(id, b)| (id, b.bytes()))
     }
 
     /// The ids in dependency order.
@@ -56,7 +123,7 @@ impl ObjectSet {
     }
 
     /// Adds an object unless present. The caller keeps dependency order.
-    pub(crate) fn insert(&mut self, id: ObjectId, stored: Vec<u8>) {
+    fn insert(&mut self, id: ObjectId, stored: Stored) {
         if let hashbrown::hash_map::Entry::Vacant(v) = self.index.entry(id) {
             v.insert(self.entries.len());
             self.entries.push((id, stored));
@@ -64,13 +131,31 @@ impl ObjectSet {
     }
 }
 
+/// The objects with their stored bytes, in dependency order (chunks are built here,
+/// if they were not asked for before).
 impl IntoIterator for ObjectSet {
     type Item = (ObjectId, Vec<u8>);
-    type IntoIter = std::vec::IntoIter<(ObjectId, Vec<u8>)>;
+    type IntoIter = ObjectSetIntoIter;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        ObjectSetIntoIter(self.entries.into_iter())
     }
 }
+
+/// The owning iterator of an [`ObjectSet`].
+#[derive(Debug)]
+pub struct ObjectSetIntoIter(std::vec::IntoIter<(ObjectId, Stored)>);
+
+impl Iterator for ObjectSetIntoIter {
+    type Item = (ObjectId, Vec<u8>);
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(id, s)| (id, s.into_vec()))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ObjectSetIntoIter {}
 
 impl ObjectSource for ObjectSet {
     fn get(&self, id: &ObjectId) -> Result<Option<std::borrow::Cow<'_, [u8]>>, BoxError> {
@@ -139,6 +224,33 @@ impl<'a> Emitter<'a> {
     }
 
     pub fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
-        self.out.insert(id, stored);
+        self.out.insert(id, Stored::Owned(stored));
+    }
+
+    /// [`push`](Self::push) of a node whose stored bytes a layout holds.
+    pub fn push_shared(&mut self, id: ObjectId, stored: Arc<[u8]>) {
+        self.out.insert(id, Stored::Shared(stored));
+    }
+
+    /// [`push`](Self::push) of a chunk: `len` bytes of `data` from `start`, of format
+    /// `version`, stored without being copied until the stored bytes are asked for.
+    pub fn push_chunk(
+        &mut self,
+        id: ObjectId,
+        data: &FileBytes,
+        start: usize,
+        len: usize,
+        version: u8,
+    ) {
+        self.out.insert(
+            id,
+            Stored::Chunk {
+                data: data.clone(),
+                start,
+                len,
+                version,
+                stored: OnceLock::new(),
+            },
+        );
     }
 }

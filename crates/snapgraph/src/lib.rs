@@ -70,7 +70,7 @@ mod tree;
 pub mod workspace;
 
 pub use drift::{ContentDriftError, DriftCheck, DriftPolicy, DriftedSource, Restore};
-pub use emit::ObjectSet;
+pub use emit::{ObjectSet, ObjectSetIntoIter};
 pub use graph::{Diff, GraphError, SnapshotGraph};
 pub use id::{ObjectId, ParseIdError};
 pub use limits::Limits;

@@ -16,7 +16,9 @@ use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{encode, load_many, ObjectError, ObjectKind};
+use crate::object::{
+    encode_version, load_many, load_with, ObjectError, ObjectKind, FORMAT_VERSION,
+};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.
@@ -49,10 +51,11 @@ impl Slot {
 }
 
 /// The node structure of one directory. `levels[0]` are the leaves; the last level
-/// holds exactly one node, the root.
+/// holds exactly one node, the root. Every node is of one format `version`.
 #[derive(Debug, Clone)]
 pub(crate) struct Layout {
     pub levels: Vec<Vec<Slot>>,
+    pub version: u8,
 }
 
 /// An item the boundary rule groups into nodes.
@@ -111,15 +114,17 @@ impl Item for TreeChild {
 
 struct NodeBuilder<T> {
     level: u8,
+    version: u8,
     epoch: u64,
     items: Vec<T>,
     boundary: Boundary,
 }
 
 impl<T: Item> NodeBuilder<T> {
-    fn new(level: u8, epoch: u64) -> Self {
+    fn new(level: u8, version: u8, epoch: u64) -> Self {
         Self {
             level,
+            version,
             epoch,
             items: Vec::new(),
             boundary: Boundary::default(),
@@ -148,7 +153,7 @@ impl<T: Item> NodeBuilder<T> {
             bytes = bytes.saturating_add(b);
         }
         let count = items.len() as u32;
-        let stored = encode(ObjectKind::Tree, &T::node(self.level, items));
+        let stored = encode_version(ObjectKind::Tree, self.version, &T::node(self.level, items));
         Slot {
             first,
             last,
@@ -181,11 +186,12 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
     slots: &mut Vec<Slot>,
     dirty: &[String],
     level: u8,
+    version: u8,
     epoch: u64,
     mut items_from: impl FnMut(Option<&str>) -> I,
 ) -> Vec<String> {
     let mut changed: Vec<String> = Vec::new();
-    let mut builder = NodeBuilder::<T>::new(level, epoch);
+    let mut builder = NodeBuilder::<T>::new(level, version, epoch);
     if slots.is_empty() {
         for item in items_from(None) {
             if builder.push(item) {
@@ -211,7 +217,7 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
             Some(old[j].first.as_str())
         };
         let mut created = Vec::new();
-        builder = NodeBuilder::new(level, epoch);
+        builder = NodeBuilder::new(level, version, epoch);
         for item in items_from(from) {
             while di < dirty.len() && dirty[di].as_str() <= item.key() {
                 di += 1;
@@ -261,7 +267,13 @@ fn update_level<T: Item, I: Iterator<Item = T>>(
 impl Layout {
     /// The layout of a directory with the given entries (sorted by name, unique).
     pub fn build(entries: &[Entry]) -> Self {
-        Self::update(None, &[], 0, |from| {
+        Self::build_in(entries, FORMAT_VERSION)
+    }
+
+    /// [`build`](Self::build) with nodes of format `version`: what checkout compares
+    /// a stored directory with, in the version of its root node.
+    pub fn build_in(entries: &[Entry], version: u8) -> Self {
+        Self::update_in(None, &[], version, 0, |from| {
             let start = from.map_or(0, |k| entries.partition_point(|e| e.name.as_str() < k));
             entries[start..].iter().cloned()
         })
@@ -269,18 +281,31 @@ impl Layout {
 
     /// The layout after the entries named in `dirty` (sorted, unique) changed,
     /// reusing `old`'s storage. `entries_from(k)` yields the directory's current
-    /// entries from name `k` on. With `old` = `None` the layout is built from scratch.
+    /// entries from name `k` on. With `old` = `None` the layout is built from scratch;
+    /// so it is when `old` is of an older format version (a directory's nodes are all
+    /// of one version, the current one once it changes).
     pub fn update<I: Iterator<Item = Entry>>(
         old: Option<Layout>,
         dirty: &[String],
         epoch: u64,
         entries_from: impl FnMut(Option<&str>) -> I,
     ) -> Self {
+        let old = old.filter(|l| l.version == FORMAT_VERSION);
+        Self::update_in(old, dirty, FORMAT_VERSION, epoch, entries_from)
+    }
+
+    fn update_in<I: Iterator<Item = Entry>>(
+        old: Option<Layout>,
+        dirty: &[String],
+        version: u8,
+        epoch: u64,
+        entries_from: impl FnMut(Option<&str>) -> I,
+    ) -> Self {
         let mut old_levels = old.map(|l| l.levels).unwrap_or_default().into_iter();
         let mut slots = old_levels.next().unwrap_or_default();
-        let mut changed = update_level(&mut slots, dirty, 0, epoch, entries_from);
+        let mut changed = update_level(&mut slots, dirty, 0, version, epoch, entries_from);
         if slots.is_empty() {
-            let mut b = NodeBuilder::<Entry>::new(0, epoch);
+            let mut b = NodeBuilder::<Entry>::new(0, version, epoch);
             slots.push(b.finish());
         }
         let mut levels = vec![slots];
@@ -290,14 +315,14 @@ impl Layout {
             let mut slots = old_levels.next().unwrap_or_default();
             // An unchanged level below leaves this level as it was.
             if !changed.is_empty() || slots.is_empty() {
-                changed = update_level(&mut slots, &changed, i as u8, epoch, |from| {
+                changed = update_level(&mut slots, &changed, i as u8, version, epoch, |from| {
                     let start = from.map_or(0, |k| below.partition_point(|s| s.first.as_str() < k));
                     below[start..].iter().map(Slot::child)
                 });
             }
             levels.push(slots);
         }
-        Layout { levels }
+        Layout { levels, version }
     }
 
     pub fn root(&self) -> &Slot {
@@ -347,7 +372,7 @@ impl Layout {
                 self.emit_slot(level - 1, child, out, skip_before, leaf_entries);
             }
         }
-        out.push(slot.id, slot.stored.to_vec());
+        out.push_shared(slot.id, slot.stored.clone());
     }
 }
 

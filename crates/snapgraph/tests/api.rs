@@ -1945,5 +1945,5 @@ fn object_ids_and_sets() {
     assert!(set.is_empty());
     assert_eq!(set.stored_bytes(), 0);
     assert!(!set.contains(&id).unwrap());
-    assert_eq!(snapgraph::FORMAT_VERSION, 1);
+    assert_eq!(snapgraph::FORMAT_VERSION, 2);
 }

@@ -412,7 +412,7 @@ test("snapgraph pack files from the corpus restore", () => {
   for (const f of a.walk().filter((e) => e.kind === "file")) {
     assert.deepEqual(b.read(f.path), a.read(f.path));
   }
-  assert.equal(formatVersion(), 1);
+  assert.equal(formatVersion(), 2);
 });
 
 test("capabilities, content rules, recorded reads and drift checks", () => {

@@ -1,7 +1,9 @@
 //! Stored objects: kinds, the canonical encoding and verified loading.
 //!
-//! Every stored object is `kind (1 byte) || format version (1 byte) || body`, and its
-//! id is the BLAKE3 hash of all of those bytes. Chunk bodies are raw file bytes; every
+//! Every stored object is `kind (1 byte) || format version (1 byte) || body`. Its id
+//! is, for version 2 (what this engine writes), the keyed BLAKE3 hash of the body with
+//! the kind's key, and for version 1 the BLAKE3 hash of all the bytes (see
+//! [`ObjectId::hash_stored`]). Chunk bodies are raw file bytes; every
 //! other body is the postcard encoding of one of the types in this module's children.
 //! `docs/FORMAT.md` specifies every byte.
 
@@ -18,8 +20,9 @@ use serde::{de::DeserializeOwned, Serialize};
 use crate::id::ObjectId;
 use crate::source::{BoxError, ObjectSource};
 
-/// The format version this engine writes into every object header.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format version this engine writes into every object header. Objects of every
+/// version from 1 up to this one are read, verified and restored.
+pub const FORMAT_VERSION: u8 = 2;
 
 /// The largest stored object this engine decodes (4 MiB). Objects it writes are far
 /// smaller (chunks at most 64 KiB, tree and manifest nodes about 64 KiB at most); the
@@ -185,7 +188,13 @@ impl ObjectError {
 
 /// The stored bytes of a value: header, then the postcard body.
 pub(crate) fn encode<T: Serialize>(kind: ObjectKind, value: &T) -> Vec<u8> {
-    let out = vec![kind.byte(), FORMAT_VERSION];
+    encode_version(kind, FORMAT_VERSION, value)
+}
+
+/// [`encode`] with the header of format `version` (the body encoding is the same in
+/// every version; checkout rebuilds older directories and manifests in their version).
+pub(crate) fn encode_version<T: Serialize>(kind: ObjectKind, version: u8, value: &T) -> Vec<u8> {
+    let out = vec![kind.byte(), version];
     // Serializing our own types into a Vec cannot fail: they contain no maps with
     // non-string keys, no unsized sequences and no custom errors.
     match postcard::to_extend(value, out) {
@@ -202,21 +211,19 @@ fn unreachable_encode(e: postcard::Error) -> Vec<u8> {
     Vec::new()
 }
 
-/// The stored bytes of a chunk.
-pub(crate) fn encode_chunk(data: &[u8]) -> Vec<u8> {
+/// The stored bytes of a chunk of format `version`: the header is added only here,
+/// when the chunk is emitted to be stored.
+pub(crate) fn encode_chunk(version: u8, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len() + 2);
     out.push(ObjectKind::Chunk.byte());
-    out.push(FORMAT_VERSION);
+    out.push(version);
     out.extend_from_slice(data);
     out
 }
 
-/// The id of a chunk with content `data`, without building its stored bytes.
+/// The id of a chunk with content `data` as this engine writes it, hashed in place.
 pub(crate) fn chunk_id(data: &[u8]) -> ObjectId {
-    let mut h = blake3::Hasher::new();
-    h.update(&[ObjectKind::Chunk.byte(), FORMAT_VERSION]);
-    h.update(data);
-    ObjectId::from_bytes(*h.finalize().as_bytes())
+    ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, data)
 }
 
 /// Checks a stored object's bytes against its id and header. Returns the kind and body.
@@ -597,9 +604,18 @@ mod tests {
 
     #[test]
     fn verify_catches_each_fault() {
-        let stored = encode_chunk(b"hello");
+        let stored = encode_chunk(FORMAT_VERSION, b"hello");
         let id = ObjectId::hash_stored(&stored);
-        assert!(matches!(verify(&id, &stored), Ok((ObjectKind::Chunk, 1))));
+        assert!(matches!(verify(&id, &stored), Ok((ObjectKind::Chunk, 2))));
+        // A version-1 chunk keeps its rule and still verifies.
+        let old = encode_chunk(1, b"hello");
+        let old_id = ObjectId::from_bytes(*blake3::hash(&old).as_bytes());
+        assert_eq!(ObjectId::hash_stored(&old), old_id);
+        assert!(matches!(verify(&old_id, &old), Ok((ObjectKind::Chunk, 1))));
+        assert!(matches!(
+            verify(&id, &old),
+            Err(ObjectError::Corrupt { .. })
+        ));
 
         let mut flipped = stored.clone();
         flipped[3] ^= 1;
@@ -619,7 +635,7 @@ mod tests {
         let fid = ObjectId::hash_stored(&future);
         assert!(matches!(
             verify(&fid, &future),
-            Err(ObjectError::UnsupportedVersion { version: 2, .. })
+            Err(ObjectError::UnsupportedVersion { version: 3, .. })
         ));
 
         let empty: Vec<u8> = Vec::new();
@@ -632,7 +648,7 @@ mod tests {
 
     #[test]
     fn load_checks_kind() {
-        let stored = encode_chunk(b"x");
+        let stored = encode_chunk(FORMAT_VERSION, b"x");
         let id = ObjectId::hash_stored(&stored);
         let mut map = HashMap::new();
         map.insert(id, stored);

@@ -274,17 +274,12 @@ impl TreeNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::encode;
+    use crate::object::{encode, encode_version};
 
-    /// Test vectors from docs/FORMAT.md: if these change, the format changed.
+    /// Test vectors from docs/FORMAT.md: if these change, the format changed. Version
+    /// 1 objects keep their bytes and ids; version 2 has the same bodies and other ids.
     #[test]
     fn encodings_are_pinned() {
-        let empty = encode(ObjectKind::Tree, &TreeNode::Leaf(Vec::new()));
-        assert_eq!(empty, [3, 1, 0, 0]);
-        assert_eq!(
-            ObjectId::hash_stored(&empty).to_hex(),
-            "93b8def1d2984c6818ac4bcad643457a66cc713468a3a5225fa94a9b1b4933f0"
-        );
         let one = TreeNode::Leaf(vec![Entry {
             name: "a.txt".into(),
             mode: 0o644,
@@ -293,14 +288,41 @@ mod tests {
                 content: Content::Inline(b"hi\n".to_vec()),
             },
         }]);
-        let stored = encode(ObjectKind::Tree, &one);
+        let cases = [
+            (
+                1,
+                "03010000",
+                "93b8def1d2984c6818ac4bcad643457a66cc713468a3a5225fa94a9b1b4933f0",
+                "0301000105612e747874a4030003000368690a",
+                "f0064018c89364fc6c27135ce1165d222c29ecab8c0e4eec46dbace98f5cb093",
+            ),
+            (
+                2,
+                "03020000",
+                "f46dbd7dbb4288d1db40a33a8f61eb2f22ee14fb78c44199fab24120c53417c7",
+                "0302000105612e747874a4030003000368690a",
+                "c3bdd9b0cd4083940c32c394d3ec2c1e2e87c9ba4970bfbf1b880875f07c73f8",
+            ),
+        ];
+        for (version, empty_hex, empty_id, one_hex, one_id) in cases {
+            let empty = encode_version(ObjectKind::Tree, version, &TreeNode::Leaf(Vec::new()));
+            assert_eq!(hex::encode(&empty), empty_hex);
+            assert_eq!(
+                ObjectId::hash_stored(&empty).to_hex(),
+                empty_id,
+                "v{version}"
+            );
+            let stored = encode_version(ObjectKind::Tree, version, &one);
+            assert_eq!(hex::encode(&stored), one_hex);
+            assert_eq!(
+                ObjectId::hash_stored(&stored).to_hex(),
+                one_id,
+                "v{version}"
+            );
+        }
         assert_eq!(
-            hex::encode(&stored),
-            "0301000105612e747874a4030003000368690a"
-        );
-        assert_eq!(
-            ObjectId::hash_stored(&stored).to_hex(),
-            "f0064018c89364fc6c27135ce1165d222c29ecab8c0e4eec46dbace98f5cb093"
+            encode(ObjectKind::Tree, &one),
+            encode_version(ObjectKind::Tree, 2, &one)
         );
     }
 }

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
-use crate::chunk::CHUNK_MAX;
-use crate::content::{ContentObjects, Span};
+use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
+use crate::content::{ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
@@ -15,7 +15,9 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{Content, EntryNode, TreeNode};
-use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
+use crate::object::{
+    check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind, FORMAT_VERSION,
+};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Ahead, Layout};
 
@@ -147,7 +149,7 @@ impl CheckoutOptions {
 /// What a restore must make of the commit's recorded external reads.
 pub(crate) struct Restored {
     pub root: Arc<DirNode>,
-    pub state: Arc<[u8]>,
+    pub state: FileBytes,
     pub state_objects: Arc<ContentObjects>,
     pub commit: CommitObject,
     pub reads: Vec<ExternalRead>,
@@ -423,19 +425,17 @@ impl Workspace {
 const CHECKOUT_WINDOW: usize = 64;
 
 /// Checks each fetched chunk (its hash when `hash`, its header, its kind and the
-/// length the manifest gives it) and copies it into `target`, which is exactly as
-/// long as the lengths together, on up to `threads` threads. The error reported is
-/// that of the first bad chunk in order.
-fn verify_and_copy(
-    chunks: &[(ObjectId, std::borrow::Cow<'_, [u8]>, usize)],
-    target: &mut [u8],
+/// length the manifest gives it) on up to `threads` threads, and returns each one's
+/// format version. The error reported is that of the first bad chunk in order.
+fn verify_chunks(
+    chunks: &[(ObjectId, Cow<'_, [u8]>, usize)],
     hash: bool,
     threads: usize,
-) -> Result<(), ObjectError> {
-    let run = |part: &[(ObjectId, std::borrow::Cow<'_, [u8]>, usize)], out: &mut [u8]| {
-        let mut at = 0;
+) -> Result<Vec<u8>, ObjectError> {
+    let run = |part: &[(ObjectId, Cow<'_, [u8]>, usize)]| {
+        let mut versions = Vec::with_capacity(part.len());
         for (id, stored, len) in part {
-            let (kind, _) = if hash {
+            let (kind, version) = if hash {
                 crate::object::verify(id, stored)?
             } else {
                 crate::object::header(id, stored)?
@@ -455,25 +455,22 @@ fn verify_and_copy(
                     format!("{} bytes where the manifest says {len}", body.len()),
                 ));
             }
-            out[at..at + len].copy_from_slice(body);
-            at += len;
+            versions.push(version);
         }
-        Ok(())
+        Ok(versions)
     };
-    let total = target.len();
+    let total: usize = chunks.iter().map(|(_, _, len)| len).sum();
     if threads < 2 || chunks.len() < 2 || total < (1 << 20) {
-        return run(chunks, target);
+        return run(chunks);
     }
     // Split the chunks into `threads` runs of about equal bytes.
     let share = total.div_ceil(threads);
     let mut parts = Vec::with_capacity(threads);
-    let (mut start, mut bytes, mut rest) = (0, 0, target);
+    let (mut start, mut bytes) = (0, 0);
     for (i, (_, _, len)) in chunks.iter().enumerate() {
         bytes += len;
         if bytes >= share || i + 1 == chunks.len() {
-            let (out, tail) = std::mem::take(&mut rest).split_at_mut(bytes);
-            parts.push((&chunks[start..=i], out));
-            rest = tail;
+            parts.push(&chunks[start..=i]);
             start = i + 1;
             bytes = 0;
         }
@@ -481,11 +478,13 @@ fn verify_and_copy(
     std::thread::scope(|scope| {
         let handles: Vec<_> = parts
             .into_iter()
-            .map(|(part, out)| scope.spawn(move || run(part, out)))
+            .map(|part| scope.spawn(move || run(part)))
             .collect();
-        handles
-            .into_iter()
-            .try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        let mut versions = Vec::with_capacity(chunks.len());
+        for h in handles {
+            versions.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        Ok(versions)
     })
 }
 
@@ -531,7 +530,7 @@ struct Loader<'a, S: ?Sized> {
     /// Whether to leave content that is not inline in the store.
     shallow: bool,
     /// Content already loaded: identical files share one buffer.
-    cache: HashMap<Content, (Arc<[u8]>, Arc<ContentObjects>)>,
+    cache: HashMap<Content, (FileBytes, Arc<ContentObjects>)>,
     /// Content left in the store (when `shallow`): identical files share one
     /// reference, and must agree on its size.
     references: HashMap<Content, Arc<ContentObjects>>,
@@ -791,15 +790,20 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             }
             Ok(())
         })?;
-        let layout = Layout::build(&entries);
-        if layout.root().id != id {
+        // A directory's nodes are all of its root's format version; the id says which
+        // (each version hashes differently), so the rebuild that matches is the one.
+        let layout = (1..=FORMAT_VERSION)
+            .rev()
+            .map(|version| Layout::build_in(&entries, version))
+            .find(|layout| layout.root().id == id);
+        let Some(layout) = layout else {
             return Err(ObjectError::malformed(
                 id,
                 ObjectKind::Tree,
                 "non-canonical tree (nodes are not cut as the format requires)",
             )
             .into());
-        }
+        };
         let mut out: BTreeMap<String, Node> = BTreeMap::new();
         for e in entries {
             path.push(e.name.clone());
@@ -910,7 +914,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         content: &Content,
         size: u64,
         path: &str,
-    ) -> Result<(Arc<[u8]>, Arc<ContentObjects>), CheckoutError> {
+    ) -> Result<(FileBytes, Arc<ContentObjects>), CheckoutError> {
         if let Some((data, objects)) = self.cache.get(content) {
             // The same object was loaded for another entry: it must be as long as this
             // entry says too, or the tree would restore to bytes it does not describe.
@@ -931,7 +935,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         let (data, objects) = match content {
             Content::Inline(bytes) => {
                 let objects = ContentObjects::build(bytes);
-                (Arc::from(bytes.as_slice()), objects)
+                (FileBytes::from(bytes.clone()), objects)
             }
             Content::Chunk(id) => {
                 let loaded = self.load_ahead(id, ObjectKind::Chunk)?;
@@ -948,8 +952,20 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                     id: *id,
                     start: 0,
                     len: body.len() as u32,
+                    version: loaded.stored[1],
                 }];
-                (Arc::from(body), ContentObjects::from_spans(size, spans))
+                let data = match loaded.stored {
+                    // An owning source gave its bytes away: drop the header in place.
+                    Cow::Owned(mut stored) => {
+                        stored.drain(..2);
+                        stored
+                    }
+                    Cow::Borrowed(stored) => stored[2..].to_vec(),
+                };
+                (
+                    FileBytes::from(data),
+                    ContentObjects::from_spans(size, spans),
+                )
             }
             Content::Manifest(root) => self.manifest(*root, size)?,
         };
@@ -966,9 +982,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         &mut self,
         root: ObjectId,
         size: u64,
-    ) -> Result<(Arc<[u8]>, ContentObjects), CheckoutError> {
+    ) -> Result<(FileBytes, ContentObjects), CheckoutError> {
         // The root was read ahead with the walk's other content; each lower level is
-        // one batched read.
+        // one batched read. `chunk_list` checks the structure (levels, sizes, the
+        // chunk count a file of `size` bytes can have, short chunks, at least two).
         let chunks = chunk_list::<ObjectError>(root, size, &mut |ids| {
             let loaded = match ids {
                 [only] => vec![self.load_ahead(only, ObjectKind::Manifest)?],
@@ -979,27 +996,14 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 .map(|(id, l)| Manifest::decode(id, l.body()))
                 .collect()
         })?;
-        // Sizes were checked against the budget by the caller and sum to `size`; the
-        // buffer is allocated once, in place (no second copy into an Arc).
-        let mut buffer: Arc<[u8]> = std::iter::repeat_n(0u8, size as usize).collect();
-        let Some(data) = Arc::get_mut(&mut buffer) else {
-            unreachable!("a freshly collected Arc is unique")
-        };
+        // Sizes were checked against the budget by the caller and sum to `size`. The
+        // buffer is allocated once and filled by appending: no zero fill, and the file
+        // keeps this buffer (no second copy into an `Arc<[u8]>`).
+        let mut data: Vec<u8> = Vec::with_capacity(size as usize);
         let mut spans = Vec::with_capacity(chunks.len());
-        let mut at = 0usize;
-        for c in &chunks {
-            spans.push(Span {
-                id: c.id,
-                start: at,
-                len: c.len,
-            });
-            at += c.len as usize;
-        }
-        debug_assert_eq!(at, data.len(), "chunk_list checks the lengths' sum");
         // Chunks are fetched in order (the source need not be shareable between
-        // threads), a window at a time, then re-hashed and copied into place on up to
-        // `threads` threads: verification is most of a large checkout's work.
-        let mut rest: &mut [u8] = data;
+        // threads), a window at a time, re-hashed on up to `threads` threads
+        // (verification is most of a large checkout's work), then appended.
         for window in chunks.chunks(CHECKOUT_WINDOW) {
             // One batched read per window (ObjectSource::get_many).
             let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
@@ -1009,21 +1013,36 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 let stored = stored.ok_or(ObjectError::NotFound { id: c.id })?;
                 fetched.push((c.id, stored, c.len as usize));
             }
-            let len: usize = window.iter().map(|c| c.len as usize).sum();
-            let (target, tail) = rest.split_at_mut(len);
-            rest = tail;
-            verify_and_copy(&fetched, target, self.hash, self.threads)?;
+            let versions = verify_chunks(&fetched, self.hash, self.threads)?;
+            for ((id, stored, len), version) in fetched.iter().zip(versions) {
+                spans.push(Span {
+                    id: *id,
+                    start: data.len(),
+                    len: *len as u32,
+                    version,
+                });
+                data.extend_from_slice(&stored[2..]);
+            }
         }
-        let objects = ContentObjects::from_spans(size, spans);
-        if objects.content != Content::Manifest(root) {
+        // A manifest's nodes are all of its root's format version (its chunks may be
+        // older): the rebuild whose root is `root` is in that version.
+        let mut objects = None;
+        for version in (1..=FORMAT_VERSION).rev() {
+            let built = ContentObjects::from_spans_in(size, spans.clone(), version);
+            if built.content == Content::Manifest(root) {
+                objects = Some(built);
+                break;
+            }
+        }
+        let Some(objects) = objects else {
             return Err(ObjectError::malformed(
                 root,
                 ObjectKind::Manifest,
                 "non-canonical manifest (nodes are not cut as the format requires)",
             )
             .into());
-        }
-        Ok((buffer, objects))
+        };
+        Ok((FileBytes::from(data), objects))
     }
 
     fn check_rules(&self, data: &[u8], path: &str) -> Result<(), CheckoutError> {

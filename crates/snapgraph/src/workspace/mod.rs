@@ -35,7 +35,7 @@ pub use checkout::{CheckoutError, CheckoutOptions, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
 pub use path::PathError;
 
-use crate::content::{ContentObjects, Previous};
+use crate::content::{ContentObjects, FileBytes, Previous};
 use crate::id::ObjectId;
 use crate::limits::{check_symlink_target, Limits};
 use crate::object::capability::CapabilityFingerprint;
@@ -170,7 +170,7 @@ pub enum FsError {
 #[derive(Debug, Clone)]
 pub(crate) struct FileNode {
     /// The bytes; `None` while unloaded.
-    pub data: Option<Arc<[u8]>>,
+    pub data: Option<FileBytes>,
     pub mode: u32,
     /// The objects `data` is stored as, once computed; `None` after a write. Always
     /// set (to a reference) while `data` is `None`.
@@ -296,7 +296,7 @@ pub(crate) struct ContentRule {
 #[derive(Debug, Clone)]
 pub struct Workspace {
     pub(crate) root: Arc<DirNode>,
-    pub(crate) state: Arc<[u8]>,
+    pub(crate) state: FileBytes,
     pub(crate) state_objects: Option<Arc<ContentObjects>>,
     /// Generations of commits this workspace made or checked out.
     pub(crate) generations: Arc<hashbrown::HashMap<ObjectId, u64>>,
@@ -321,7 +321,7 @@ impl Workspace {
     pub fn new() -> Self {
         Self {
             root: Arc::new(DirNode::new(DEFAULT_DIR_MODE)),
-            state: Arc::from(&[][..]),
+            state: FileBytes::empty(),
             state_objects: None,
             generations: Arc::default(),
             head: None,
@@ -373,7 +373,7 @@ impl Workspace {
     /// Sets the opaque state bytes (an interpreter's variables, say) stored with every
     /// commit like file content.
     pub fn set_state(&mut self, state: impl Into<Vec<u8>>) {
-        self.state = Arc::from(state.into());
+        self.state = FileBytes::from(state.into());
         self.state_objects = None;
     }
 
@@ -697,7 +697,7 @@ impl Workspace {
         dir.entries.insert(
             name.clone(),
             Node::File(FileNode {
-                data: Some(data),
+                data: Some(data.into()),
                 mode,
                 objects: None,
                 prev,

@@ -13,7 +13,7 @@ use snapgraph::{
 
 /// The stored bytes of an object: `kind || version 1 || body`.
 pub fn stored(kind: ObjectKind, body: &[u8]) -> Vec<u8> {
-    let mut s = vec![kind.byte(), 1];
+    let mut s = vec![kind.byte(), snapgraph::FORMAT_VERSION];
     s.extend_from_slice(body);
     s
 }

@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use snapgraph::{
-    CapabilityFingerprint, CheckoutPolicy, CommitOptions, EntryKind, ExternalRead, ObjectId,
-    SnapshotGraph, SnapshotOptions, Workspace,
+    CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
+    ExternalRead, ObjectId, SnapshotGraph, SnapshotOptions, Workspace,
 };
 
 /// The key of `snapshot-keyed.snap`.
@@ -95,7 +95,7 @@ pub struct Artifacts {
 pub fn build() -> Artifacts {
     let mut store: HashMap<ObjectId, Vec<u8>> = HashMap::new();
     let mut order: Vec<ObjectId> = Vec::new();
-    let mut keep = |objects: snapgraph::ObjectSet, store: &mut HashMap<ObjectId, Vec<u8>>| {
+    let mut keep = |objects: Vec<(ObjectId, Vec<u8>)>, store: &mut HashMap<ObjectId, Vec<u8>>| {
         for (id, b) in objects {
             if store.insert(id, b).is_none() {
                 order.push(id);
@@ -112,7 +112,7 @@ pub fn build() -> Artifacts {
         )
         .unwrap();
     let c1_id = c1.id();
-    keep(c1.into_objects(), &mut store);
+    keep(c1.into_objects().into_iter().collect(), &mut store);
 
     let mut fork = main.clone();
 
@@ -129,7 +129,7 @@ pub fn build() -> Artifacts {
         )
         .unwrap();
     let c2_id = c2.id();
-    keep(c2.into_objects(), &mut store);
+    keep(c2.into_objects().into_iter().collect(), &mut store);
 
     fork.write("/fork-only.txt", b"written on the fork\n")
         .unwrap();
@@ -143,7 +143,7 @@ pub fn build() -> Artifacts {
         )
         .unwrap();
     let f1_id = f1.id();
-    keep(f1.into_objects(), &mut store);
+    keep(f1.into_objects().into_iter().collect(), &mut store);
 
     main.write("/fork-only.txt", b"written on the fork\n")
         .unwrap();
@@ -158,7 +158,7 @@ pub fn build() -> Artifacts {
         )
         .unwrap();
     let m1_id = m1.id();
-    keep(m1.into_objects(), &mut store);
+    keep(m1.into_objects().into_iter().collect(), &mut store);
 
     let mut files = BTreeMap::new();
     files.insert("snapshot.snap".to_string(), main.snapshot().unwrap());
@@ -174,6 +174,39 @@ pub fn build() -> Artifacts {
         })
         .unwrap(),
     );
+    // From version 2 on: a commit of this version on the version-1 corpus's `merge`
+    // (a mixed parent chain), whose root tree references unchanged version-1 subtrees
+    // and content, and a packed snapshot holding objects of both versions.
+    let mut mixed_id = None;
+    if snapgraph::FORMAT_VERSION >= 2 {
+        let v1 = v1_corpus();
+        keep(v1.objects.clone(), &mut store);
+        let mut ws = Workspace::new();
+        let _ = ws
+            .checkout_with(
+                v1.merge,
+                &store,
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::Force)
+                    .drift(DriftPolicy::Off),
+            )
+            .unwrap();
+        ws.write("/data/written-by-v2.txt", b"a file of a version-2 commit\n")
+            .unwrap();
+        ws.write("/README.md", "# corpus\n\nEdited by a version-2 commit.\n")
+            .unwrap();
+        let c = ws
+            .commit(
+                CommitOptions::new()
+                    .parent(v1.merge)
+                    .have_in(&store)
+                    .meta("message", "version 2 on version 1"),
+            )
+            .unwrap();
+        mixed_id = Some(c.id());
+        keep(c.into_objects().into_iter().collect(), &mut store);
+        files.insert("snapshot-mixed.snap".to_string(), ws.snapshot().unwrap());
+    }
     let mut dump = Vec::new();
     for id in &order {
         let b = &store[id];
@@ -181,7 +214,10 @@ pub fn build() -> Artifacts {
         dump.extend_from_slice(b);
     }
     files.insert("store.pack".to_string(), dump);
-    let refs = format!("base {c1_id}\nmain {c2_id}\nfork {f1_id}\nmerge {m1_id}\n");
+    let mut refs = format!("base {c1_id}\nmain {c2_id}\nfork {f1_id}\nmerge {m1_id}\n");
+    if let Some(id) = mixed_id {
+        refs.push_str(&format!("mixed {id}\n"));
+    }
     files.insert("refs.txt".to_string(), refs.into_bytes());
 
     let mut expected = String::new();
@@ -197,8 +233,43 @@ pub fn build() -> Artifacts {
     ] {
         expected.push_str(&render_ref(name, id, &store));
     }
+    if let Some(id) = mixed_id {
+        expected.push_str(&render_ref("mixed", id, &store));
+        expected.push_str("## snapshot mixed\n");
+        expected.push_str(&render(
+            &Workspace::from_snapshot(&files["snapshot-mixed.snap"]).unwrap(),
+        ));
+    }
     files.insert("expected.txt".to_string(), expected.into_bytes());
     Artifacts { files }
+}
+
+/// The released version-1 corpus: its objects in dump order and its `merge` commit.
+pub struct V1Corpus {
+    pub objects: Vec<(ObjectId, Vec<u8>)>,
+    pub merge: ObjectId,
+}
+
+/// Reads `corpus/v1/` (never rewritten, so what is built on it is reproducible).
+pub fn v1_corpus() -> V1Corpus {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/v1");
+    let dump = std::fs::read(dir.join("store.pack")).unwrap();
+    let mut objects = Vec::new();
+    let mut rest = &dump[..];
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let b = rest[4..4 + len].to_vec();
+        objects.push((ObjectId::hash_stored(&b), b));
+        rest = &rest[4 + len..];
+    }
+    let refs = std::fs::read_to_string(dir.join("refs.txt")).unwrap();
+    let merge = refs
+        .lines()
+        .find_map(|l| l.strip_prefix("merge "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    V1Corpus { objects, merge }
 }
 
 /// Reads a `store.pack` dump.

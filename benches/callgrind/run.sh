@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Instruction counts of ingest and checkout against their ceilings, under callgrind
+# (issue #21). One command: `benches/callgrind/run.sh [OUT_DIR]`.
+#
+# Installs valgrind from Debian if it is missing, builds the workloads
+# (benches/callgrind/main.rs) with the bench profile, runs each mode once under
+# callgrind and prints the table of BENCHMARKS.md: each row is the difference of two
+# modes, so data generation (and the commit before a checkout) is subtracted.
+# Counts are of one thread; they do not depend on the machine's load.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+out=${1:-target/callgrind}
+mkdir -p "$out"
+
+if ! command -v valgrind >/dev/null; then
+    if [ "$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi
+    if ! apt-cache policy valgrind | grep -q Candidate; then $sudo apt-get update; fi
+    $sudo apt-get install -y valgrind
+fi
+
+# CALLGRIND_BIN runs a binary built earlier instead (a "before" build, say).
+bin=${CALLGRIND_BIN:-target/release/examples/callgrind}
+if [ -z "${CALLGRIND_BIN:-}" ]; then
+    cargo build --profile bench -p snapgraph-benches --example callgrind
+fi
+
+modes="gen cut cut_hash write_commit gen_shared write_shared_commit store checkout"
+declare -A ir
+for m in $modes; do
+    valgrind --tool=callgrind --callgrind-out-file="$out/$m.out" "$bin" "$m" \
+        2>"$out/$m.log"
+    # The `summary:` line of a callgrind file is the total instruction count.
+    ir[$m]=$(awk '/^summary:/ {print $2}' "$out/$m.out")
+done
+
+awk -v gen="${ir[gen]}" -v cut="${ir[cut]}" -v cut_hash="${ir[cut_hash]}" \
+    -v wc="${ir[write_commit]}" -v gs="${ir[gen_shared]}" -v wsc="${ir[write_shared_commit]}" \
+    -v store="${ir[store]}" -v co="${ir[checkout]}" 'BEGIN {
+    ceiling = cut_hash - gen; b3 = cut_hash - cut
+    ingest = wc - gen; shared = wsc - gs; checkout = co - store
+    m = 1e6
+    print "| work | instructions | vs its ceiling |"
+    print "|---|---:|---:|"
+    printf "| ceiling: FastCDC v2020 4/16/64 KiB cut points + `blake3::hash` of each chunk | %.0f M | 100%% |\n", ceiling / m
+    printf "| `Workspace::write` + `commit` of one 64 MiB file | %.0f M | %.1f%% |\n", ingest / m, 100 * ceiling / ingest
+    printf "| `Workspace::write_shared` + `commit` of the same | %.0f M | %.1f%% |\n", shared / m, 100 * ceiling / shared
+    printf "| ceiling: `blake3::hash` of each chunk of the same 64 MiB | %.0f M | 100%% |\n", b3 / m
+    printf "| `checkout` of that commit from a `HashMap` (minus the commit) | %.0f M | %.1f%% |\n", checkout / m, 100 * b3 / checkout
+}'
+echo "callgrind files in $out (callgrind_annotate $out/MODE.out)"
