@@ -6,7 +6,6 @@
 //! `cargo build --profile bench -p snapgraph-benches --example turn_instructions`
 
 #[path = "../benches/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use common::Turns;

@@ -507,12 +507,14 @@ impl<S: Store> Repo<S> {
         let hints = crate::similar::bases(&self.store, commit.id(), commit.objects());
         let groups = write_order(commit.objects(), &hints);
         loop {
-            let attempt = self.put_new(commit.objects(), &groups, &hints, progress).and_then(|counts| {
-                written.get_or_insert(counts);
-                let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
-                updates.extend(lease.release_updates());
-                Ok(self.store.update_refs(&updates, message)?)
-            });
+            let attempt = self
+                .put_new(commit.objects(), &groups, &hints, progress)
+                .and_then(|counts| {
+                    written.get_or_insert(counts);
+                    let mut updates = vec![RefUpdate::new(name.clone(), tip, Some(commit.id()))];
+                    updates.extend(lease.release_updates());
+                    Ok(self.store.update_refs(&updates, message)?)
+                });
             match attempt {
                 Ok(()) => break,
                 // Our own update, applied by an earlier round whose reply was lost.

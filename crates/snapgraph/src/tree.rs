@@ -16,9 +16,7 @@ use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{
-    encode_version, load_many, load_with, ObjectError, ObjectKind, FORMAT_VERSION,
-};
+use crate::object::{encode_version, load_many, ObjectError, ObjectKind, FORMAT_VERSION};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.

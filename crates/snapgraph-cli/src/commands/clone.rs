@@ -87,6 +87,7 @@ pub(super) fn clone(
                 rev: branch.clone(),
                 to: None,
                 force: true,
+                paths: Vec::new(),
             },
             true,
         )?;

@@ -28,7 +28,6 @@ use snapgraph::{
 use crate::cli::{Cli, Command, SnapshotsAction};
 use crate::error::{CliError, IoContext, Result};
 use crate::index::{Digest, FileStat, Index, IndexEntry, SkeletonSource};
-use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanReport};
 

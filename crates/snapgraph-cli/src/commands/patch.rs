@@ -86,7 +86,8 @@ impl<'a> Side<'a> {
         let k = match m.kind {
             EntryKind::Symlink => ws.read_link(path)?.to_string(),
             EntryKind::File => match crate::scan::digest_of(ws, path) {
-                Some(d) => d,
+                Some(crate::index::Digest::Content(id)) => format!("c:{id}"),
+                Some(crate::index::Digest::Inline(bytes)) => format!("i:{}", hex::encode(bytes)),
                 None => return Ok(None),
             },
             EntryKind::Dir => return Ok(None),

@@ -109,6 +109,9 @@ pub(crate) fn max_chunks(size: u64) -> u64 {
     size / CHUNK_MIN as u64 + 1
 }
 
+/// Reads one level of a manifest: the nodes of the given ids, decoded, in order.
+pub(crate) type FetchLevel<'a, E> = dyn FnMut(&[ObjectId]) -> Result<Vec<Manifest>, E> + 'a;
+
 /// The chunk list of a file of `size` bytes whose manifest root is `root`: the one
 /// manifest walker, shared by checkout and the streamed restore's chunk count.
 ///
@@ -128,7 +131,7 @@ pub(crate) fn max_chunks(size: u64) -> u64 {
 pub(crate) fn chunk_list<E: From<ObjectError>>(
     root: ObjectId,
     size: u64,
-    fetch: &mut dyn FnMut(&[ObjectId]) -> Result<Vec<Manifest>, E>,
+    fetch: &mut FetchLevel<'_, E>,
 ) -> Result<Vec<ChunkRef>, E> {
     let bad = |reason: String| ObjectError::malformed(root, ObjectKind::Manifest, reason);
     let top = fetch(&[root])?

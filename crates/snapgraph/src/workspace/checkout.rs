@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
-use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
+use crate::chunk::CHUNK_MAX;
 use crate::content::{ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
