@@ -11,7 +11,7 @@ use crate::store::Store;
 ///   `snapgraph_schema=NAME` (taken out before the URL reaches the driver) keeps the
 ///   tables in schema `NAME`, created if absent;
 /// - `s3://BUCKET/PREFIX?endpoint=URL&region=NAME`: an S3-compatible bucket (packs,
-///   indexes and refs under `PREFIX/`; see [`crate::s3`]); with `&refs=URL`
+///   indexes and refs under `PREFIX/`; see the `s3` module, feature `s3`); with `&refs=URL`
 ///   (percent-encoded, say `postgres%3A%2F%2F…`) the refs live in that store instead;
 /// - `memory:`: an empty in-memory store (for tests and dry runs);
 /// - `cache:LOCAL|REMOTE`: the store `REMOTE` (any URL above) with the store `LOCAL`
