@@ -966,7 +966,14 @@ fn diffs_charge_index_nodes_they_decode() {
             what,
             limit,
         }) => {
-            assert_eq!((commit, what, limit), (sides[0], "index entries", 100_000));
+            // Diff walks breadth-first (one batched read per depth), so on this input
+            // the directory count can trip before the index entries do; either way
+            // the work is refused at the limit, naming the commit.
+            assert_eq!((commit, limit), (sides[0], 100_000));
+            assert!(
+                what == "index entries" || what == "directories",
+                "refused for {what:?}"
+            );
         }
         other => panic!("{other:?}"),
     }
