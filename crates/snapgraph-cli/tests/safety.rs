@@ -592,10 +592,10 @@ fn item15_pack_then_unpack_says_what_it_gives() {
     assert_eq!(log[0]["meta"]["ticket"], "7");
     assert_eq!(log[0]["meta"]["snapgraph.packed_from"], x.as_str());
     let d = json(t.path(), &["diff", &x, "copy", "--stat"]);
-    assert_eq!(
-        d,
-        serde_json::json!({"added": 0, "modified": 0, "removed": 0})
-    );
+    for list in ["added", "modified", "removed", "changes"] {
+        assert_eq!(d[list], serde_json::json!([]), "{list}: {d}");
+    }
+    assert_eq!(d["stat"]["files"], serde_json::json!([]), "{d}");
     // Unpacking twice gives the same commit again.
     let again = json(t.path(), &["unpack", "x.snap", "-b", "copy2"]);
     assert_eq!(again["id"], root.as_str());
