@@ -75,23 +75,8 @@ impl Workspace {
         T: Send + napi::bindgen_prelude::ToNapiValue + napi::bindgen_prelude::TypeName + 'static,
         F: FnOnce(&mut RsWorkspace) -> Result<T> + Send + 'static,
     {
-        let ws = take(&self.slot)?;
-        let carry: Slot = Arc::new(Mutex::new(None));
-        let back = carry.clone();
-        let slot = self.slot.clone();
-        Ok(spawn_then(
-            move || {
-                let mut ws = ws;
-                let out = f(&mut ws);
-                put(&carry, ws);
-                out
-            },
-            move || {
-                if let Some(ws) = back.lock().ok().and_then(|mut g| g.take()) {
-                    put(&slot, ws);
-                }
-            },
-        ))
+        let (work, after) = self.loan(f)?;
+        Ok(spawn_then(work, after))
     }
 
     /// [`lend`](Self::lend), with the value built into JavaScript by `build`.
@@ -100,24 +85,40 @@ impl Workspace {
         T: Send + 'static,
         F: FnOnce(&mut RsWorkspace) -> Result<T> + Send + 'static,
     {
+        let (work, after) = self.loan(f)?;
+        Ok(spawn_built(work, after, build))
+    }
+
+    /// The workspace taken out of its slot: the work to run on it off the event loop,
+    /// and what puts it back (run on the JavaScript thread once the promise settles).
+    #[allow(clippy::type_complexity)]
+    fn loan<T, F>(
+        &self,
+        f: F,
+    ) -> Result<(
+        impl FnOnce() -> Result<T> + Send + 'static,
+        impl FnOnce() + Send + 'static,
+    )>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut RsWorkspace) -> Result<T> + Send + 'static,
+    {
         let ws = take(&self.slot)?;
         let carry: Slot = Arc::new(Mutex::new(None));
         let back = carry.clone();
         let slot = self.slot.clone();
-        Ok(spawn_built(
-            move || {
-                let mut ws = ws;
-                let out = f(&mut ws);
-                put(&carry, ws);
-                out
-            },
-            move || {
-                if let Some(ws) = back.lock().ok().and_then(|mut g| g.take()) {
-                    put(&slot, ws);
-                }
-            },
-            build,
-        ))
+        let work = move || {
+            let mut ws = ws;
+            let out = f(&mut ws);
+            put(&carry, ws);
+            out
+        };
+        let after = move || {
+            if let Some(ws) = back.lock().ok().and_then(|mut g| g.take()) {
+                put(&slot, ws);
+            }
+        };
+        Ok((work, after))
     }
 }
 
