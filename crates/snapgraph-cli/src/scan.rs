@@ -247,9 +247,10 @@ pub fn walk(
             let kind = match e.file_type() {
                 rustix::fs::FileType::Unknown => {
                     let fd = listing.fd().map_err(|e| CliError::io(&dir, e.into()))?;
-                    let st = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(
-                        |e| CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into()),
-                    )?;
+                    let st =
+                        rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                            CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into())
+                        })?;
                     Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
                 }
                 other => Kind::of(other),
@@ -331,6 +332,7 @@ pub fn walk(
             path.push_str(name);
             let scope = scope_of(only, &path);
             if scope == Scope::Outside {
+                // Neither walked nor recorded.
             } else if is_dir {
                 // Visited when listed (below), where a nested repository shows.
                 subdirs.push((full_path.to_path_buf(), path.clone(), scope));
@@ -486,15 +488,17 @@ pub fn scan(
             progress.inc(1);
         }
         if let Some(ix) = complete {
-            if ix.entries.contains_key(path) {
-                indexed_seen += 1;
-            }
-            if let (Found::File, Some(stat)) = (w.found, w.stat) {
-                if let Some(d) = ix.clean(path, &stat) {
+            // One look-up: counted as seen, and trusted if it is a clean file.
+            let recorded = ix.entries.get(path);
+            indexed_seen += usize::from(recorded.is_some());
+            if let (Found::File, Some(stat), Some(IndexEntry::File { stat: s, digest })) =
+                (w.found, w.stat, recorded)
+            {
+                if ix.trusted(s, &stat) {
                     report.files_skipped += 1;
                     report
                         .stats
-                        .insert(path.to_string(), Seen::File(stat, Some(d.clone())));
+                        .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
                     return Ok(true);
                 }
             }
