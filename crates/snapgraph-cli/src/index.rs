@@ -61,8 +61,9 @@
 //!
 //! Reading applies records in order and stops at the first one that is cut short,
 //! fails its hash or does not decode: what precedes it is a complete earlier state,
-//! which is all a cache needs (an older state only makes more files look changed, and
-//! its `tip` no longer matches the branch, see above). A journal with such a tail,
+//! which is all a cache needs (it was true when written, and the rules above hold
+//! against a directory and a branch that moved on since: the stats differ, or the
+//! tip does). A journal with such a tail,
 //! or one grown past half its base (at least [`JOURNAL_MIN`] bytes), is not appended
 //! to: the next save rewrites base and journal as one new base, atomically (temporary
 //! file, fsync, rename). Appends are one `write` each at the end of the file
