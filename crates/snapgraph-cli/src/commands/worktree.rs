@@ -256,8 +256,9 @@ pub(super) fn commit(
             )
         },
     );
-    // The process ends with the command: freeing the tree node by node would cost
-    // about a sixth of a one-file commit.
+    // The process ends with the command: freeing the tree node by node costs time
+    // in proportion to the whole tree (about 2 % of a one-file commit on 1,800
+    // files), not to the change.
     std::mem::forget(ws);
     printed
 }
