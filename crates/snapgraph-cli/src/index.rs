@@ -7,8 +7,9 @@
 //! object id, or the bytes themselves for content small enough to live inline in its
 //! tree entry); for symlinks their `lstat` fields. Beside the entries it keeps the
 //! **workspace skeleton**: the stored bytes of the commit and tree nodes that the last
-//! shallow checkout of the branch tip read, so that the next one reads them from here
-//! instead of the store.
+//! shallow checkout of the branch tip read, and those the commit's diff then read (the
+//! new tip's changed trees), so that the next checkout reads them from here instead
+//! of the store.
 //!
 //! ## When it is trusted
 //!
@@ -44,13 +45,37 @@
 //!
 //! ## Bytes
 //!
-//! `SGINDEX\0`, the version ([`INDEX_VERSION`], u32 little-endian), the BLAKE3 hash
-//! of the rest, then the postcard encoding of the entries. The skeleton lives in
-//! `.snapgraph/index.skeleton` (`SGSKEL\0\0`, version, hash, postcard of the
-//! objects), read only when a tree must be loaded. Written
-//! atomically (temporary file, fsync, rename) and only ever a cache: a missing,
-//! unreadable, corrupted, older (version 1 was JSON) or foreign one (another root)
-//! means every file is read.
+//! Both files are a **base** and a **journal** of records appended after it, so that
+//! a commit that changed a few paths writes a few records instead of the whole cache:
+//!
+//! - base: `SGINDEX\0` (the skeleton: `SGSKEL\0\0`), the version ([`INDEX_VERSION`],
+//!   u32 little-endian), the body's length (u64 little-endian), the BLAKE3 hash of the
+//!   body, then the body: the postcard encoding of the root, `probe_ns`, `tip` and the
+//!   entries sorted by path (the skeleton: its objects sorted by id);
+//! - each record: its payload's length (u32 little-endian), a chain hash, then the
+//!   payload. The chain hash of a record is BLAKE3 of the previous link's hash (the
+//!   base's body hash for the first record) followed by the payload, so a record
+//!   belongs to exactly one base and one predecessor. An index record's payload is
+//!   the postcard encoding of the new `probe_ns` and `tip`, the paths removed and the
+//!   entries added or changed; a skeleton record's, the objects added.
+//!
+//! Reading applies records in order and stops at the first one that is cut short,
+//! fails its hash or does not decode: what precedes it is a complete earlier state,
+//! which is all a cache needs (it was true when written, and the rules above hold
+//! against a directory and a branch that moved on since: the stats differ, or the
+//! tip does). A journal with such a tail,
+//! or one grown past half its base (at least [`JOURNAL_MIN`] bytes), is not appended
+//! to: the next save rewrites base and journal as one new base, atomically (temporary
+//! file, fsync, rename). Appends are one `write` each at the end of the file
+//! (`O_APPEND`); they are not fsynced, since a lost or torn append leaves exactly such
+//! an earlier state. A process that rewrote the file since it was read (another
+//! command in the same working directory) changed the base hash, so a record
+//! appended by a process that read the old base is dropped when read. The skeleton
+//! keeps every object appended until it is rewritten, which happens once it holds
+//! more than twice the objects the last checkout read.
+//!
+//! Only ever a cache: a missing, unreadable, corrupted, older (version 1 was JSON,
+//! version 2 had no journal) or foreign one (another root) means every file is read.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -64,7 +89,10 @@ use snapgraph::{BoxError, ObjectId, ObjectSource};
 use crate::error::Result;
 
 /// Format version of the index file.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
+
+/// A journal shorter than this many bytes is appended to whatever its base's size.
+pub const JOURNAL_MIN: u64 = 64 * 1024;
 
 const MAGIC: &[u8; 8] = b"SGINDEX\0";
 
@@ -162,6 +190,39 @@ pub struct Index {
     /// Stored bytes of the commit and tree nodes a shallow checkout of the branch
     /// tip read (see the module docs).
     pub skeleton: HashMap<ObjectId, Vec<u8>>,
+    /// Where the index file read stood (appends go after it).
+    log: Tail,
+    /// Where the skeleton file read stood.
+    skeleton_log: Tail,
+}
+
+/// Where a base-and-journal file that was read ends: the hash of its last valid link
+/// and the bytes up to the end of that link, and whether the file holds nothing else
+/// (no torn or foreign tail) and may be appended to. Not part of an index's value:
+/// two indexes with the same contents are equal wherever their files stand.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tail {
+    /// The chain hash to append after, the base's size, the file's size; `None` when
+    /// nothing was read or the file cannot be appended to.
+    at: Option<([u8; 32], u64, u64)>,
+}
+
+impl PartialEq for Tail {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Tail {}
+
+impl Tail {
+    /// Whether a record may be appended: the file read was whole and its journal is
+    /// small (see the module docs).
+    fn appendable(&self) -> Option<[u8; 32]> {
+        let (head, base, len) = self.at?;
+        let journal = len - base;
+        (journal < JOURNAL_MIN.max(base / 2)).then_some(head)
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -172,25 +233,128 @@ struct Body {
     entries: Vec<(String, IndexEntry)>,
 }
 
-/// `magic || version || BLAKE3(body) || body`.
-fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 44);
-    out.extend_from_slice(magic);
-    out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
-    out.extend_from_slice(blake3::hash(body).as_bytes());
-    out.extend_from_slice(body);
-    out
+/// An index journal record, as written (borrowed from the new index).
+#[derive(Serialize)]
+struct DeltaOut<'a> {
+    probe_ns: i64,
+    tip: Option<ObjectId>,
+    removed: Vec<&'a str>,
+    upserts: Vec<(&'a str, &'a IndexEntry)>,
 }
 
-/// The body of a [`frame`] if magic, version and checksum hold.
-fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<&'a [u8]> {
+/// An index journal record, as read.
+#[derive(Deserialize)]
+struct DeltaIn {
+    probe_ns: i64,
+    tip: Option<ObjectId>,
+    removed: Vec<String>,
+    upserts: Vec<(String, IndexEntry)>,
+}
+
+/// `magic || version || len(body) || BLAKE3(body) || body`, and the body's hash (the
+/// chain's first link).
+fn frame(magic: &[u8; 8], body: &[u8]) -> (Vec<u8>, [u8; 32]) {
+    let sum = *blake3::hash(body).as_bytes();
+    let mut out = Vec::with_capacity(body.len() + 52);
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&sum);
+    out.extend_from_slice(body);
+    (out, sum)
+}
+
+/// A journal record after the link `prev`: `len(payload) || BLAKE3(prev || payload)
+/// || payload`, and its link.
+fn record(prev: &[u8; 32], payload: &[u8]) -> Option<(Vec<u8>, [u8; 32])> {
+    let len = u32::try_from(payload.len()).ok()?;
+    let link = *blake3::Hasher::new()
+        .update(prev)
+        .update(payload)
+        .finalize()
+        .as_bytes();
+    let mut out = Vec::with_capacity(payload.len() + 36);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&link);
+    out.extend_from_slice(payload);
+    Some((out, link))
+}
+
+/// A base-and-journal file read: the base's body and the payloads of the records
+/// that chain onto it, in order.
+struct Log<'a> {
+    body: &'a [u8],
+    records: Vec<&'a [u8]>,
+    tail: Tail,
+}
+
+/// Reads a base-and-journal file: `None` if the base's magic, version, length or
+/// checksum do not hold; the records up to the first that does not chain.
+fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<Log<'a>> {
     let rest = bytes.strip_prefix(magic.as_slice())?;
     let (version, rest) = rest.split_first_chunk::<4>()?;
     if u32::from_le_bytes(*version) != INDEX_VERSION {
         return None;
     }
-    let (sum, body) = rest.split_first_chunk::<32>()?;
-    (blake3::hash(body).as_bytes() == sum).then_some(body)
+    let (len, rest) = rest.split_first_chunk::<8>()?;
+    let (sum, rest) = rest.split_first_chunk::<32>()?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+    if len > rest.len() {
+        return None;
+    }
+    let (body, mut journal) = rest.split_at(len);
+    if blake3::hash(body).as_bytes() != sum {
+        return None;
+    }
+    let base_len = (bytes.len() - journal.len()) as u64;
+    let mut head = *sum;
+    let mut records = Vec::new();
+    let whole = loop {
+        if journal.is_empty() {
+            break true;
+        }
+        let Some((len, rest)) = journal.split_first_chunk::<4>() else {
+            break false;
+        };
+        let Some((link, rest)) = rest.split_first_chunk::<32>() else {
+            break false;
+        };
+        let len = u32::from_le_bytes(*len) as usize;
+        if len > rest.len() {
+            break false;
+        }
+        let (payload, rest) = rest.split_at(len);
+        let expected = blake3::Hasher::new()
+            .update(&head)
+            .update(payload)
+            .finalize();
+        if expected.as_bytes() != link {
+            break false;
+        }
+        records.push(payload);
+        head = *link;
+        journal = rest;
+    };
+    let tail = Tail {
+        at: whole.then_some((head, base_len, bytes.len() as u64)),
+    };
+    Some(Log {
+        body,
+        records,
+        tail,
+    })
+}
+
+/// Appends `bytes` to the file at `path` in one write (see the module docs: not
+/// fsynced).
+fn append(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(|e| crate::error::CliError::io(path, e))?;
+    f.write_all(bytes)
+        .map_err(|e| crate::error::CliError::io(path, e))
 }
 
 /// Where the skeleton of the index at `path` lives.
@@ -218,30 +382,103 @@ impl Index {
     /// Reads the skeleton saved beside the index at `path` (the fast path does not
     /// need it); a missing or damaged one leaves it empty.
     pub fn load_skeleton(&mut self, path: &Path) {
-        self.skeleton = std::fs::read(skeleton_path(path))
+        let (skeleton, tail) = std::fs::read(skeleton_path(path))
             .ok()
-            .and_then(|b| parse_skeleton(&b))
+            .and_then(|b| read_skeleton(&b))
             .unwrap_or_default();
+        self.skeleton = skeleton;
+        self.skeleton_log = tail;
     }
 
     /// The index in `bytes` (an index file's contents) if they parse, have this
     /// version, hash to their checksum and describe `root`; anything else is `None`
     /// (a cache, never an error).
     pub fn parse(bytes: &[u8], root: &Path) -> Option<Index> {
-        let body: Body = postcard::from_bytes(unframe(MAGIC, bytes)?).ok()?;
+        let log = unframe(MAGIC, bytes)?;
+        let body: Body = postcard::from_bytes(log.body).ok()?;
         if body.root != root.as_os_str().as_bytes() {
             return None;
         }
-        Some(Index {
+        let mut ix = Index {
             root: body.root,
             probe_ns: body.probe_ns,
             tip: body.tip,
             entries: body.entries.into_iter().collect(),
             skeleton: HashMap::new(),
-        })
+            log: log.tail,
+            skeleton_log: Tail::default(),
+        };
+        for payload in log.records {
+            let Ok(delta) = postcard::from_bytes::<DeltaIn>(payload) else {
+                // Hashed but not decodable: written by something else. Stop here and
+                // rewrite on the next save.
+                ix.log = Tail::default();
+                break;
+            };
+            ix.probe_ns = delta.probe_ns;
+            ix.tip = delta.tip;
+            for p in delta.removed {
+                ix.entries.remove(&p);
+            }
+            ix.entries.extend(delta.upserts);
+        }
+        Some(ix)
     }
 
-    /// The index file's bytes (see the module docs; the skeleton is saved apart).
+    /// The journal record that turns `old` into `self`, if it is small enough to
+    /// append (see the module docs).
+    fn delta_after(&self, old: &Index) -> Option<Vec<u8>> {
+        let head = old.log.appendable()?;
+        if old.root != self.root {
+            return None;
+        }
+        // A merge of the two sorted maps.
+        let mut removed = Vec::new();
+        let mut upserts = Vec::new();
+        let mut a = old.entries.iter().peekable();
+        let mut b = self.entries.iter().peekable();
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some((pa, _)), None) => {
+                    removed.push(pa.as_str());
+                    a.next();
+                }
+                (None, Some((pb, eb))) => {
+                    upserts.push((pb.as_str(), *eb));
+                    b.next();
+                }
+                (Some((pa, ea)), Some((pb, eb))) => match pa.cmp(pb) {
+                    std::cmp::Ordering::Less => {
+                        removed.push(pa.as_str());
+                        a.next();
+                    }
+                    std::cmp::Ordering::Greater => {
+                        upserts.push((pb.as_str(), *eb));
+                        b.next();
+                    }
+                    std::cmp::Ordering::Equal => {
+                        if ea != eb {
+                            upserts.push((pb.as_str(), *eb));
+                        }
+                        a.next();
+                        b.next();
+                    }
+                },
+            }
+        }
+        let payload = postcard::to_allocvec(&DeltaOut {
+            probe_ns: self.probe_ns,
+            tip: self.tip,
+            removed,
+            upserts,
+        })
+        .ok()?;
+        Some(record(&head, &payload)?.0)
+    }
+
+    /// The index file's bytes as one base (see the module docs; the skeleton is
+    /// saved apart).
     pub fn to_bytes(&self) -> Vec<u8> {
         let body = Body {
             root: self.root.clone(),
@@ -254,7 +491,7 @@ impl Index {
                 .collect(),
         };
         // Encoding into a Vec fails only for types postcard cannot express.
-        frame(MAGIC, &postcard::to_allocvec(&body).unwrap_or_default())
+        frame(MAGIC, &postcard::to_allocvec(&body).unwrap_or_default()).0
     }
 
     /// The file entry for `path` if it can be trusted for a file whose stat is now
@@ -272,12 +509,49 @@ impl Index {
         recorded == now && recorded.mtime_ns < self.probe_ns
     }
 
-    /// Writes the index and its skeleton atomically (each file; they need not
-    /// agree: skeleton objects are content-addressed).
+    /// Writes the index and its skeleton as new bases, atomically (each file; they
+    /// need not agree: skeleton objects are content-addressed).
     pub fn save(&self, path: &Path) -> Result<()> {
-        crate::repo::write_atomic(&skeleton_path(path), &skeleton_bytes(&self.skeleton))?;
-        crate::repo::write_atomic(path, &self.to_bytes())
+        self.save_after(path, None)
     }
+
+    /// Writes the index and its skeleton where `old` (the index read from `path` by
+    /// this command, skeleton included) was: as journal records after `old`'s when
+    /// its files may be appended to, else as new bases (see the module docs). What
+    /// the files then read as is `self`, skeleton objects of `old` kept until the
+    /// skeleton is rewritten.
+    pub fn save_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
+        let skeleton = skeleton_path(path);
+        match old.and_then(|o| skeleton_delta(&self.skeleton, o)) {
+            Some(None) => {}
+            Some(Some(bytes)) => append(&skeleton, &bytes)?,
+            None => crate::repo::write_atomic(&skeleton, &skeleton_bytes(&self.skeleton))?,
+        }
+        match old.and_then(|o| self.delta_after(o)) {
+            Some(bytes) => append(path, &bytes),
+            None => crate::repo::write_atomic(path, &self.to_bytes()),
+        }
+    }
+}
+
+/// What to append to `old`'s skeleton file so that it holds `new`: `Some(None)`
+/// nothing, `Some(Some(record))` the objects it lacks, `None` rewrite it (it cannot
+/// be appended to, or holds more than twice the objects of `new`).
+fn skeleton_delta(new: &HashMap<ObjectId, Vec<u8>>, old: &Index) -> Option<Option<Vec<u8>>> {
+    let head = old.skeleton_log.appendable()?;
+    let mut added: Vec<(&ObjectId, &Vec<u8>)> = new
+        .iter()
+        .filter(|(id, _)| !old.skeleton.contains_key(*id))
+        .collect();
+    if old.skeleton.len() + added.len() > 2 * new.len().max(1) {
+        return None;
+    }
+    if added.is_empty() {
+        return Some(None);
+    }
+    added.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let payload = postcard::to_allocvec(&added).ok()?;
+    Some(Some(record(&head, &payload)?.0))
 }
 
 const SKELETON_MAGIC: &[u8; 8] = b"SGSKEL\0\0";
@@ -290,13 +564,30 @@ pub fn skeleton_bytes(skeleton: &HashMap<ObjectId, Vec<u8>>) -> Vec<u8> {
         SKELETON_MAGIC,
         &postcard::to_allocvec(&objects).unwrap_or_default(),
     )
+    .0
 }
 
-/// The objects of a skeleton file, if it is one.
+/// The objects of a skeleton file (its base and the records that chain onto it), if
+/// it is one.
 pub fn parse_skeleton(bytes: &[u8]) -> Option<HashMap<ObjectId, Vec<u8>>> {
-    let objects: Vec<(ObjectId, Vec<u8>)> =
-        postcard::from_bytes(unframe(SKELETON_MAGIC, bytes)?).ok()?;
-    Some(objects.into_iter().collect())
+    read_skeleton(bytes).map(|(objects, _)| objects)
+}
+
+fn read_skeleton(bytes: &[u8]) -> Option<(HashMap<ObjectId, Vec<u8>>, Tail)> {
+    let log = unframe(SKELETON_MAGIC, bytes)?;
+    let objects: Vec<(ObjectId, Vec<u8>)> = postcard::from_bytes(log.body).ok()?;
+    let mut objects: HashMap<ObjectId, Vec<u8>> = objects.into_iter().collect();
+    let mut tail = log.tail;
+    for payload in log.records {
+        match postcard::from_bytes::<Vec<(ObjectId, Vec<u8>)>>(payload) {
+            Ok(more) => objects.extend(more),
+            Err(_) => {
+                tail = Tail::default();
+                break;
+            }
+        }
+    }
+    Some((objects, tail))
 }
 
 /// An object source that answers from a skeleton first, then from a store, and
@@ -414,6 +705,128 @@ mod tests {
             Index::parse(br#"{"version":1,"root":"/w"}"#, Path::new("/w")),
             None
         );
+    }
+
+    /// Writes `ix` as a new base, then saves `next` after it; returns the file's bytes.
+    fn saved_after(dir: &Path, ix: &Index, next: &Index) -> Vec<u8> {
+        let path = dir.join("index");
+        ix.save(&path).unwrap();
+        let mut old = Index::load(&path, Path::new("/w")).unwrap();
+        old.load_skeleton(&path);
+        next.save_after(&path, Some(&old)).unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    #[test]
+    fn a_journal_record_reads_back_as_the_new_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = sample();
+        let mut next = ix.clone();
+        next.probe_ns = 200;
+        next.tip = Some(ObjectId::from_bytes([9; 32]));
+        next.entries.remove("/d");
+        next.entries
+            .insert("/b".into(), IndexEntry::Symlink { stat: stat(60) });
+        next.skeleton
+            .insert(ObjectId::from_bytes([4; 32]), b"tree".to_vec());
+        let base = ix.to_bytes();
+        let bytes = saved_after(dir.path(), &ix, &next);
+        assert!(bytes.starts_with(&base), "appended, not rewritten");
+        let mut read = Index::load(&dir.path().join("index"), Path::new("/w")).unwrap();
+        read.load_skeleton(&dir.path().join("index"));
+        assert_eq!(read, next);
+        // Nothing changed: an empty record, and the skeleton file is left alone.
+        let skeleton = std::fs::read(dir.path().join("index.skeleton")).unwrap();
+        read.save_after(&dir.path().join("index"), Some(&read.clone()))
+            .unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("index.skeleton")).unwrap(),
+            skeleton
+        );
+        let mut again = Index::load(&dir.path().join("index"), Path::new("/w")).unwrap();
+        again.load_skeleton(&dir.path().join("index"));
+        assert_eq!(again, next);
+    }
+
+    #[test]
+    fn a_torn_or_foreign_record_leaves_the_earlier_state_and_forces_a_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let ix = sample();
+        let mut next = ix.clone();
+        next.probe_ns = 300;
+        next.entries.remove("/a");
+        let bytes = saved_after(dir.path(), &ix, &next);
+        let base = ix.to_bytes().len();
+        for cut in base + 1..bytes.len() {
+            let read = Index::parse(&bytes[..cut], Path::new("/w")).unwrap();
+            assert_eq!(read, ix, "cut at {cut}: the base alone");
+            assert!(read.log.appendable().is_none(), "cut at {cut}");
+        }
+        for i in base..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x10;
+            let read = Index::parse(&b, Path::new("/w")).unwrap();
+            assert_eq!(read, ix, "byte {i} flipped");
+        }
+        // A record chained onto another base (a process that read the file before
+        // someone rewrote it) is not applied.
+        let mut other = ix.clone();
+        other.probe_ns = 101;
+        let mut foreign = other.to_bytes();
+        foreign.extend_from_slice(&bytes[base..]);
+        assert_eq!(Index::parse(&foreign, Path::new("/w")), Some(other));
+        // Saving after a state that cannot be appended to writes a new base.
+        let mut torn = Index::parse(&bytes[..bytes.len() - 1], Path::new("/w")).unwrap();
+        torn.load_skeleton(&path);
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        next.save_after(&path, Some(&torn)).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), next.to_bytes());
+    }
+
+    #[test]
+    fn a_long_journal_or_a_stale_skeleton_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let mut ix = sample();
+        ix.save(&path).unwrap();
+        // Many records: the file never grows past base + max(JOURNAL_MIN, base/2)
+        // plus one record.
+        for i in 0..2_000i64 {
+            let mut old = Index::load(&path, Path::new("/w")).unwrap();
+            old.load_skeleton(&path);
+            ix.probe_ns = 1_000 + i;
+            ix.entries.insert(
+                format!("/f{}", i % 7),
+                IndexEntry::File {
+                    stat: stat(i),
+                    digest: Digest::Inline(vec![i as u8; 40]),
+                },
+            );
+            ix.save_after(&path, Some(&old)).unwrap();
+            let len = std::fs::metadata(&path).unwrap().len();
+            assert!(
+                len < ix.to_bytes().len() as u64 + JOURNAL_MIN + 1_000,
+                "{len}"
+            );
+            assert_eq!(Index::load(&path, Path::new("/w")).unwrap(), ix);
+        }
+        // A skeleton holding more than twice what the checkout read is rewritten
+        // with what it read.
+        let mut old = Index::load(&path, Path::new("/w")).unwrap();
+        for b in 0..10u8 {
+            old.skeleton.insert(ObjectId::from_bytes([b; 32]), vec![b]);
+        }
+        old.save(&path).unwrap();
+        let mut old = Index::load(&path, Path::new("/w")).unwrap();
+        old.load_skeleton(&path);
+        assert_eq!(old.skeleton.len(), 10);
+        let mut next = old.clone();
+        next.skeleton = [(ObjectId::from_bytes([42; 32]), vec![42])].into();
+        next.save_after(&path, Some(&old)).unwrap();
+        let mut read = Index::load(&path, Path::new("/w")).unwrap();
+        read.load_skeleton(&path);
+        assert_eq!(read.skeleton, next.skeleton);
     }
 
     #[test]

@@ -215,6 +215,8 @@ pub fn walk(
     visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
 ) -> Result<Vec<PathBuf>> {
     let mut nested = Vec::new();
+    // `skip` is compared only in its parent directory, by name.
+    let skip_at = skip.parent().zip(skip.file_name());
     // Directories to list: on disk, workspace path, scope, the ignore files in
     // force. Each is visited when listed (so a nested repository is known from its
     // own listing, without a probe), before anything below it.
@@ -224,35 +226,46 @@ pub fn walk(
         Scope::Inside,
         Rc::new(Vec::new()),
     )];
+    // One listing's names, reused: (start in `name_bytes`, end, kind).
+    let mut name_bytes: Vec<u8> = Vec::new();
+    let mut names: Vec<(usize, usize, Kind)> = Vec::new();
+    // The full and workspace paths of the entry at hand: the directory's, then the
+    // name pushed and truncated again (no allocation per entry).
+    let mut full: Vec<u8> = Vec::new();
+    let mut path = String::new();
     while let Some((dir, dir_path, dir_scope, parent_rules)) = stack.pop() {
-        let fd = open_dir(&dir)?;
-        let mut names: Vec<(std::ffi::OsString, Kind)> = Vec::new();
-        let listing = fd
-            .try_clone()
-            .and_then(|d| Ok(rustix::fs::Dir::new(d)?))
-            .map_err(|e| CliError::io(&dir, e))?;
-        for e in listing {
+        let mut listing =
+            rustix::fs::Dir::new(open_dir(&dir)?).map_err(|e| CliError::io(&dir, e.into()))?;
+        name_bytes.clear();
+        names.clear();
+        while let Some(e) = listing.read() {
             let e = e.map_err(|e| CliError::io(&dir, e.into()))?;
             let name = e.file_name().to_bytes();
             if name == b"." || name == b".." {
                 continue;
             }
-            let name = std::ffi::OsStr::from_bytes(name).to_os_string();
             let kind = match e.file_type() {
-                rustix::fs::FileType::Directory => Kind::Dir,
-                rustix::fs::FileType::RegularFile => Kind::File,
-                rustix::fs::FileType::Symlink => Kind::Symlink,
                 rustix::fs::FileType::Unknown => {
-                    let st = rustix::fs::statat(&fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(|e| CliError::io(dir.join(&name), e.into()))?;
+                    let fd = listing.fd().map_err(|e| CliError::io(&dir, e.into()))?;
+                    let st =
+                        rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                            CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into())
+                        })?;
                     Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
                 }
                 other => Kind::of(other),
             };
-            names.push((name, kind));
+            let start = name_bytes.len();
+            name_bytes.extend_from_slice(name);
+            names.push((start, name_bytes.len(), kind));
         }
+        let fd = listing.fd().map_err(|e| CliError::io(&dir, e.into()))?;
+        let name_of = |&(start, end, _): &(usize, usize, Kind)| &name_bytes[start..end];
         if !dir_path.is_empty() {
-            if names.iter().any(|(n, k)| n == DOT_DIR && *k == Kind::Dir) {
+            if names
+                .iter()
+                .any(|n| name_of(n) == DOT_DIR.as_bytes() && n.2 == Kind::Dir)
+            {
                 nested.push(dir);
                 continue;
             }
@@ -271,9 +284,9 @@ pub fn walk(
                 break;
             }
         }
-        names.sort_by(|a, b| a.0.cmp(&b.0));
+        names.sort_unstable_by(|a, b| name_of(a).cmp(name_of(b)));
         let mut rules = parent_rules;
-        if names.iter().any(|(n, _)| n == IGNORE_FILE) {
+        if names.iter().any(|n| name_of(n) == IGNORE_FILE.as_bytes()) {
             let file = dir.join(IGNORE_FILE);
             let mut b = GitignoreBuilder::new(&dir);
             if let Some(e) = b.add(&file) {
@@ -284,63 +297,74 @@ pub fn walk(
             all.push(g);
             rules = Rc::new(all);
         }
+        let skip_name = skip_at
+            .filter(|(parent, _)| *parent == dir.as_path())
+            .map(|(_, name)| name.as_bytes());
+        full.clear();
+        full.extend_from_slice(dir.as_os_str().as_bytes());
+        full.push(b'/');
+        let full_len = full.len();
+        path.clear();
+        path.push_str(&dir_path);
+        path.push('/');
+        let path_len = path.len();
         let mut subdirs = Vec::new();
         let mut stopped = false;
-        for (name, kind) in names {
-            if dir_path.is_empty() && name == DOT_DIR {
+        for n in &names {
+            let (name, kind) = (name_of(n), n.2);
+            if (dir_path.is_empty() && name == DOT_DIR.as_bytes()) || skip_name == Some(name) {
                 continue;
             }
-            let full = dir.join(&name);
-            if full == skip {
-                continue;
-            }
+            full.extend_from_slice(name);
+            let full_path = Path::new(std::ffi::OsStr::from_bytes(&full));
             let is_dir = kind == Kind::Dir;
             let ignored = rules
                 .iter()
                 .rev()
-                .map(|g| g.matched(&full, is_dir))
+                .map(|g| g.matched(full_path, is_dir))
                 .find(|m| !m.is_none());
             if matches!(ignored, Some(Match::Ignore(_))) {
+                full.truncate(full_len);
                 continue;
             }
-            let name = name
-                .to_str()
-                .ok_or_else(|| CliError::bad_path(&full, "file name is not valid UTF-8"))?;
-            let path = format!("{dir_path}/{name}");
+            let name = std::str::from_utf8(name)
+                .map_err(|_| CliError::bad_path(full_path, "file name is not valid UTF-8"))?;
+            path.push_str(name);
             let scope = scope_of(only, &path);
             if scope == Scope::Outside {
-                continue;
-            }
-            if is_dir {
+                // Neither walked nor recorded.
+            } else if is_dir {
                 // Visited when listed (below), where a nested repository shows.
-                subdirs.push((full, path, scope));
-                continue;
+                subdirs.push((full_path.to_path_buf(), path.clone(), scope));
+            } else {
+                if crate::materialize::is_reserved_name(name) {
+                    return Err(reserved(full_path));
+                }
+                let found = match kind {
+                    Kind::Symlink => Found::Symlink,
+                    Kind::File => Found::File,
+                    _ => Found::Other,
+                };
+                let stat = match found {
+                    Found::File | Found::Symlink => Some(FileStat::of_stat(
+                        &rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                            .map_err(|e| CliError::io(full_path, e.into()))?,
+                    )),
+                    _ => None,
+                };
+                if !visit(Walked {
+                    full: full_path,
+                    path: &path,
+                    found,
+                    scope,
+                    stat,
+                })? {
+                    stopped = true;
+                    break;
+                }
             }
-            if crate::materialize::is_reserved_name(name) {
-                return Err(reserved(&full));
-            }
-            let found = match kind {
-                Kind::Symlink => Found::Symlink,
-                Kind::File => Found::File,
-                _ => Found::Other,
-            };
-            let stat = match found {
-                Found::File | Found::Symlink => Some(FileStat::of_stat(
-                    &rustix::fs::statat(&fd, name.as_bytes(), AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(|e| CliError::io(&full, e.into()))?,
-                )),
-                _ => None,
-            };
-            if !visit(Walked {
-                full: &full,
-                path: &path,
-                found,
-                scope,
-                stat,
-            })? {
-                stopped = true;
-                break;
-            }
+            full.truncate(full_len);
+            path.truncate(path_len);
         }
         if stopped {
             break;
@@ -445,6 +469,8 @@ pub fn scan(
         .index
         .filter(|ix| ix.tip.is_some() && ix.tip == ws.head());
     let mut indexed_seen = 0usize;
+    // A hidden bar (`-q`, no terminal) is not ticked per entry.
+    let shown = !progress.is_hidden();
     // Files to read: (full path, workspace path, size, mode).
     let mut to_read: Vec<(PathBuf, String, u64, u32)> = Vec::new();
     let mut bytes_to_read = 0u64;
@@ -458,17 +484,21 @@ pub fn scan(
             return Ok(true);
         }
         report.entries += 1;
-        progress.inc(1);
+        if shown {
+            progress.inc(1);
+        }
         if let Some(ix) = complete {
-            if ix.entries.contains_key(path) {
-                indexed_seen += 1;
-            }
-            if let (Found::File, Some(stat)) = (w.found, w.stat) {
-                if let Some(d) = ix.clean(path, &stat) {
+            // One look-up: counted as seen, and trusted if it is a clean file.
+            let recorded = ix.entries.get(path);
+            indexed_seen += usize::from(recorded.is_some());
+            if let (Found::File, Some(stat), Some(IndexEntry::File { stat: s, digest })) =
+                (w.found, w.stat, recorded)
+            {
+                if ix.trusted(s, &stat) {
                     report.files_skipped += 1;
                     report
                         .stats
-                        .insert(path.to_string(), Seen::File(stat, Some(d.clone())));
+                        .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
                     return Ok(true);
                 }
             }

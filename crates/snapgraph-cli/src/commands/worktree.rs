@@ -182,7 +182,7 @@ pub(super) fn commit(
     };
     if !allow_empty {
         if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
-            index_entries(&probe, tip).save(&index_path)?;
+            index_entries(&probe, tip).save_after(&index_path, index.as_ref())?;
             return nothing_to_commit(
                 ctx,
                 &branch,
@@ -213,18 +213,20 @@ pub(super) fn commit(
     let committed = wd.repo.commit(&mut ws, &branch, options);
     pb.finish_and_clear();
     let committed = committed?;
-    index_entries(&ws, Some(committed.id)).save(&index_path)?;
+    // The previous tip's trees are in the skeleton: only the new ones come from the
+    // store, and they join the next skeleton, so that the next command reads none of
+    // the new tip's trees from the store. The index is saved even if the diff fails
+    // (the commit is made).
+    let diff_source = SkeletonSource::new(&skeleton, store);
+    let d = diff_of(committed.previous, committed.id, &diff_source);
+    let mut next = index_entries(&ws, Some(committed.id));
+    next.skeleton.extend(diff_source.into_read());
+    next.save_after(&index_path, index.as_ref())?;
+    let d = d?;
     if detached.is_some() {
         wd.set_head_branch(&branch)?;
     }
-    // The previous tip's trees are in the skeleton: only the new ones come from the
-    // store.
-    let d = diff_of(
-        committed.previous,
-        committed.id,
-        &SkeletonSource::new(&skeleton, store),
-    )?;
-    ctx.print(
+    let printed = ctx.print(
         json!({
             "id": committed.id.to_string(),
             "branch": branch,
@@ -253,7 +255,12 @@ pub(super) fn commit(
                 committed.bytes_written
             )
         },
-    )
+    );
+    // The process ends with the command: freeing the tree node by node costs time
+    // in proportion to the whole tree (about 2 % of a one-file commit on 1,800
+    // files), not to the change.
+    std::mem::forget(ws);
+    printed
 }
 
 fn warn_nested(nested: &[PathBuf]) {
