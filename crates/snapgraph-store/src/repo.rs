@@ -504,7 +504,12 @@ impl<S: Store> Repo<S> {
         let mut written = None;
         // Delta hints against the parent's snapshot, and an order that writes every
         // chunk hinted against another new chunk after it (a base is durable first).
-        let hints = crate::similar::bases(&self.store, commit.id(), commit.objects());
+        // Only for a store that uses them: finding them reads the parent's trees.
+        let hints = if self.store.keeps_deltas() {
+            crate::similar::bases(&self.store, commit.id(), commit.objects())
+        } else {
+            hashbrown::HashMap::new()
+        };
         let groups = write_order(commit.objects(), &hints);
         loop {
             let attempt = self
@@ -589,9 +594,15 @@ impl<S: Store> Repo<S> {
     }
 
     /// Takes a writer's lease, waiting while a collection sweeps.
+    /// The store is fenced ([`ObjectStore::fence`]) once the lease is held.
     fn lease(&self) -> Result<Lease, RepoError> {
-        Lease::acquire(&self.store, self.gc_wait)?
-            .map_err(|marker| RepoError::GcInProgress { marker })
+        let lease = Lease::acquire(&self.store, self.gc_wait)?
+            .map_err(|marker| RepoError::GcInProgress { marker })?;
+        if let Err(e) = self.store.fence() {
+            lease.release(&self.store);
+            return Err(e.into());
+        }
+        Ok(lease)
     }
 
     /// Writes the objects the store lacks, group by group and in the order given
