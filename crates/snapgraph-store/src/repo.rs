@@ -1024,7 +1024,8 @@ impl<S: Store> Repo<S> {
 /// The objects of a commit in the order to write them, in groups written one after
 /// the other: chunks, then chunks whose delta hint is another chunk of this commit
 /// (their bases are then durable before them), then everything else in dependency
-/// order. Chunks reference nothing, so any order among them keeps the store closed.
+/// order (in the first group when there is no second). Chunks reference nothing, so
+/// any order among them keeps the store closed.
 fn write_order<'a>(
     objects: &'a snapgraph::ObjectSet,
     hints: &hashbrown::HashMap<ObjectId, ObjectId>,
@@ -1039,6 +1040,13 @@ fn write_order<'a>(
             (false, _) => 2,
         };
         groups[g].push((id, b));
+    }
+    // Without late chunks, one group: a batch is durable in its order, so the
+    // chunks first and their referrers after them in one call keep the store
+    // closed too, and a turn is one `put_many` (on S3, one pack and its index).
+    if groups[1].is_empty() {
+        let rest = std::mem::take(&mut groups[2]);
+        groups[0].extend(rest);
     }
     groups.retain(|g| !g.is_empty());
     groups

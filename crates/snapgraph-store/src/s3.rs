@@ -1583,16 +1583,17 @@ impl ObjectStore for S3Store {
     }
 
     /// One request: a HEAD of `gc-epoch` when the cache was listed less than
-    /// `refresh_after` ago (a re-listing if the epoch moved), else a LIST (plus GETs
-    /// of indexes other clients wrote). The writer's `has_many` calls then answer
-    /// from the cache until `refresh_after` has passed (module docs, "Consistency").
+    /// `refresh_after` ago with the epoch read (a re-listing if the epoch moved),
+    /// else a LIST (plus GETs of indexes other clients wrote). The writer's
+    /// `has_many` calls then answer from the cache until `refresh_after` has passed
+    /// (module docs, "Consistency").
     fn fence(&self) -> Result<(), StoreError> {
         let mut cache = self.lock_cache();
         cache.fenced = None;
         match cache.listed {
             // A listing after the lease shows every earlier deletion done (see
             // the module docs), and other clients' new indexes.
-            Some(at) if at.elapsed() < self.options.refresh_after => {
+            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
                 self.current_for_presence(&mut cache)?
             }
             _ => self.relist(&mut cache, false)?,
