@@ -1093,9 +1093,11 @@ impl S3Store {
     /// [`MemoryStore`](crate::MemoryStore), one batched `get_many` per level of the
     /// graph (the core's [`CheckoutPlan`](snapgraph::graph::CheckoutPlan)), and
     /// returns it with the number of levels read. Checking out from it then costs no
-    /// request, so a checkout is the levels plus the first call's two round trips,
-    /// where [`Repo::checkout`](crate::Repo::checkout) reads tree nodes and
-    /// single-chunk files one request each.
+    /// request, so a checkout is the levels plus the first call's two round trips.
+    /// [`Repo::checkout`](crate::Repo::checkout) also reads a level per `get_many`
+    /// (one call more: the root tree node alone), but a large file's chunks a window
+    /// per call, bounding memory; this reads each level whole, holding the snapshot
+    /// in memory.
     pub fn prefetch(&self, commit: ObjectId) -> Result<(crate::MemoryStore, usize), StoreError> {
         let local = crate::MemoryStore::new();
         let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
