@@ -55,11 +55,14 @@ fn files_workspace() -> Workspace {
     ws
 }
 
+/// A fresh client of a store, and its S3 store when it has one.
+type Client = (Box<dyn Store>, Option<Arc<S3Store>>);
+
 /// One store under measurement: how to open a fresh client of it, and its S3
 /// requests (if any).
 struct Target {
     name: &'static str,
-    open: Box<dyn Fn() -> (Box<dyn Store>, Option<Arc<S3Store>>)>,
+    open: Box<dyn Fn() -> Client>,
 }
 
 fn s3_location(prefix: &str) -> S3Location {

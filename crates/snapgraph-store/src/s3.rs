@@ -904,7 +904,9 @@ impl S3Store {
             }
         }
         let (path, key_ref) = (&path, &key);
-        let got: Vec<Option<(Range<u64>, Vec<usize>, Bytes)>> =
+        /// A merged range, the asked ranges inside it, its bytes.
+        type Part = (Range<u64>, Vec<usize>, Bytes);
+        let got: Vec<Option<Part>> =
             futures::stream::iter(merged.into_iter().map(|(m, members)| async move {
                 bump(&self.tally.gets, 1);
                 match self.client.get_range(path, m.clone()).await {
