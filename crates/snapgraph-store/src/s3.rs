@@ -67,7 +67,7 @@
 //!   then written twice, harmlessly), but answers "present" only from a cache that
 //!   has seen the latest `gc-epoch`: every `delete_many` rewrites it before and after
 //!   deleting. Deletions happen only during a GC sweep, when no writer holds a lease
-//!   ([`crate::gc`]), and a writer checks its closure under a lease taken after the
+//!   ([`mod@crate::gc`]), and a writer checks its closure under a lease taken after the
 //!   sweep ended, so its HEAD sees the last epoch and its cache is re-read.
 //!
 //!   **One epoch read per lease is enough.** A writer takes its lease (at time A),

@@ -103,7 +103,7 @@ pub trait ObjectStore: Send + Sync {
 
     /// Called by a writer right after it took a lease ([`crate::gc::Lease`]), before
     /// it looks at the store. From here until the writer's lease is released no
-    /// collection deletes anything (the lease protocol, [`crate::gc`]), so a store
+    /// collection deletes anything (the lease protocol, [`mod@crate::gc`]), so a store
     /// that caches what it holds may answer "present" from what it knew at the fence
     /// instead of re-checking for deletions on every call (the S3 store reads
     /// `gc-epoch` once here rather than once per `has_many`). Default: nothing (the
