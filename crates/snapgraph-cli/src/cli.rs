@@ -30,10 +30,11 @@ pub enum Command {
     Init {
         /// Where.
         dir: Option<PathBuf>,
-        /// The store: `sqlite:PATH`, `dir:PATH`, `postgres://...` or
-        /// `cache:LOCAL|REMOTE` (a remote store read through a local cache, e.g.
-        /// `cache:sqlite:cache.db|postgres://...`) (default: a SQLite file in
-        /// `.snapgraph/`).
+        /// The store: `sqlite:PATH`, `dir:PATH`, `postgres://...`,
+        /// `s3://BUCKET/PREFIX?endpoint=URL&region=NAME` (credentials from the AWS
+        /// environment variables or ~/.aws) or `cache:LOCAL|REMOTE` (a remote store
+        /// read through a local cache, e.g. `cache:sqlite:cache.db|postgres://...`)
+        /// (default: a SQLite file in `.snapgraph/`).
         #[arg(long, value_name = "URL")]
         store: Option<String>,
         /// Create it even inside another repository (a nested one).

@@ -188,8 +188,8 @@ pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initiali
     // Check the URL before creating anything.
     if !known_url(&configured) {
         return Err(CliError::Usage(format!(
-            "bad store URL {:?}: expected sqlite:PATH, dir:PATH, postgres://... or \
-             cache:LOCAL|REMOTE",
+            "bad store URL {:?}: expected sqlite:PATH, dir:PATH, postgres://..., \
+             s3://BUCKET/PREFIX?endpoint=... or cache:LOCAL|REMOTE",
             crate::secrets::redact(&configured)
         )));
     }
@@ -237,6 +237,7 @@ fn known_url(url: &str) -> bool {
         || url.starts_with("dir:")
         || url.starts_with("postgres://")
         || url.starts_with("postgresql://")
+        || url.starts_with("s3://")
         || url == "memory:"
 }
 

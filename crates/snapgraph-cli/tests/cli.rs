@@ -665,6 +665,52 @@ fn a_repository_on_postgres() {
     assert_eq!(std::fs::read(to.join("notes.txt")).unwrap(), b"edited");
 }
 
+/// A repository in an S3 bucket (`init --store s3://BUCKET/PREFIX?endpoint=…`, the
+/// test server of `scripts/s3`, credentials from the AWS environment variables):
+/// committed to, verified, and checked out by a second repository on the same URL.
+#[test]
+#[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
+fn a_repository_in_an_s3_bucket() {
+    let base = std::env::var("SNAPGRAPH_S3_URL").expect(
+        "SNAPGRAPH_S3_URL is unset: run `eval \"$(scripts/s3)\"` (or scripts/test), or build the tests with SNAPGRAPH_SKIP_S3=1 to skip them",
+    );
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let (head, query) = base.split_once('?').unwrap_or((&base, ""));
+    let url = format!(
+        "{}/cli-{}-{nanos}?{query}",
+        head.trim_end_matches('/'),
+        std::process::id()
+    );
+    let a = tempfile::tempdir().unwrap();
+    ok(a.path(), &["init", "--store", &url]);
+    write(a.path(), "notes.txt", b"in the bucket");
+    write(a.path(), "big.bin", &pseudo_random(300_000, 4));
+    let first = commit_id(&ok(a.path(), &["commit", "-m", "one"]));
+    write(a.path(), "notes.txt", b"edited");
+    let second = commit_id(&ok(a.path(), &["commit", "-m", "two"]));
+    assert_eq!(json(a.path(), &["log"]).as_array().unwrap().len(), 2);
+    assert_eq!(json(a.path(), &["verify", "--read-data"])["clean"], true);
+    let b = tempfile::tempdir().unwrap();
+    ok(b.path(), &["init", "--store", &url]);
+    let log = json(b.path(), &["log", "main"]);
+    assert_eq!(log[0]["id"], second.as_str());
+    assert_eq!(log[1]["id"], first.as_str());
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("restored");
+    ok(
+        b.path(),
+        &["checkout", "main", "--to", to.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(to.join("notes.txt")).unwrap(), b"edited");
+    assert_eq!(
+        std::fs::read(to.join("big.bin")).unwrap(),
+        pseudo_random(300_000, 4)
+    );
+}
+
 /// A repository on PostgreSQL read through a local SQLite cache
 /// (`cache:sqlite:cache.db|postgres://…`): the relative cache path is made absolute
 /// in the config, the remote's password (if the test server has a password role)

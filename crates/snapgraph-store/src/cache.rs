@@ -273,6 +273,35 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
         self.local.put_many(objects)
     }
 
+    /// Hints go to both stores: each encodes against a base it holds.
+    fn put_many_with_bases(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(), StoreError> {
+        self.remote
+            .put_many_with_bases(objects, bases)
+            .map_err(|e| remote_err("put_many", e))?;
+        self.local.put_many_with_bases(objects, bases)
+    }
+
+    fn keeps_deltas(&self) -> bool {
+        self.remote.keeps_deltas() || self.local.keeps_deltas()
+    }
+
+    /// `has_many` answers from the remote: the fence is the remote's.
+    fn fence(&self) -> Result<(), StoreError> {
+        self.remote.fence().map_err(|e| remote_err("fence", e))
+    }
+
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        let remote = self
+            .remote
+            .remove_orphans()
+            .map_err(|e| remote_err("remove_orphans", e))?;
+        Ok(remote + self.local.remove_orphans()?)
+    }
+
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         {
             let mut pending = self.pending();

@@ -140,6 +140,17 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         );
         self.inner.put_many_with_bases(objects, bases)
     }
+    fn keeps_deltas(&self) -> bool {
+        self.inner.keeps_deltas()
+    }
+    fn fence(&self) -> Result<(), StoreError> {
+        self.add(OTHER, 1);
+        self.inner.fence()
+    }
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        self.add(OTHER, 1);
+        self.inner.remove_orphans()
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.delete_many(ids)

@@ -194,6 +194,16 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
             self.inner.put_many_with_bases(objects, bases)
         })
     }
+    fn keeps_deltas(&self) -> bool {
+        self.inner.keeps_deltas()
+    }
+    // Neither is counted: fault plans number the calls of the operations they tear.
+    fn fence(&self) -> Result<(), StoreError> {
+        self.inner.fence()
+    }
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        self.inner.remove_orphans()
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         let half = || self.inner.delete_many(&ids[..ids.len() / 2]);
         self.call("delete_many", true, half, || self.inner.delete_many(ids))

@@ -28,6 +28,19 @@
 //! they reference (so a collector killed midway still leaves every held object's
 //! closure complete). Then it ends the sweep.
 //!
+//! **Progress.** A sweep makes every writer holding a lease start over, and a
+//! writer waiting for a sweep to end sleeps between looks: against a collector
+//! that starts its next run as soon as one ends, a writer could lose every time.
+//! So a writer that finds a sweep running records that it waits
+//! (`snapgraph/wait/ID`, allowed during a sweep: it grants nothing) and turns it
+//! into its lease `snapgraph/lease/ID` in the same atomic update that takes the
+//! lease. Before announcing a sweep, a collector waits (within its lease wait)
+//! until every ID it saw as a lease or a wait has gone, that is, until those
+//! writers published or gave up; writers that come later are let through by the
+//! next run, so neither side can starve the other. A waiter killed while waiting
+//! leaves its ref, which costs each collection its lease wait until
+//! [`break_leases`] removes it.
+//!
 //! Why it is safe: every object a writer relies on is either reachable from a ref
 //! or was seen present by a writer holding a lease; a sweep deletes only after all
 //! leases are gone, and every lease holder that overlapped a sweep fails to publish
@@ -64,6 +77,9 @@ pub const GC_TOKEN: &str = "snapgraph/gc";
 pub const GC_SWEEP: &str = "snapgraph/gc-sweep";
 /// Prefix of writers' leases.
 pub const LEASES: &str = "snapgraph/lease/";
+/// Prefix of writers waiting for a sweep to end before they take a lease (the
+/// lease gets the same id).
+pub const WAITERS: &str = "snapgraph/wait/";
 
 /// Why a collection stopped. The store is consistent after any of them.
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +142,10 @@ pub struct GcReport {
     pub hollow: usize,
     /// Hollow records dropped because their commit is gone.
     pub hollow_records_dropped: usize,
+    /// Bytes of storage that held nothing an id names, removed
+    /// ([`ObjectStore::remove_orphans`]: an S3 pack whose writer died before its
+    /// index).
+    pub orphan_bytes: u64,
 }
 
 /// [`collect_with`] keeping `pins` and waiting up to a minute for leases.
@@ -167,6 +187,12 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
         &mut met,
     )?;
 
+    // Writers holding a lease or waiting for one finish first (within the wait):
+    // a sweep would make them start over, and a collector that loops could do so
+    // for ever. Writers that come later are let through by the next collection.
+    let deadline = Instant::now() + options.lease_wait;
+    let_writers_through(store, deadline)?;
+
     // Phase 2: announce the sweep; from here no lease is granted, nothing published.
     let marker = new_token(token);
     match store.update_refs(
@@ -196,14 +222,7 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
             return Err(e.into());
         }
     }
-    let result = sweep(
-        store,
-        &before,
-        &mut seen,
-        &mut met,
-        &mut report,
-        options.lease_wait,
-    );
+    let result = sweep(store, &before, &mut seen, &mut met, &mut report, deadline);
     // End the sweep even if it failed, so writers are not left waiting.
     let end = end_sweep(store, marker);
     result?;
@@ -260,6 +279,33 @@ fn end_sweep(store: &dyn Store, marker: ObjectId) -> Result<(), StoreError> {
     end
 }
 
+/// Waits until every writer holding a lease or waiting for one now has released
+/// it (published, or given up), or until `deadline`; later writers are not waited
+/// for, so a stream of writers cannot hold a collection off. Nothing here is
+/// needed for safety (the sweep still waits for every lease), only for progress.
+fn let_writers_through(store: &dyn RefStore, deadline: Instant) -> Result<(), StoreError> {
+    let ids = || -> Result<HashSet<String>, StoreError> {
+        let mut ids = HashSet::new();
+        for prefix in [LEASES, WAITERS] {
+            for (name, _) in store.list_refs(prefix)? {
+                ids.insert(name[prefix.len()..].to_string());
+            }
+        }
+        Ok(ids)
+    };
+    let first = ids()?;
+    let mut pause = Duration::from_millis(2);
+    while !first.is_empty() && Instant::now() < deadline {
+        let now = ids()?;
+        if first.iter().all(|id| !now.contains(id)) {
+            break;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
 fn user_refs(refs: Vec<(String, ObjectId)>) -> Vec<(String, ObjectId)> {
     refs.into_iter()
         .filter(|(n, _)| !n.starts_with(RESERVED))
@@ -276,10 +322,9 @@ fn sweep(
     seen: &mut Marked,
     met: &mut Vec<ObjectId>,
     report: &mut GcReport,
-    lease_wait: Duration,
+    deadline: Instant,
 ) -> Result<(), GcError> {
     // Wait for every writer that got a lease before the sweep began.
-    let start = Instant::now();
     let mut pause = Duration::from_millis(2);
     loop {
         let leases: Vec<String> = store
@@ -290,7 +335,7 @@ fn sweep(
         if leases.is_empty() {
             break;
         }
-        if start.elapsed() >= lease_wait {
+        if Instant::now() >= deadline {
             return Err(GcError::LeasesHeld { leases });
         }
         std::thread::sleep(pause);
@@ -361,6 +406,8 @@ fn sweep(
         store.delete_many(batch)?;
     }
     report.deleted = ordered;
+    // Nobody writes now: what no index names and its writer left long ago can go.
+    report.orphan_bytes = store.remove_orphans()?;
     // Records of commits no longer held (deleted now, or never written by a sync
     // that stopped), after the objects: a record without its commit is harmless,
     // a commit without its snapshot and without a record would be damage.
@@ -472,19 +519,28 @@ impl Lease {
     ) -> Result<Result<Self, ObjectId>, StoreError> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
+        // One id from the wait to the lease: a collector lets both through.
+        let value = new_token(None);
+        let name = format!("{LEASES}{value}");
+        let waiter = format!("{WAITERS}{value}");
+        let mut waiting = false;
         loop {
             let token = store.get_ref(GC_TOKEN)?;
-            let value = new_token(token);
-            let name = format!("{LEASES}{value}");
-            match store.update_refs(
-                &[
-                    RefUpdate::new(name.clone(), None, Some(value)),
-                    RefUpdate::guard(GC_TOKEN, token),
-                    RefUpdate::guard(GC_SWEEP, None),
-                ],
-                "lease",
-            ) {
+            let mut updates = vec![
+                RefUpdate::new(name.clone(), None, Some(value)),
+                RefUpdate::guard(GC_TOKEN, token),
+                RefUpdate::guard(GC_SWEEP, None),
+            ];
+            if waiting {
+                updates.push(RefUpdate::new(waiter.clone(), Some(value), None));
+            }
+            match store.update_refs(&updates, "lease") {
                 Ok(()) => return Ok(Ok(Self { name, value, token })),
+                // Our wait was broken by hand (`break_leases`): take the lease alone.
+                Err(StoreError::RefConflict { name: n, .. }) if n == waiter => {
+                    waiting = false;
+                    continue;
+                }
                 Err(StoreError::RefConflict { .. }) => {}
                 Err(e) => {
                     // The write may have landed with its reply lost: take the lease
@@ -493,12 +549,33 @@ impl Lease {
                         &[RefUpdate::new(name, Some(value), None)],
                         "lease not taken",
                     );
+                    if waiting {
+                        end_wait(store, &waiter, value);
+                    }
                     return Err(e);
                 }
             }
             match store.get_ref(GC_SWEEP)? {
-                Some(marker) if start.elapsed() >= wait => return Ok(Err(marker)),
+                Some(marker) if start.elapsed() >= wait => {
+                    if waiting {
+                        end_wait(store, &waiter, value);
+                    }
+                    return Ok(Err(marker));
+                }
                 Some(_) => {
+                    if !waiting {
+                        // Say that we wait: the next collection lets us through
+                        // before it sweeps again (else a collector that loops could
+                        // start each sweep before we wake up, for ever).
+                        if let Err(e) = store.update_refs(
+                            &[RefUpdate::new(waiter.clone(), None, Some(value))],
+                            "wait for the sweep",
+                        ) {
+                            end_wait(store, &waiter, value); // its reply may be lost
+                            return Err(e);
+                        }
+                        waiting = true;
+                    }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(500));
                 }
@@ -533,9 +610,22 @@ impl Lease {
     }
 }
 
-/// Deletes every lease. Only when no writer runs: a live writer would then publish
-/// objects a collection may be deleting.
+/// Removes a writer's wait (best effort: one left behind only slows collections
+/// down until [`break_leases`]).
+fn end_wait(store: &dyn RefStore, waiter: &str, value: ObjectId) {
+    let _ = store.update_refs(&[RefUpdate::new(waiter, Some(value), None)], "wait ends");
+}
+
+/// Deletes every lease (and every writer's wait for one). Only when no writer
+/// runs: a live writer would then publish objects a collection may be deleting.
+/// Returns the leases deleted.
 pub fn break_leases(store: &dyn RefStore) -> Result<usize, StoreError> {
+    for (name, id) in store.list_refs(WAITERS)? {
+        match store.delete_ref(&name, id, "wait broken by hand") {
+            Ok(()) | Err(StoreError::RefConflict { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let leases = store.list_refs(LEASES)?;
     for (name, id) in &leases {
         match store.delete_ref(name, *id, "lease broken by hand") {

@@ -970,6 +970,10 @@ impl ObjectStore for PgStore {
         self.put_many_with_bases(objects, &[])
     }
 
+    fn keeps_deltas(&self) -> bool {
+        true
+    }
+
     fn put_many_with_bases(
         &self,
         objects: &[(ObjectId, &[u8])],

@@ -42,8 +42,8 @@ pub fn check_batch(updates: &[RefUpdate]) -> Result<(), StoreError> {
 }
 
 /// Whether moves of `name` go to the reflog: every ref's do, except writers'
-/// leases (`snapgraph/lease/…`), which come and go with every commit and would
-/// otherwise add two rows per commit.
+/// leases (`snapgraph/lease/…`) and waits for one (`snapgraph/wait/…`), which come
+/// and go with commits and would otherwise add rows to every commit.
 pub fn logged(name: &str) -> bool {
-    !name.starts_with(crate::gc::LEASES)
+    !name.starts_with(crate::gc::LEASES) && !name.starts_with(crate::gc::WAITERS)
 }

@@ -504,7 +504,12 @@ impl<S: Store> Repo<S> {
         let mut written = None;
         // Delta hints against the parent's snapshot, and an order that writes every
         // chunk hinted against another new chunk after it (a base is durable first).
-        let hints = crate::similar::bases(&self.store, commit.id(), commit.objects());
+        // Only for a store that uses them: finding them reads the parent's trees.
+        let hints = if self.store.keeps_deltas() {
+            crate::similar::bases(&self.store, commit.id(), commit.objects())
+        } else {
+            hashbrown::HashMap::new()
+        };
         let groups = write_order(commit.objects(), &hints);
         loop {
             let attempt = self
@@ -589,9 +594,15 @@ impl<S: Store> Repo<S> {
     }
 
     /// Takes a writer's lease, waiting while a collection sweeps.
+    /// The store is fenced ([`ObjectStore::fence`]) once the lease is held.
     fn lease(&self) -> Result<Lease, RepoError> {
-        Lease::acquire(&self.store, self.gc_wait)?
-            .map_err(|marker| RepoError::GcInProgress { marker })
+        let lease = Lease::acquire(&self.store, self.gc_wait)?
+            .map_err(|marker| RepoError::GcInProgress { marker })?;
+        if let Err(e) = self.store.fence() {
+            lease.release(&self.store);
+            return Err(e.into());
+        }
+        Ok(lease)
     }
 
     /// Writes the objects the store lacks, group by group and in the order given
@@ -1013,7 +1024,8 @@ impl<S: Store> Repo<S> {
 /// The objects of a commit in the order to write them, in groups written one after
 /// the other: chunks, then chunks whose delta hint is another chunk of this commit
 /// (their bases are then durable before them), then everything else in dependency
-/// order. Chunks reference nothing, so any order among them keeps the store closed.
+/// order (in the first group when there is no second). Chunks reference nothing, so
+/// any order among them keeps the store closed.
 fn write_order<'a>(
     objects: &'a snapgraph::ObjectSet,
     hints: &hashbrown::HashMap<ObjectId, ObjectId>,
@@ -1028,6 +1040,13 @@ fn write_order<'a>(
             (false, _) => 2,
         };
         groups[g].push((id, b));
+    }
+    // Without late chunks, one group: a batch is durable in its order, so the
+    // chunks first and their referrers after them in one call keep the store
+    // closed too, and a turn is one `put_many` (on S3, one pack and its index).
+    if groups[1].is_empty() {
+        let rest = std::mem::take(&mut groups[2]);
+        groups[0].extend(rest);
     }
     groups.retain(|g| !g.is_empty());
     groups

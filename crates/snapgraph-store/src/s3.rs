@@ -30,18 +30,25 @@
 //! A pack is visible once its index is: [`ObjectStore::put_many`] writes the pack,
 //! then its index, so a crash leaves at worst an unindexed pack (bytes, never a
 //! dangling entry). Packs and indexes are immutable; a deletion writes a new index or
-//! a new pack and removes the old one.
+//! a new pack and removes the old one. An unindexed pack left by a writer that died
+//! is removed by a collection's sweep once older than [`S3Options::orphan_grace`]
+//! ([`ObjectStore::remove_orphans`]).
 //!
 //! # Costs
 //!
 //! - **Commit:** one `put_many` is one PUT of a pack and one of its index per 64 MiB
 //!   (packs are bounded by [`S3Options::pack_limit`]); `has_many` answers from the
-//!   cached indexes, with a LIST only on a store's first call and then when the cache
-//!   is older than [`S3Options::refresh_after`], and a HEAD of `gc-epoch` when it
-//!   would answer "present" (see below). A per-turn commit through
-//!   [`Repo`](crate::Repo) with refs in PostgreSQL is two S3 requests; with refs in
-//!   the bucket each ref update adds one PUT (and a GET when the cached `refs` is
-//!   stale) and each ref read one GET.
+//!   cached indexes. A writer's lease is followed by one request, the
+//!   [fence](ObjectStore::fence) (see below): a HEAD of `gc-epoch`, or a LIST of the
+//!   indexes when the last listing is older than [`S3Options::refresh_after`] (then
+//!   objects other clients wrote are found, not written twice). Without a fence,
+//!   `has_many` lists when it would answer "absent" from a listing older than that,
+//!   and costs a HEAD when it would answer "present". The store
+//!   keeps no deltas ([`ObjectStore::keeps_deltas`] is false), so
+//!   [`Repo`](crate::Repo) reads no parent trees for delta hints. A per-turn commit
+//!   through [`Repo`](crate::Repo) with refs in PostgreSQL is three S3 requests (the
+//!   fence's HEAD, a pack, its index); with refs in the bucket each ref update adds
+//!   one PUT (and a GET when the cached `refs` is stale) and each ref read one GET.
 //! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
 //!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
 //!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
@@ -60,8 +67,28 @@
 //!   then written twice, harmlessly), but answers "present" only from a cache that
 //!   has seen the latest `gc-epoch`: every `delete_many` rewrites it before and after
 //!   deleting. Deletions happen only during a GC sweep, when no writer holds a lease
-//!   ([`crate::gc`]), and a writer checks its closure under a lease taken after the
-//!   sweep ended, so its HEAD sees the last epoch and its cache is re-read. A reader
+//!   ([`mod@crate::gc`]), and a writer checks its closure under a lease taken after the
+//!   sweep ended, so its HEAD sees the last epoch and its cache is re-read.
+//!
+//!   **One epoch read per lease is enough.** A writer takes its lease (at time A),
+//!   then fences the store ([`ObjectStore::fence`]: a HEAD of `gc-epoch` after A,
+//!   re-listing if it moved, or a fresh listing: one made after A shows every
+//!   deletion before A done, since a deletion's tombstone and index rewrites all
+//!   happen inside its sweep), then asks `has_many` and publishes, releasing the lease
+//!   (at R). A sweep deletes only while no lease is held, so every deletion D is
+//!   before A or after R. One before A: the sweep that made it ended before A (a
+//!   lease cannot be created while the sweep marker exists, and the marker goes
+//!   after the deletions and the epoch's second rewrite), so the fence's HEAD, after
+//!   A, sees its epoch and re-reads the indexes. One after R cannot matter to this
+//!   commit. A sweep that begins inside [A, R] waits for the lease (or gives up,
+//!   deleting nothing) and makes the writer's guarded publish fail, so the writer
+//!   starts over under a new lease and a new fence. Hence the `has_many` calls
+//!   between the fence and R answer "present" from the fenced cache without a HEAD
+//!   each. The fence is trusted for `refresh_after` at most (a long commit pays a
+//!   HEAD again; a caller that holds no lease, which has no protection from a
+//!   concurrent collector anyway, sees deletions at most that late). A time stamp
+//!   alone could not replace the fence: a cache checked shortly *before* A may
+//!   predate a sweep that ended just before A. A reader
 //!   whose cached index names a pack a repack removed gets 404, re-reads the indexes
 //!   and retries; its `get_many` may still return an unreachable object's verified
 //!   bytes from a stale cache until the pack itself is gone.
@@ -159,6 +186,10 @@ pub struct S3Options {
     pub retry_timeout: Duration,
     /// Requests in flight at once (16).
     pub concurrency: usize,
+    /// Age after which a pack no index names (its writer died between the pack and
+    /// the index) is removed by a collection's sweep (15 minutes: longer than any
+    /// writer takes from a pack's upload to its index's).
+    pub orphan_grace: Duration,
 }
 
 impl Default for S3Options {
@@ -171,6 +202,7 @@ impl Default for S3Options {
             retries: 3,
             retry_timeout: Duration::from_secs(10),
             concurrency: 16,
+            orphan_grace: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -338,6 +370,9 @@ struct Cache {
     indexes: HashMap<String, Arc<Index>>,
     tombs: HashMap<String, Arc<Tomb>>,
     objects: HashMap<ObjectId, Loc>,
+    /// When a writer last fenced the store ([`ObjectStore::fence`]) with this cache
+    /// current: until `refresh_after` later, "present" needs no `gc-epoch` read.
+    fenced: Option<Instant>,
 }
 
 impl Cache {
@@ -617,6 +652,23 @@ impl S3Store {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Makes sure `cache` has seen the last deletion before it answers "present":
+    /// nothing to do within a writer's fence, else a HEAD of `gc-epoch` (and a
+    /// re-listing if it moved).
+    fn current_for_presence(&self, cache: &mut Cache) -> Result<(), StoreError> {
+        if cache
+            .fenced
+            .is_some_and(|at| at.elapsed() < self.options.refresh_after)
+        {
+            return Ok(());
+        }
+        let epoch = self.epoch()?;
+        if cache.epoch.as_ref() != Some(&epoch) {
+            self.refresh(cache)?;
+        }
+        Ok(())
+    }
+
     fn get_key(&self, key: &str) -> Result<Option<(Bytes, UpdateVersion)>, StoreError> {
         let path = self.path(key);
         bump(&self.tally.gets, 1);
@@ -710,9 +762,22 @@ impl S3Store {
     /// Re-lists the indexes and tombstones, reading the new ones and forgetting the
     /// vanished ones.
     fn refresh(&self, cache: &mut Cache) -> Result<(), StoreError> {
+        self.relist(cache, true)
+    }
+
+    /// [`refresh`](Self::refresh), reading `gc-epoch` beside the listing only
+    /// `with_epoch` (else the cache's epoch is unknown: the next "present" without a
+    /// fence re-lists).
+    fn relist(&self, cache: &mut Cache, with_epoch: bool) -> Result<(), StoreError> {
         let meta = self.path("meta");
         let (epoch, keys) = self.run(async {
-            let epoch = async { Ok::<_, StoreError>(self.epoch_async().await) };
+            let epoch = async {
+                if with_epoch {
+                    Ok::<_, StoreError>(self.epoch_async().await.map(Some))
+                } else {
+                    Ok(Ok(None))
+                }
+            };
             let list = async {
                 let metas: Vec<object_store::ObjectMeta> = self
                     .client
@@ -783,7 +848,7 @@ impl S3Store {
             }
         }
         cache.rebuild();
-        cache.epoch = Some(epoch);
+        cache.epoch = epoch;
         cache.listed = Some(Instant::now());
         Ok(())
     }
@@ -839,7 +904,9 @@ impl S3Store {
             }
         }
         let (path, key_ref) = (&path, &key);
-        let got: Vec<Option<(Range<u64>, Vec<usize>, Bytes)>> =
+        /// A merged range, the asked ranges inside it, its bytes.
+        type Part = (Range<u64>, Vec<usize>, Bytes);
+        let got: Vec<Option<Part>> =
             futures::stream::iter(merged.into_iter().map(|(m, members)| async move {
                 bump(&self.tally.gets, 1);
                 match self.client.get_range(path, m.clone()).await {
@@ -1028,9 +1095,11 @@ impl S3Store {
     /// [`MemoryStore`](crate::MemoryStore), one batched `get_many` per level of the
     /// graph (the core's [`CheckoutPlan`](snapgraph::graph::CheckoutPlan)), and
     /// returns it with the number of levels read. Checking out from it then costs no
-    /// request, so a checkout is the levels plus the first call's two round trips,
-    /// where [`Repo::checkout`](crate::Repo::checkout) reads tree nodes and
-    /// single-chunk files one request each.
+    /// request, so a checkout is the levels plus the first call's two round trips.
+    /// [`Repo::checkout`](crate::Repo::checkout) also reads a level per `get_many`
+    /// (one call more: the root tree node alone), but a large file's chunks a window
+    /// per call, bounding memory; this reads each level whole, holding the snapshot
+    /// in memory.
     pub fn prefetch(&self, commit: ObjectId) -> Result<(crate::MemoryStore, usize), StoreError> {
         let local = crate::MemoryStore::new();
         let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
@@ -1418,14 +1487,15 @@ impl ObjectStore for S3Store {
             Some(at) => {
                 let present = ids.iter().any(|id| cache.objects.contains_key(id));
                 let absent = ids.iter().any(|id| !cache.objects.contains_key(id));
-                if absent && at.elapsed() >= self.options.refresh_after {
+                // Within a fence, the fence's listing stands for "absent" too.
+                let fenced = cache
+                    .fenced
+                    .is_some_and(|f| f.elapsed() < self.options.refresh_after);
+                if absent && !fenced && at.elapsed() >= self.options.refresh_after {
                     self.refresh(&mut cache)?;
                 } else if present {
                     // "Present" only from a cache that has seen the last deletion.
-                    let epoch = self.epoch()?;
-                    if cache.epoch.as_ref() != Some(&epoch) {
-                        self.refresh(&mut cache)?;
-                    }
+                    self.current_for_presence(&mut cache)?;
                 }
             }
         }
@@ -1440,10 +1510,7 @@ impl ObjectStore for S3Store {
         let mut cache = self.lock_cache();
         // Skipping an object the cache names is safe only if no deletion came since.
         if cache.listed.is_some() && objects.iter().any(|(id, _)| cache.objects.contains_key(id)) {
-            let epoch = self.epoch()?;
-            if cache.epoch.as_ref() != Some(&epoch) {
-                self.refresh(&mut cache)?;
-            }
+            self.current_for_presence(&mut cache)?;
         }
         let mut seen = HashSet::new();
         let fresh: Vec<&(ObjectId, &[u8])> = objects
@@ -1517,6 +1584,62 @@ impl ObjectStore for S3Store {
         self.bump_epoch()?;
         cache.epoch = Some(self.epoch()?);
         Ok(())
+    }
+
+    /// One request: a HEAD of `gc-epoch` when the cache was listed less than
+    /// `refresh_after` ago with the epoch read (a re-listing if the epoch moved),
+    /// else a LIST (plus GETs of indexes other clients wrote). The writer's
+    /// `has_many` calls then answer from the cache until `refresh_after` has passed
+    /// (module docs, "Consistency").
+    fn fence(&self) -> Result<(), StoreError> {
+        let mut cache = self.lock_cache();
+        cache.fenced = None;
+        match cache.listed {
+            // A listing after the lease shows every earlier deletion done (see
+            // the module docs), and other clients' new indexes.
+            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
+                self.current_for_presence(&mut cache)?
+            }
+            _ => self.relist(&mut cache, false)?,
+        }
+        cache.fenced = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Packs no index names, older than [`S3Options::orphan_grace`]: written by a
+    /// writer that died before their index. Called by a sweep (no lease held, so
+    /// no writer of the protocol is between a pack and its index); the grace
+    /// covers writers outside it.
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        let mut cache = self.lock_cache();
+        self.refresh(&mut cache)?;
+        let indexed: HashSet<String> = cache.indexes.values().map(|i| pack_key(&i.pack)).collect();
+        drop(cache);
+        let packs = self.path("packs");
+        let metas: Vec<object_store::ObjectMeta> = self
+            .run(self.client.list(Some(&packs)).try_collect())
+            .map_err(|e| self.err("packs/", e))?;
+        bump(
+            &self.tally.lists,
+            1 + metas.len().saturating_sub(1) as u64 / 1000,
+        );
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let grace_ms = self.options.orphan_grace.as_millis() as i64;
+        let mut freed = 0;
+        for m in metas {
+            let full = m.location.as_ref();
+            let Some(key) = full.strip_prefix(&self.prefix) else {
+                continue;
+            };
+            let old_enough = now_ms.saturating_sub(m.last_modified.timestamp_millis()) >= grace_ms;
+            if key.ends_with(".pack") && !indexed.contains(key) && old_enough {
+                self.delete_key(key)?;
+                freed += m.size;
+            }
+        }
+        Ok(freed)
     }
 
     fn for_each_id(

@@ -430,6 +430,10 @@ impl ObjectStore for SqliteStore {
         self.put_many_with_bases(objects, &[])
     }
 
+    fn keeps_deltas(&self) -> bool {
+        true
+    }
+
     fn put_many_with_bases(
         &self,
         objects: &[(ObjectId, &[u8])],

@@ -92,6 +92,35 @@ pub trait ObjectStore: Send + Sync {
         self.put_many(objects)
     }
 
+    /// Whether [`put_many_with_bases`](Self::put_many_with_bases) uses its hints
+    /// (the store keeps deltas, FORMAT.md section 12). Callers compute hints only
+    /// then: finding them reads the parent's trees, cheap next to a local store,
+    /// one request per tree node through a remote one that ignores them (S3).
+    /// Default: false. Wrappers answer for what they wrap.
+    fn keeps_deltas(&self) -> bool {
+        false
+    }
+
+    /// Called by a writer right after it took a lease ([`crate::gc::Lease`]), before
+    /// it looks at the store. From here until the writer's lease is released no
+    /// collection deletes anything (the lease protocol, [`mod@crate::gc`]), so a store
+    /// that caches what it holds may answer "present" from what it knew at the fence
+    /// instead of re-checking for deletions on every call (the S3 store reads
+    /// `gc-epoch` once here rather than once per `has_many`). Default: nothing (the
+    /// store answers from its backend every time). Wrappers forward it.
+    fn fence(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Called by [`gc`](crate::gc()) while it sweeps, once no writer holds a lease:
+    /// removes storage that holds nothing an id names and that no writer can still
+    /// complete (the S3 store: a pack whose index was never written, by a writer
+    /// that died, once older than its grace). Returns the bytes freed. Default:
+    /// nothing of the kind (0).
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
     /// Deletes objects; absent ones are ignored. A caller deleting a delta's base
     /// deletes the delta first or in the same call ([`gc`](crate::gc()) does).
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError>;
@@ -203,6 +232,15 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
         bases: &[Option<ObjectId>],
     ) -> Result<(), StoreError> {
         self.objects.put_many_with_bases(objects, bases)
+    }
+    fn keeps_deltas(&self) -> bool {
+        self.objects.keeps_deltas()
+    }
+    fn fence(&self) -> Result<(), StoreError> {
+        self.objects.fence()
+    }
+    fn remove_orphans(&self) -> Result<u64, StoreError> {
+        self.objects.remove_orphans()
     }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.objects.delete_many(ids)
@@ -392,6 +430,15 @@ macro_rules! forward_store {
                 bases: &[Option<ObjectId>],
             ) -> Result<(), StoreError> {
                 (**self).put_many_with_bases(objects, bases)
+            }
+            fn keeps_deltas(&self) -> bool {
+                (**self).keeps_deltas()
+            }
+            fn fence(&self) -> Result<(), StoreError> {
+                (**self).fence()
+            }
+            fn remove_orphans(&self) -> Result<u64, StoreError> {
+                (**self).remove_orphans()
             }
             fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
                 (**self).delete_many(ids)

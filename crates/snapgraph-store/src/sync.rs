@@ -234,6 +234,10 @@ pub fn sync_with(
         let lease = Lease::acquire(dst, options.gc_wait)
             .map_err(dst_err)?
             .map_err(|marker| SyncError::GcInProgress { marker })?;
+        if let Err(e) = dst.fence() {
+            lease.release(dst);
+            return Err(dst_err(e));
+        }
         match attempt(src, dst, name, tip, options, &lease) {
             Ok(report) => return Ok(report),
             // A collection of the destination began sweeping: what we relied on
