@@ -63,6 +63,16 @@ impl ObjectSource for Owning {
     }
 }
 
+/// Checks `id` out of `source` into a new workspace on one thread.
+fn checkout_one<S: ObjectSource>(id: ObjectId, source: &S) {
+    let mut ws = Workspace::new();
+    ws.set_parallelism(1);
+    let restore = ws
+        .checkout(id, source, CheckoutPolicy::default())
+        .expect("checkout");
+    black_box((&restore, &ws));
+}
+
 /// The fixtures of the figures that must not get worse; `measure` says whether to run
 /// the measured step after building them.
 fn unchanged_figures(mode: &str, measure: bool) {
@@ -81,12 +91,7 @@ fn unchanged_figures(mode: &str, measure: bool) {
         "small_checkout" => {
             let t = common::Turns::new(2_000, 0);
             if measure {
-                let mut ws = Workspace::new();
-                ws.set_parallelism(1);
-                let restore = ws
-                    .checkout(t.head, &t.store, CheckoutPolicy::default())
-                    .expect("checkout");
-                black_box((&restore, &ws));
+                checkout_one(t.head, &t.store);
             }
             black_box(&t.store);
         }
@@ -171,26 +176,14 @@ fn main() {
             let (id, c) = commit(data, None);
             let store: HashMap<ObjectId, Vec<u8>> = c.into_objects().into_iter().collect();
             if mode == "checkout" {
-                let mut ws = Workspace::new();
-                ws.set_parallelism(1);
-                let restore = ws
-                    .checkout(id, &store, CheckoutPolicy::default())
-                    .expect("checkout");
-                black_box(&restore);
-                black_box(&ws);
+                checkout_one(id, &store);
             }
             black_box(&store);
         }
         "checkout_owned" => {
             let (id, c) = commit(data, None);
             let store = Owning(RefCell::new(c.into_objects().into_iter().collect()));
-            let mut ws = Workspace::new();
-            ws.set_parallelism(1);
-            let restore = ws
-                .checkout(id, &store, CheckoutPolicy::default())
-                .expect("checkout");
-            black_box(&restore);
-            black_box(&ws);
+            checkout_one(id, &store);
             black_box(&store);
         }
         "turns" | "small_checkout" | "diff" | "edit16" => unchanged_figures(&mode, true),
