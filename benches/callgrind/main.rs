@@ -16,19 +16,117 @@
 //! - `store`: `write_commit`, then the commit's objects moved into a `HashMap`
 //! - `checkout`: `store`, then `checkout` of the commit from the `HashMap` into a new
 //!   workspace
+//! - `checkout_owned`: `store`, then the same `checkout` from a source that hands each
+//!   object's buffer over (`Cow::Owned`, as a database's reads do), draining the map
+//!
+//! Modes of the figures that must not get worse (each `*_setup` mode builds the same
+//! fixture as the mode it is subtracted from, and stops before the measured step):
+//!
+//! - `turns_setup` / `turns`: 2,000 files of 4 KB in 20 directories committed into a
+//!   `HashMap`, then `TURNS` turns of rewriting one file and committing against it
+//! - `small_setup` / `small_checkout`: that commit, then its checkout into a new
+//!   workspace (2,000 single-chunk files)
+//! - `diff_setup` / `diff`: two commits of the 2,000 files apart by 1,000 changes, then
+//!   `SnapshotGraph::diff` of them (and of two commits apart by one change)
+//! - `edit_setup` / `edit16`: one 64 MiB file committed, then `EDITS` times a
+//!   16-byte edit written with `write_shared` (the `edit_setup` mode writes the same
+//!   bytes without committing) and committed against the store
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Arc;
 
 use fastcdc::v2020::{FastCDC, Normalization};
-use snapgraph::{CheckoutPolicy, CommitOptions, ObjectId, Workspace};
+use snapgraph::{
+    BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace,
+};
 
 #[path = "../benches/common/mod.rs"]
 mod common;
 
 const BYTES: usize = 64 << 20;
 const PATH: &str = "/big.bin";
+/// Turns counted by the `turns` mode.
+const TURNS: usize = 100;
+/// 16-byte edits counted by the `edit16` mode.
+const EDITS: usize = 4;
+
+/// A source that gives each object's buffer away (`Cow::Owned`), as a store that
+/// decodes what it reads does; each object can be read once.
+struct Owning(RefCell<HashMap<ObjectId, Vec<u8>>>);
+
+impl ObjectSource for Owning {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.0.borrow_mut().remove(id).map(Cow::Owned))
+    }
+}
+
+/// Checks `id` out of `source` into a new workspace on one thread.
+fn checkout_one<S: ObjectSource>(id: ObjectId, source: &S) {
+    let mut ws = Workspace::new();
+    ws.set_parallelism(1);
+    let restore = ws
+        .checkout(id, source, CheckoutPolicy::default())
+        .expect("checkout");
+    black_box((&restore, &ws));
+}
+
+/// The fixtures of the figures that must not get worse; `measure` says whether to run
+/// the measured step after building them.
+fn unchanged_figures(mode: &str, measure: bool) {
+    match mode {
+        "turns" => {
+            let mut t = common::Turns::with_dirs(2_000, 20, TURNS * 8);
+            t.ws.set_parallelism(1);
+            let edits: Vec<(usize, Vec<u8>)> = (0..TURNS).map(|_| t.next_edit()).collect();
+            if measure {
+                for (idx, data) in &edits {
+                    black_box(t.apply(*idx, data));
+                }
+            }
+            black_box(&t.store);
+        }
+        "small_checkout" => {
+            let t = common::Turns::new(2_000, 0);
+            if measure {
+                checkout_one(t.head, &t.store);
+            }
+            black_box(&t.store);
+        }
+        "diff" => {
+            let mut t = common::Turns::new(2_000, 0);
+            t.ws.set_parallelism(1);
+            let c0 = t.head;
+            t.edit_many(1);
+            let c1 = t.head;
+            t.edit_many(1_000);
+            let c2 = t.head;
+            if measure {
+                let d1 = SnapshotGraph::diff(c0, c1, &t.store).expect("diff");
+                let d1000 = SnapshotGraph::diff(c1, c2, &t.store).expect("diff");
+                assert_eq!(d1.files_modified.len() + d1000.files_modified.len(), 1_001);
+                black_box((d1, d1000));
+            }
+            black_box(&t.store);
+        }
+        "edit16" => {
+            let mut f = common::BigFile::new();
+            f.ws.set_parallelism(1);
+            for _ in 0..EDITS {
+                f.edit16();
+                let data = f.shared();
+                f.ws.write_shared(common::BIG_PATH, data).expect("write");
+                if measure {
+                    black_box(f.commit());
+                }
+            }
+            black_box(&f.store);
+        }
+        _ => unreachable!("a mode of unchanged_figures"),
+    }
+}
 
 fn cut_points(data: &[u8]) -> Vec<(usize, usize)> {
     FastCDC::with_level(data, 4 << 10, 16 << 10, 64 << 10, Normalization::Level1)
@@ -78,15 +176,24 @@ fn main() {
             let (id, c) = commit(data, None);
             let store: HashMap<ObjectId, Vec<u8>> = c.into_objects().into_iter().collect();
             if mode == "checkout" {
-                let mut ws = Workspace::new();
-                ws.set_parallelism(1);
-                let restore = ws
-                    .checkout(id, &store, CheckoutPolicy::default())
-                    .expect("checkout");
-                black_box(&restore);
-                black_box(&ws);
+                checkout_one(id, &store);
             }
             black_box(&store);
+        }
+        "checkout_owned" => {
+            let (id, c) = commit(data, None);
+            let store = Owning(RefCell::new(c.into_objects().into_iter().collect()));
+            checkout_one(id, &store);
+            black_box(&store);
+        }
+        "turns" | "small_checkout" | "diff" | "edit16" => unchanged_figures(&mode, true),
+        "turns_setup" | "small_setup" | "diff_setup" | "edit_setup" => {
+            let measured = match mode.as_str() {
+                "small_setup" => "small_checkout",
+                "edit_setup" => "edit16",
+                other => other.trim_end_matches("_setup"),
+            };
+            unchanged_figures(measured, false)
         }
         other => {
             eprintln!("unknown mode {other:?}: see the doc comment of benches/callgrind/main.rs");

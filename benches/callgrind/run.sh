@@ -25,7 +25,8 @@ if [ -z "${CALLGRIND_BIN:-}" ]; then
     cargo build --profile bench -p snapgraph-benches --example callgrind
 fi
 
-modes="gen cut cut_hash write_commit gen_shared write_shared_commit store checkout"
+modes="gen cut cut_hash write_commit gen_shared write_shared_commit store checkout checkout_owned
+    turns_setup turns small_setup small_checkout diff_setup diff edit_setup edit16"
 declare -A ir
 for m in $modes; do
     valgrind --tool=callgrind --callgrind-out-file="$out/$m.out" "$bin" "$m" \
@@ -36,10 +37,13 @@ done
 
 awk -v gen="${ir[gen]}" -v cut="${ir[cut]}" -v cut_hash="${ir[cut_hash]}" \
     -v wc="${ir[write_commit]}" -v gs="${ir[gen_shared]}" -v wsc="${ir[write_shared_commit]}" \
-    -v store="${ir[store]}" -v co="${ir[checkout]}" 'BEGIN {
+    -v store="${ir[store]}" -v co="${ir[checkout]}" -v coo="${ir[checkout_owned]}" \
+    -v ts="${ir[turns_setup]}" -v t="${ir[turns]}" -v ss="${ir[small_setup]}" \
+    -v sc="${ir[small_checkout]}" -v ds="${ir[diff_setup]}" -v d="${ir[diff]}" \
+    -v es="${ir[edit_setup]}" -v e="${ir[edit16]}" 'BEGIN {
     ceiling = cut_hash - gen; b3 = cut_hash - cut
-    ingest = wc - gen; shared = wsc - gs; checkout = co - store
-    m = 1e6
+    ingest = wc - gen; shared = wsc - gs; checkout = co - store; owned = coo - store
+    m = 1e6; k = 1e3
     print "| work | instructions | vs its ceiling |"
     print "|---|---:|---:|"
     printf "| ceiling: FastCDC v2020 4/16/64 KiB cut points + `blake3::hash` of each chunk | %.0f M | 100%% |\n", ceiling / m
@@ -47,5 +51,13 @@ awk -v gen="${ir[gen]}" -v cut="${ir[cut]}" -v cut_hash="${ir[cut_hash]}" \
     printf "| `Workspace::write_shared` + `commit` of the same | %.0f M | %.1f%% |\n", shared / m, 100 * ceiling / shared
     printf "| ceiling: `blake3::hash` of each chunk of the same 64 MiB | %.0f M | 100%% |\n", b3 / m
     printf "| `checkout` of that commit from a `HashMap` (minus the commit) | %.0f M | %.1f%% |\n", checkout / m, 100 * b3 / checkout
+    printf "| `checkout` of that commit from an owning source (`Cow::Owned`) | %.0f M | %.1f%% |\n", owned / m, 100 * b3 / owned
+    print ""
+    print "| figure that must not get worse | instructions |"
+    print "|---|---:|"
+    printf "| per-turn commit (2,000 files of 4 KB, one rewritten; per turn of 100) | %.1f k |\n", (t - ts) / 100 / k
+    printf "| checkout of those 2,000 files from a `HashMap` | %.2f M |\n", (sc - ss) / m
+    printf "| `diff` of commits 1 and 1,000 changes apart (both) | %.2f M |\n", (d - ds) / m
+    printf "| 16-byte edit of a 64 MiB file: `commit` (per edit of 4) | %.2f M |\n", (e - es) / 4 / m
 }'
 echo "callgrind files in $out (callgrind_annotate $out/MODE.out)"

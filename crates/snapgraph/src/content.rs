@@ -1,7 +1,7 @@
 //! Turning bytes into content objects (inline, one chunk, or chunks plus a manifest
 //! tree), and emitting those objects.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::boundary::{split, varint_len};
 use crate::chunk::cut_points;
@@ -13,20 +13,41 @@ use crate::object::tree::Content;
 use crate::object::{chunk_id, encode_version, ObjectKind, FORMAT_VERSION};
 
 /// Bytes of a file (or of the state), shared between workspace clones. They are
-/// either the caller's `Arc<[u8]>` (`write_shared`) or a `Vec` a checkout assembled
-/// in place (no zero fill, no second copy into an `Arc<[u8]>`).
+/// either the caller's `Arc<[u8]>` (`write_shared`), a `Vec` a checkout assembled
+/// in place (no zero fill, no second copy into an `Arc<[u8]>`), or the chunk buffers
+/// an owning source handed a checkout, kept as they are until first read.
 #[derive(Debug, Clone)]
 pub(crate) enum FileBytes {
     /// Shared with the caller.
     Shared(Arc<[u8]>),
     /// Assembled by this engine.
     Assembled(Arc<Vec<u8>>),
+    /// Held as its chunks: joined into one buffer the first time the bytes are
+    /// borrowed as a slice.
+    Chunks(Arc<ChunkList>),
 }
 
 impl FileBytes {
     /// No bytes.
     pub fn empty() -> Self {
         Self::Shared(Arc::from(&[][..]))
+    }
+
+    /// The number of bytes, without joining a chunk list.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Shared(b) => b.len(),
+            Self::Assembled(b) => b.len(),
+            Self::Chunks(c) => c.len,
+        }
+    }
+
+    /// Whether the bytes start with `prefix`, without joining a chunk list.
+    pub fn starts_with(&self, prefix: &[u8]) -> bool {
+        match self {
+            Self::Chunks(c) => c.starts_with(prefix),
+            _ => self[..].starts_with(prefix),
+        }
     }
 }
 
@@ -36,6 +57,7 @@ impl core::ops::Deref for FileBytes {
         match self {
             Self::Shared(b) => b,
             Self::Assembled(b) => b,
+            Self::Chunks(c) => c.joined(),
         }
     }
 }
@@ -49,6 +71,69 @@ impl From<Arc<[u8]>> for FileBytes {
 impl From<Vec<u8>> for FileBytes {
     fn from(bytes: Vec<u8>) -> Self {
         Self::Assembled(Arc::new(bytes))
+    }
+}
+
+/// Content held as the buffers its chunks were read into, each with the offset its
+/// body starts at (after the stored header): a checkout from an owning source keeps
+/// them instead of copying them into one buffer. The first borrow of the whole
+/// content joins them (one copy, once) and frees them.
+#[derive(Debug)]
+pub(crate) struct ChunkList {
+    len: usize,
+    /// The buffers and body offsets, in order; emptied when joined.
+    parts: Mutex<Vec<(Vec<u8>, usize)>>,
+    joined: OnceLock<Vec<u8>>,
+}
+
+impl ChunkList {
+    /// The content made of the bodies `parts[i].0[parts[i].1..]`, in order.
+    pub fn new(parts: Vec<(Vec<u8>, usize)>) -> Self {
+        Self {
+            len: parts.iter().map(|(b, at)| b.len() - at).sum(),
+            parts: Mutex::new(parts),
+            joined: OnceLock::new(),
+        }
+    }
+
+    fn parts(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, usize)>> {
+        // Nothing panics while the lock is held but an allocation failure; the parts
+        // are whole either way.
+        self.parts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn joined(&self) -> &[u8] {
+        self.joined.get_or_init(|| {
+            let parts = std::mem::take(&mut *self.parts());
+            let mut out = Vec::with_capacity(self.len);
+            for (bytes, at) in &parts {
+                out.extend_from_slice(&bytes[*at..]);
+            }
+            out
+        })
+    }
+
+    fn starts_with(&self, prefix: &[u8]) -> bool {
+        if let Some(joined) = self.joined.get() {
+            return joined.starts_with(prefix);
+        }
+        if prefix.len() > self.len {
+            return false;
+        }
+        let mut rest = prefix;
+        for (bytes, at) in self.parts().iter() {
+            if rest.is_empty() {
+                break;
+            }
+            let body = &bytes[*at..];
+            let n = rest.len().min(body.len());
+            if body[..n] != rest[..n] {
+                return false;
+            }
+            rest = &rest[n..];
+        }
+        // Joined meanwhile (the parts were taken): ask the joined bytes.
+        rest.is_empty() || self.joined().starts_with(prefix)
     }
 }
 
@@ -589,6 +674,35 @@ fn slot(node: &Manifest, items: usize, version: u8) -> MSlot {
 mod tests {
     use super::*;
     use crate::chunk::tests_support::pseudo_random;
+
+    #[test]
+    fn a_chunk_list_reads_as_its_bodies_joined() {
+        let parts = vec![
+            (b"hdHEL".to_vec(), 2),
+            (b"LO".to_vec(), 0),
+            (b"xx".to_vec(), 2),
+            (b"hd, world".to_vec(), 2),
+        ];
+        let bytes = FileBytes::Chunks(Arc::new(ChunkList::new(parts)));
+        assert_eq!(bytes.len(), 12);
+        // Prefixes within a part, across parts and empty parts, longer than all.
+        for (prefix, expected) in [
+            (&b""[..], true),
+            (b"HE", true),
+            (b"HELLO, w", true),
+            (b"HELLO, world", true),
+            (b"HELLx", false),
+            (b"HELLO, worldX", false),
+        ] {
+            assert_eq!(bytes.starts_with(prefix), expected, "{prefix:?}");
+        }
+        let clone = bytes.clone();
+        assert_eq!(&bytes[..], b"HELLO, world");
+        // Joined once, shared by clones; prefixes are then read from the joined bytes.
+        assert_eq!(clone.as_ptr(), bytes.as_ptr());
+        assert!(clone.starts_with(b"HELLO"));
+        assert!(!clone.starts_with(b"HELP"));
+    }
 
     #[test]
     fn representation_follows_size() {

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
-use crate::chunk::CHUNK_MAX;
-use crate::content::{ContentObjects, FileBytes, Span};
+use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
+use crate::content::{ChunkList, ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
 use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
@@ -424,13 +424,57 @@ impl Workspace {
 /// 64 KiB).
 const CHECKOUT_WINDOW: usize = 64;
 
+/// A file's bytes as its verified chunks arrive. A source that hands its buffers over
+/// (`Cow::Owned`, as a store that decodes what it reads does) has them kept as the
+/// file's chunk list, with no copy; lent bytes (`Cow::Borrowed`, a map's) are copied
+/// once, by appending to a buffer allocated at the file's size (no zero fill). Which of
+/// the two is decided by the first chunk; a lent chunk among handed-over ones is
+/// copied into a part of its own, and a handed-over one among lent ones appended.
+enum Assembly {
+    Empty,
+    Parts(Vec<(Vec<u8>, usize)>),
+    Contiguous(Vec<u8>),
+}
+
+impl Assembly {
+    fn new() -> Self {
+        Self::Empty
+    }
+
+    /// Appends the body of chunk `stored` (verified) to content of `size` bytes.
+    fn push(&mut self, stored: Cow<'_, [u8]>, size: usize) {
+        if let Self::Empty = self {
+            *self = match stored {
+                Cow::Owned(_) => Self::Parts(Vec::with_capacity(size.div_ceil(CHUNK_MIN))),
+                Cow::Borrowed(_) => Self::Contiguous(Vec::with_capacity(size)),
+            };
+        }
+        match (self, stored) {
+            (Self::Parts(parts), Cow::Owned(stored)) => parts.push((stored, 2)),
+            (Self::Parts(parts), Cow::Borrowed(stored)) => parts.push((stored[2..].to_vec(), 0)),
+            (Self::Contiguous(data), stored) => data.extend_from_slice(&stored[2..]),
+            (Self::Empty, _) => unreachable!("set above"),
+        }
+    }
+
+    fn finish(self) -> FileBytes {
+        match self {
+            Self::Empty => FileBytes::empty(),
+            Self::Parts(parts) => FileBytes::Chunks(Arc::new(ChunkList::new(parts))),
+            Self::Contiguous(data) => FileBytes::from(data),
+        }
+    }
+}
+
 /// Checks each fetched chunk (its hash when `hash`, its header, its kind and the
 /// length the manifest gives it) on up to `threads` threads, and returns each one's
 /// format version. The error reported is that of the first bad chunk in order.
+/// `beside` runs on the calling thread meanwhile.
 fn verify_chunks(
     chunks: &[(ObjectId, Cow<'_, [u8]>, usize)],
     hash: bool,
     threads: usize,
+    beside: impl FnOnce(),
 ) -> Result<Vec<u8>, ObjectError> {
     let run = |part: &[(ObjectId, Cow<'_, [u8]>, usize)]| {
         let mut versions = Vec::with_capacity(part.len());
@@ -461,6 +505,7 @@ fn verify_chunks(
     };
     let total: usize = chunks.iter().map(|(_, _, len)| len).sum();
     if threads < 2 || chunks.len() < 2 || total < (1 << 20) {
+        beside();
         return run(chunks);
     }
     // Split the chunks into `threads` runs of about equal bytes.
@@ -480,6 +525,7 @@ fn verify_chunks(
             .into_iter()
             .map(|part| scope.spawn(move || run(part)))
             .collect();
+        beside();
         let mut versions = Vec::with_capacity(chunks.len());
         for h in handles {
             versions.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
@@ -996,14 +1042,15 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 .map(|(id, l)| Manifest::decode(id, l.body()))
                 .collect()
         })?;
-        // Sizes were checked against the budget by the caller and sum to `size`. The
-        // buffer is allocated once and filled by appending: no zero fill, and the file
-        // keeps this buffer (no second copy into an `Arc<[u8]>`).
-        let mut data: Vec<u8> = Vec::with_capacity(size as usize);
+        // Sizes were checked against the budget by the caller and sum to `size`.
+        let mut data = Assembly::new();
+        let mut at = 0;
         let mut spans = Vec::with_capacity(chunks.len());
         // Chunks are fetched in order (the source need not be shareable between
         // threads), a window at a time, re-hashed on up to `threads` threads
-        // (verification is most of a large checkout's work), then appended.
+        // (verification is most of a large checkout's work), then appended: each
+        // window while the next one is verified.
+        let mut verified: Vec<Cow<'a, [u8]>> = Vec::new();
         for window in chunks.chunks(CHECKOUT_WINDOW) {
             // One batched read per window (ObjectSource::get_many).
             let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
@@ -1013,16 +1060,25 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 let stored = stored.ok_or(ObjectError::NotFound { id: c.id })?;
                 fetched.push((c.id, stored, c.len as usize));
             }
-            let versions = verify_chunks(&fetched, self.hash, self.threads)?;
-            for ((id, stored, len), version) in fetched.iter().zip(versions) {
+            let previous = std::mem::take(&mut verified);
+            let versions = verify_chunks(&fetched, self.hash, self.threads, || {
+                previous
+                    .into_iter()
+                    .for_each(|stored| data.push(stored, size as usize))
+            })?;
+            for ((id, stored, len), version) in fetched.into_iter().zip(versions) {
                 spans.push(Span {
-                    id: *id,
-                    start: data.len(),
-                    len: *len as u32,
+                    id,
+                    start: at,
+                    len: len as u32,
                     version,
                 });
-                data.extend_from_slice(&stored[2..]);
+                at += len;
+                verified.push(stored);
             }
+        }
+        for stored in verified {
+            data.push(stored, size as usize);
         }
         // A manifest's nodes are all of its root's format version (its chunks may be
         // older): the rebuild whose root is `root` is in that version.
@@ -1042,10 +1098,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             )
             .into());
         };
-        Ok((FileBytes::from(data), objects))
+        Ok((data.finish(), objects))
     }
 
-    fn check_rules(&self, data: &[u8], path: &str) -> Result<(), CheckoutError> {
+    fn check_rules(&self, data: &FileBytes, path: &str) -> Result<(), CheckoutError> {
         for rule in self.rules {
             if data.starts_with(&rule.prefix)
                 && !self

@@ -1,0 +1,171 @@
+//! Two-thread throughput against the ceilings, as same-round ratios (issue #21).
+//!
+//! `cargo bench -p snapgraph-benches --bench two_threads -- [ROUNDS]` (default 15).
+//! On 64 MiB of pseudo-random bytes, each round times once, in this order:
+//!
+//! - the one-thread cut-and-hash ceiling: FastCDC 2020 (4/16/64 KiB) cut points and
+//!   `blake3::hash` of each chunk, serially;
+//! - ingest on two threads: `Workspace::write` of the file and `commit`
+//!   (`set_parallelism(2)`), and the same on one thread (for scale: on a loaded
+//!   machine every hand-over between threads waits for a core); then on two threads
+//!   with `write_shared` of bytes already in an `Arc<[u8]>` (no fresh 64 MiB buffer
+//!   to fault in and copy into);
+//! - the two-thread BLAKE3 ceiling: `blake3::hash` of each chunk, the chunks split in
+//!   two runs of about equal bytes, one per thread;
+//! - checkout on two threads from a `HashMap` (which lends its bytes: one copy);
+//! - checkout on two threads from a source that hands each buffer over (`Cow::Owned`,
+//!   as a store that decodes what it reads does; the map it drains is cloned before the
+//!   timer starts).
+//!
+//! Each round's ratios use that round's figures, so the load of a shared machine
+//! weighs on ceiling and engine alike; the medians of the per-round ratios are the
+//! figures to quote. Drops are outside the timers.
+
+mod common;
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use fastcdc::v2020::{FastCDC, Normalization};
+use snapgraph::{BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace};
+
+const BYTES: usize = 64 << 20;
+const PATH: &str = "/big.bin";
+
+/// Drains its map: each read hands the stored buffer over.
+struct Owning(RefCell<HashMap<ObjectId, Vec<u8>>>);
+
+impl ObjectSource for Owning {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.0.borrow_mut().remove(id).map(Cow::Owned))
+    }
+}
+
+fn cut(data: &[u8]) -> Vec<(usize, usize)> {
+    FastCDC::with_level(data, 4 << 10, 16 << 10, 64 << 10, Normalization::Level1)
+        .map(|c| (c.offset, c.offset + c.length))
+        .collect()
+}
+
+/// Times `f`, dropping what it returns after the timer stops.
+fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+    let start = Instant::now();
+    let out = black_box(f());
+    let elapsed = start.elapsed();
+    drop(out);
+    elapsed
+}
+
+fn checkout(id: ObjectId, source: &dyn ObjectSource) -> Workspace {
+    let mut ws = Workspace::new();
+    ws.set_parallelism(2);
+    let restore = ws
+        .checkout(id, source, CheckoutPolicy::default())
+        .expect("checkout");
+    black_box(&restore);
+    ws
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; the first number given is the round count.
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(15);
+    let data = common::pseudo_random(BYTES, 0x2_7EAD);
+    let cuts = cut(&data);
+    // Two runs of chunks of about equal bytes: the ceiling's split.
+    let half = cuts.partition_point(|&(_, end)| end <= BYTES / 2);
+    let mut ws = Workspace::new();
+    ws.write(PATH, &data).expect("write");
+    let c = ws.commit(CommitOptions::new()).expect("commit");
+    drop(ws);
+    let id = c.id();
+    let store: HashMap<ObjectId, Vec<u8>> = c.into_objects().into_iter().collect();
+    let mb = BYTES as f64 / (1 << 20) as f64;
+    let shared: std::sync::Arc<[u8]> = data.as_slice().into();
+
+    println!(
+        "| round | cut+hash ceiling, 1 thread | ingest, 1 thread | ingest, 2 threads | ratio | ingest (shared), 2 threads | ratio | BLAKE3 ceiling, 2 threads | checkout (map), 2 threads | vs ceiling | checkout (owned), 2 threads | vs ceiling |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let (mut ingest_ratio, mut shared_ratio) = (Vec::new(), Vec::new());
+    let (mut map_ratio, mut owned_ratio) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let ceiling1 = timed(|| {
+            for (start, end) in cut(&data) {
+                black_box(blake3::hash(&data[start..end]));
+            }
+        });
+        let ingest_on = |threads| {
+            timed(|| {
+                let mut ws = Workspace::new();
+                ws.set_parallelism(threads);
+                ws.write(PATH, &data).expect("write");
+                let c = ws.commit(CommitOptions::new()).expect("commit");
+                (ws, c)
+            })
+        };
+        let ingest = ingest_on(2);
+        let ingest1 = ingest_on(1);
+        let ingest_shared = timed(|| {
+            let mut ws = Workspace::new();
+            ws.set_parallelism(2);
+            ws.write_shared(PATH, shared.clone()).expect("write");
+            let c = ws.commit(CommitOptions::new()).expect("commit");
+            (ws, c)
+        });
+        let b3 = timed(|| {
+            std::thread::scope(|scope| {
+                let (a, b) = cuts.split_at(half);
+                let hash = |part: &[(usize, usize)]| {
+                    for &(start, end) in part {
+                        black_box(blake3::hash(&data[start..end]));
+                    }
+                };
+                let other = scope.spawn(move || hash(b));
+                hash(a);
+                other.join().expect("hashing thread");
+            })
+        });
+        let map = timed(|| checkout(id, &store));
+        let owning = Owning(RefCell::new(store.clone()));
+        let owned = timed(|| checkout(id, &owning));
+        let s = |d: Duration| d.as_secs_f64();
+        ingest_ratio.push(s(ceiling1) / s(ingest));
+        shared_ratio.push(s(ceiling1) / s(ingest_shared));
+        map_ratio.push(s(b3) / s(map));
+        owned_ratio.push(s(b3) / s(owned));
+        let ms = |d: Duration| format!("{:.1} ms ({:.0} MiB/s)", s(d) * 1e3, mb / s(d));
+        println!(
+            "| {round} | {} | {} | {} | {:.2}x | {} | {:.2}x | {} | {} | {:.0}% | {} | {:.0}% |",
+            ms(ceiling1),
+            ms(ingest1),
+            ms(ingest),
+            s(ceiling1) / s(ingest),
+            ms(ingest_shared),
+            s(ceiling1) / s(ingest_shared),
+            ms(b3),
+            ms(map),
+            100.0 * s(b3) / s(map),
+            ms(owned),
+            100.0 * s(b3) / s(owned),
+        );
+    }
+    println!(
+        "median of {rounds} rounds: ingest on 2 threads {:.2}x ({:.2}x shared) the 1-thread \
+         cut+hash ceiling; checkout on 2 threads {:.0}% (map) and {:.0}% (owned) of the 2-thread BLAKE3 ceiling",
+        median(ingest_ratio),
+        median(shared_ratio),
+        100.0 * median(map_ratio),
+        100.0 * median(owned_ratio),
+    );
+}
