@@ -47,6 +47,22 @@ pub enum ObjectKind {
     Reads = 6,
 }
 
+impl ObjectId {
+    /// The id of the object of `kind` and format `version` whose body is `body`,
+    /// without building its stored bytes: equal to
+    /// [`hash_stored`](Self::hash_stored) of `kind || version || body`. Version 2
+    /// bodies are hashed in place.
+    pub fn hash_object(kind: ObjectKind, version: u8, body: &[u8]) -> Self {
+        if let Some(id) = ObjectId::hash_keyed(kind.byte(), version, body) {
+            return id;
+        }
+        let mut h = blake3::Hasher::new();
+        h.update(&[kind.byte(), version]);
+        h.update(body);
+        ObjectId::from_bytes(*h.finalize().as_bytes())
+    }
+}
+
 impl ObjectKind {
     /// The kind whose header byte is `byte`, if any.
     pub fn from_byte(byte: u8) -> Option<Self> {
@@ -578,23 +594,6 @@ pub(crate) mod bounded {
     ) -> Result<Vec<T>, D::Error> {
         vec(d, MAX_PARENTS)
     }
-}
-
-/// Checks a name used in a tree entry or a path component.
-pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("empty name");
-    }
-    if name == "." || name == ".." {
-        return Err("name is . or ..");
-    }
-    if name.len() > crate::limits::MAX_NAME_LEN {
-        return Err("name longer than 255 bytes");
-    }
-    if name.bytes().any(|b| b == b'/' || b == 0) {
-        return Err("name contains / or NUL");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
