@@ -1000,8 +1000,29 @@ fn malformed_file_content() {
         );
         assert_eq!(observable(&ws), before);
     };
+    // What the reachability walks must refuse as checkout does (they use the one
+    // manifest walker, and check chunk lengths against their references).
+    let walks_refuse = |store: &Store, node: &TreeNode, bad: ObjectId, kind: ObjectKind| {
+        let mut s = store.clone();
+        let (commit, _) = commit_of_tree(&mut s, node);
+        for e in [
+            graph_err(SnapshotGraph::reachable(commit, &s)),
+            graph_err(SnapshotGraph::reachable_history(commit, &s)),
+        ] {
+            assert!(
+                matches!(&e, ObjectError::Malformed { id, kind: k, .. } if *id == bad && *k == kind),
+                "reachable: {e:?}"
+            );
+        }
+    };
     // A single chunk whose length differs from the entry's size.
     expect(
+        &store,
+        &file(201, Content::Chunk(chunk)),
+        chunk,
+        ObjectKind::Chunk,
+    );
+    walks_refuse(
         &store,
         &file(201, Content::Chunk(chunk)),
         chunk,
@@ -1038,12 +1059,24 @@ fn malformed_file_content() {
         m,
         ObjectKind::Manifest,
     );
+    walks_refuse(
+        &store,
+        &file(big.len() as u64 + 1, Content::Manifest(m)),
+        m,
+        ObjectKind::Manifest,
+    );
     // A chunk whose length differs from the manifest's record.
     let mut lying = refs.clone();
     lying[0].len += 1;
     lying[1].len -= 1;
     let m2 = put_manifest(&mut store, &Manifest::Leaf(lying));
     expect(
+        &store,
+        &file(big.len() as u64, Content::Manifest(m2)),
+        refs[0].id,
+        ObjectKind::Chunk,
+    );
+    walks_refuse(
         &store,
         &file(big.len() as u64, Content::Manifest(m2)),
         refs[0].id,
@@ -1059,6 +1092,12 @@ fn malformed_file_content() {
         }]),
     );
     expect(
+        &store,
+        &file(1000, Content::Manifest(m3)),
+        m3,
+        ObjectKind::Manifest,
+    );
+    walks_refuse(
         &store,
         &file(1000, Content::Manifest(m3)),
         m3,
@@ -1117,6 +1156,12 @@ fn malformed_file_content() {
         },
     );
     expect(
+        &store,
+        &file(big.len() as u64, Content::Manifest(over)),
+        over,
+        ObjectKind::Manifest,
+    );
+    walks_refuse(
         &store,
         &file(big.len() as u64, Content::Manifest(over)),
         over,
