@@ -78,9 +78,10 @@ pub(crate) fn check_symlink_target(target: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// A limit a checkout, a restore or a diff ran into: the one error type of
-/// [`Budget`]-style accounting, shared by [`CheckoutError`](crate::CheckoutError) and
-/// [`GraphError`](crate::GraphError).
+/// A limit a checkout, a restore or a diff ran into: the one error of the accounting
+/// they share (the crate's `Budget`), carried by
+/// [`CheckoutError::Limit`](crate::CheckoutError::Limit) and
+/// [`GraphError::Limit`](crate::GraphError::Limit).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LimitError {
