@@ -320,17 +320,7 @@ impl Walk {
             kids.push(r.id);
             let first = self.seen.first(r.id, r.kind)?;
             match (r.kind, r.size) {
-                (ObjectKind::Chunk, Some(size)) => {
-                    let claimed = *self.lens.entry(r.id).or_insert(size);
-                    if claimed != size {
-                        return Err(ObjectError::malformed(
-                            r.id,
-                            ObjectKind::Chunk,
-                            format!("referenced as {claimed} and as {size} bytes"),
-                        )
-                        .into());
-                    }
-                }
+                (ObjectKind::Chunk, Some(size)) => self.claim_len(r.id, size)?,
                 // A manifest's root (referenced by a file entry or the state);
                 // its nodes are read by its walk.
                 (ObjectKind::Manifest, Some(size)) => {
@@ -356,6 +346,21 @@ impl Walk {
             }
         }
         self.children.insert(oid, kids);
+        Ok(())
+    }
+
+    /// Records the length a reference claims for chunk `id`: every reference must
+    /// claim the same.
+    fn claim_len(&mut self, id: ObjectId, size: u64) -> Result<(), GraphError> {
+        let claimed = *self.lens.entry(id).or_insert(size);
+        if claimed != size {
+            return Err(ObjectError::malformed(
+                id,
+                ObjectKind::Chunk,
+                format!("referenced as {claimed} and as {size} bytes"),
+            )
+            .into());
+        }
         Ok(())
     }
 
@@ -392,16 +397,7 @@ impl Walk {
                         kids.push(r.id);
                         let first = self.seen.first(r.id, r.kind)?;
                         if r.kind == ObjectKind::Chunk {
-                            let size = r.size.unwrap_or(0);
-                            let claimed = *self.lens.entry(r.id).or_insert(size);
-                            if claimed != size {
-                                return Err(ObjectError::malformed(
-                                    r.id,
-                                    ObjectKind::Chunk,
-                                    format!("referenced as {claimed} and as {size} bytes"),
-                                )
-                                .into());
-                            }
+                            self.claim_len(r.id, r.size.unwrap_or(0))?;
                             if first {
                                 next.push((r.id, r.kind));
                             }
