@@ -84,9 +84,46 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use snapgraph::{BoxError, ObjectId, ObjectSource};
+use snapgraph::{BoxError, ObjectId, ObjectSource, Workspace};
 
-use crate::error::Result;
+use crate::error::{IoContext, Result};
+
+/// The file system's clock now, in nanoseconds since the epoch: the modification
+/// time of a file created in `dir` (the racy-file rule compares file times with it,
+/// so it must come from the same clock and have the same granularity).
+pub fn fs_now(dir: &Path) -> Result<i64> {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let f = std::fs::File::create(&probe).at(&probe)?;
+    let m = f.metadata().at(&probe)?;
+    drop(f);
+    let _ = std::fs::remove_file(&probe);
+    Ok(FileStat::of(&m).mtime_ns)
+}
+
+/// The mode recorded for a file with `st_mode` `mode`.
+pub fn file_mode(mode: u32) -> u32 {
+    if mode & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    }
+}
+
+/// The digest the index records for the file at `path` in `ws` (see
+/// the module docs); `None` if there is no file there or its bytes are neither
+/// stored as an object nor loaded.
+pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
+    if let Some(id) = ws.file_content_id(path) {
+        return Some(Digest::Content(id));
+    }
+    if ws.is_loaded(path) {
+        let data = ws.read(path).ok()?;
+        if data.len() <= snapgraph::limits::INLINE_MAX {
+            return Some(Digest::Inline(data.to_vec()));
+        }
+    }
+    None
+}
 
 /// Format version of the index file.
 pub const INDEX_VERSION: u32 = 3;

@@ -300,7 +300,7 @@ fn write_file<S: ObjectSource + ?Sized>(
     // A mode the scan would record otherwise (not 0644 or 0755) leaves the
     // digest unknown: the index is then not complete for this commit.
     let digest =
-        crate::scan::digest_of(ws, &e.path).filter(|_| crate::scan::file_mode(e.mode) == e.mode);
+        crate::index::digest_of(ws, &e.path).filter(|_| crate::index::file_mode(e.mode) == e.mode);
     let data = ws.read(&e.path)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)

@@ -380,18 +380,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The file system's clock now, in nanoseconds since the epoch: the modification
-/// time of a file created in `dir` (the racy-file rule compares file times with it,
-/// so it must come from the same clock and have the same granularity).
-pub fn fs_now(dir: &Path) -> Result<i64> {
-    let probe = dir.join(format!(".probe-{}", std::process::id()));
-    let f = std::fs::File::create(&probe).at(&probe)?;
-    let m = f.metadata().at(&probe)?;
-    drop(f);
-    let _ = std::fs::remove_file(&probe);
-    Ok(crate::index::FileStat::of(&m).mtime_ns)
-}
-
 /// Work a checkout left behind in `.snapgraph/` (see [`stale_work`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StaleWork {

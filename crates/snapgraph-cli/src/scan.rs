@@ -29,7 +29,7 @@ use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Digest, FileStat, Index, IndexEntry};
+use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry};
 use crate::repo::DOT_DIR;
 
 /// The name of ignore files.
@@ -67,31 +67,6 @@ pub enum Seen {
     Symlink(FileStat),
     /// A directory.
     Dir,
-}
-
-/// The mode recorded for a file with `st_mode` `mode`.
-pub fn file_mode(mode: u32) -> u32 {
-    if mode & 0o111 != 0 {
-        0o755
-    } else {
-        0o644
-    }
-}
-
-/// The digest the index records for the file at `path` in `ws` (see
-/// [`crate::index`]); `None` if there is no file there or its bytes are neither
-/// stored as an object nor loaded.
-pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
-    if let Some(id) = ws.file_content_id(path) {
-        return Some(Digest::Content(id));
-    }
-    if ws.is_loaded(path) {
-        let data = ws.read(path).ok()?;
-        if data.len() <= snapgraph::limits::INLINE_MAX {
-            return Some(Digest::Inline(data.to_vec()));
-        }
-    }
-    None
 }
 
 /// The index entry for `seen` at `path` of `ws` (after a commit or checkout of it);

@@ -220,7 +220,7 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                     ws.remove(&path)?;
                 }
                 ws.write(&path, data)?;
-                ws.set_mode(&path, crate::scan::file_mode(mode))?;
+                ws.set_mode(&path, crate::index::file_mode(mode))?;
             }
             other => {
                 eprintln!(

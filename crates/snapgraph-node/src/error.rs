@@ -129,9 +129,7 @@ impl Coded for CheckoutError {
             CheckoutError::Capabilities { .. } | CheckoutError::FeatureRequired { .. } => {
                 "CAPABILITY"
             }
-            CheckoutError::LimitExceeded { .. }
-            | CheckoutError::TooDeep { .. }
-            | CheckoutError::PathTooLong { .. } => "LIMIT",
+            CheckoutError::Limit(_) => "LIMIT",
             CheckoutError::Fs(e) => e.code(),
             _ => "OTHER",
         }
@@ -143,9 +141,7 @@ impl Coded for GraphError {
         match self {
             GraphError::Object(e) => e.code(),
             GraphError::Generation { .. } => "CORRUPT",
-            GraphError::TooDeep { .. }
-            | GraphError::PathTooLong { .. }
-            | GraphError::LimitExceeded { .. } => "LIMIT",
+            GraphError::Limit(_) => "LIMIT",
             _ => "OTHER",
         }
     }

@@ -10,6 +10,7 @@
 
 use pyo3::prelude::*;
 use pyo3::{IntoPyObjectExt, PyTypeInfo};
+use snapgraph::LimitError as CoreLimit;
 use snapgraph::{
     BoxError, CheckoutError, CommitError, ContentDriftError, FsError, GraphError, ObjectError,
     ObjectId, ParseIdError, PathError, SnapshotError,
@@ -452,16 +453,24 @@ fn checkout(py: Python<'_>, e: CheckoutError) -> PyErr {
             ],
             None,
         ),
-        CheckoutError::LimitExceeded {
+        CheckoutError::Limit(e) => limit(py, msg, e),
+        other => raise::<Error>(py, other.to_string(), "other", vec![], None),
+    }
+}
+
+/// A limit of a checkout or a diff (the core's one `LimitError`).
+fn limit(py: Python<'_>, msg: String, e: CoreLimit) -> PyErr {
+    match e {
+        CoreLimit::Exceeded {
             commit,
             what,
             limit,
         } => commit_limit(py, msg, commit, what, limit),
-        CheckoutError::TooDeep { path } => path_limit(py, msg, "too_deep", path, "depth"),
-        CheckoutError::PathTooLong { path } => {
+        CoreLimit::TooDeep { path } => path_limit(py, msg, "too_deep", path, "depth"),
+        CoreLimit::PathTooLong { path } => {
             path_limit(py, msg, "path_too_long", path, "path length")
         }
-        other => raise::<Error>(py, other.to_string(), "other", vec![], None),
+        other => raise::<LimitError>(py, other.to_string(), "other", vec![], None),
     }
 }
 
@@ -502,15 +511,7 @@ fn graph(py: Python<'_>, e: GraphError) -> PyErr {
             vec![("id", hex(py, id)), ("parent", hex(py, parent))],
             None,
         ),
-        GraphError::TooDeep { path } => path_limit(py, msg, "too_deep", path, "depth"),
-        GraphError::PathTooLong { path } => {
-            path_limit(py, msg, "path_too_long", path, "path length")
-        }
-        GraphError::LimitExceeded {
-            commit,
-            what,
-            limit,
-        } => commit_limit(py, msg, commit, what, limit),
+        GraphError::Limit(e) => limit(py, msg, e),
         other => raise::<Error>(py, other.to_string(), "other", vec![], None),
     }
 }

@@ -124,3 +124,19 @@ impl StoreError {
         }
     }
 }
+
+/// What a retention rule could not accept (see `retention`; defined here, below
+/// both `retention` and `repo`, whose [`RepoError`](crate::RepoError) carries it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RetentionError {
+    /// No rule keeps anything: applying it would drop every candidate.
+    #[error("no keep rule given (keep-last, keep-daily, keep-weekly, keep-monthly or keep-within): refusing to drop everything")]
+    NoRule,
+    /// A span that is not `1y2m3d4h`-like.
+    #[error("invalid span {text:?}: expected numbers with units y, m, d, h (like 1y6m, 14d, 36h)")]
+    InvalidSpan {
+        /// The text given.
+        text: String,
+    },
+}

@@ -115,7 +115,7 @@ pub enum RepoError {
     },
     /// A retention policy keeps nothing by any rule.
     #[error(transparent)]
-    Retention(#[from] crate::retention::RetentionError),
+    Retention(#[from] crate::error::RetentionError),
     /// A ref name under the reserved `snapgraph/` prefix, or otherwise refused.
     #[error("{name:?} is reserved for snapgraph's own refs")]
     Reserved {

@@ -46,20 +46,7 @@ use crate::store::{RefUpdate, Store};
 /// Commit metadata key holding the commit's time (RFC 3339).
 pub const TIME_KEY: &str = "time";
 
-/// What a retention rule could not accept.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RetentionError {
-    /// No rule keeps anything: applying it would drop every candidate.
-    #[error("no keep rule given (keep-last, keep-daily, keep-weekly, keep-monthly or keep-within): refusing to drop everything")]
-    NoRule,
-    /// A span that is not `1y2m3d4h`-like.
-    #[error("invalid span {text:?}: expected numbers with units y, m, d, h (like 1y6m, 14d, 36h)")]
-    InvalidSpan {
-        /// The text given.
-        text: String,
-    },
-}
+pub use crate::error::RetentionError;
 
 /// A calendar span, restic's `--keep-within` format: years, months, days, hours.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! Details ride along as properties (`id`, `path`, `commit`) when the error has them.
 //! Errors wrapping another take the inner error's code.
 
+use snapgraph::LimitError;
 use snapgraph::{
     CheckoutError, CommitError, ContentDriftError, FsError, GraphError, ObjectError, ObjectId,
     ParseIdError, PathError, SnapshotError,
@@ -134,13 +135,21 @@ pub fn checkout(e: &CheckoutError) -> Described {
                 .with_commit(*commit)
                 .with_path(path)
         }
-        CheckoutError::LimitExceeded { commit, .. } => {
+        CheckoutError::Limit(l) => limit(l),
+        _ => Described::new(OTHER, e.to_string()),
+    }
+}
+
+/// Describes a limit a checkout or a diff ran into.
+pub fn limit(e: &LimitError) -> Described {
+    match e {
+        LimitError::Exceeded { commit, .. } => {
             Described::new("LIMIT", e.to_string()).with_commit(*commit)
         }
-        CheckoutError::TooDeep { path } | CheckoutError::PathTooLong { path } => {
+        LimitError::TooDeep { path } | LimitError::PathTooLong { path } => {
             Described::new("LIMIT", e.to_string()).with_path(path)
         }
-        _ => Described::new(OTHER, e.to_string()),
+        _ => Described::new("LIMIT", e.to_string()),
     }
 }
 
@@ -149,12 +158,7 @@ pub fn graph(e: &GraphError) -> Described {
     match e {
         GraphError::Object(o) => object(o),
         GraphError::Generation { id, .. } => Described::new("CORRUPT", e.to_string()).with_id(*id),
-        GraphError::TooDeep { path } | GraphError::PathTooLong { path } => {
-            Described::new("LIMIT", e.to_string()).with_path(path)
-        }
-        GraphError::LimitExceeded { commit, .. } => {
-            Described::new("LIMIT", e.to_string()).with_commit(*commit)
-        }
+        GraphError::Limit(l) => limit(l),
         _ => Described::new(OTHER, e.to_string()),
     }
 }

@@ -7,12 +7,11 @@ pub const CHUNK_AVG: usize = 16 << 10;
 /// Largest chunk.
 pub const CHUNK_MAX: usize = 64 << 10;
 
-/// Cut points of `data`: the end offset of each chunk, in order. Empty data has none.
-///
-/// FastCDC 2020 with normalization level 1 and the crate's default gear table; a test
-/// pins the cut points of a fixed input so an upgrade of the `fastcdc` crate cannot
-/// silently move them.
-pub fn cut_points(data: &[u8]) -> Vec<usize> {
+/// The one FastCDC chunker of the format: FastCDC 2020 with normalization level 1, the
+/// crate's default gear table and [`CHUNK_MIN`]/[`CHUNK_AVG`]/[`CHUNK_MAX`]. Every cut
+/// the engine makes (a whole file, a re-cut around an edit, a thread's share) goes
+/// through it, so the parameters are written once.
+pub(crate) fn chunker(data: &[u8]) -> fastcdc::v2020::FastCDC<'_> {
     fastcdc::v2020::FastCDC::with_level(
         data,
         CHUNK_MIN,
@@ -20,8 +19,21 @@ pub fn cut_points(data: &[u8]) -> Vec<usize> {
         CHUNK_MAX,
         fastcdc::v2020::Normalization::Level1,
     )
-    .map(|c| c.offset + c.length)
-    .collect()
+}
+
+/// The length of the first chunk of `data` (all of it when no cut is made; 0 for
+/// empty data).
+pub(crate) fn first_cut(data: &[u8]) -> usize {
+    chunker(data).next().map_or(data.len(), |c| c.length)
+}
+
+/// Cut points of `data`: the end offset of each chunk, in order. Empty data has none.
+///
+/// FastCDC 2020 with normalization level 1 and the crate's default gear table; a test
+/// pins the cut points of a fixed input so an upgrade of the `fastcdc` crate cannot
+/// silently move them.
+pub fn cut_points(data: &[u8]) -> Vec<usize> {
+    chunker(data).map(|c| c.offset + c.length).collect()
 }
 
 #[cfg(test)]
@@ -56,6 +68,18 @@ mod tests {
             PINNED_CUTS.to_vec(),
             "FastCDC cut points moved: {cuts:?}"
         );
+    }
+
+    #[test]
+    fn first_cut_is_the_first_of_the_cut_points() {
+        let data = pseudo_random(256 << 10, 0x5eed);
+        assert_eq!(first_cut(&data), PINNED_CUTS[0]);
+        assert_eq!(
+            first_cut(&data[PINNED_CUTS[0]..]),
+            cut_points(&data[PINNED_CUTS[0]..])[0]
+        );
+        assert_eq!(first_cut(&[]), 0);
+        assert_eq!(first_cut(&[1, 2, 3]), 3);
     }
 
     const PINNED_CUTS: &[usize] = &[

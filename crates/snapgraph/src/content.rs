@@ -1,11 +1,10 @@
 //! Turning bytes into content objects (inline, one chunk, or chunks plus a manifest
-//! tree), and emitting those objects.
+//! tree); `emit` emits them.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::boundary::{split, varint_len};
-use crate::chunk::cut_points;
-use crate::emit::Emitter;
+use crate::chunk::{cut_points, first_cut};
 use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::{ChunkRef, Manifest, ManifestChild};
@@ -191,26 +190,6 @@ impl ContentObjects {
         Self::from_spans(data.len() as u64, hash_spans(data, &cuts, threads))
     }
 
-    /// The previous version worth keeping when `file` is overwritten with `data`:
-    /// both large and the old objects known.
-    /// A file a shallow checkout left unloaded has no previous bytes: its new
-    /// objects are built from scratch (the same ids, by construction).
-    pub(crate) fn reusable(
-        file: &crate::workspace::FileNode,
-        data: &[u8],
-    ) -> Option<Arc<Previous>> {
-        let old = file.data.as_ref()?;
-        if data.len() < REUSE_MIN || old.len() < REUSE_MIN {
-            return None;
-        }
-        match (&file.objects, &file.prev) {
-            (Some(objects), _) => Some(Arc::new((old.clone(), objects.clone()))),
-            // Written twice since the last commit: the committed version still helps.
-            (None, Some(prev)) => Some(prev.clone()),
-            (None, None) => None,
-        }
-    }
-
     /// The objects of `data`, knowing that `old_data` was stored as `old`: chunks
     /// before the first changed byte and after the last one are reused, and only the
     /// region between is cut and hashed again. The result is identical to
@@ -241,15 +220,7 @@ impl ContentObjects {
         let tail_new = data.len() - suffix;
         let tail_old = old_data.len() - suffix;
         while pos < data.len() {
-            let len = fastcdc::v2020::FastCDC::with_level(
-                &data[pos..],
-                crate::chunk::CHUNK_MIN,
-                crate::chunk::CHUNK_AVG,
-                crate::chunk::CHUNK_MAX,
-                fastcdc::v2020::Normalization::Level1,
-            )
-            .next()
-            .map_or(data.len() - pos, |c| c.length);
+            let len = first_cut(&data[pos..]);
             spans.push(Span {
                 id: chunk_id(&data[pos..pos + len]),
                 start: pos,
@@ -416,49 +387,6 @@ impl ContentObjects {
     pub fn is_reference(&self) -> bool {
         self.chunks.is_empty() && !matches!(self.content, Content::Inline(_))
     }
-
-    /// Adds the objects not in `have` (nor already emitted) to `out`, children first.
-    /// `data` must be the bytes these objects store; a [`reference`](Self::reference)
-    /// emits nothing (callers check first that the destination holds its objects).
-    pub fn emit(&self, data: &FileBytes, out: &mut Emitter<'_>) {
-        if self.is_reference() {
-            return;
-        }
-        match &self.content {
-            Content::Inline(_) => {}
-            Content::Chunk(_) => self.emit_chunk(0, data, out),
-            Content::Manifest(_) => {
-                let top = self.manifest.len() - 1;
-                self.emit_manifest(top, 0, data, out);
-            }
-        }
-    }
-
-    fn emit_chunk(&self, i: usize, data: &FileBytes, out: &mut Emitter<'_>) {
-        let span = self.chunks[i];
-        if out.wants(&span.id) {
-            out.push_chunk(span.id, data, span.start, span.len as usize, span.version);
-        }
-    }
-
-    fn emit_manifest(&self, level: usize, index: usize, data: &FileBytes, out: &mut Emitter<'_>) {
-        let slot = &self.manifest[level][index];
-        if !out.wants(&slot.id) {
-            return;
-        }
-        let first: usize = self.manifest[level][..index]
-            .iter()
-            .map(|s| s.items as usize)
-            .sum();
-        for child in first..first + slot.items as usize {
-            if level == 0 {
-                self.emit_chunk(child, data, out);
-            } else {
-                self.emit_manifest(level - 1, child, data, out);
-            }
-        }
-        out.push_shared(slot.id, slot.stored.clone());
-    }
 }
 
 /// Length of the longest common prefix, compared a block at a time (memcmp speed).
@@ -502,7 +430,7 @@ pub(crate) struct Pending {
 
 /// Files at least this large keep their previous version across a write, so that a
 /// small edit re-chunks only around the change.
-const REUSE_MIN: usize = 1 << 20;
+pub(crate) const REUSE_MIN: usize = 1 << 20;
 
 /// Contents at least this large are cut and hashed by several threads at once.
 const PARALLEL_FILE_MIN: usize = 4 << 20;
@@ -674,6 +602,7 @@ fn slot(node: &Manifest, items: usize, version: u8) -> MSlot {
 mod tests {
     use super::*;
     use crate::chunk::tests_support::pseudo_random;
+    use crate::emit::Emitter;
 
     #[test]
     fn a_chunk_list_reads_as_its_bodies_joined() {

@@ -2,9 +2,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::content::FileBytes;
+use crate::content::{ContentObjects, FileBytes};
 use crate::id::ObjectId;
 use crate::object::encode_chunk;
+use crate::object::tree::Content;
 use crate::source::{BoxError, ObjectSource};
 
 /// Objects to persist, in dependency order: every object comes after all the objects
@@ -252,5 +253,50 @@ impl<'a> Emitter<'a> {
                 stored: OnceLock::new(),
             },
         );
+    }
+}
+
+impl ContentObjects {
+    /// Adds the objects not in `have` (nor already emitted) to `out`, children first.
+    /// `data` must be the bytes these objects store; a [`reference`](Self::reference)
+    /// emits nothing (callers check first that the destination holds its objects).
+    pub fn emit(&self, data: &FileBytes, out: &mut Emitter<'_>) {
+        if self.is_reference() {
+            return;
+        }
+        match &self.content {
+            Content::Inline(_) => {}
+            Content::Chunk(_) => self.emit_chunk(0, data, out),
+            Content::Manifest(_) => {
+                let top = self.manifest.len() - 1;
+                self.emit_manifest(top, 0, data, out);
+            }
+        }
+    }
+
+    fn emit_chunk(&self, i: usize, data: &FileBytes, out: &mut Emitter<'_>) {
+        let span = self.chunks[i];
+        if out.wants(&span.id) {
+            out.push_chunk(span.id, data, span.start, span.len as usize, span.version);
+        }
+    }
+
+    fn emit_manifest(&self, level: usize, index: usize, data: &FileBytes, out: &mut Emitter<'_>) {
+        let slot = &self.manifest[level][index];
+        if !out.wants(&slot.id) {
+            return;
+        }
+        let first: usize = self.manifest[level][..index]
+            .iter()
+            .map(|s| s.items as usize)
+            .sum();
+        for child in first..first + slot.items as usize {
+            if level == 0 {
+                self.emit_chunk(child, data, out);
+            } else {
+                self.emit_manifest(level - 1, child, data, out);
+            }
+        }
+        out.push_shared(slot.id, slot.stored.clone());
     }
 }

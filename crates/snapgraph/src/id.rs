@@ -9,8 +9,6 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::object::ObjectKind;
-
 /// The BLAKE3 key-derivation context of format version 2's id key for each kind,
 /// indexed by kind byte minus one (`docs/FORMAT.md` section 2). Only tests derive
 /// the keys again; the engine uses [`ID_KEYS_V2`].
@@ -105,21 +103,9 @@ impl ObjectId {
         Self(*blake3::hash(stored).as_bytes())
     }
 
-    /// The id of the object of `kind` and format `version` whose body is `body`,
-    /// without building its stored bytes: equal to
-    /// [`hash_stored`](Self::hash_stored) of `kind || version || body`. Version 2
-    /// bodies are hashed in place.
-    pub fn hash_object(kind: ObjectKind, version: u8, body: &[u8]) -> Self {
-        if let Some(id) = Self::hash_keyed(kind.byte(), version, body) {
-            return id;
-        }
-        let mut h = blake3::Hasher::new();
-        h.update(&[kind.byte(), version]);
-        h.update(body);
-        Self(*h.finalize().as_bytes())
-    }
-
-    fn hash_keyed(kind: u8, version: u8, body: &[u8]) -> Option<Self> {
+    /// The keyed-BLAKE3 id of a version 2 object of kind byte `kind`; `None` for
+    /// other versions and unknown kinds.
+    pub(crate) fn hash_keyed(kind: u8, version: u8, body: &[u8]) -> Option<Self> {
         if version != 2 {
             return None;
         }
@@ -253,6 +239,7 @@ pub enum ParseIdError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::ObjectKind;
 
     #[test]
     fn hex_round_trip_either_case() {

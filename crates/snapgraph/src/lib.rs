@@ -65,6 +65,7 @@ pub mod id;
 pub mod limits;
 pub mod object;
 pub mod pack;
+pub mod path;
 pub mod source;
 mod tree;
 pub mod workspace;
@@ -73,7 +74,7 @@ pub use drift::{ContentDriftError, DriftCheck, DriftPolicy, DriftedSource, Resto
 pub use emit::{ObjectSet, ObjectSetIntoIter};
 pub use graph::{Diff, GraphError, SnapshotGraph};
 pub use id::{ObjectId, ParseIdError};
-pub use limits::Limits;
+pub use limits::{LimitError, Limits};
 pub use object::capability::CapabilityFingerprint;
 pub use object::commit::CommitObject;
 pub use object::reads::ExternalRead;

@@ -8,6 +8,7 @@ use common::{
     assert_children_first, closure, fetch_loop, oracle_diff, persist, pseudo_random, snap, Store,
 };
 use snapgraph::limits::{MAX_NAME_LEN, MAX_PATH_LEN};
+use snapgraph::LimitError;
 use snapgraph::{
     CapabilityFingerprint, CheckoutError, CheckoutPolicy, CommitError, CommitOptions, Diff,
     EmptySource, EntryKind, FsError, GraphError, Limits, Metadata, ObjectError, ObjectId,
@@ -1104,7 +1105,7 @@ fn checkout_limits() {
     assert_eq!(target.limits().max_files, 10);
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::default()),
-        Err(CheckoutError::LimitExceeded { commit, what: "files", limit: 10 }) if commit == id
+        Err(CheckoutError::Limit(LimitError::Exceeded { commit, what: "files", limit: 10 })) if commit == id
     ));
     assert_eq!(full_state(&target), before);
     target.set_limits(Limits {
@@ -1114,7 +1115,7 @@ fn checkout_limits() {
     });
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::default()),
-        Err(CheckoutError::LimitExceeded { commit, what: "bytes", limit: 1999 }) if commit == id
+        Err(CheckoutError::Limit(LimitError::Exceeded { commit, what: "bytes", limit: 1999 })) if commit == id
     ));
     assert_eq!(full_state(&target), before);
     // Limits are inclusive: exactly 20 files and 2000 bytes restore.

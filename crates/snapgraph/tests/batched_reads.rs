@@ -158,3 +158,72 @@ fn checkout_plan_costs_calls_per_level_not_per_object() {
     // object (2,221) before.
     assert!(calls <= 20, "plan: {calls} calls over the fetch loop");
 }
+
+/// The objects `id` needs, children before parents, read one object per call: the
+/// order `reachable` gave before it read a level per call (a post-order of the
+/// references, in their order), as an oracle.
+fn reachable_one_by_one(id: ObjectId, store: &Store, parents: bool) -> Vec<ObjectId> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![(id, false)];
+    while let Some((oid, expanded)) = stack.pop() {
+        if expanded {
+            out.push(oid);
+            continue;
+        }
+        if !seen.insert(oid) {
+            continue;
+        }
+        stack.push((oid, true));
+        let (_, refs) = snapgraph::object::references(&oid, &store[&oid]).unwrap();
+        stack.extend(
+            refs.into_iter()
+                .rev()
+                // Without `parents`, the only commit references are parents.
+                .filter(|(_, kind)| parents || *kind != snapgraph::ObjectKind::Commit)
+                .filter(|(child, _)| !seen.contains(child))
+                .map(|(child, _)| (child, false)),
+        );
+    }
+    out
+}
+
+#[test]
+fn reachable_costs_calls_per_level_not_per_object() {
+    let mut ws = wide_tree();
+    // Two large files (multi-level manifests) and one that repeats the first.
+    let big = common::pseudo_random(3 << 20, 99);
+    ws.write("/big/a.bin", &big).unwrap();
+    ws.write("/big/copy.bin", &big).unwrap();
+    ws.write("/big/b.bin", common::pseudo_random(2 << 20, 98))
+        .unwrap();
+    let mut store = Store::new();
+    let mut id = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+    let first = id;
+    for turn in 0..4u32 {
+        ws.write(&format!("/d00/e0/turn{turn}"), turn.to_le_bytes())
+            .unwrap();
+        id = persist(
+            &mut store,
+            ws.commit(CommitOptions::new().parent(id)).unwrap(),
+        );
+    }
+    assert!(store.len() > 2_500, "{} objects", store.len());
+    let src = Calls::new(&store);
+
+    let objects = SnapshotGraph::reachable(first, &src).unwrap();
+    let calls = src.take();
+    // The same objects in the same order as a walk of one object per call.
+    assert_eq!(objects, reachable_one_by_one(first, &store, false));
+    // The commit, four tree levels (root; 20 directories and /big; 200 directories),
+    // the manifest levels, then 15 MB of chunks in batches of at most 8 MiB or 1,024:
+    // 11 calls when written, against one per object (about 2,600) before.
+    assert!(calls <= 16, "reachable: {calls} calls");
+
+    let history = SnapshotGraph::reachable_history(id, &src).unwrap();
+    let calls = src.take();
+    assert_eq!(history, reachable_one_by_one(id, &store, true));
+    // One more level per commit of the history, and each commit's changed trees: 14
+    // calls when written.
+    assert!(calls <= 24, "reachable_history: {calls} calls");
+}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::{bare_commit, dir_entry, inline_file, persist, pseudo_random, snap, Snap, Store};
 use snapgraph::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeChild, TreeNode};
+use snapgraph::LimitError;
 use snapgraph::{
     BoxError, CapabilityFingerprint, CheckoutError, CheckoutPolicy, CommitObject, CommitOptions,
     GraphError, Limits, ObjectError, ObjectId, ObjectKind, ObjectSource, SnapshotGraph, Workspace,
@@ -968,7 +969,7 @@ fn lying_directory_totals() {
     let before = observable(&target);
     assert!(matches!(
         target.checkout(liar, &store, CheckoutPolicy::Force),
-        Err(CheckoutError::LimitExceeded { what: "files", limit: 10, commit }) if commit == liar
+        Err(CheckoutError::Limit(LimitError::Exceeded { what: "files", limit: 10, commit })) if commit == liar
     ));
     assert_eq!(observable(&target), before);
 }
@@ -999,8 +1000,29 @@ fn malformed_file_content() {
         );
         assert_eq!(observable(&ws), before);
     };
+    // What the reachability walks must refuse as checkout does (they use the one
+    // manifest walker, and check chunk lengths against their references).
+    let walks_refuse = |store: &Store, node: &TreeNode, bad: ObjectId, kind: ObjectKind| {
+        let mut s = store.clone();
+        let (commit, _) = commit_of_tree(&mut s, node);
+        for e in [
+            graph_err(SnapshotGraph::reachable(commit, &s)),
+            graph_err(SnapshotGraph::reachable_history(commit, &s)),
+        ] {
+            assert!(
+                matches!(&e, ObjectError::Malformed { id, kind: k, .. } if *id == bad && *k == kind),
+                "reachable: {e:?}"
+            );
+        }
+    };
     // A single chunk whose length differs from the entry's size.
     expect(
+        &store,
+        &file(201, Content::Chunk(chunk)),
+        chunk,
+        ObjectKind::Chunk,
+    );
+    walks_refuse(
         &store,
         &file(201, Content::Chunk(chunk)),
         chunk,
@@ -1037,12 +1059,24 @@ fn malformed_file_content() {
         m,
         ObjectKind::Manifest,
     );
+    walks_refuse(
+        &store,
+        &file(big.len() as u64 + 1, Content::Manifest(m)),
+        m,
+        ObjectKind::Manifest,
+    );
     // A chunk whose length differs from the manifest's record.
     let mut lying = refs.clone();
     lying[0].len += 1;
     lying[1].len -= 1;
     let m2 = put_manifest(&mut store, &Manifest::Leaf(lying));
     expect(
+        &store,
+        &file(big.len() as u64, Content::Manifest(m2)),
+        refs[0].id,
+        ObjectKind::Chunk,
+    );
+    walks_refuse(
         &store,
         &file(big.len() as u64, Content::Manifest(m2)),
         refs[0].id,
@@ -1058,6 +1092,12 @@ fn malformed_file_content() {
         }]),
     );
     expect(
+        &store,
+        &file(1000, Content::Manifest(m3)),
+        m3,
+        ObjectKind::Manifest,
+    );
+    walks_refuse(
         &store,
         &file(1000, Content::Manifest(m3)),
         m3,
@@ -1116,6 +1156,12 @@ fn malformed_file_content() {
         },
     );
     expect(
+        &store,
+        &file(big.len() as u64, Content::Manifest(over)),
+        over,
+        ObjectKind::Manifest,
+    );
+    walks_refuse(
         &store,
         &file(big.len() as u64, Content::Manifest(over)),
         over,
@@ -1366,11 +1412,11 @@ fn checkout_limits_leave_the_workspace_unchanged() {
     ] {
         target.set_limits(limits);
         match target.checkout(id, &store, CheckoutPolicy::default()) {
-            Err(CheckoutError::LimitExceeded {
+            Err(CheckoutError::Limit(LimitError::Exceeded {
                 commit,
                 what: w,
                 limit,
-            }) => {
+            })) => {
                 assert_eq!(commit, id);
                 assert_eq!(w, what);
                 assert_eq!(
@@ -1431,9 +1477,13 @@ fn repeated_subtrees_cannot_make_checkout_run_away() {
     });
     let before = observable(&target);
     let started = Instant::now();
+    // Directories are counted apart from files (the budget diff shares), and named.
     assert!(matches!(
         target.checkout(commit, &store, CheckoutPolicy::Force),
-        Err(CheckoutError::LimitExceeded { what: "files", .. })
+        Err(CheckoutError::Limit(LimitError::Exceeded {
+            what: "directories",
+            ..
+        }))
     ));
     assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(observable(&target), before);
@@ -1459,7 +1509,7 @@ fn directories_nested_too_deep() {
     let mut target = bystander();
     let before = observable(&target);
     match target.checkout(commit, &store, CheckoutPolicy::Force) {
-        Err(CheckoutError::TooDeep { path }) => {
+        Err(CheckoutError::Limit(LimitError::TooDeep { path })) => {
             // The first directory whose path is longer than any path may be.
             assert_eq!(path, "/d".repeat(257));
         }
@@ -1472,7 +1522,7 @@ fn directories_nested_too_deep() {
     let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
     let e = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     match SnapshotGraph::diff(e, commit, &store) {
-        Err(GraphError::TooDeep { path }) => assert_eq!(path, "/d".repeat(257)),
+        Err(GraphError::Limit(LimitError::TooDeep { path })) => assert_eq!(path, "/d".repeat(257)),
         other => panic!("{other:?}"),
     }
 }
@@ -1579,7 +1629,7 @@ fn state_bytes_count_against_the_byte_limit() {
     let before = observable(&target);
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::Force),
-        Err(CheckoutError::LimitExceeded { what: "bytes", commit, .. }) if commit == id
+        Err(CheckoutError::Limit(LimitError::Exceeded { what: "bytes", commit, .. })) if commit == id
     ));
     assert_eq!(observable(&target), before);
     // Files and state together: 1000 + 2 MiB.
@@ -1590,7 +1640,10 @@ fn state_bytes_count_against_the_byte_limit() {
     });
     assert!(matches!(
         target.checkout(id, &store, CheckoutPolicy::Force),
-        Err(CheckoutError::LimitExceeded { what: "bytes", .. })
+        Err(CheckoutError::Limit(LimitError::Exceeded {
+            what: "bytes",
+            ..
+        }))
     ));
     target.set_limits(Limits {
         max_files: 100,
@@ -1644,7 +1697,10 @@ fn a_state_claiming_huge_size_is_refused_before_allocating() {
     let started = Instant::now();
     assert!(matches!(
         target.checkout(commit, &store, CheckoutPolicy::Force),
-        Err(CheckoutError::LimitExceeded { what: "bytes", .. })
+        Err(CheckoutError::Limit(LimitError::Exceeded {
+            what: "bytes",
+            ..
+        }))
     ));
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(observable(&target), before);

@@ -13,6 +13,7 @@ use snapgraph::limits::RECORD_OVERHEAD;
 use snapgraph::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
 use snapgraph::pack::{FLAG_KEYED, FLAG_ZSTD, MAGIC};
+use snapgraph::LimitError;
 use snapgraph::{
     CheckoutError, CheckoutPolicy, CommitObject, CommitOptions, DriftPolicy, ExternalRead,
     GraphError, Limits, Metadata, ObjectError, ObjectId, ObjectKind, RestoreOptions, SnapshotError,
@@ -823,7 +824,7 @@ fn paths_longer_than_the_limit_are_refused() {
     let want = expected.clone();
     refuse_objects(
         &objects,
-        move |e| matches!(e, SnapshotError::Checkout(CheckoutError::PathTooLong { path }) if *path == want),
+        move |e| matches!(e, SnapshotError::Checkout(CheckoutError::Limit(LimitError::PathTooLong { path })) if *path == want),
     );
     // A diff materializes the same paths and refuses them the same way.
     let store: BTreeMap<ObjectId, Vec<u8>> = objects.iter().map(|o| (id(o), o.clone())).collect();
@@ -833,7 +834,9 @@ fn paths_longer_than_the_limit_are_refused() {
     store.insert(id(&c), c.clone());
     let top = id(objects.last().unwrap());
     match SnapshotGraph::diff(id(&c), top, &store) {
-        Err(GraphError::PathTooLong { path }) => assert!(expected.starts_with(&path)),
+        Err(GraphError::Limit(LimitError::PathTooLong { path })) => {
+            assert!(expected.starts_with(&path))
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -847,7 +850,7 @@ fn files_one_level_below_the_depth_limit_are_refused() {
     let want = format!("{}/f", "/d".repeat(256));
     refuse_objects(
         &objects,
-        move |e| matches!(e, SnapshotError::Checkout(CheckoutError::TooDeep { path }) if *path == want),
+        move |e| matches!(e, SnapshotError::Checkout(CheckoutError::Limit(LimitError::TooDeep { path })) if *path == want),
     );
     // 255 levels and a file: exactly at the limit, accepted.
     let objects = nested(&names[..255], file("f", b"x"));
@@ -903,7 +906,7 @@ fn diffs_of_trees_repeating_subtrees_are_bounded() {
     };
     let started = Instant::now();
     match SnapshotGraph::diff_with_limits(sides[0], sides[1], &store, &limits) {
-        Err(GraphError::LimitExceeded { limit, .. }) => assert_eq!(limit, 10_000),
+        Err(GraphError::Limit(LimitError::Exceeded { limit, .. })) => assert_eq!(limit, 10_000),
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -961,11 +964,11 @@ fn diffs_charge_index_nodes_they_decode() {
         ..Limits::default()
     };
     match SnapshotGraph::diff_with_limits(sides[0], sides[1], &store, &limits) {
-        Err(GraphError::LimitExceeded {
+        Err(GraphError::Limit(LimitError::Exceeded {
             commit,
             what,
             limit,
-        }) => {
+        })) => {
             // Diff walks breadth-first (one batched read per depth), so on this input
             // the directory count can trip before the index entries do; either way
             // the work is refused at the limit, naming the commit.

@@ -12,6 +12,7 @@ use common::{bare_commit, build_from, inline_file, persist, pseudo_random, snap,
 use proptest::prelude::*;
 use snapgraph::object::manifest::{ChunkRef, Manifest};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
+use snapgraph::LimitError;
 use snapgraph::{
     BoxError, CapabilityFingerprint, CheckoutError, CheckoutOptions, CheckoutPolicy, CommitError,
     CommitObject, CommitOptions, EntryKind, FsError, Limits, ObjectError, ObjectId, ObjectKind,
@@ -831,7 +832,7 @@ fn limits_apply_to_recorded_sizes() {
         Workspace::new().checkout(commit, &store, CheckoutPolicy::Force),
     ] {
         assert!(
-            matches!(result, Err(CheckoutError::LimitExceeded { what: "bytes", commit: c, .. }) if c == commit),
+            matches!(result, Err(CheckoutError::Limit(LimitError::Exceeded { what: "bytes", commit: c, .. })) if c == commit),
             "{result:?}"
         );
     }
@@ -884,7 +885,7 @@ fn limits_apply_to_recorded_sizes() {
         ws.set_limits(limits);
         assert!(matches!(
             ws.checkout_with(id, &store, CheckoutOptions::new().policy(CheckoutPolicy::default()).shallow(true)),
-            Err(CheckoutError::LimitExceeded { what: w, .. }) if w == what
+            Err(CheckoutError::Limit(LimitError::Exceeded { what: w, .. })) if w == what
         ));
         assert_eq!(snap(&ws), before);
     }
@@ -906,7 +907,10 @@ fn limits_apply_to_recorded_sizes() {
                 .policy(CheckoutPolicy::Force)
                 .shallow(true)
         ),
-        Err(CheckoutError::LimitExceeded { what: "files", .. })
+        Err(CheckoutError::Limit(LimitError::Exceeded {
+            what: "files",
+            ..
+        }))
     ));
     assert_eq!(snap(&ws), before);
 }

@@ -379,7 +379,7 @@ pub(super) fn write_index_after_checkout(
     id: ObjectId,
     entries: &[(String, EntryKind, Option<Digest>)],
 ) -> Result<()> {
-    let probe_ns = repo::fs_now(&wd.dot)?;
+    let probe_ns = crate::index::fs_now(&wd.dot)?;
     let mut index = Index::new(&wd.root, probe_ns);
     let mut complete = true;
     for (path, kind, digest) in entries {

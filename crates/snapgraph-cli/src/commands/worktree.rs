@@ -138,7 +138,7 @@ pub(super) fn commit(
         None => Workspace::new(),
     };
     let skeleton = skeleton.into_read();
-    let probe_ns = repo::fs_now(&wd.dot)?;
+    let probe_ns = crate::index::fs_now(&wd.dot)?;
     let pb = ctx.bar(None, "scanning");
     let report = scan::scan(
         &root,

@@ -10,9 +10,9 @@ use std::ops::ControlFlow;
 
 use super::{load_commit, read_list, GraphError, SnapshotGraph};
 use crate::id::ObjectId;
-use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
+use crate::limits::{Budget, Limits};
 use crate::object::reads::ExternalRead;
-use crate::object::tree::{Entry, EntryKind, EntryNode, TreeNode};
+use crate::object::tree::{count_kinds, Entry, EntryKind, EntryNode, TreeNode};
 use crate::object::{load, load_many, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Ahead};
@@ -168,7 +168,7 @@ impl SnapshotGraph {
 
     /// [`diff`](Self::diff), reading at most `limits.max_files` file and as many
     /// directory entries of each side before failing with
-    /// [`GraphError::LimitExceeded`].
+    /// [`GraphError::Limit`].
     pub fn diff_with_limits<S: ObjectSource + ?Sized>(
         a: ObjectId,
         b: ObjectId,
@@ -262,11 +262,15 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
     limits: &Limits,
     visit: &mut V,
 ) -> Result<(), GraphError> {
-    let mut budget = Budget {
-        limit: limits.max_files,
-        commits,
-        seen: [[0; 3]; 2],
-    };
+    // Each side is charged as a checkout of it would be (a tree that repeats subtrees
+    // can describe far more paths than it has objects, and a diff reads each
+    // occurrence). Index entries of internal nodes are charged too: a diff skips
+    // leaves equal on both sides, so it may decode index nodes whose leaves it never
+    // charges. Bytes are not charged: a diff holds no file content.
+    let mut budget = [
+        Budget::new(commits[0], *limits),
+        Budget::new(commits[1], *limits),
+    ];
     // Directories one depth at a time: (directory path, its number of components,
     // tree on each side). The root nodes of a depth's directories on both sides are
     // read in one batched read, so a source with per-call latency costs round trips
@@ -321,7 +325,7 @@ fn visit_dir<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
     ta: Option<ObjectId>,
     tb: Option<ObjectId>,
     ahead: &mut Ahead,
-    budget: &mut Budget,
+    budget: &mut [Budget; 2],
     visit: &mut V,
     next: &mut Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)>,
 ) -> Result<ControlFlow<()>, GraphError> {
@@ -340,12 +344,7 @@ fn visit_dir<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
         };
         for (name, ea, eb) in changes {
             let path = format!("{prefix}/{name}");
-            if depth + 1 > MAX_DEPTH {
-                return Err(GraphError::TooDeep { path });
-            }
-            if path.len() > MAX_PATH_LEN {
-                return Err(GraphError::PathTooLong { path });
-            }
+            budget[0].path(depth + 1, path.len(), || path.clone())?;
             let dir_of = |e: &Option<Entry>| match e {
                 Some(Entry {
                     node: EntryNode::Dir { tree, .. },
@@ -398,51 +397,15 @@ fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
     }
 }
 
-/// Entries decoded so far on each side, against the limit: a tree that repeats
-/// subtrees can describe far more paths than it has objects, and a diff reads each
-/// occurrence, as a checkout of that side would. Index entries of internal nodes are
-/// counted too: a diff skips leaves equal on both sides, so it may decode index
-/// nodes whose leaves it never charges.
-struct Budget {
-    limit: u64,
-    commits: [ObjectId; 2],
-    /// Per side: [files and symlinks, directories, index entries].
-    seen: [[u64; 3]; 2],
-}
-
-impl Budget {
-    fn charge(&mut self, side: usize, entries: &[Entry]) -> Result<(), GraphError> {
-        let dirs = entries
-            .iter()
-            .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
-            .count() as u64;
-        self.add(side, 0, entries.len() as u64 - dirs)?;
-        self.add(side, 1, dirs)
-    }
-
-    /// Adds `n` to counter `i` (files, directories, index entries) of `side`.
-    fn add(&mut self, side: usize, i: usize, n: u64) -> Result<(), GraphError> {
-        self.seen[side][i] = self.seen[side][i].saturating_add(n);
-        if self.seen[side][i] > self.limit {
-            return Err(GraphError::LimitExceeded {
-                commit: self.commits[side],
-                what: ["files", "directories", "index entries"][i],
-                limit: self.limit,
-            });
-        }
-        Ok(())
-    }
-}
-
 fn all_entries<S: ObjectSource + ?Sized>(
     source: &S,
     id: ObjectId,
     side: usize,
     ahead: &mut Ahead,
-    budget: &mut Budget,
+    budget: &mut [Budget; 2],
 ) -> Result<Vec<Entry>, GraphError> {
     read_entries::<S, GraphError>(source, id, ahead, true, &mut |leaf| {
-        budget.charge(side, leaf)
+        Ok(budget[side].leaf(count_kinds(leaf))?)
     })
 }
 
@@ -457,11 +420,11 @@ enum Item {
 }
 
 /// Charges what a tree node of `side` holds to the budget.
-fn charge_node(node: &TreeNode, side: usize, budget: &mut Budget) -> Result<(), GraphError> {
-    match node {
-        TreeNode::Leaf(entries) => budget.charge(side, entries),
-        TreeNode::Internal { children, .. } => budget.add(side, 2, children.len() as u64),
-    }
+fn charge_node(node: &TreeNode, side: usize, budget: &mut [Budget; 2]) -> Result<(), GraphError> {
+    Ok(match node {
+        TreeNode::Leaf(entries) => budget[side].leaf(count_kinds(entries)),
+        TreeNode::Internal { children, .. } => budget[side].index(children.len() as u64),
+    }?)
 }
 
 /// A directory's root node of `side`, read ahead or read now, charged.
@@ -470,7 +433,7 @@ fn load_node<S: ObjectSource + ?Sized>(
     id: ObjectId,
     side: usize,
     ahead: &mut Ahead,
-    budget: &mut Budget,
+    budget: &mut [Budget; 2],
 ) -> Result<Item, GraphError> {
     let node = match ahead.take(&id) {
         Some(node) => node,
@@ -489,7 +452,7 @@ fn changed_entries<S: ObjectSource + ?Sized>(
     a: ObjectId,
     b: ObjectId,
     ahead: &mut Ahead,
-    budget: &mut Budget,
+    budget: &mut [Budget; 2],
 ) -> Result<Vec<EntryPair>, GraphError> {
     let mut sa = vec![load_node(source, a, 0, ahead, budget)?];
     let mut sb = vec![load_node(source, b, 1, ahead, budget)?];
@@ -618,7 +581,7 @@ fn expand<S: ObjectSource + ?Sized>(
     items: Vec<Item>,
     top: u8,
     side: usize,
-    budget: &mut Budget,
+    budget: &mut [Budget; 2],
 ) -> Result<Vec<Item>, GraphError> {
     let ids: Vec<ObjectId> = items
         .iter()

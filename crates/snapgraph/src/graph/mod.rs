@@ -13,7 +13,7 @@ pub use diff::{Change, ChangeEntry, ChangeKind, Diff, Recorder, Visit};
 pub use reachable::CheckoutPlan;
 
 use crate::id::ObjectId;
-use crate::limits::{MAX_DEPTH, MAX_PATH_LEN};
+use crate::limits::LimitError;
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
 use crate::object::reads::{ExternalRead, ReadsObject};
@@ -42,30 +42,12 @@ pub enum GraphError {
         /// The parent's generation.
         parent_generation: u64,
     },
-    /// A path in a commit has more than [`MAX_DEPTH`] components.
-    #[error("{path}: directories nest deeper than {MAX_DEPTH}")]
-    TooDeep {
-        /// The first path found with more than [`MAX_DEPTH`] components.
-        path: String,
-    },
-    /// A path in a commit is longer than [`MAX_PATH_LEN`] bytes.
-    #[error("{path}: path longer than {MAX_PATH_LEN} bytes")]
-    PathTooLong {
-        /// The first path found longer than the limit.
-        path: String,
-    },
     /// A query would read more entries of a commit than
     /// [`Limits::max_files`](crate::Limits::max_files) allows (a tree that repeats
-    /// subtrees can describe far more paths than it has objects).
-    #[error("commit {commit} has more {what} than the limit of {limit}")]
-    LimitExceeded {
-        /// The commit.
-        commit: ObjectId,
-        /// `"files"`, `"directories"` or `"index entries"`.
-        what: &'static str,
-        /// The limit.
-        limit: u64,
-    },
+    /// subtrees can describe far more paths than it has objects), or met a path deeper
+    /// or longer than any workspace path.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// The history queries. All are associated functions taking the source to read.

@@ -2,7 +2,10 @@
 
 use super::{GraphError, SnapshotGraph};
 use crate::id::ObjectId;
-use crate::object::{check, fetch_many, load, refs_of, verify, ObjectError, ObjectKind, Seen};
+use crate::object::manifest::{Manifest, ManifestWalk};
+use crate::object::{
+    check, fetch_many, refs_of, sized_refs_of, ObjectError, ObjectKind, Ref, Seen,
+};
 use crate::source::ObjectSource;
 
 impl SnapshotGraph {
@@ -218,55 +221,228 @@ fn contains_many<S: ObjectSource + ?Sized>(
     Ok(answers)
 }
 
-/// Iterative post-order walk: children before parents, each object once, verified.
+/// Chunks verified per batched read of [`walk`], at most, and the bytes they may hold
+/// together (as their references record them).
+const WALK_CHUNKS: usize = 1024;
+const WALK_CHUNK_BYTES: u64 = 8 << 20;
+
+/// The walk of [`SnapshotGraph::reachable`] and
+/// [`reachable_history`](SnapshotGraph::reachable_history): breadth first, one level
+/// of the object graph per batched read (commits, trees, capabilities and reads
+/// objects in batches of [`PLAN_BATCH`]; chunks in batches of [`WALK_CHUNKS`] or
+/// [`WALK_CHUNK_BYTES`]; the next level of every manifest being walked in one read),
+/// so that a source with per-call latency costs round trips proportional to the
+/// graph's depth, not its number of objects. Every object is verified; the kind of
+/// every reference is checked, also of references to ids already met; manifests are
+/// walked by the one manifest walker with its checks ([`ManifestWalk`]); every
+/// chunk's length is checked against what references it; and a content root
+/// referenced twice must be claimed the same size both times. Then the objects are
+/// listed children before parents (a post-order of the references, in their order),
+/// each once.
 fn walk<S: ObjectSource + ?Sized>(
     id: ObjectId,
     source: &S,
     parents: bool,
 ) -> Result<Vec<ObjectId>, GraphError> {
-    let mut out = Vec::new();
-    let mut seen = Seen::default();
-    // (id, kind, children already pushed)
-    let mut stack = vec![(id, ObjectKind::Commit, false)];
-    while let Some((oid, kind, expanded)) = stack.pop() {
-        if expanded {
-            out.push(oid);
-            continue;
-        }
-        if !seen.first(oid, kind)? {
-            continue;
-        }
-        stack.push((oid, kind, true));
-        if kind == ObjectKind::Chunk {
-            // Chunks reference nothing: verify without decoding.
-            let stored = source
-                .get(&oid)
-                .map_err(|source| ObjectError::Source { id: oid, source })?
-                .ok_or(ObjectError::NotFound { id: oid })?;
-            let (actual, _) = verify(&oid, &stored)?;
-            if actual != kind {
-                return Err(ObjectError::WrongKind {
-                    id: oid,
-                    expected: kind,
-                    actual,
-                }
-                .into());
-            }
-            continue;
-        }
-        let loaded = load(source, &oid, kind)?;
-        for (child, ckind) in refs_of(&oid, kind, loaded.body(), parents)?
+    let mut w = Walk::default();
+    let _first = w.seen.first(id, ObjectKind::Commit)?;
+    let mut frontier = vec![(id, ObjectKind::Commit)];
+    while !frontier.is_empty() || !w.manifests.is_empty() {
+        let (chunks, objects): (Vec<_>, Vec<_>) = frontier
             .into_iter()
-            .rev()
-        {
-            // Checked here too, not only when popped: a reference to an id already
-            // walked under another kind must fail.
-            if seen.contains(&child) {
-                seen.first(child, ckind)?;
-            } else {
-                stack.push((child, ckind, false));
+            .partition(|(_, kind)| *kind == ObjectKind::Chunk);
+        let mut next = Vec::new();
+        for batch in objects.chunks(PLAN_BATCH) {
+            let ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+            for (&(oid, kind), stored) in batch.iter().zip(fetch_many(source, &ids)?) {
+                let stored = stored.ok_or(ObjectError::NotFound { id: oid })?;
+                let loaded = check(&oid, stored, kind, true)?;
+                let refs = sized_refs_of(&oid, kind, loaded.body(), parents)?;
+                w.follow(oid, refs, &mut next)?;
             }
         }
+        let mut at = 0;
+        while at < chunks.len() {
+            let (mut end, mut bytes) = (at, 0u64);
+            while end < chunks.len() && end - at < WALK_CHUNKS && bytes < WALK_CHUNK_BYTES {
+                bytes = bytes.saturating_add(w.lens.get(&chunks[end].0).copied().unwrap_or(0));
+                end += 1;
+            }
+            let ids: Vec<ObjectId> = chunks[at..end].iter().map(|(id, _)| *id).collect();
+            for (cid, stored) in ids.iter().zip(fetch_many(source, &ids)?) {
+                let stored = stored.ok_or(ObjectError::NotFound { id: *cid })?;
+                // Chunks reference nothing: verified, not decoded.
+                let loaded = check(cid, stored, ObjectKind::Chunk, true)?;
+                let len = loaded.body().len() as u64;
+                if w.lens.get(cid).is_some_and(|&claimed| claimed != len) {
+                    return Err(ObjectError::malformed(
+                        *cid,
+                        ObjectKind::Chunk,
+                        format!("{len} bytes where a reference says {}", w.lens[cid]),
+                    )
+                    .into());
+                }
+            }
+            at = end;
+        }
+        w.manifest_level(source, &mut next)?;
+        frontier = next;
     }
-    Ok(out)
+    Ok(w.post_order(id))
+}
+
+/// What [`walk`] keeps between levels.
+#[derive(Default)]
+struct Walk {
+    /// Every id met, with its kind.
+    seen: Seen,
+    /// The references of every object read, in their order.
+    children: hashbrown::HashMap<ObjectId, Vec<ObjectId>>,
+    /// The length every reference to a chunk claims.
+    lens: hashbrown::HashMap<ObjectId, u64>,
+    /// The size every reference to a content root (a manifest's) claims.
+    roots: hashbrown::HashMap<ObjectId, u64>,
+    /// Manifests being walked.
+    manifests: Vec<ManifestWalk>,
+}
+
+impl Walk {
+    /// Records `oid`'s references, checks their kinds and sizes, and queues those met
+    /// for the first time (manifest roots start a manifest walk instead).
+    fn follow(
+        &mut self,
+        oid: ObjectId,
+        refs: Vec<Ref>,
+        next: &mut Vec<(ObjectId, ObjectKind)>,
+    ) -> Result<(), GraphError> {
+        let mut kids = Vec::with_capacity(refs.len());
+        for r in refs {
+            kids.push(r.id);
+            let first = self.seen.first(r.id, r.kind)?;
+            match (r.kind, r.size) {
+                (ObjectKind::Chunk, Some(size)) => self.claim_len(r.id, size)?,
+                // A manifest's root (referenced by a file entry or the state);
+                // its nodes are read by its walk.
+                (ObjectKind::Manifest, Some(size)) => {
+                    if let Some(&claimed) = self.roots.get(&r.id) {
+                        if claimed != size {
+                            return Err(ObjectError::malformed(
+                                r.id,
+                                ObjectKind::Manifest,
+                                format!("referenced as {claimed} and as {size} bytes"),
+                            )
+                            .into());
+                        }
+                    } else {
+                        self.roots.insert(r.id, size);
+                        self.manifests.push(ManifestWalk::new(r.id, size));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if first {
+                next.push((r.id, r.kind));
+            }
+        }
+        self.children.insert(oid, kids);
+        Ok(())
+    }
+
+    /// Records the length a reference claims for chunk `id`: every reference must
+    /// claim the same.
+    fn claim_len(&mut self, id: ObjectId, size: u64) -> Result<(), GraphError> {
+        let claimed = *self.lens.entry(id).or_insert(size);
+        if claimed != size {
+            return Err(ObjectError::malformed(
+                id,
+                ObjectKind::Chunk,
+                format!("referenced as {claimed} and as {size} bytes"),
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Reads the next level of every manifest being walked in one batched read (each
+    /// node once), feeds each walk its nodes, and queues the chunks of finished ones.
+    fn manifest_level<S: ObjectSource + ?Sized>(
+        &mut self,
+        source: &S,
+        next: &mut Vec<(ObjectId, ObjectKind)>,
+    ) -> Result<(), GraphError> {
+        if self.manifests.is_empty() {
+            return Ok(());
+        }
+        let mut ids: Vec<ObjectId> = Vec::new();
+        let mut nodes: hashbrown::HashMap<ObjectId, Manifest> = hashbrown::HashMap::new();
+        for m in &self.manifests {
+            for id in m.wanted() {
+                if nodes.insert(*id, Manifest::Leaf(Vec::new())).is_none() {
+                    ids.push(*id);
+                }
+            }
+        }
+        for batch in ids.chunks(PLAN_BATCH) {
+            for (nid, stored) in batch.iter().zip(fetch_many(source, batch)?) {
+                let stored = stored.ok_or(ObjectError::NotFound { id: *nid })?;
+                let loaded = check(nid, stored, ObjectKind::Manifest, true)?;
+                let node = Manifest::decode(nid, loaded.body())?;
+                if !self.children.contains_key(nid) {
+                    // Child manifests are read by the walk; chunks are queued when
+                    // met first (their lengths checked here).
+                    let refs = sized_refs_of(nid, ObjectKind::Manifest, loaded.body(), false)?;
+                    let mut kids = Vec::with_capacity(refs.len());
+                    for r in refs {
+                        kids.push(r.id);
+                        let first = self.seen.first(r.id, r.kind)?;
+                        if r.kind == ObjectKind::Chunk {
+                            self.claim_len(r.id, r.size.unwrap_or(0))?;
+                            if first {
+                                next.push((r.id, r.kind));
+                            }
+                        }
+                    }
+                    self.children.insert(*nid, kids);
+                }
+                nodes.insert(*nid, node);
+            }
+        }
+        let mut walking = Vec::with_capacity(self.manifests.len());
+        for mut m in std::mem::take(&mut self.manifests) {
+            let level: Vec<Manifest> = m.wanted().iter().map(|id| nodes[id].clone()).collect();
+            if m.feed(level)?.is_none() {
+                walking.push(m);
+            }
+        }
+        self.manifests = walking;
+        Ok(())
+    }
+
+    /// Every object met, children before parents, each once: the post-order of the
+    /// references from `root`, in their order.
+    fn post_order(&self, root: ObjectId) -> Vec<ObjectId> {
+        let mut out = Vec::with_capacity(self.children.len() + self.lens.len());
+        let mut done = hashbrown::HashSet::new();
+        let mut stack = vec![(root, false)];
+        while let Some((oid, expanded)) = stack.pop() {
+            if expanded {
+                out.push(oid);
+                continue;
+            }
+            if !done.insert(oid) {
+                continue;
+            }
+            stack.push((oid, true));
+            if let Some(kids) = self.children.get(&oid) {
+                stack.extend(
+                    kids.iter()
+                        .rev()
+                        .filter(|k| !done.contains(*k))
+                        .map(|k| (*k, false)),
+                );
+            }
+        }
+        out
+    }
 }

@@ -56,11 +56,6 @@ impl CapabilityFingerprint {
         self
     }
 
-    /// Reads the fingerprint a workspace was given, if any.
-    pub fn capture(ws: &crate::Workspace) -> Option<Self> {
-        ws.capabilities().cloned()
-    }
-
     /// What `self` (a snapshot's fingerprint) has that `live` lacks: builtins,
     /// features, and the backend when they differ. Empty when `live` is a superset.
     pub fn missing_from(&self, live: &CapabilityFingerprint) -> Vec<String> {

@@ -47,6 +47,22 @@ pub enum ObjectKind {
     Reads = 6,
 }
 
+impl ObjectId {
+    /// The id of the object of `kind` and format `version` whose body is `body`,
+    /// without building its stored bytes: equal to
+    /// [`hash_stored`](Self::hash_stored) of `kind || version || body`. Version 2
+    /// bodies are hashed in place.
+    pub fn hash_object(kind: ObjectKind, version: u8, body: &[u8]) -> Self {
+        if let Some(id) = ObjectId::hash_keyed(kind.byte(), version, body) {
+            return id;
+        }
+        let mut h = blake3::Hasher::new();
+        h.update(&[kind.byte(), version]);
+        h.update(body);
+        ObjectId::from_bytes(*h.finalize().as_bytes())
+    }
+}
+
 impl ObjectKind {
     /// The kind whose header byte is `byte`, if any.
     pub fn from_byte(byte: u8) -> Option<Self> {
@@ -278,29 +294,74 @@ pub(crate) fn refs_of(
     body: &[u8],
     parents: bool,
 ) -> Result<Vec<(ObjectId, ObjectKind)>, ObjectError> {
+    Ok(sized_refs_of(id, kind, body, parents)?
+        .into_iter()
+        .map(|r| (r.id, r.kind))
+        .collect())
+}
+
+/// One reference of an object: the id, the kind it must have and, for content (a
+/// chunk, a manifest node, a file's or the state's content root), the bytes it must
+/// hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ref {
+    pub id: ObjectId,
+    pub kind: ObjectKind,
+    pub size: Option<u64>,
+}
+
+/// [`refs_of`] with the size every content reference claims, in the same order.
+pub(crate) fn sized_refs_of(
+    id: &ObjectId,
+    kind: ObjectKind,
+    body: &[u8],
+    parents: bool,
+) -> Result<Vec<Ref>, ObjectError> {
+    let of = |id: ObjectId, kind: ObjectKind, size: Option<u64>| Ref { id, kind, size };
     Ok(match kind {
         ObjectKind::Commit => {
             let c = commit::CommitObject::decode(id, body)?;
-            let mut out = c.snapshot_refs();
+            let mut out = vec![of(c.tree, ObjectKind::Tree, None)];
+            out.extend(
+                c.state
+                    .object()
+                    .map(|(sid, skind)| of(sid, skind, Some(c.state_size))),
+            );
+            out.extend(
+                c.capabilities
+                    .map(|i| of(i, ObjectKind::Capabilities, None)),
+            );
+            out.extend(c.reads.map(|i| of(i, ObjectKind::Reads, None)));
             if parents {
-                out.extend(c.parents.iter().map(|p| (*p, ObjectKind::Commit)));
+                out.extend(c.parents.iter().map(|p| of(*p, ObjectKind::Commit, None)));
             }
             out
         }
         ObjectKind::Tree => match tree::TreeNode::decode(id, body)? {
-            tree::TreeNode::Leaf(entries) => entries.iter().filter_map(|e| e.refs()).collect(),
+            tree::TreeNode::Leaf(entries) => entries
+                .iter()
+                .filter_map(|e| {
+                    let (rid, rkind) = e.refs()?;
+                    let size = match e.node {
+                        tree::EntryNode::File { size, .. } => Some(size),
+                        _ => None,
+                    };
+                    Some(of(rid, rkind, size))
+                })
+                .collect(),
             tree::TreeNode::Internal { children, .. } => children
                 .iter()
-                .map(|c| (c.tree, ObjectKind::Tree))
+                .map(|c| of(c.tree, ObjectKind::Tree, None))
                 .collect(),
         },
         ObjectKind::Manifest => match manifest::Manifest::decode(id, body)? {
-            manifest::Manifest::Leaf(chunks) => {
-                chunks.iter().map(|c| (c.id, ObjectKind::Chunk)).collect()
-            }
+            manifest::Manifest::Leaf(chunks) => chunks
+                .iter()
+                .map(|c| of(c.id, ObjectKind::Chunk, Some(u64::from(c.len))))
+                .collect(),
             manifest::Manifest::Internal { children, .. } => children
                 .iter()
-                .map(|c| (c.id, ObjectKind::Manifest))
+                .map(|c| of(c.id, ObjectKind::Manifest, Some(c.size)))
                 .collect(),
         },
         ObjectKind::Capabilities => {
@@ -338,11 +399,6 @@ impl Seen {
                 actual: *o.get(),
             }),
         }
-    }
-
-    /// Whether `id` was met.
-    pub fn contains(&self, id: &ObjectId) -> bool {
-        self.0.contains_key(id)
     }
 }
 
@@ -578,23 +634,6 @@ pub(crate) mod bounded {
     ) -> Result<Vec<T>, D::Error> {
         vec(d, MAX_PARENTS)
     }
-}
-
-/// Checks a name used in a tree entry or a path component.
-pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("empty name");
-    }
-    if name == "." || name == ".." {
-        return Err("name is . or ..");
-    }
-    if name.len() > crate::limits::MAX_NAME_LEN {
-        return Err("name longer than 255 bytes");
-    }
-    if name.bytes().any(|b| b == b'/' || b == 0) {
-        return Err("name contains / or NUL");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

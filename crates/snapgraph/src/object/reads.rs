@@ -33,8 +33,7 @@ impl ReadsObject {
             // Recording normalizes the path, so a stored one is always normalized: a
             // caller may use it as a workspace path without checking it again.
             if let Some(p) = &read.cached_at {
-                let normal = crate::workspace::path::parse(p)
-                    .is_ok_and(|c| crate::workspace::path::join(&c) == *p);
+                let normal = crate::path::parse(p).is_ok_and(|c| crate::path::join(&c) == *p);
                 if !normal {
                     return Err(ObjectError::malformed(
                         *id,

@@ -8,9 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{check_name, ObjectError, ObjectKind};
+use super::{ObjectError, ObjectKind};
 use crate::id::ObjectId;
 use crate::limits::{INLINE_MAX, MAX_LEVEL, MAX_NODE_ITEMS};
+use crate::path::check_name;
 
 /// How a file's (or the state's) bytes are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -269,6 +270,15 @@ impl TreeNode {
         }
         Ok(())
     }
+}
+
+/// How many of `entries` are files or symlinks, and how many directories.
+pub(crate) fn count_kinds(entries: &[Entry]) -> (u64, u64) {
+    let dirs = entries
+        .iter()
+        .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
+        .count() as u64;
+    (entries.len() as u64 - dirs, dirs)
 }
 
 #[cfg(test)]

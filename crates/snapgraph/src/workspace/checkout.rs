@@ -9,12 +9,12 @@ use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
 use crate::content::{ChunkList, ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
-use crate::limits::{Limits, MAX_DEPTH, MAX_PATH_LEN};
+use crate::limits::{Budget, LimitError, Limits};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
 use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
-use crate::object::tree::{Content, EntryNode, TreeNode};
+use crate::object::tree::{count_kinds, Content, EntryNode, TreeNode};
 use crate::object::{
     check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind, FORMAT_VERSION,
 };
@@ -65,29 +65,10 @@ pub enum CheckoutError {
         /// The feature.
         feature: String,
     },
-    /// The snapshot holds more files or bytes than the workspace's [`Limits`] allow.
-    #[error("commit {commit} exceeds the checkout limit on {what}: {limit}")]
-    LimitExceeded {
-        /// The commit.
-        commit: ObjectId,
-        /// `"files"` or `"bytes"`.
-        what: &'static str,
-        /// The limit.
-        limit: u64,
-    },
-    /// A path in the commit has more than [`MAX_DEPTH`] components.
-    #[error("{path}: directories nest deeper than {MAX_DEPTH}")]
-    TooDeep {
-        /// The first path found with more than [`MAX_DEPTH`] components.
-        path: String,
-    },
-    /// A path in the commit is longer than [`MAX_PATH_LEN`] bytes, so no workspace
-    /// call could name it.
-    #[error("{path}: path longer than {MAX_PATH_LEN} bytes")]
-    PathTooLong {
-        /// The first path found longer than the limit.
-        path: String,
-    },
+    /// The snapshot holds more files, directories or bytes than the workspace's
+    /// [`Limits`] allow, or a path deeper or longer than any workspace path.
+    #[error(transparent)]
+    Limit(#[from] LimitError),
     /// The path given to [`Workspace::load_content`] does not name a file.
     #[error(transparent)]
     Fs(#[from] FsError),
@@ -273,7 +254,8 @@ impl Workspace {
             (None, None) => ObjectId::from_bytes([0; 32]),
         };
         let mut loader = self.loader(source, commit, true, false);
-        loader.charge(1, reference.size)?;
+        loader.budget.leaf((1, 0))?;
+        loader.budget.bytes(reference.size)?;
         let (data, objects) = loader.content(&reference.content, reference.size, &p)?;
         if let Some(f) = self.file_in_place(&comps) {
             f.data = Some(data);
@@ -335,11 +317,9 @@ impl Workspace {
         let mut loader = self.loader(source, id, hash, shallow);
         let root_node = loader.node(&commit.tree)?;
         let (files, bytes) = root_node.totals();
-        loader.charge(files, bytes)?;
-        loader.files = 0;
-        loader.bytes = 0;
+        loader.budget.claim(files, bytes)?;
         // The state is held in memory like file bytes, and counts against the same limit.
-        loader.charge(0, commit.state_size)?;
+        loader.budget.bytes(commit.state_size)?;
         loader.read_ahead(commit.tree, root_node, &commit.state, commit.state_size);
         let root = loader.dir(commit.tree, 0, &mut Vec::new())?;
         let (state, state_objects) = loader.content(&commit.state, commit.state_size, "<state>")?;
@@ -371,10 +351,7 @@ impl Workspace {
             source,
             commit,
             limits: self.limits,
-            files: 0,
-            bytes: 0,
-            entries_seen: 0,
-            dirs_seen: 0,
+            budget: Budget::new(commit, self.limits),
             path_len: 0,
             hash,
             shallow,
@@ -560,15 +537,12 @@ struct Loader<'a, S: ?Sized> {
     source: &'a S,
     commit: ObjectId,
     limits: Limits,
-    files: u64,
-    bytes: u64,
-    /// File and symlink entries read so far, checked against `max_files` before the
-    /// entries are kept (a hostile tree can claim small totals).
-    entries_seen: u64,
-    /// Directory entries read so far. Bounded by `max_files` too, counted apart from
-    /// files so that directories do not use up the file limit, while a tree that
-    /// repeats subtrees cannot make a checkout walk without end.
-    dirs_seen: u64,
+    /// Entries, bytes and paths against `limits`: entries are charged as each leaf is
+    /// decoded, before they are kept (a hostile tree can claim small totals);
+    /// directories are counted apart from files, so that they do not use up the file
+    /// limit, while a tree that repeats subtrees cannot make a checkout walk without
+    /// end.
+    budget: Budget,
     /// Length in bytes of the path being loaded (`/` before each component).
     path_len: usize,
     /// Whether to re-hash objects read.
@@ -602,26 +576,6 @@ const AHEAD_CONTENTS: usize = 1024;
 const AHEAD_BYTES: u64 = 8 << 20;
 
 impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
-    fn charge(&mut self, files: u64, bytes: u64) -> Result<(), CheckoutError> {
-        self.files = self.files.saturating_add(files);
-        self.bytes = self.bytes.saturating_add(bytes);
-        if self.files > self.limits.max_files {
-            return Err(CheckoutError::LimitExceeded {
-                commit: self.commit,
-                what: "files",
-                limit: self.limits.max_files,
-            });
-        }
-        if self.bytes > self.limits.max_bytes {
-            return Err(CheckoutError::LimitExceeded {
-                commit: self.commit,
-                what: "bytes",
-                limit: self.limits.max_bytes,
-            });
-        }
-        Ok(())
-    }
-
     fn node(&self, id: &ObjectId) -> Result<TreeNode, ObjectError> {
         let loaded = load_with(self.source, id, ObjectKind::Tree, self.hash)?;
         TreeNode::decode(id, loaded.body())
@@ -813,28 +767,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
     ) -> Result<DirNode, CheckoutError> {
         // `depth` is the number of components of this directory's path, which a
         // workspace path may have up to MAX_DEPTH of.
-        if depth > MAX_DEPTH {
-            return Err(CheckoutError::TooDeep {
-                path: path::join(path),
-            });
-        }
-        let (source, limits, commit, hash) = (self.source, self.limits, self.commit, self.hash);
-        let (seen, dirs_seen) = (&mut self.entries_seen, &mut self.dirs_seen);
+        self.budget.path(depth, 0, || path::join(path))?;
+        let (source, hash, budget) = (self.source, self.hash, &mut self.budget);
         let entries = read_entries(source, id, &mut self.trees, hash, &mut |leaf| {
-            let dirs = leaf
-                .iter()
-                .filter(|e| matches!(e.node, EntryNode::Dir { .. }))
-                .count() as u64;
-            *dirs_seen = dirs_seen.saturating_add(dirs);
-            *seen = seen.saturating_add(leaf.len() as u64 - dirs);
-            if *seen > limits.max_files || *dirs_seen > limits.max_files {
-                return Err(CheckoutError::LimitExceeded {
-                    commit,
-                    what: "files",
-                    limit: limits.max_files,
-                });
-            }
-            Ok(())
+            budget.leaf(count_kinds(leaf)).map_err(CheckoutError::from)
         })?;
         // A directory's nodes are all of its root's format version; the id says which
         // (each version hashes differently), so the rebuild that matches is the one.
@@ -856,19 +792,11 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             let len = 1 + e.name.len();
             self.path_len += len;
             // Every path a checkout creates must be one the workspace can name.
-            if path.len() > MAX_DEPTH {
-                return Err(CheckoutError::TooDeep {
-                    path: path::join(path),
-                });
-            }
-            if self.path_len > MAX_PATH_LEN {
-                return Err(CheckoutError::PathTooLong {
-                    path: path::join(path),
-                });
-            }
+            self.budget
+                .path(path.len(), self.path_len, || path::join(path))?;
             let node = match e.node {
                 EntryNode::File { size, content } => {
-                    self.charge(1, size)?;
+                    self.budget.bytes(size)?;
                     if self.shallow && !matches!(content, Content::Inline(_)) {
                         let objects = self.reference(content, size, path)?;
                         Node::File(FileNode {
@@ -902,13 +830,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                     d.mode = e.mode;
                     Node::Dir(Arc::new(d))
                 }
-                EntryNode::Symlink { target } => {
-                    self.charge(1, 0)?;
-                    Node::Symlink(SymlinkNode {
-                        target,
-                        mode: e.mode,
-                    })
-                }
+                EntryNode::Symlink { target } => Node::Symlink(SymlinkNode {
+                    target,
+                    mode: e.mode,
+                }),
             };
             path.pop();
             self.path_len -= len;

@@ -25,15 +25,14 @@
 
 pub mod checkout;
 pub mod commit;
-pub mod path;
-pub mod snapshot;
+pub use crate::path;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use crate::path::PathError;
 pub use checkout::{CheckoutError, CheckoutOptions, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
-pub use path::PathError;
 
 use crate::content::{ContentObjects, FileBytes, Previous};
 use crate::id::ObjectId;
@@ -180,7 +179,31 @@ pub(crate) struct FileNode {
     pub prev: Option<Arc<Previous>>,
 }
 
+impl CapabilityFingerprint {
+    /// Reads the fingerprint a workspace was given, if any.
+    pub fn capture(ws: &Workspace) -> Option<Self> {
+        ws.capabilities().cloned()
+    }
+}
+
 impl FileNode {
+    /// The previous version worth keeping when this file is overwritten with `data`:
+    /// both large and the old objects known.
+    /// A file a shallow checkout left unloaded has no previous bytes: its new
+    /// objects are built from scratch (the same ids, by construction).
+    pub(crate) fn reusable(&self, data: &[u8]) -> Option<Arc<Previous>> {
+        let old = self.data.as_ref()?;
+        if data.len() < crate::content::REUSE_MIN || old.len() < crate::content::REUSE_MIN {
+            return None;
+        }
+        match (&self.objects, &self.prev) {
+            (Some(objects), _) => Some(Arc::new((old.clone(), objects.clone()))),
+            // Written twice since the last commit: the committed version still helps.
+            (None, Some(prev)) => Some(prev.clone()),
+            (None, None) => None,
+        }
+    }
+
     /// Its length in bytes (from its tree entry while unloaded).
     pub fn size(&self) -> u64 {
         match (&self.data, &self.objects) {
@@ -679,7 +702,7 @@ impl Workspace {
             .ok_or(FsError::IsADirectory { path: "/".into() })?;
         self.check_dirs(parent)?;
         let (mode, prev) = match self.lookup(&comps)? {
-            Some(Node::File(f)) => (f.mode, ContentObjects::reusable(f, &data)),
+            Some(Node::File(f)) => (f.mode, f.reusable(&data)),
             Some(Node::Dir(_)) => {
                 return Err(FsError::IsADirectory {
                     path: path::join(&comps),

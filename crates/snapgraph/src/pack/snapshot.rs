@@ -1,10 +1,14 @@
-//! Packed snapshots of a workspace: `snapshot`, `from_snapshot`, `restore_snapshot`.
+//! Packed snapshots of a workspace: `snapshot`, `from_snapshot`, `restore_snapshot`
+//! (methods of [`Workspace`] over the container of the parent module).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io::{Read, Write};
 
-use super::{CheckoutPolicy, Commit, CommitError, CommitOptions, Workspace};
+use super::{
+    parse_packed_limited, read_packed_records, write_packed, Records, RestoreOptions,
+    SnapshotError, SnapshotKey, SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
+};
 use crate::drift::{DriftPolicy, Restore};
 use crate::graph::SnapshotGraph;
 use crate::id::ObjectId;
@@ -13,12 +17,9 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::tree::{Content, EntryNode, TreeNode};
 use crate::object::ObjectError;
-use crate::pack::{
-    parse_packed_limited, read_packed_records, write_packed, Records, RestoreOptions,
-    SnapshotError, SnapshotKey, SnapshotOptions, Unpacked, FLAG_NO_FILES, FLAG_NO_STATE, FLAG_ZSTD,
-};
 use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
+use crate::workspace::{CheckoutPolicy, Commit, CommitError, CommitOptions, Workspace};
 
 impl Workspace {
     /// The workspace as one self-contained snapshot: the bytes of a parentless commit

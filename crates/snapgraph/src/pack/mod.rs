@@ -28,6 +28,8 @@ use crate::object::{ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::{BoxError, ObjectSource};
 use crate::workspace::CheckoutError;
 
+mod snapshot;
+
 /// The container's magic bytes.
 pub const MAGIC: [u8; 8] = *b"SNAPGRPH";
 /// The framing version this engine writes and the highest it reads.

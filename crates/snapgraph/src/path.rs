@@ -1,7 +1,9 @@
-//! Workspace paths: absolute, `/`-separated, normalized, validated.
+//! Workspace paths: absolute, `/`-separated, normalized, validated; and the rule for
+//! one name (a path component, a tree entry's name), which tree decoding shares.
+//!
+//! Also reachable as `workspace::path`.
 
-use crate::limits::{MAX_DEPTH, MAX_PATH_LEN};
-use crate::object::check_name;
+use crate::limits::{MAX_DEPTH, MAX_NAME_LEN, MAX_PATH_LEN};
 
 /// Why a path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +67,23 @@ pub fn join(comps: &[String]) -> String {
         s.push_str(c);
     }
     s
+}
+
+/// Checks a name used in a tree entry or a path component.
+pub(crate) fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("empty name");
+    }
+    if name == "." || name == ".." {
+        return Err("name is . or ..");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err("name longer than 255 bytes");
+    }
+    if name.bytes().any(|b| b == b'/' || b == 0) {
+        return Err("name contains / or NUL");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
