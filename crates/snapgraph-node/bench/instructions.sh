@@ -7,7 +7,8 @@
 #
 # One command: it installs valgrind if missing, builds the package (npm ci if needed,
 # npm run build: a no-op when it is current) and the Rust loop, then counts.
-# SNAPGRAPH_NODE_INDEX=/path/to/index.js counts another build (before/after).
+# SNAPGRAPH_NODE_INDEX=/path/to/index.js counts another build (before/after);
+# SNAPGRAPH_WARM=200 runs 200 turns first in every run (steady state, see turn_loop.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-300}

@@ -8,7 +8,8 @@
 #
 #   crates/snapgraph-wasm/bench/instructions.sh [N = 300]
 #
-# SNAPGRAPH_WASM_PKG=/path/to/pkg counts another build of the module (before/after).
+# SNAPGRAPH_WASM_PKG=/path/to/pkg counts another build of the module (before/after);
+# SNAPGRAPH_WARM=200 runs 200 turns first in every run (steady state, see turn_loop.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 n=${1:-300}
