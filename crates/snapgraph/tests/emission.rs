@@ -274,7 +274,9 @@ fn a_have_store_that_lacks_the_previous_trees_is_asked_beyond_the_batch() {
         let mut all = store.clone();
         all.extend(c.objects().iter().map(|(i, b)| (*i, b.to_vec())));
         let mut out = Workspace::new();
-        let _ = out.checkout(c.id(), &all, CheckoutPolicy::Superset).unwrap();
+        let _ = out
+            .checkout(c.id(), &all, CheckoutPolicy::Superset)
+            .unwrap();
         assert_eq!(
             out.read(&format!("/d{}/f{:06}", turn % 5, turn * 7))
                 .unwrap(),
@@ -308,6 +310,8 @@ fn a_have_store_whose_batch_fails_holds_nothing_of_it() {
     let mut all = store.clone();
     all.extend(c.objects().iter().map(|(i, b)| (*i, b.to_vec())));
     let mut out = Workspace::new();
-    let _ = out.checkout(c.id(), &all, CheckoutPolicy::Superset).unwrap();
+    let _ = out
+        .checkout(c.id(), &all, CheckoutPolicy::Superset)
+        .unwrap();
     assert_eq!(out.read("/d1/f000001").unwrap(), content(1, 1));
 }
