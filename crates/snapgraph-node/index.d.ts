@@ -19,7 +19,9 @@ export interface CommitOptions {
   parents?: string[]
   /**
    * What the destination already holds: ids (each with its whole closure), or an
-   * `Objects` value (a `Set` of ids works too) asked per object along changed paths.
+   * `Objects` value (a `Set` of ids works too) asked about the objects on changed
+   * paths only, in one batch per commit: a `Map` or `Set` (anything with `has`) in one
+   * call into JavaScript, a `Store` in one query.
    */
   have?: string[] | Objects | Set<string>
   /** Where to read parent commits this workspace did not make or check out. */
@@ -322,7 +324,8 @@ export declare class Workspace {
   /**
    * Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
    * lists ids the destination holds (with their closures) or is an `objects`
-   * value asked per object. On error nothing moves.
+   * value asked about changed paths, in one batch per commit. On error nothing
+   * moves.
    */
   commit(options?: CommitOptions): CommitResult
   /**
@@ -435,7 +438,9 @@ export interface CommitResult {
    * Objects to persist, keyed by id, in dependency order (referenced objects
    * first, the commit last): writing them in this order keeps a store closed. A
    * null-prototype object (like `querystring.parse`'s): use `Object.entries`,
-   * `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`.
+   * `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. Up to
+   * 16 MiB of objects, each `Buffer` is a view into one buffer per commit (like
+   * Node's pooled small `Buffer`s; `Buffer.from(b)` copies one out).
    */
   objects: Record<string, Buffer>
   /** How many objects. */

@@ -19,7 +19,9 @@ export interface CommitOptions {
   parents?: string[]
   /**
    * What the destination already holds: ids (each with its whole closure), or an
-   * `Objects` value (a `Set` of ids works too) asked per object along changed paths.
+   * `Objects` value (a `Set` of ids works too) asked about the objects on changed
+   * paths only, in one batch per commit: a `Map` or `Set` (anything with `has`) in one
+   * call into JavaScript, a `Store` in one query.
    */
   have?: string[] | Objects | Set<string>
   /** Where to read parent commits this workspace did not make or check out. */

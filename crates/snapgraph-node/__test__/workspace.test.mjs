@@ -297,3 +297,81 @@ test('a commit result: every field, objects a null-prototype record in dependenc
     }
   }
 })
+
+test('have as a Map or a Set is asked in one batch per commit, with the answers of a per-id has', () => {
+  const ws = new Workspace()
+  for (let i = 0; i < 300; i++) ws.write(`/d${i % 3}/f${i}`, Buffer.from(`file ${i} `.repeat(50)))
+  const first = ws.commit()
+  const store = new Map(Object.entries(first.objects))
+  let head = first.id
+  for (let turn = 1; turn <= 5; turn++) {
+    ws.write(`/d${turn % 3}/f${turn * 7}`, Buffer.from(`turn ${turn}`))
+    // A Map whose has() is counted, a Set of its ids, and the id list (closures)
+    // give the same objects.
+    let calls = 0
+    const counted = new Map(store)
+    const has = counted.has.bind(counted)
+    counted.has = (id) => {
+      calls++
+      return has(id)
+    }
+    const viaSet = ws.copy()
+    const viaIds = ws.copy()
+    const c = ws.commit({ parents: [head], have: counted })
+    assert.ok(calls > 1, 'every question answered')
+    const s = viaSet.commit({ parents: [head], have: new Set(store.keys()) })
+    const l = viaIds.commit({ parents: [head], have: [...store.keys()] })
+    assert.equal(s.id, c.id)
+    assert.deepEqual(Object.keys(s.objects), Object.keys(c.objects))
+    assert.deepEqual(Object.keys(l.objects), Object.keys(c.objects))
+    for (const id of Object.keys(c.objects)) assert.ok(!store.has(id))
+    assert.equal(c.isComplete, false)
+    for (const [id, b] of Object.entries(c.objects)) store.set(id, b)
+    head = c.id
+  }
+  // Everything the store holds restores the head.
+  const out = new Workspace()
+  out.checkout(head, store)
+  assert.deepEqual(out.read('/d2/f35'), Buffer.from('turn 5'))
+})
+
+test('a have whose has() throws or answers wrongly counts as holding nothing', () => {
+  const ws = sample()
+  const first = ws.commit()
+  const store = new Map(Object.entries(first.objects))
+  ws.write('/a.txt', Buffer.from('alpha 2\n'))
+  const full = ws.copy().commit({ parents: [first.id] })
+  const throwing = { get: (id) => store.get(id), has: () => { throw new Error('offline') } }
+  // The exception stays inside the question: the commit emits what it would have
+  // pruned, and returns.
+  const c = ws.copy().commit({ parents: [first.id], have: throwing })
+  assert.deepEqual(Object.keys(c.objects).sort(), Object.keys(full.objects).sort())
+  assert.equal(c.isComplete, true)
+  // An answer that is not a boolean is not "held".
+  const lying = { get: (id) => store.get(id), has: () => 'yes' }
+  const d = ws.copy().commit({ parents: [first.id], have: lying })
+  assert.deepEqual(Object.keys(d.objects).sort(), Object.keys(full.objects).sort())
+  assert.equal(d.isComplete, true)
+})
+
+test('commit objects are Buffers with exactly their stored bytes, also from commitAsync', async () => {
+  const ws = sample()
+  const first = ws.commit()
+  const db = sg.open('memory:')
+  db.putMany(first.objects)
+  for (const [id, b] of Object.entries(first.objects)) {
+    assert.ok(Buffer.isBuffer(b))
+    assert.deepEqual(db.getMany([id])[0], b)
+  }
+  assert.equal(Object.getPrototypeOf(first.objects), null)
+  ws.write('/a.txt', Buffer.from('alpha 3\n'))
+  const second = await ws.commitAsync({ parents: [first.id], have: db })
+  assert.ok(second.objectCount > 0)
+  assert.equal(Object.keys(second.objects).length, second.objectCount)
+  assert.equal(Object.values(second.objects).reduce((n, b) => n + b.length, 0), second.storedBytes)
+  db.putMany(second.objects)
+  assert.deepEqual(db.hasMany(Object.keys(second.objects)), [], 'none missing')
+  const out = new Workspace()
+  out.checkout(second.id, db)
+  assert.deepEqual(out.read('/a.txt'), Buffer.from('alpha 3\n'))
+})

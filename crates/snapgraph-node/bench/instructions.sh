@@ -3,10 +3,17 @@
 # not change them, unlike wall-clock time on a shared machine): each side runs its
 # loop for 0 and for N turns; (count(N) - count(0)) / N is one turn.
 #
-#   npm run build && bench/instructions.sh [N = 300]
+#   crates/snapgraph-node/bench/instructions.sh [N = 300]
+#
+# One command: it installs valgrind if missing, builds the package (npm ci if needed,
+# npm run build: a no-op when it is current) and the Rust loop, then counts.
+# SNAPGRAPH_NODE_INDEX=/path/to/index.js counts another build (before/after);
+# SNAPGRAPH_WARM=200 runs 200 turns first in every run (steady state, see turn_loop.mjs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-300}
+[ -d node_modules/@napi-rs/cli ] || npm_config_build_from_source=true npm ci --no-audit --no-fund >&2
+npm run -s build >&2
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind >/dev/null; }
 root=$(cd ../.. && pwd)
 cargo build -q --profile bench -p snapgraph-benches --example turn_instructions

@@ -2,7 +2,10 @@
 // rounds alternate between this process and the Rust peer
 // (benches/benches/node_peer.rs, same protocol), so both see the same machine load.
 //
-//   npm run build && node bench/turns.mjs [rounds] [turns] [checkouts]
+//   node crates/snapgraph-node/bench/turns.mjs [rounds = 3] [turns = 200] [checkouts = 10]
+//
+// One command: it builds the package first (npm ci if needed, npm run build: a no-op
+// when it is current; SNAPGRAPH_NO_BUILD=1 skips that) and the Rust peer.
 //
 // Protocol: 2,000 files of 4,000 pseudo-random bytes in 20 directories, committed
 // once; 5 warm-up turns; then each turn rewrites one file and commits with the store
@@ -11,12 +14,22 @@
 // new Workspace + checkout). Medians per round.
 import { createRequire } from 'node:module'
 import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const require = createRequire(import.meta.url)
+const here = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(here, '..', '..')
+if (!process.env.SNAPGRAPH_NO_BUILD) {
+  const run = (args, env = {}) =>
+    execFileSync('npm', args, { cwd: here, stdio: ['ignore', 2, 'inherit'], env: { ...process.env, ...env } })
+  if (!existsSync(join(here, 'node_modules', '@napi-rs', 'cli'))) {
+    run(['ci', '--no-audit', '--no-fund'], { npm_config_build_from_source: 'true' })
+  }
+  run(['run', '-s', 'build'])
+}
 const sg = require('../index.js')
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
 
 const [rounds = 3, turns = 200, checkouts = 10] = process.argv.slice(2).map(Number)
 const FILES = 2000

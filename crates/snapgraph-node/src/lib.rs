@@ -14,6 +14,7 @@
 mod convert;
 mod error;
 mod graph;
+mod helpers;
 mod source;
 mod store;
 mod task;

@@ -7,16 +7,18 @@
 //! hands back is trusted.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::JsObjectValue;
 use napi::bindgen_prelude::{
-    ClassInstance, Either3, Either4, Function, Null, Object, Uint8ArraySlice, Undefined, Unknown,
+    ClassInstance, Either3, Either4, Function, JsObjectValue, JsValue, Null, Object,
+    Uint8ArraySlice, Undefined, Unknown,
 };
-use napi::{Status, ValueType};
+use napi::{Env, Status, ValueType};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
 
 use crate::error::{napi as napi_err, NotBytes, Result};
+use crate::helpers;
 use crate::store::{Repo, Store};
 
 /// What a JavaScript source hands back for one id.
@@ -47,6 +49,14 @@ pub enum JsSource<'a> {
     },
 }
 
+/// Whether `object[name]` is a function.
+fn is_method(object: &Object<'_>, name: &std::ffi::CStr) -> Result<bool> {
+    let value: Unknown = object
+        .get_c_named_property_unchecked(name)
+        .map_err(napi_err)?;
+    Ok(value.get_type().map_err(napi_err)? == ValueType::Function)
+}
+
 fn method<'a, R>(object: &Object<'a>, name: &str) -> Result<Option<Function<'a, String, R>>>
 where
     R: napi::bindgen_prelude::FromNapiValue,
@@ -71,6 +81,36 @@ impl<'a> JsSource<'a> {
                 JsSource::Object { object, get, has }
             }
         })
+    }
+
+    /// An object with a `get` or a `has` method (what a per-turn commit passes as
+    /// `have`: a `Map` or a `Set`), told by its methods alone: no class test and no
+    /// failed conversion, each of which builds an error message. `None` for other
+    /// objects (a record, a `Store`, a `Repo`: classify them with [`new`](Self::new)).
+    pub fn with_methods(object: Object<'a>) -> Result<Option<Self>> {
+        let (get, has) = (is_method(&object, c"get")?, is_method(&object, c"has")?);
+        if !get && !has {
+            return Ok(None);
+        }
+        let get = if get {
+            Some(
+                object
+                    .get_c_named_property_unchecked(c"get")
+                    .map_err(napi_err)?,
+            )
+        } else {
+            None
+        };
+        let has = if has {
+            Some(
+                object
+                    .get_c_named_property_unchecked(c"has")
+                    .map_err(napi_err)?,
+            )
+        } else {
+            None
+        };
+        Ok(Some(JsSource::Object { object, get, has }))
     }
 
     /// The store behind this source, if it is one (for calls that run off the
@@ -132,10 +172,69 @@ impl ObjectSource for JsSource<'_> {
                 object,
                 has: Some(has),
                 ..
-            } => has
-                .apply(object, id.to_hex())
-                .map_err(|e| lookup_error(id, e)),
+            } => Ok(has_many(object, has, std::slice::from_ref(id))?[0]),
             _ => Ok(self.get(id)?.is_some()),
         }
     }
+
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> std::result::Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        match self {
+            JsSource::Store(s) => s.get_many(ids),
+            _ => ids.iter().map(|id| self.get(id)).collect(),
+        }
+    }
+
+    /// A `Store` answers in one batch; an object with `has` in one call of the
+    /// `hasMany` helper (a commit's `have` questions, see `helpers`).
+    fn contains_many(&self, ids: &[ObjectId]) -> std::result::Result<Vec<bool>, BoxError> {
+        match self {
+            JsSource::Store(s) => s.contains_many(ids),
+            JsSource::Object {
+                object,
+                has: Some(has),
+                ..
+            } => has_many(object, has, ids),
+            _ => ids.iter().map(|id| self.contains(id)).collect(),
+        }
+    }
+}
+
+/// `has` asked about each of `ids` through the `hasMany` helper: one call into
+/// JavaScript, and a `has` that throws is an error here rather than an exception left
+/// pending (which would surface from a commit that went on and succeeded). Where the
+/// helper could not be compiled, `has` is called once per id.
+fn has_many(
+    object: &Object<'_>,
+    has: &Function<'_, String, bool>,
+    ids: &[ObjectId],
+) -> std::result::Result<Vec<bool>, BoxError> {
+    let env = Env::from_raw(object.value().env);
+    let Some(helpers) = helpers::get(&env) else {
+        return ids
+            .iter()
+            .map(|id| {
+                has.apply(object, id.to_hex())
+                    .map_err(|e| lookup_error(id, e))
+            })
+            .collect();
+    };
+    let mut hex = String::with_capacity(64 * ids.len());
+    for id in ids {
+        // Writing into a `String` cannot fail.
+        let _ = write!(hex, "{id}");
+    }
+    let answer = helpers
+        .has_many(&env)
+        .and_then(|f| f.apply(object, hex))
+        .map_err(|e| BoxError::from(format!("objects has() failed: {}", e.reason)))?;
+    if let Some(message) = answer.strip_prefix('!') {
+        return Err(format!("objects has() threw: {message}").into());
+    }
+    if answer.len() != ids.len() {
+        return Err("objects has() answered a batch with the wrong length".into());
+    }
+    Ok(answer.bytes().map(|b| b == b'1').collect())
 }

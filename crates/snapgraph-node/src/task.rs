@@ -1,7 +1,7 @@
 //! Promise-returning calls: the work runs on the libuv thread pool as a napi async
 //! task, off the event loop; its value or coded error settles the promise.
 
-use napi::bindgen_prelude::{AsyncTask, JsError, Object, ToNapiValue, TypeName};
+use napi::bindgen_prelude::{AsyncTask, JsError, ToNapiValue, TypeName, Unknown};
 use napi::{Env, ScopedTask, Task};
 
 use crate::error::{error, Result};
@@ -71,7 +71,7 @@ where
 
 /// How a [`Built`] job's value becomes JavaScript: built through `Env` on the
 /// JavaScript thread (for results shaped by hand, like a commit's object record).
-pub type Build<T> = for<'env> fn(&'env Env, T) -> Result<Object<'env>>;
+pub type Build<T> = for<'env> fn(&'env Env, T) -> Result<Unknown<'env>>;
 
 /// A [`Job`] whose value is built into a JavaScript object by a [`Build`] function
 /// when the promise settles, instead of through `ToNapiValue`.
@@ -98,7 +98,7 @@ where
 
 impl<'env, T: Send + 'static> ScopedTask<'env> for Built<T> {
     type Output = Result<T>;
-    type JsValue = Object<'env>;
+    type JsValue = Unknown<'env>;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         Ok(match self.job.work.take() {
@@ -107,7 +107,7 @@ impl<'env, T: Send + 'static> ScopedTask<'env> for Built<T> {
         })
     }
 
-    fn resolve(&mut self, env: &'env Env, output: Self::Output) -> napi::Result<Object<'env>> {
+    fn resolve(&mut self, env: &'env Env, output: Self::Output) -> napi::Result<Unknown<'env>> {
         // As in `Job::resolve`: a coded error is rejected as the very `Error` object.
         let coded = |e| napi::Error::from(JsError::from(e).into_unknown(*env));
         let value = output.map_err(coded)?;

@@ -10,11 +10,16 @@
 //! start; keys are Latin-1 strings; small objects are copied into engine-owned
 //! buffers and only large ones are handed over without a copy.
 
-use napi::bindgen_prelude::{BufferSlice, FnArgs, Function, JsObjectValue, Null, Object};
+use std::fmt::Write as _;
+
+use napi::bindgen_prelude::{
+    Buffer, BufferSlice, FnArgs, Function, JsObjectValue, JsValue, Null, Object, Unknown,
+};
 use napi::Env;
 use snapgraph::ObjectId;
 
 use crate::error::{napi, Result};
+use crate::helpers::{self, Helpers};
 
 /// Objects up to this size are copied into a buffer the engine owns; larger ones are
 /// handed over as they are (an external buffer, freed by its finalizer). The copy is
@@ -59,9 +64,64 @@ pub fn object_record(
     Ok(record)
 }
 
+/// Above this many stored bytes, a commit's objects get a `Buffer` each rather than
+/// views into one: a view keeps its whole commit's bytes alive, which a per-turn commit
+/// does not mind and a first commit of a large workspace might.
+const SHARED_MAX: usize = 16 * 1024 * 1024;
+
 /// A commit as JavaScript: `{ id, generation, objects, objectCount, storedBytes,
 /// packed, isComplete }` (the `CommitResult` interface of `index.d.ts`).
-pub fn commit(env: &Env, c: snapgraph::Commit) -> Result<Object<'_>> {
+pub fn commit(env: &Env, c: snapgraph::Commit) -> Result<Unknown<'_>> {
+    match helpers::get(env) {
+        Some(h) if c.stored_bytes() <= SHARED_MAX as u64 => commit_in_js(env, h, c),
+        _ => commit_by_napi(env, c).map(|o| o.to_unknown()),
+    }
+}
+
+/// [`commit`] in one call of the `commitResult` helper: the ids in one string, the
+/// objects in one buffer (each one a view into it).
+fn commit_in_js<'env>(
+    env: &'env Env,
+    helpers: &Helpers,
+    c: snapgraph::Commit,
+) -> Result<Unknown<'env>> {
+    let packed = c.packed().map(Buffer::from);
+    let (id, generation, complete, stored, count) = (
+        c.id().to_hex(),
+        c.generation() as f64,
+        c.is_complete(),
+        c.stored_bytes(),
+        c.object_count(),
+    );
+    let mut keys = String::with_capacity(64 * count);
+    let mut data = Vec::with_capacity(stored as usize + 4 * count);
+    let mut sizes = Vec::with_capacity(4 * count);
+    for (oid, bytes) in c.objects().iter() {
+        // Writing into a `String` cannot fail.
+        let _ = write!(keys, "{oid}");
+        data.extend_from_slice(bytes);
+        // An object is at most MAX_OBJECT_SIZE bytes, far below 4 GiB.
+        sizes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    }
+    data.extend_from_slice(&sizes);
+    let build = helpers.commit(env).map_err(napi)?;
+    build
+        .call(FnArgs::from((
+            id,
+            generation,
+            count as u32,
+            stored as f64,
+            complete,
+            packed,
+            keys,
+            Buffer::from(data),
+        )))
+        .map_err(napi)
+}
+
+/// [`commit`] one napi call at a time (where the helper could not be compiled, or
+/// for a large commit).
+fn commit_by_napi(env: &Env, c: snapgraph::Commit) -> Result<Object<'_>> {
     let packed = c.packed();
     let (id, generation, complete, bytes, count) = (
         c.id(),

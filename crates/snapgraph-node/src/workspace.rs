@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
-use napi::bindgen_prelude::{AsyncTask, Buffer, Either, Null, Object, Uint8ArraySlice};
-use napi::Env;
+use napi::bindgen_prelude::{
+    AsyncTask, Buffer, Either, JsObjectValue, JsValue, Null, Object, Uint8ArraySlice, Unknown,
+};
+use napi::{Env, ValueType};
 use napi_derive::napi;
 use snapgraph::{
     CheckoutOptions, CheckoutPolicy, CommitOptions as RsCommitOptions, DriftCheck, DriftPolicy,
@@ -14,7 +16,7 @@ use snapgraph::{
 };
 
 use crate::convert::{self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry};
-use crate::error::{error, invalid, Result};
+use crate::error::{error, invalid, napi, Result};
 use crate::source::{JsSource, ObjectsArg};
 use crate::task::{spawn, spawn_built, spawn_then, Build, Built, Job};
 use crate::value;
@@ -135,7 +137,9 @@ pub struct CommitResult {
     /// Objects to persist, keyed by id, in dependency order (referenced objects
     /// first, the commit last): writing them in this order keeps a store closed. A
     /// null-prototype object (like `querystring.parse`'s): use `Object.entries`,
-    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`.
+    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. Up to
+    /// 16 MiB of objects, each `Buffer` is a view into one buffer per commit (like
+    /// Node's pooled small `Buffer`s; `Buffer.from(b)` copies one out).
     pub objects: IndexMap<String, Buffer>,
     /// How many objects.
     pub object_count: u32,
@@ -266,7 +270,23 @@ pub(crate) fn get<'a, V: napi::bindgen_prelude::FromNapiValue>(
         .map_err(|e| invalid(format!("option {name}: {}", e.reason)))
 }
 
+/// Option `name` of an options object as it is, for a caller that tests its type
+/// before converting it (a conversion that fails builds an error message first).
+fn raw<'a>(o: &Object<'a>, name: &std::ffi::CStr) -> Result<(Unknown<'a>, ValueType)> {
+    let v: Unknown<'a> = o
+        .get_c_named_property_unchecked(name)
+        .map_err(|e| invalid(format!("option {}: {}", name.to_string_lossy(), e.reason)))?;
+    let t = v
+        .get_type()
+        .map_err(|e| invalid(format!("option {}: {}", name.to_string_lossy(), e.reason)))?;
+    Ok((v, t))
+}
+
 impl<'a> CommitArgs<'a> {
+    /// Reads the options. `have` is tested for the per-turn shape first (a `Map` or a
+    /// `Set`: an object with `get` or `has`) before napi-rs's conversions are tried:
+    /// each one that fails builds an error message, and a class test looks up a
+    /// constructor.
     fn parse(options: Option<Object<'a>>) -> Result<Self> {
         let mut args = CommitArgs {
             parents: Vec::new(),
@@ -283,10 +303,23 @@ impl<'a> CommitArgs<'a> {
         if let Some(p) = get::<Vec<String>>(&o, "parents")? {
             args.parents = convert::ids(&p)?;
         }
-        match get::<Either<Vec<String>, ObjectsArg<'a>>>(&o, "have")? {
-            Some(Either::A(ids)) => args.have_ids = convert::ids(&ids)?,
-            Some(Either::B(source)) => args.have_in = Some(JsSource::new(source)?),
-            None => {}
+        let (have, kind) = raw(&o, c"have")?;
+        match kind {
+            ValueType::Undefined => {}
+            ValueType::Object if !have.is_array().map_err(napi)? => {
+                let object: Object<'a> = o.get_c_named_property_unchecked(c"have").map_err(napi)?;
+                args.have_in = match JsSource::with_methods(object)? {
+                    Some(source) => Some(source),
+                    None => get::<ObjectsArg<'a>>(&o, "have")?
+                        .map(JsSource::new)
+                        .transpose()?,
+                };
+            }
+            _ => match get::<Either<Vec<String>, ObjectsArg<'a>>>(&o, "have")? {
+                Some(Either::A(ids)) => args.have_ids = convert::ids(&ids)?,
+                Some(Either::B(source)) => args.have_in = Some(JsSource::new(source)?),
+                None => {}
+            },
         }
         if let Some(source) = get::<ObjectsArg<'a>>(&o, "parentSource")? {
             args.parent_source = Some(JsSource::new(source)?);
@@ -634,7 +667,8 @@ impl Workspace {
 
     /// Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
     /// lists ids the destination holds (with their closures) or is an `objects`
-    /// value asked per object. On error nothing moves.
+    /// value asked about changed paths, in one batch per commit. On error nothing
+    /// moves.
     #[napi(
         ts_args_type = "options?: CommitOptions",
         ts_return_type = "CommitResult"
@@ -643,7 +677,7 @@ impl Workspace {
         &self,
         env: &'env Env,
         options: Option<Object<'_>>,
-    ) -> Result<Object<'env>> {
+    ) -> Result<Unknown<'env>> {
         let args = CommitArgs::parse(options)?;
         let commit = self.with(|ws| ws.commit(args.options()).or_js())?;
         value::commit(env, commit)

@@ -7,6 +7,11 @@
 //! inserting the new objects. One thread, as in the browser. Prints one JSON line.
 //!
 //! `cargo run --release -p snapgraph-wasm --example turns_native`
+//!
+//! With an argument N (at most 300) it runs N untimed turns after the first commit
+//! instead, with their content made up front for 300 turns, and prints nothing: the
+//! native half of `crates/snapgraph-wasm/bench/instructions.sh` (callgrind, 0 and N
+//! turns; the difference over N is one turn).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -50,6 +55,18 @@ fn main() -> Result<(), snapgraph::Error> {
     let first = ws.commit(CommitOptions::new())?;
     store.extend(first.into_objects());
     let first_ms = t0.elapsed().as_secs_f64() * 1e3;
+
+    if let Some(n) = std::env::args().nth(1) {
+        let n: usize = n.parse().unwrap_or(0).min(300);
+        let data: Vec<Vec<u8>> = (0..300).map(|_| random(&mut rng)).collect();
+        for (k, d) in data.into_iter().take(n).enumerate() {
+            ws.write(&path((k * 7919) % FILES), d)?;
+            let head = ws.head().into_iter();
+            let c = ws.commit(CommitOptions::new().parents(head).have_in(&store))?;
+            store.extend(c.into_objects());
+        }
+        return Ok(());
+    }
 
     let mut edit = 0usize;
     let mut turn = |ws: &mut Workspace, data: Vec<u8>| -> Result<(), snapgraph::Error> {

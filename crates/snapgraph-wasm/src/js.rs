@@ -3,11 +3,62 @@
 
 use std::borrow::Cow;
 
+use std::fmt::Write as _;
+
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
+use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{self, Described, INVALID_ARGUMENT};
+
+// Two steps done inside JavaScript instead of crossing the boundary once per object
+// (each crossing, a string decoded from wasm memory, a typed array made, costs more
+// than the step itself): building a commit's `objects` record and answering a batch
+// of `has` questions.
+#[wasm_bindgen(inline_js = r#"
+export function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data) {
+  // `data` is a view of wasm memory: each object is copied out into its own buffer
+  // (so a store that clones it, as IndexedDB does, clones only the object).
+  const objects = {}
+  const n = keys.length >>> 6
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+  let at = 0
+  let len = data.length - 4 * n
+  for (let i = 0; i < n; i++, len += 4) {
+    const size = view.getUint32(len, true)
+    objects[keys.slice(i << 6, (i + 1) << 6)] = data.slice(at, at + size)
+    at += size
+  }
+  return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
+}
+export function hasMany(target, has, ids) {
+  let out = ''
+  for (let i = 0; i < ids.length; i += 64) out += has.call(target, ids.slice(i, i + 64)) ? '1' : '0'
+  return out
+}
+"#)]
+extern "C" {
+    /// `{ id, generation, objects, objectCount, storedBytes, packed, isComplete }`
+    /// with `objects[keys[64 i..64 (i + 1)]]` the `i`th object of `data` (the objects'
+    /// bytes one after the other, then each one's length as a little-endian u32).
+    #[wasm_bindgen(js_name = commitResult)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn commit_result(
+        id: &str,
+        generation: f64,
+        object_count: f64,
+        stored_bytes: f64,
+        is_complete: bool,
+        packed: &JsValue,
+        keys: &str,
+        data: &[u8],
+    ) -> Object;
+
+    /// `has.call(target, id)` for each 64-digit id of `ids`, as `'0'`/`'1'`.
+    #[wasm_bindgen(js_name = hasMany, catch)]
+    fn has_many(target: &JsValue, has: &Function, ids: &str) -> Result<String, JsValue>;
+}
 
 /// Every fallible binding call returns this: the error is a JavaScript `Error`.
 pub type JsResult<T> = Result<T, JsValue>;
@@ -260,6 +311,24 @@ impl ObjectSource for JsSource {
             Some(a) => Ok(Some(Cow::Owned(a.to_vec()))),
             None => Err("the source returned something other than a Uint8Array".into()),
         }
+    }
+
+    /// With a `has` method, one call for the batch (a commit's `have` questions).
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        let Some(has) = self.has.as_ref().filter(|_| ids.len() > 1) else {
+            return ids.iter().map(|id| self.contains(id)).collect();
+        };
+        let mut hex = String::with_capacity(64 * ids.len());
+        for id in ids {
+            // Writing into a `String` cannot fail.
+            let _ = write!(hex, "{id}");
+        }
+        let answer =
+            has_many(&self.target, has, &hex).map_err(|e| BoxError::from(js_message(&e)))?;
+        if answer.len() != ids.len() {
+            return Err("has() answered a batch with the wrong length".into());
+        }
+        Ok(answer.bytes().map(|b| b == b'1').collect())
     }
 
     fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {

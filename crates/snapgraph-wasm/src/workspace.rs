@@ -1,6 +1,8 @@
 //! `Workspace`, `Commit`, `Restore` and `DriftCheck` for JavaScript.
 
-use js_sys::{Array, Object, Reflect, Uint8Array};
+use std::fmt::Write as _;
+
+use js_sys::{Array, Object, Uint8Array};
 use snapgraph::{
     CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
     ExternalRead, Limits, Metadata, RestoreOptions, SnapshotOptions,
@@ -622,24 +624,31 @@ impl Default for Workspace {
 /// dependency order (referenced objects first; write them in this order), `packed` is
 /// the commit as a packed snapshot when it is complete, else `null`.
 fn commit_object(c: snapgraph::Commit) -> Object {
-    let o = js::object();
-    set(&o, "id", &JsValue::from_str(&c.id().to_hex()));
-    set(&o, "generation", &js::number(c.generation()));
-    set(
-        &o,
-        "objectCount",
-        &JsValue::from_f64(c.object_count() as f64),
-    );
-    set(&o, "storedBytes", &js::number(c.stored_bytes()));
-    set(&o, "isComplete", &JsValue::from_bool(c.is_complete()));
     let packed = c.packed().map_or(JsValue::NULL, |b| js::u8array(&b).into());
-    set(&o, "packed", &packed);
-    let objects = js::object();
+    let (count, stored) = (c.object_count(), c.stored_bytes());
+    // The ids in one string and the objects in one buffer, for one call of the
+    // `commitResult` helper (js.rs) instead of three crossings per object.
+    let mut keys = String::with_capacity(64 * count);
+    let mut data = Vec::with_capacity(usize::try_from(stored).unwrap_or(0) + 4 * count);
+    let mut sizes = Vec::with_capacity(4 * count);
     for (id, bytes) in c.objects().iter() {
-        let _ = Reflect::set(&objects, &js::hex(id), &js::u8array(bytes));
+        // Writing into a `String` cannot fail.
+        let _ = write!(keys, "{id}");
+        data.extend_from_slice(bytes);
+        // An object is at most MAX_OBJECT_SIZE bytes, far below 4 GiB.
+        sizes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     }
-    set(&o, "objects", &objects);
-    o
+    data.extend_from_slice(&sizes);
+    js::commit_result(
+        &c.id().to_hex(),
+        c.generation() as f64,
+        count as f64,
+        stored as f64,
+        c.is_complete(),
+        &packed,
+        &keys,
+        &data,
+    )
 }
 
 /// What a checkout or restore hands back about the commit's recorded external reads:

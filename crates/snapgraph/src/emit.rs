@@ -179,23 +179,71 @@ impl Have<'_> {
         self.ids.is_some() || !self.sources.is_empty()
     }
 
+    fn in_ids(&self, id: &ObjectId) -> bool {
+        self.ids.as_ref().is_some_and(|s| s.contains(id))
+    }
+
     fn contains(&self, id: &ObjectId) -> bool {
-        if self.ids.as_ref().is_some_and(|s| s.contains(id)) {
+        if self.in_ids(id) {
             return true;
         }
         // A source that cannot answer counts as "not held": emitting an object the
         // destination already has is harmless, omitting one it lacks is not.
         self.sources.iter().any(|s| s.contains(id).unwrap_or(false))
     }
+
+    /// Whether each source holds each of `ids`, one [`contains_many`] per source (a
+    /// source is asked only about what the sources before it lack). A source that
+    /// fails, or answers with the wrong number of items, holds none of them.
+    ///
+    /// [`contains_many`]: ObjectSource::contains_many
+    fn contains_many(&self, ids: Vec<ObjectId>) -> hashbrown::HashMap<ObjectId, bool> {
+        let mut known = hashbrown::HashMap::with_capacity(ids.len());
+        let mut open: Vec<ObjectId> = ids.into_iter().filter(|id| !self.in_ids(id)).collect();
+        for source in &self.sources {
+            if open.is_empty() {
+                break;
+            }
+            let answers = source
+                .contains_many(&open)
+                .ok()
+                .filter(|a| a.len() == open.len());
+            let Some(answers) = answers else { continue };
+            let mut rest = Vec::with_capacity(open.len());
+            for (id, held) in open.into_iter().zip(answers) {
+                if held {
+                    known.insert(id, true);
+                } else {
+                    rest.push(id);
+                }
+            }
+            open = rest;
+        }
+        known.extend(open.into_iter().map(|id| (id, false)));
+        known
+    }
 }
 
 /// Walks new objects top-down, pruning at what the destination holds, and collects
 /// them children-first.
+///
+/// With `have_in` sources, a commit walks twice: first a probe that answers every
+/// question optimistically (a directory's previous root is held, a new node is not)
+/// and only records the ids asked, then, after one batched question per source about
+/// all of them ([`probed`](Self::probed)), the real walk, which asks a source per
+/// object only where it goes beyond what the probe asked (a previous root that turned
+/// out not to be held). A store with per-call latency, or a binding whose every call
+/// crosses into JavaScript, answers a per-turn commit in one call instead of one per
+/// object on the changed paths.
 pub(crate) struct Emitter<'a> {
     have: &'a Have<'a>,
     pub out: ObjectSet,
     /// Whether `have` left anything out: the objects are then not self-contained.
     pub pruned: bool,
+    /// Answers learned in one batch after the probe.
+    known: hashbrown::HashMap<ObjectId, bool>,
+    /// While probing: the ids asked so far.
+    probe: Option<hashbrown::HashSet<ObjectId>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -204,15 +252,48 @@ impl<'a> Emitter<'a> {
             have,
             out: ObjectSet::new(),
             pruned: false,
+            known: hashbrown::HashMap::new(),
+            probe: None,
+        }
+    }
+
+    /// Starts a probe if there are sources to ask in a batch; false (nothing to
+    /// probe) otherwise. Until [`probed`](Self::probed), nothing is emitted.
+    pub fn probe(&mut self) -> bool {
+        if self.have.sources.is_empty() {
+            return false;
+        }
+        self.probe = Some(hashbrown::HashSet::new());
+        true
+    }
+
+    /// Ends the probe: asks the sources about every id it recorded, in one batch per
+    /// source, and makes the emitter ready for the real walk.
+    pub fn probed(&mut self) {
+        if let Some(asked) = self.probe.take() {
+            self.known = self.have.contains_many(asked.into_iter().collect());
+        }
+        self.pruned = false;
+        self.out = ObjectSet::new();
+    }
+
+    fn held(&self, id: &ObjectId) -> bool {
+        match self.known.get(id) {
+            Some(&held) => held,
+            None => self.have.contains(id),
         }
     }
 
     /// Whether `id` still needs emitting: neither emitted yet nor held.
     pub fn wants(&mut self, id: &ObjectId) -> bool {
+        if let Some(asked) = &mut self.probe {
+            // Not held, so the probe walks below it (once).
+            return asked.insert(*id);
+        }
         if self.out.contains_id(id) {
             return false;
         }
-        if self.have.contains(id) {
+        if self.held(id) {
             self.pruned = true;
             return false;
         }
@@ -220,17 +301,26 @@ impl<'a> Emitter<'a> {
     }
 
     /// Whether the destination holds `id` (one question to the have-set).
-    pub fn holds(&self, id: &ObjectId) -> bool {
-        self.have.contains(id)
+    pub fn holds(&mut self, id: &ObjectId) -> bool {
+        if let Some(asked) = &mut self.probe {
+            // Held, so the probe skips what it covers.
+            asked.insert(*id);
+            return true;
+        }
+        self.held(id)
     }
 
     pub fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
-        self.out.insert(id, Stored::Owned(stored));
+        if self.probe.is_none() {
+            self.out.insert(id, Stored::Owned(stored));
+        }
     }
 
     /// [`push`](Self::push) of a node whose stored bytes a layout holds.
     pub fn push_shared(&mut self, id: ObjectId, stored: Arc<[u8]>) {
-        self.out.insert(id, Stored::Shared(stored));
+        if self.probe.is_none() {
+            self.out.insert(id, Stored::Shared(stored));
+        }
     }
 
     /// [`push`](Self::push) of a chunk: `len` bytes of `data` from `start`, of format
@@ -243,6 +333,9 @@ impl<'a> Emitter<'a> {
         len: usize,
         version: u8,
     ) {
+        if self.probe.is_some() {
+            return;
+        }
         self.out.insert(
             id,
             Stored::Chunk {

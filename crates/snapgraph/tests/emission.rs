@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashMap;
 
-use snapgraph::{BoxError, CommitOptions, ObjectId, ObjectSource, Workspace};
+use snapgraph::{BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace};
 
 struct Counting<'a> {
     inner: &'a HashMap<ObjectId, Vec<u8>>,
@@ -152,4 +152,166 @@ fn edits_to_large_files_give_the_ids_of_a_fresh_commit() {
         );
         head = c.id();
     }
+}
+
+/// A source that counts its batched and its single presence questions, and can be
+/// made to fail its batches.
+struct Batching<'a> {
+    inner: &'a HashMap<ObjectId, Vec<u8>>,
+    batches: Cell<usize>,
+    singles: Cell<usize>,
+    fail_batches: bool,
+}
+
+impl<'a> Batching<'a> {
+    fn new(inner: &'a HashMap<ObjectId, Vec<u8>>, fail_batches: bool) -> Self {
+        Self {
+            inner,
+            batches: Cell::new(0),
+            singles: Cell::new(0),
+            fail_batches,
+        }
+    }
+}
+
+impl ObjectSource for Batching<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.inner.get(id).map(|b| Cow::Borrowed(b.as_slice())))
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        self.singles.set(self.singles.get() + 1);
+        Ok(self.inner.contains_key(id))
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        self.batches.set(self.batches.get() + 1);
+        if self.fail_batches {
+            return Err("batch refused".into());
+        }
+        Ok(ids.iter().map(|id| self.inner.contains_key(id)).collect())
+    }
+}
+
+/// The objects a full commit of `ws` (as a clone, parent `head`) has that `store`
+/// lacks, sorted.
+fn lacking(ws: &Workspace, head: ObjectId, store: &HashMap<ObjectId, Vec<u8>>) -> Vec<ObjectId> {
+    let full = ws
+        .clone()
+        .commit(CommitOptions::new().parent(head))
+        .unwrap();
+    let mut ids: Vec<ObjectId> = full
+        .objects()
+        .ids()
+        .filter(|id| !store.contains_key(id))
+        .copied()
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted_ids(c: &snapgraph::Commit) -> Vec<ObjectId> {
+    let mut ids: Vec<ObjectId> = c.objects().ids().copied().collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_per_turn_commit_asks_its_have_store_once() {
+    let mut ws = Workspace::new();
+    for i in 0..2_000u64 {
+        ws.write(&format!("/d{}/f{i:06}", i % 20), content(i, 0))
+            .unwrap();
+    }
+    let first = ws.commit(CommitOptions::new()).unwrap();
+    let mut head = first.id();
+    let mut store: HashMap<ObjectId, Vec<u8>> = first.into_objects().into_iter().collect();
+    for turn in 1..=10u64 {
+        let i = (turn * 997) % 2_000;
+        ws.write(&format!("/d{}/f{i:06}", i % 20), content(i, turn))
+            .unwrap();
+        let want = lacking(&ws, head, &store);
+        let source = Batching::new(&store, false);
+        let c = ws
+            .commit(CommitOptions::new().parent(head).have_in(&source))
+            .unwrap();
+        assert_eq!(source.batches.get(), 1, "turn {turn}: one batch");
+        assert_eq!(source.singles.get(), 0, "turn {turn}: nothing asked alone");
+        assert_eq!(sorted_ids(&c), want, "turn {turn}");
+        assert!(!c.is_complete());
+        head = c.id();
+        store.extend(c.into_objects());
+    }
+}
+
+#[test]
+fn a_have_store_that_lacks_the_previous_trees_is_asked_beyond_the_batch() {
+    let mut ws = Workspace::new();
+    for i in 0..500u64 {
+        ws.write(&format!("/d{}/f{i:06}", i % 5), content(i, 0))
+            .unwrap();
+    }
+    let first = ws.commit(CommitOptions::new()).unwrap();
+    let store: HashMap<ObjectId, Vec<u8>> = first
+        .objects()
+        .iter()
+        .map(|(i, b)| (*i, b.to_vec()))
+        .collect();
+    // Two turns whose objects never reach the store: the third turn's previous roots
+    // are not held, so the walk goes below what the probe asked.
+    let mut head = first.id();
+    for turn in 1..=3u64 {
+        ws.write(
+            &format!("/d{}/f{:06}", turn % 5, turn * 7),
+            content(turn, turn),
+        )
+        .unwrap();
+        let want = lacking(&ws, head, &store);
+        let source = Batching::new(&store, false);
+        let c = ws
+            .commit(CommitOptions::new().parent(head).have_in(&source))
+            .unwrap();
+        assert_eq!(sorted_ids(&c), want, "turn {turn}");
+        // What the store lacks plus the emitted objects restore the commit.
+        let mut all = store.clone();
+        all.extend(c.objects().iter().map(|(i, b)| (*i, b.to_vec())));
+        let mut out = Workspace::new();
+        let _ = out
+            .checkout(c.id(), &all, CheckoutPolicy::Superset)
+            .unwrap();
+        assert_eq!(
+            out.read(&format!("/d{}/f{:06}", turn % 5, turn * 7))
+                .unwrap(),
+            content(turn, turn)
+        );
+        head = c.id();
+    }
+}
+
+#[test]
+fn a_have_store_whose_batch_fails_holds_nothing_of_it() {
+    let mut ws = Workspace::new();
+    for i in 0..200u64 {
+        ws.write(&format!("/d{}/f{i:06}", i % 4), content(i, 0))
+            .unwrap();
+    }
+    let first = ws.commit(CommitOptions::new()).unwrap();
+    let head = first.id();
+    let store: HashMap<ObjectId, Vec<u8>> = first.into_objects().into_iter().collect();
+    ws.write("/d1/f000001", content(1, 1)).unwrap();
+    let source = Batching::new(&store, true);
+    let c = ws
+        .commit(CommitOptions::new().parent(head).have_in(&source))
+        .unwrap();
+    // Every object the probe asked about counts as not held, so the commit emits at
+    // least what the store lacks, and its objects with the store restore it.
+    let emitted = sorted_ids(&c);
+    for id in lacking(&ws, head, &store) {
+        assert!(emitted.binary_search(&id).is_ok(), "{id} missing");
+    }
+    let mut all = store.clone();
+    all.extend(c.objects().iter().map(|(i, b)| (*i, b.to_vec())));
+    let mut out = Workspace::new();
+    let _ = out
+        .checkout(c.id(), &all, CheckoutPolicy::Superset)
+        .unwrap();
+    assert_eq!(out.read("/d1/f000001").unwrap(), content(1, 1));
 }

@@ -97,8 +97,11 @@ impl<'a> CommitOptions<'a> {
     }
 
     /// Declares a store whose objects the destination holds (typically the
-    /// destination itself), asked per object as the commit walks only changed paths.
-    /// A store that fails to answer counts as not holding the object. It also answers
+    /// destination itself), asked about objects on changed paths only: in one
+    /// [`contains_many`](ObjectSource::contains_many) call per commit (every id the
+    /// walk would ask if the previous trees are held and new objects are not), then
+    /// per object only where the walk goes beyond that batch. A store that fails to
+    /// answer counts as not holding the object. It also answers
     /// parent lookups: a parent this workspace neither made nor checked out is read
     /// from the [`parent_source`](Self::parent_source), then from each `have_in`
     /// store, so a merge with another workspace's commit needs no extra option.
@@ -334,13 +337,24 @@ impl Workspace {
         let id = ObjectId::hash_stored(&stored);
 
         let mut out = Emitter::new(&options.have);
-        emit_dir(&self.root, &mut out, epoch, &mut Vec::new())?;
-        state.emit(&self.state, &mut out);
-        for (oid, bytes) in capabilities.into_iter().chain(reads) {
-            if out.wants(&oid) {
-                out.push(oid, bytes);
+        let extra: Vec<(ObjectId, Vec<u8>)> = capabilities.into_iter().chain(reads).collect();
+        let emit_all = |out: &mut Emitter<'_>| -> Result<(), CommitError> {
+            emit_dir(&self.root, out, epoch, &mut Vec::new())?;
+            state.emit(&self.state, out);
+            for (oid, bytes) in &extra {
+                if out.wants(oid) {
+                    out.push(*oid, bytes.clone());
+                }
             }
+            Ok(())
+        };
+        if out.probe() {
+            // An error here is the real walk's to report (the probe's answers are
+            // guesses).
+            let _ = emit_all(&mut out);
+            out.probed();
         }
+        emit_all(&mut out)?;
         out.push(id, stored);
 
         self.head = Some(id);

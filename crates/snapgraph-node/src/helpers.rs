@@ -1,0 +1,97 @@
+//! Two small JavaScript functions the binding calls instead of crossing into
+//! JavaScript once per object: one builds a commit's result, one answers a batch of
+//! `has` questions. Compiled once per Node environment (main thread or worker) and
+//! kept in its instance data; where compiling is refused, the callers build the same
+//! values through napi one call at a time.
+//!
+//! Every napi call costs a few thousand instructions (a `Buffer`, an interned key, a
+//! call into a `Map`'s `has`), more than the engine's own work on a small per-turn
+//! commit; inside JavaScript the same steps are a few hundred.
+
+use napi::bindgen_prelude::{Buffer, FnArgs, Function, FunctionRef, Unknown};
+use napi::Env;
+
+/// `(id, generation, objectCount, storedBytes, isComplete, packed, keys, data)`:
+/// the commit result, with `objects` made of views into `data` (see [`COMMIT`]).
+pub type CommitArgs = FnArgs<(String, f64, u32, f64, bool, Option<Buffer>, String, Buffer)>;
+
+/// Builds the commit result: `keys` holds the objects' hex ids one after the other,
+/// `data` their stored bytes one after the other, then each one's length (u32, little
+/// endian). `objects` is a null-prototype record (V8 keeps it a dictionary from the
+/// start, so a fresh id per commit grows no map transitions); each value a `Buffer`
+/// view into `data`.
+const COMMIT: &str = r#"(function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data) {
+  const objects = Object.create(null)
+  const n = keys.length >>> 6
+  let at = 0
+  let len = data.length - 4 * n
+  for (let i = 0; i < n; i++, len += 4) {
+    const size = data.readUInt32LE(len)
+    objects[keys.slice(i << 6, (i + 1) << 6)] = data.subarray(at, at + size)
+    at += size
+  }
+  return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
+})"#;
+
+/// `this.has(id)` for each 64-digit id of `ids`, as a string of `'0'`/`'1'`: `'1'`
+/// only for `true`, as a per-id `has` call converted to a boolean reads it (any other
+/// answer fails that conversion, and a failed question counts as "not held"). A `has`
+/// that throws gives `'!'` and the message instead: the exception is caught here, so
+/// none is left pending on the environment (a commit whose `have` fails to answer
+/// emits what it would have pruned, and returns).
+const HAS_MANY: &str = r#"(function hasMany(ids) {
+  let out = ''
+  try {
+    for (let i = 0; i < ids.length; i += 64) out += this.has(ids.slice(i, i + 64)) === true ? '1' : '0'
+  } catch (e) {
+    return '!' + String(e && e.message !== undefined ? e.message : e)
+  }
+  return out
+})"#;
+
+/// The compiled helpers of one environment.
+pub struct Helpers {
+    commit: FunctionRef<CommitArgs, Unknown<'static>>,
+    has_many: FunctionRef<String, String>,
+}
+
+fn compile(env: &Env) -> napi::Result<Helpers> {
+    let commit: Function<CommitArgs, Unknown<'static>> = env.run_script(COMMIT)?;
+    let has_many: Function<String, String> = env.run_script(HAS_MANY)?;
+    Ok(Helpers {
+        commit: commit.create_ref()?,
+        has_many: has_many.create_ref()?,
+    })
+}
+
+/// This environment's helpers, compiled on first use; `None` where they cannot be
+/// (the callers then take the napi path).
+pub fn get(env: &Env) -> Option<&'static Helpers> {
+    if let Ok(Some(h)) = env.get_instance_data::<Option<Helpers>>() {
+        return h.as_ref();
+    }
+    // The environment owns the references: they go with it, so they are left to it
+    // rather than deleted while it is torn down.
+    let compiled = compile(env).ok();
+    env.set_instance_data(compiled, (), |ctx| std::mem::forget(ctx.value))
+        .ok()?;
+    env.get_instance_data::<Option<Helpers>>()
+        .ok()
+        .flatten()
+        .and_then(|h| h.as_ref())
+}
+
+impl Helpers {
+    /// The commit-result builder.
+    pub fn commit<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<Function<'env, CommitArgs, Unknown<'static>>> {
+        self.commit.borrow_back(env)
+    }
+
+    /// The batched `has`.
+    pub fn has_many<'env>(&self, env: &'env Env) -> napi::Result<Function<'env, String, String>> {
+        self.has_many.borrow_back(env)
+    }
+}
