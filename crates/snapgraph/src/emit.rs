@@ -192,6 +192,9 @@ impl Have<'_> {
 /// them children-first.
 pub(crate) struct Emitter<'a> {
     have: &'a Have<'a>,
+    /// Ids handed over earlier for this commit ([`crate::Workspace::hand_over`]):
+    /// held like `have`'s, without asking the caller.
+    handed: Option<&'a hashbrown::HashSet<ObjectId>>,
     pub out: ObjectSet,
     /// Whether `have` left anything out: the objects are then not self-contained.
     pub pruned: bool,
@@ -201,9 +204,20 @@ impl<'a> Emitter<'a> {
     pub fn new(have: &'a Have<'a>) -> Self {
         Self {
             have,
+            handed: None,
             out: ObjectSet::new(),
             pruned: false,
         }
+    }
+
+    /// Also counts `handed` (ids handed over earlier for this commit) as held.
+    pub fn handed(mut self, handed: &'a hashbrown::HashSet<ObjectId>) -> Self {
+        self.handed = Some(handed);
+        self
+    }
+
+    fn is_handed(&self, id: &ObjectId) -> bool {
+        self.handed.is_some_and(|h| h.contains(id))
     }
 
     /// Whether `id` still needs emitting: neither emitted yet nor held.
@@ -211,7 +225,7 @@ impl<'a> Emitter<'a> {
         if self.out.contains_id(id) {
             return false;
         }
-        if self.have.contains(id) {
+        if self.is_handed(id) || self.have.contains(id) {
             self.pruned = true;
             return false;
         }
@@ -220,7 +234,7 @@ impl<'a> Emitter<'a> {
 
     /// Whether the destination holds `id` (one question to the have-set).
     pub fn holds(&self, id: &ObjectId) -> bool {
-        self.have.contains(id)
+        self.is_handed(id) || self.have.contains(id)
     }
 
     pub fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
