@@ -1133,16 +1133,48 @@ impl<S: Store> Batched<'_, S> {
         if self.lease.is_none() {
             self.lease = Some(self.repo.lease()?);
         }
-        let objects = ws.hand_over(None);
-        if objects.is_empty() {
-            return Ok((0, 0));
+        // Consumed in order (referenced objects first), each chunk's stored form
+        // built as it comes: the batch's bytes are in memory once, plus one put.
+        let (mut count, mut bytes) = (0, 0);
+        let mut batch: Vec<(ObjectId, Vec<u8>)> = Vec::new();
+        let mut batch_bytes = 0u64;
+        for (id, stored) in ws.hand_over(None) {
+            batch_bytes += stored.len() as u64;
+            batch.push((id, stored));
+            if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {
+                let (c, b) = self.put_absent(&mut batch)?;
+                (count, bytes) = (count + c, bytes + b);
+                batch_bytes = 0;
+            }
         }
-        let hints = hashbrown::HashMap::new();
-        let groups = write_order(&objects, &hints);
-        let (count, bytes) = self.repo.put_new(&objects, &groups, &hints, None)?;
+        let (c, b) = self.put_absent(&mut batch)?;
+        (count, bytes) = (count + c, bytes + b);
         self.objects_written += count;
         self.bytes_written += bytes;
         Ok((count, bytes))
+    }
+
+    /// Writes the objects of `batch` the store lacks (emptying it); returns how many
+    /// objects and bytes were new.
+    fn put_absent(&self, batch: &mut Vec<(ObjectId, Vec<u8>)>) -> Result<(usize, u64), RepoError> {
+        if batch.is_empty() {
+            return Ok((0, 0));
+        }
+        let store = &self.repo.store;
+        let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+        let absent: hashbrown::HashSet<ObjectId> = store.has_many(&ids)?.into_iter().collect();
+        let new: Vec<(ObjectId, &[u8])> = batch
+            .iter()
+            .filter(|(i, _)| absent.contains(i))
+            .map(|(i, b)| (*i, &b[..]))
+            .collect();
+        let counts = (new.len(), new.iter().map(|(_, b)| b.len() as u64).sum());
+        if !new.is_empty() {
+            store.put_many(&new)?;
+        }
+        drop(new);
+        batch.clear();
+        Ok(counts)
     }
 
     /// Objects and stored bytes written by the batches so far.
