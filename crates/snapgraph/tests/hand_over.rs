@@ -231,3 +231,52 @@ fn overwritten_after_hand_over() {
     assert_eq!(got, want, "b's objects are emitted by the commit");
     assert!(garbage.ids().all(|id| !want.contains_key(id)));
 }
+
+/// `copy_file` of a handed-over file copies its content reference: the commit is the
+/// one of two writes of the same bytes. Copying onto a directory or from a symlink is
+/// refused, naming the path.
+#[test]
+fn copy_file_of_handed_over_content() {
+    let data = pseudo_random(120_000, 4);
+    let mut whole = Workspace::new();
+    whole.write("/a/one", &data).unwrap();
+    whole.write("/b/two", &data).unwrap();
+    whole.set_mode("/b/two", 0o600).unwrap();
+    whole.set_mode("/a/one", 0o600).unwrap();
+
+    let mut batched = Workspace::new();
+    batched.write("/a/one", &data).unwrap();
+    batched.set_mode("/a/one", 0o600).unwrap();
+    let handed = batched.hand_over(None);
+    batched.copy_file("/a/one", "/b/two").unwrap();
+    assert!(matches!(
+        batched.read("/b/two"),
+        Err(FsError::NotLoaded { .. })
+    ));
+    assert_eq!(batched.metadata("/b/two").unwrap().mode, 0o600);
+    let c = batched.commit(CommitOptions::new()).unwrap();
+    let w = whole.commit(CommitOptions::new()).unwrap();
+    assert_eq!(c.id(), w.id());
+    let mut got: Store = handed.into_iter().collect();
+    got.extend(c.into_objects());
+    let want: Store = w.into_objects().into_iter().collect();
+    assert_eq!(got, want);
+
+    batched.mkdir("/d").unwrap();
+    batched.symlink("/l", "a/one").unwrap();
+    let e = batched.copy_file("/a/one", "/d").unwrap_err();
+    assert!(
+        matches!(e, FsError::IsADirectory { ref path } if path == "/d"),
+        "{e:?}"
+    );
+    let e = batched.copy_file("/l", "/x").unwrap_err();
+    assert!(
+        matches!(e, FsError::IsASymlink { ref path } if path == "/l"),
+        "{e:?}"
+    );
+    let e = batched.copy_file("/missing", "/x").unwrap_err();
+    assert!(
+        matches!(e, FsError::NotFound { ref path } if path == "/missing"),
+        "{e:?}"
+    );
+}

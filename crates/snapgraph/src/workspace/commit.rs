@@ -276,6 +276,7 @@ impl Workspace {
                 ..options
             })?;
             self.head = part.head;
+            // The files were left out: what was handed over stays handed over.
             self.generations = part.generations;
             return Ok(commit);
         }
@@ -348,7 +349,9 @@ impl Workspace {
         self.head = Some(id);
         Arc::make_mut(&mut self.generations).insert(id, generation);
         // What was handed over is in this commit's closure now (or was replaced).
-        self.handed = Arc::default();
+        if !self.handed.is_empty() {
+            self.handed = Arc::default();
+        }
         Ok(Commit {
             id,
             generation,
@@ -372,8 +375,9 @@ impl Workspace {
     /// commit: the commit counts them as held. A file handed over reads as
     /// [`FsError::NotLoaded`](super::FsError::NotLoaded) (as after a shallow
     /// checkout) until [`load_content`](Self::load_content); content small enough to
-    /// be inline stays in memory. Files written before the hand-over keep their
-    /// committed version for nothing: overwriting one afterwards re-chunks it whole.
+    /// be inline stays in memory. A file overwritten after its hand-over is
+    /// chunked whole (no previous bytes to reuse), and the objects handed over for
+    /// it are garbage unless something else refers to them.
     ///
     /// ```
     /// use snapgraph::{CommitOptions, Workspace};
