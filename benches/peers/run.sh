@@ -19,7 +19,8 @@
 # working tree's files with the next release is done the same way for every tool,
 # with rsync, and not timed). Then: the repository's size on disk, a snapshot with
 # nothing changed, one incremental snapshot after a one-line change to one file, and
-# restoring the middle version into an empty directory. The short operations run
+# restoring the middle version into an empty directory; the peak memory column is
+# the largest maximum resident set size of the snapshot commands (/usr/bin/time). The short operations run
 # PEERS_REPEAT times (default 5) and the median is shown. Times are taken with bash's
 # $EPOCHREALTIME (no process start of a clock around them). The machine may be shared:
 # compare the columns of one run, not runs of different days.
@@ -159,8 +160,18 @@ borg_snap() { (cd "$W" && borg create "$R::v$1" .); }
 borg_time() { (cd "$W" && borg create "$R::edit-$RANDOM$RANDOM" .); }
 borg_restore() { mkdir -p "$2" && (cd "$2" && borg extract "$R::v$1"); }
 
+# peaked CMD...: runs CMD (a shell function) under /usr/bin/time and keeps the
+# largest maximum resident set size seen (KiB) in PEAK[$tool]. The wrapper (a bash
+# and the time process) costs every tool the same few milliseconds per version.
+peaked() {
+  /usr/bin/time -f %M -o "$SHM/rss" env W="$W" R="$R" SG="$SG" bash -c "$(declare -f); $*"
+  local kib
+  kib=$(tail -n 1 "$SHM/rss")
+  if [ "$kib" -gt "${PEAK[$tool]:-0}" ]; then PEAK[$tool]=$kib; fi
+}
+
 declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
-declare -A TOTAL SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU
+declare -A TOTAL SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU PEAK
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
@@ -172,7 +183,7 @@ for tool in "${TOOLS[@]}"; do
   times=() times_cpu=()
   for v in "${VERSIONS[@]}"; do
     rsync -a --delete --exclude=/.snapgraph "$TREES/$v/" "$W/"
-    timed times "${p}_snap" "$v"
+    timed times peaked "${p}_snap" "$v"
   done
   TOTAL[$tool]=$(sum "${times[@]}")
   SIZE[$tool]=$(du -sb "$R" | cut -f1)
@@ -215,15 +226,15 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 echo
 echo "$COUNT releases of $PROJECT (${VERSIONS[0]} .. ${VERSIONS[-1]}; $files files, $((bytes / 1048576)) MiB each), tmpfs, $(nproc) cores, $(date -u +%Y-%m-%d); medians of $REPEAT for the last three columns"
 echo
-echo "| tool | version | store $COUNT versions (s) | repository size (MiB) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
-echo "|---|---|---:|---:|---:|---:|---:|"
+echo "| tool | version | store $COUNT versions (s) | peak memory storing (MiB) | repository size (MiB) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for tool in "${TOOLS[@]}"; do
   mib=$(python3 -c "print(f'{${SIZE[$tool]} / 1048576:.1f}')")
-  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $mib | ${NOCHANGE[$tool]} | ${INCR[$tool]} | ${RESTORE[$tool]} |"
+  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $((PEAK[$tool] / 1024)) | $mib | ${NOCHANGE[$tool]} | ${INCR[$tool]} | ${RESTORE[$tool]} |"
 done
 for sg in snapgraph-before snapgraph; do
   if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
-    echo "| git / $sg (times: higher is faster) | | $(ratio "${TOTAL[git]}" "${TOTAL[$sg]}")x | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${NOCHANGE[git]}" "${NOCHANGE[$sg]}")x | $(ratio "${INCR[git]}" "${INCR[$sg]}")x | $(ratio "${RESTORE[git]}" "${RESTORE[$sg]}")x |"
+    echo "| git / $sg (times: higher is faster) | | $(ratio "${TOTAL[git]}" "${TOTAL[$sg]}")x | $(ratio "${PEAK[git]}" "${PEAK[$sg]}")x | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${NOCHANGE[git]}" "${NOCHANGE[$sg]}")x | $(ratio "${INCR[git]}" "${INCR[$sg]}")x | $(ratio "${RESTORE[git]}" "${RESTORE[$sg]}")x |"
   fi
 done
 

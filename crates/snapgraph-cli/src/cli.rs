@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// Default `--batch-bytes` of `commit` and `import`: 64 MiB of content read before
+/// it is written to the store (peak memory stays a small multiple of it).
+pub const BATCH_BYTES: u64 = 64 << 20;
+
 /// Versioned, verifiable history of real directories.
 #[derive(Debug, Parser)]
 #[command(name = "snapgraph", version, about, propagate_version = true)]
@@ -58,6 +62,10 @@ pub enum Command {
         /// Create a commit even when nothing changed.
         #[arg(long)]
         allow_empty: bool,
+        /// Write new content to the store whenever this many bytes were read (what
+        /// bounds the commit's memory).
+        #[arg(long, value_name = "BYTES", default_value_t = BATCH_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+        batch_bytes: u64,
     },
     /// Show what changed in the working directory since HEAD's commit (and whether
     /// HEAD is detached); a file moved with its content is `R old -> new`.
@@ -255,6 +263,10 @@ pub enum Command {
         /// The branch (default: the current one).
         #[arg(long, short)]
         branch: Option<String>,
+        /// Write content to the store whenever this many bytes were read from the
+        /// archive (what bounds the import's memory).
+        #[arg(long, value_name = "BYTES", default_value_t = BATCH_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+        batch_bytes: u64,
     },
     /// Copy a branch or snapshot (default: all of them) from one store to another.
     Sync {

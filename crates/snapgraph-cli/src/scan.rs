@@ -433,6 +433,19 @@ pub fn scan(
     options: ScanOptions<'_>,
     progress: &ProgressBar,
 ) -> Result<ScanReport> {
+    scan_batched(root, ws, options, progress, &mut |_, _| Ok(()))
+}
+
+/// [`scan`], calling `after_read(ws, bytes)` after each file read into `ws` (with
+/// its length): a caller committing in bounded batches hands the content over
+/// there ([`snapgraph_store::Batched::write`]).
+pub fn scan_batched(
+    root: &Path,
+    ws: &mut Workspace,
+    options: ScanOptions<'_>,
+    progress: &ProgressBar,
+    after_read: &mut dyn FnMut(&mut Workspace, u64) -> Result<()>,
+) -> Result<ScanReport> {
     let meta = std::fs::metadata(root).at(root)?;
     if !meta.is_dir() {
         return Err(CliError::bad_path(root, "not a directory"));
@@ -575,10 +588,12 @@ pub fn scan(
         report.bytes_read += data.len() as u64;
         progress.inc(data.len() as u64);
         progress.set_message(format!("{}/{files_to_read} files", report.files_read));
+        let len = data.len() as u64;
         ws.write(&path, data)?;
         if ws.metadata(&path)?.mode != mode {
             ws.set_mode(&path, mode)?;
         }
+        after_read(ws, len)?;
     }
     // Removals: what the workspace holds and the walk did not see. With a complete
     // index that saw every one of its entries, there are none.

@@ -123,7 +123,17 @@ fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> std::result::Result<String
 /// content of the earlier entry it names; a link to a name that is not an earlier
 /// file of the archive is refused. Other entry types (devices, FIFOs) are skipped
 /// with a warning.
-pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<Workspace> {
+///
+/// `after_file(ws, bytes)` is called after each regular file is added with its
+/// length: a caller committing in bounded batches hands the content over there
+/// ([`snapgraph_store::Batched::write`]). A hard link shares its target's content
+/// (also after a hand-over) and adds no bytes.
+pub fn import<R: Read>(
+    input: R,
+    file: &Path,
+    progress: &ProgressBar,
+    after_file: &mut dyn FnMut(&mut Workspace, u64) -> Result<()>,
+) -> Result<Workspace> {
     let bad = |p: &str, reason: &str| CliError::ArchiveEntry {
         file: file.to_path_buf(),
         entry: p.to_string(),
@@ -181,9 +191,7 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                         ),
                     ));
                 }
-                let data = ws.read(&from)?.to_vec();
-                let link_mode = ws.metadata(&from)?.mode;
-                total += data.len() as u64;
+                total += ws.metadata(&from)?.size;
                 if total > budget {
                     return Err(bad(
                         &name,
@@ -192,11 +200,10 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                         ),
                     ));
                 }
-                if ws.exists(&path) {
+                if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
                     ws.remove(&path)?;
                 }
-                ws.write(&path, data)?;
-                ws.set_mode(&path, link_mode)?;
+                ws.copy_file(&from, &path)?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
@@ -221,6 +228,7 @@ pub fn import<R: Read>(input: R, file: &Path, progress: &ProgressBar) -> Result<
                 }
                 ws.write(&path, data)?;
                 ws.set_mode(&path, crate::index::file_mode(mode))?;
+                after_file(&mut ws, size)?;
             }
             other => {
                 eprintln!(

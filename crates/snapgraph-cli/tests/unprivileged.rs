@@ -96,3 +96,67 @@ fn an_unreadable_file_fails_the_commit_naming_it() {
         "{listing}"
     );
 }
+
+/// A commit in bounded batches (`--batch-bytes`) that fails part way, after batches
+/// were written, on a file it may not read: no ref moves, nothing committed before is
+/// lost, the lease is given back (a collection runs and removes the batches), and once
+/// the file is readable the commit goes through and restores byte for byte.
+#[test]
+fn a_batched_commit_failing_part_way_moves_no_ref() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cli = Cli::new(t.path());
+    let ok = |args: &[&str]| {
+        let out = cli.run(t.path(), args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    ok(&["init"]);
+    std::fs::write(t.path().join("first.txt"), b"committed first").unwrap();
+    ok(&["commit", "-m", "first"]);
+    let log_before = ok(&["log"]);
+    // Read in name order: the big files (many 64 KiB batches) come first.
+    for i in 0..12u8 {
+        let data: Vec<u8> = (0..150_000u32)
+            .map(|j| (j.wrapping_mul(2_654_435_761).rotate_left(u32::from(i)) >> 13) as u8)
+            .collect();
+        std::fs::write(t.path().join(format!("big-{i:02}.bin")), data).unwrap();
+    }
+    let secret = t.path().join("z-secret.txt");
+    std::fs::write(&secret, b"s").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let out = cli.run(t.path(), &["commit", "-m", "x", "--batch-bytes", "65536"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("z-secret.txt"), "{err}");
+    assert_eq!(ok(&["log"]), log_before, "the branch moved");
+    ok(&["verify", "--read-data"]);
+    let gc = ok(&["gc", "--json"]);
+    let gc: serde_json::Value = serde_json::from_str(&gc).unwrap();
+    assert!(
+        gc["deleted"].as_u64().unwrap() > 12,
+        "the batches were written: {gc}"
+    );
+    assert_eq!(ok(&["log"]), log_before);
+
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    ok(&["commit", "-m", "x", "--batch-bytes", "65536"]);
+    ok(&["verify", "--read-data"]);
+    ok(&["checkout", "main", "--to", "out"]);
+    for i in 0..12u8 {
+        let name = format!("big-{i:02}.bin");
+        assert_eq!(
+            std::fs::read(t.path().join("out").join(&name)).unwrap(),
+            std::fs::read(t.path().join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(t.path().join("out/first.txt")).unwrap(),
+        b"committed first"
+    );
+}

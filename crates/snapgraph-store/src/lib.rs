@@ -76,8 +76,8 @@ pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use open::open;
 pub use repo::{
-    CommitProgress, Committed, ProgressHook, ReindexReport, Repo, RepoCommitOptions, RepoError,
-    SnapshotInfo,
+    Batched, CommitProgress, Committed, ProgressHook, ReindexReport, Repo, RepoCommitOptions,
+    RepoError, SnapshotInfo,
 };
 pub use store::{validate_ref_name, ObjectStore, Paired, RefStore, RefUpdate, ReflogEntry, Store};
 pub use sync::{sync, sync_with, SyncError, SyncOptions, SyncReport};

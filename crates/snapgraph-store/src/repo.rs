@@ -375,6 +375,18 @@ impl<S: Store> Repo<S> {
         branch: &str,
         options: RepoCommitOptions,
     ) -> Result<Committed, RepoError> {
+        self.commit_with(ws, branch, options, &mut None)
+    }
+
+    /// [`commit`](Self::commit) under `lease` if one is held (taken from it), else a
+    /// new one.
+    fn commit_with(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+        lease: &mut Option<Lease>,
+    ) -> Result<Committed, RepoError> {
         let name = Self::user_ref(Self::branch_ref(branch))?;
         let tip = self.store.get_ref(&name)?;
         let head = ws.head();
@@ -406,7 +418,7 @@ impl<S: Store> Repo<S> {
             message,
             progress: options.progress.as_ref(),
         };
-        self.commit_leased(ws, name, tip, moved_to, opts, how)
+        self.commit_leased(ws, name, tip, moved_to, opts, how, lease)
     }
 
     /// Commits a workspace with no history here (an unpacked snapshot, an imported
@@ -422,6 +434,17 @@ impl<S: Store> Repo<S> {
         ws: &mut Workspace,
         branch: &str,
         options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        self.commit_new_branch_with(ws, branch, options, &mut None)
+    }
+
+    /// [`commit_new_branch`](Self::commit_new_branch) under `lease` if one is held.
+    fn commit_new_branch_with(
+        &self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+        lease: &mut Option<Lease>,
     ) -> Result<Committed, RepoError> {
         let name = Self::user_ref(Self::branch_ref(branch))?;
         // An existing branch is refused below, unless it holds exactly the commit
@@ -442,7 +465,7 @@ impl<S: Store> Repo<S> {
             message,
             progress: options.progress.as_ref(),
         };
-        match self.commit_leased(ws, name, None, existing, opts, how) {
+        match self.commit_leased(ws, name, None, existing, opts, how, lease) {
             Err(RepoError::BranchMoved {
                 branch,
                 branch_tip: Some(id),
@@ -457,7 +480,9 @@ impl<S: Store> Repo<S> {
     /// concurrent sweep (see [`commit`](Self::commit)). `moved_to`: the ref is not
     /// where this commit expects but at that commit; if that is the very commit this
     /// call makes, an earlier call published it and lost its reply, so this one
-    /// succeeds with nothing written; else [`RepoError::BranchMoved`].
+    /// succeeds with nothing written; else [`RepoError::BranchMoved`]. `held`: a
+    /// lease already taken (by a [`Batched`] commit), used and consumed.
+    #[allow(clippy::too_many_arguments)]
     fn commit_leased(
         &self,
         ws: &mut Workspace,
@@ -466,11 +491,15 @@ impl<S: Store> Repo<S> {
         moved_to: Option<ObjectId>,
         opts: CommitOptions<'_>,
         how: Publish<'_>,
+        held: &mut Option<Lease>,
     ) -> Result<Committed, RepoError> {
         let Publish { message, progress } = how;
         // The lease comes before the commit looks at the store: what it finds
         // there cannot be collected until the lease is released (see `crate::gc`).
-        let mut lease = self.lease()?;
+        let mut lease = match held.take() {
+            Some(l) => l,
+            None => self.lease()?,
+        };
         // Commit a copy (cheap: directories are shared copy-on-write) so that a
         // failure anywhere below leaves the caller's workspace as it was, ready for
         // a retry.
@@ -1050,4 +1079,165 @@ fn write_order<'a>(
     }
     groups.retain(|g| !g.is_empty());
     groups
+}
+
+/// A commit whose content is written in batches, so that committing a tree needs
+/// memory for one batch rather than for the tree ([`Repo::batched`]).
+///
+/// The caller writes files into a [`Workspace`] and calls [`write`](Self::write)
+/// whenever their bytes reach its budget: the content written since is handed over
+/// ([`Workspace::hand_over`]) and the objects the store lacks are written, children
+/// first. [`commit`](Self::commit) (or
+/// [`commit_new_branch`](Self::commit_new_branch)) then commits the workspace, whose
+/// trees refer to that content, and moves the branch as [`Repo::commit`] does. The
+/// first `write` takes a writer's lease, held until the commit publishes: a
+/// collection cannot delete the batches' objects in between. Dropped without a
+/// commit, or after a failed one, it releases the lease; the batches' objects stay
+/// as unreferenced garbage for the next collection, and no ref has moved.
+///
+/// ```
+/// use snapgraph::Workspace;
+/// use snapgraph_store::{MemoryStore, Repo, RepoCommitOptions};
+///
+/// let repo = Repo::new(MemoryStore::new());
+/// let mut ws = Workspace::new();
+/// let mut batched = repo.batched();
+/// for i in 0..4u8 {
+///     ws.write(&format!("/f{i}"), vec![i; 100_000])?;
+///     batched.write(&mut ws)?; // a budget of one file
+/// }
+/// let done = batched.commit(&mut ws, "main", RepoCommitOptions::message("four files"))?;
+/// assert_eq!(repo.checkout("main")?.read("/f3")?, vec![3u8; 100_000]);
+/// assert!(done.objects_written > 4);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a batched commit publishes nothing until `commit`"]
+pub struct Batched<'r, S: Store> {
+    repo: &'r Repo<S>,
+    lease: Option<Lease>,
+    objects_written: usize,
+    bytes_written: u64,
+}
+
+impl<S: Store> std::fmt::Debug for Batched<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batched")
+            .field("leased", &self.lease.is_some())
+            .field("objects_written", &self.objects_written)
+            .field("bytes_written", &self.bytes_written)
+            .finish()
+    }
+}
+
+impl<S: Store> Repo<S> {
+    /// Starts a commit written in batches (see [`Batched`]). Takes nothing yet: the
+    /// lease comes with the first batch.
+    pub fn batched(&self) -> Batched<'_, S> {
+        Batched {
+            repo: self,
+            lease: None,
+            objects_written: 0,
+            bytes_written: 0,
+        }
+    }
+}
+
+impl<S: Store> Batched<'_, S> {
+    /// Hands over the content `ws` holds written since its last commit and writes
+    /// the objects the store lacks (in batches of at most 8 MiB per store call).
+    /// Returns how many objects and stored bytes were new. On an error the objects
+    /// written so far stay (garbage until a commit refers to them); `ws` keeps only
+    /// references to the content handed over, so give up the commit (drop this).
+    pub fn write(&mut self, ws: &mut Workspace) -> Result<(usize, u64), RepoError> {
+        if self.lease.is_none() {
+            self.lease = Some(self.repo.lease()?);
+        }
+        // Consumed in order (referenced objects first), each chunk's stored form
+        // built as it comes: the batch's bytes are in memory once, plus one put.
+        let (mut count, mut bytes) = (0, 0);
+        let mut batch: Vec<(ObjectId, Vec<u8>)> = Vec::new();
+        let mut batch_bytes = 0u64;
+        for (id, stored) in ws.hand_over(None) {
+            batch_bytes += stored.len() as u64;
+            batch.push((id, stored));
+            if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {
+                let (c, b) = self.put_absent(&mut batch)?;
+                (count, bytes) = (count + c, bytes + b);
+                batch_bytes = 0;
+            }
+        }
+        let (c, b) = self.put_absent(&mut batch)?;
+        (count, bytes) = (count + c, bytes + b);
+        self.objects_written += count;
+        self.bytes_written += bytes;
+        Ok((count, bytes))
+    }
+
+    /// Writes the objects of `batch` the store lacks (emptying it); returns how many
+    /// objects and bytes were new.
+    fn put_absent(&self, batch: &mut Vec<(ObjectId, Vec<u8>)>) -> Result<(usize, u64), RepoError> {
+        if batch.is_empty() {
+            return Ok((0, 0));
+        }
+        let store = &self.repo.store;
+        let ids: Vec<ObjectId> = batch.iter().map(|(i, _)| *i).collect();
+        let absent: hashbrown::HashSet<ObjectId> = store.has_many(&ids)?.into_iter().collect();
+        let new: Vec<(ObjectId, &[u8])> = batch
+            .iter()
+            .filter(|(i, _)| absent.contains(i))
+            .map(|(i, b)| (*i, &b[..]))
+            .collect();
+        let counts = (new.len(), new.iter().map(|(_, b)| b.len() as u64).sum());
+        if !new.is_empty() {
+            store.put_many(&new)?;
+        }
+        drop(new);
+        batch.clear();
+        Ok(counts)
+    }
+
+    /// Objects and stored bytes written by the batches so far.
+    pub fn written(&self) -> (usize, u64) {
+        (self.objects_written, self.bytes_written)
+    }
+
+    /// Commits `ws` to `branch` as [`Repo::commit`] does, under this commit's lease;
+    /// the counts include the batches'.
+    pub fn commit(
+        mut self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let repo = self.repo;
+        let done = repo.commit_with(ws, branch, options, &mut self.lease)?;
+        Ok(self.add_to(done))
+    }
+
+    /// Commits `ws` as the root of a new branch as [`Repo::commit_new_branch`] does,
+    /// under this commit's lease; the counts include the batches'.
+    pub fn commit_new_branch(
+        mut self,
+        ws: &mut Workspace,
+        branch: &str,
+        options: RepoCommitOptions,
+    ) -> Result<Committed, RepoError> {
+        let repo = self.repo;
+        let done = repo.commit_new_branch_with(ws, branch, options, &mut self.lease)?;
+        Ok(self.add_to(done))
+    }
+
+    fn add_to(&self, mut done: Committed) -> Committed {
+        done.objects_written += self.objects_written;
+        done.bytes_written += self.bytes_written;
+        done
+    }
+}
+
+impl<S: Store> Drop for Batched<'_, S> {
+    fn drop(&mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.release(&self.repo.store);
+        }
+    }
 }

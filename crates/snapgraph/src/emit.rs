@@ -237,6 +237,9 @@ impl Have<'_> {
 /// object on the changed paths.
 pub(crate) struct Emitter<'a> {
     have: &'a Have<'a>,
+    /// Ids handed over earlier for this commit ([`crate::Workspace::hand_over`]):
+    /// held like `have`'s, without asking the caller.
+    handed: Option<&'a hashbrown::HashSet<ObjectId>>,
     pub out: ObjectSet,
     /// Whether `have` left anything out: the objects are then not self-contained.
     pub pruned: bool,
@@ -250,6 +253,7 @@ impl<'a> Emitter<'a> {
     pub fn new(have: &'a Have<'a>) -> Self {
         Self {
             have,
+            handed: None,
             out: ObjectSet::new(),
             pruned: false,
             known: hashbrown::HashMap::new(),
@@ -278,10 +282,23 @@ impl<'a> Emitter<'a> {
     }
 
     fn held(&self, id: &ObjectId) -> bool {
+        if self.is_handed(id) {
+            return true;
+        }
         match self.known.get(id) {
             Some(&held) => held,
             None => self.have.contains(id),
         }
+    }
+
+    /// Also counts `handed` (ids handed over earlier for this commit) as held.
+    pub fn handed(mut self, handed: &'a hashbrown::HashSet<ObjectId>) -> Self {
+        self.handed = Some(handed);
+        self
+    }
+
+    fn is_handed(&self, id: &ObjectId) -> bool {
+        self.handed.is_some_and(|h| h.contains(id))
     }
 
     /// Whether `id` still needs emitting: neither emitted yet nor held.

@@ -174,6 +174,7 @@ pub(super) fn import(
     file: &Path,
     message: Option<String>,
     branch: Option<String>,
+    batch_bytes: u64,
 ) -> Result<()> {
     let wd = ctx.open()?;
     let file = resolve_path(ctx, file);
@@ -184,13 +185,24 @@ pub(super) fn import(
         Box::new(std::io::BufReader::new(f))
     };
     let pb = ctx.bar(None, "import");
-    let mut ws = crate::tarball::import(reader, &file, &pb)?;
+    // Bounded memory: content is written to the store (under the commit's lease)
+    // whenever the bytes read reach the budget; the workspace keeps references.
+    let mut batched = wd.repo.batched();
+    let mut unwritten = 0u64;
+    let mut ws = crate::tarball::import(reader, &file, &pb, &mut |ws, n| {
+        unwritten += n;
+        if unwritten >= batch_bytes {
+            batched.write(ws)?;
+            unwritten = 0;
+        }
+        Ok(())
+    })?;
     pb.finish_and_clear();
     let branch = match branch {
         Some(b) => b,
         None => wd.head_branch()?,
     };
-    let committed = wd.repo.commit(
+    let committed = batched.commit(
         &mut ws,
         &branch,
         RepoCommitOptions {

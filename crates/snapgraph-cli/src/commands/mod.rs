@@ -104,7 +104,16 @@ pub fn run(cli: Cli) -> Result<()> {
             branch,
             meta,
             allow_empty,
-        } => worktree::commit(&ctx, &paths, message, branch, &meta, allow_empty),
+            batch_bytes,
+        } => worktree::commit(
+            &ctx,
+            &paths,
+            message,
+            branch,
+            &meta,
+            allow_empty,
+            batch_bytes,
+        ),
         Command::Status {
             find_renames,
             threshold,
@@ -183,7 +192,8 @@ pub fn run(cli: Cli) -> Result<()> {
             file,
             message,
             branch,
-        } => archive::import(&ctx, &file, message, branch),
+            batch_bytes,
+        } => archive::import(&ctx, &file, message, branch, batch_bytes),
         Command::Sync {
             src,
             dst,

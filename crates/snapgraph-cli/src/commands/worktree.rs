@@ -85,6 +85,7 @@ pub(super) fn commit(
     branch: Option<String>,
     meta: &[String],
     allow_empty: bool,
+    batch_bytes: u64,
 ) -> Result<()> {
     let wd = ctx.open()?;
     // Who and when (the core stays clock-free: the CLI reads the clock), then the
@@ -140,7 +141,11 @@ pub(super) fn commit(
     let skeleton = skeleton.into_read();
     let probe_ns = crate::index::fs_now(&wd.dot)?;
     let pb = ctx.bar(None, "scanning");
-    let report = scan::scan(
+    // Bounded memory: whenever the bytes read reach the budget, their content is
+    // handed over and written (under the commit's lease), keeping only references.
+    let mut batched = wd.repo.batched();
+    let mut unwritten = 0u64;
+    let report = scan::scan_batched(
         &root,
         &mut ws,
         ScanOptions {
@@ -149,6 +154,14 @@ pub(super) fn commit(
             only: only.as_deref(),
         },
         &pb,
+        &mut |ws, n| {
+            unwritten += n;
+            if unwritten >= batch_bytes {
+                batched.write(ws)?;
+                unwritten = 0;
+            }
+            Ok(())
+        },
     )?;
     pb.finish_and_clear();
     warn_nested(&report.nested);
@@ -210,7 +223,7 @@ pub(super) fn commit(
         }
         bar.set_position(p.bytes_done);
     });
-    let committed = wd.repo.commit(&mut ws, &branch, options);
+    let committed = batched.commit(&mut ws, &branch, options);
     pb.finish_and_clear();
     let committed = committed?;
     // The previous tip's trees are in the skeleton: only the new ones come from the

@@ -11,6 +11,7 @@ use crate::emit::{Emitter, Have, ObjectSet};
 use crate::id::ObjectId;
 use crate::object::commit::{CommitObject, MAX_GENERATION};
 use crate::object::reads::ReadsObject;
+use crate::object::tree::Content;
 use crate::object::tree::{Entry, EntryNode};
 use crate::object::{encode, ObjectError, ObjectKind, MAX_OBJECT_SIZE};
 use crate::source::ObjectSource;
@@ -278,6 +279,7 @@ impl Workspace {
                 ..options
             })?;
             self.head = part.head;
+            // The files were left out: what was handed over stays handed over.
             self.generations = part.generations;
             return Ok(commit);
         }
@@ -336,7 +338,8 @@ impl Workspace {
         }
         let id = ObjectId::hash_stored(&stored);
 
-        let mut out = Emitter::new(&options.have);
+        let handed = Arc::clone(&self.handed);
+        let mut out = Emitter::new(&options.have).handed(&handed);
         let extra: Vec<(ObjectId, Vec<u8>)> = capabilities.into_iter().chain(reads).collect();
         let emit_all = |out: &mut Emitter<'_>| -> Result<(), CommitError> {
             emit_dir(&self.root, out, epoch, &mut Vec::new())?;
@@ -359,12 +362,77 @@ impl Workspace {
 
         self.head = Some(id);
         Arc::make_mut(&mut self.generations).insert(id, generation);
+        // What was handed over is in this commit's closure now (or was replaced).
+        if !self.handed.is_empty() {
+            self.handed = Arc::default();
+        }
         Ok(Commit {
             id,
             generation,
             objects: out.out,
             complete: !out.pruned,
         })
+    }
+
+    /// Hands over the content of every file written since the last commit or
+    /// checkout: chunks and hashes it, returns its chunk and manifest objects (those
+    /// `have_in` lacks, none twice across hand-overs), and keeps of each such file
+    /// only its content reference, dropping its bytes. The next
+    /// [`commit`](Self::commit) then builds its trees from the references and emits
+    /// neither these objects again nor the files' content; it has the same id as
+    /// without the hand-over, and its objects plus every hand-over's are exactly
+    /// those it would have emitted alone. So a caller can commit a tree larger than
+    /// its memory: write files until their bytes reach a budget, hand over, persist
+    /// the objects (in the order given: referenced objects first), go on, commit.
+    ///
+    /// The caller must persist every object handed over before it persists the
+    /// commit: the commit counts them as held. A file handed over reads as
+    /// [`FsError::NotLoaded`](super::FsError::NotLoaded) (as after a shallow
+    /// checkout) until [`load_content`](Self::load_content); content small enough to
+    /// be inline stays in memory. A file overwritten after its hand-over is
+    /// chunked whole (no previous bytes to reuse), and the objects handed over for
+    /// it are garbage unless something else refers to them.
+    ///
+    /// ```
+    /// use snapgraph::{CommitOptions, Workspace};
+    /// use std::collections::HashMap;
+    ///
+    /// let mut store = HashMap::new();
+    /// let mut ws = Workspace::new();
+    /// ws.write("/a.bin", vec![7u8; 200_000])?;
+    /// store.extend(ws.hand_over(Some(&store)).into_iter()); // a's chunks, then a's bytes are gone
+    /// ws.write("/b.bin", vec![9u8; 300_000])?;
+    /// let c = ws.commit(CommitOptions::new())?; // emits b's content and the trees
+    /// let id = c.id();
+    /// store.extend(c.into_objects());
+    ///
+    /// let mut whole = Workspace::new();
+    /// whole.write("/a.bin", vec![7u8; 200_000])?;
+    /// whole.write("/b.bin", vec![9u8; 300_000])?;
+    /// assert_eq!(whole.commit(CommitOptions::new())?.id(), id);
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    #[must_use = "handed-over objects must be persisted before the commit"]
+    pub fn hand_over(&mut self, have_in: Option<&dyn ObjectSource>) -> ObjectSet {
+        let mut pending = Vec::new();
+        pending_contents(&self.root, &mut pending);
+        if pending.is_empty() {
+            return ObjectSet::new();
+        }
+        let built = ContentObjects::build_many(&pending, self.parallelism);
+        let have = Have {
+            ids: None,
+            sources: have_in.into_iter().collect(),
+        };
+        let mut out = Emitter::new(&have).handed(&self.handed);
+        for (objects, job) in built.iter().zip(&pending) {
+            objects.emit(&job.data, &mut out);
+        }
+        let out = out.out;
+        drop(pending);
+        Arc::make_mut(&mut self.handed).extend(out.ids().copied());
+        hand_over_dir(Arc::make_mut(&mut self.root), &mut built.into_iter());
+        out
     }
 
     fn root_layout(&self) -> Arc<Layout> {
@@ -444,6 +512,36 @@ fn pending_contents(dir: &DirNode, out: &mut Vec<Pending>) {
                         data: data.clone(),
                         prev: f.prev.clone(),
                     })
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Replaces the bytes of each file [`pending_contents`] lists by its content
+/// reference (taken from `built`, in that order); inline content keeps its bytes and
+/// its full objects. Layouts and changed names stay as they are: the commit comes.
+fn hand_over_dir(dir: &mut DirNode, built: &mut impl Iterator<Item = ContentObjects>) {
+    if dir.is_clean() {
+        return;
+    }
+    for name in names_to_commit(dir) {
+        match dir.entries.get_mut(&name) {
+            Some(Node::Dir(d)) if !d.is_clean() => hand_over_dir(Arc::make_mut(d), built),
+            Some(Node::File(f)) if f.objects.is_none() && f.data.is_some() => {
+                let Some(objects) = built.next() else {
+                    return;
+                };
+                f.prev = None;
+                if matches!(objects.content, Content::Inline(_)) {
+                    f.objects = Some(Arc::new(objects));
+                } else {
+                    f.data = None;
+                    f.objects = Some(Arc::new(ContentObjects::reference(
+                        objects.size,
+                        objects.content,
+                    )));
                 }
             }
             _ => {}

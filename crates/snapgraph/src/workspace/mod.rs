@@ -331,6 +331,9 @@ pub struct Workspace {
     pub(crate) limits: Limits,
     /// Threads a commit may use to chunk and hash new content.
     pub(crate) parallelism: usize,
+    /// Ids of the objects [`Workspace::hand_over`] emitted since the last commit:
+    /// the caller persists them, so the commit counts them as held.
+    pub(crate) handed: Arc<hashbrown::HashSet<ObjectId>>,
 }
 
 impl Default for Workspace {
@@ -358,6 +361,7 @@ impl Workspace {
             } else {
                 1
             },
+            handed: Arc::default(),
         }
     }
 
@@ -832,6 +836,60 @@ impl Workspace {
         let dir = self.dir_mut(dst_parent);
         dir.dirty.insert(dst_name.clone());
         dir.entries.insert(dst_name.clone(), node);
+        Ok(())
+    }
+
+    /// Copies the file at `from` to `to` with its mode, in O(1): the bytes are shared,
+    /// and a file whose bytes are not in memory (a
+    /// [shallow checkout](Self::checkout_with), a [hand-over](Self::hand_over))
+    /// copies its content reference. An existing file at `to` is replaced; anything
+    /// else there is an error. Missing parents of `to` are created.
+    pub fn copy_file(&mut self, from: &str, to: &str) -> Result<(), FsError> {
+        let src = path::parse(from)?;
+        let dst = path::parse(to)?;
+        let (dst_name, dst_parent) = dst
+            .split_last()
+            .ok_or(FsError::IsADirectory { path: "/".into() })?;
+        let file = match self.lookup(&src)? {
+            Some(Node::File(f)) => f.clone(),
+            Some(Node::Dir(_)) => {
+                return Err(FsError::IsADirectory {
+                    path: path::join(&src),
+                })
+            }
+            None if src.is_empty() => return Err(FsError::IsADirectory { path: "/".into() }),
+            Some(Node::Symlink(_)) => {
+                return Err(FsError::IsASymlink {
+                    path: path::join(&src),
+                })
+            }
+            None => {
+                return Err(FsError::NotFound {
+                    path: path::join(&src),
+                })
+            }
+        };
+        if src == dst {
+            return Ok(());
+        }
+        self.check_dirs(dst_parent)?;
+        match self.lookup(&dst)? {
+            Some(Node::Dir(_)) => {
+                return Err(FsError::IsADirectory {
+                    path: path::join(&dst),
+                })
+            }
+            Some(Node::Symlink(_)) => {
+                return Err(FsError::IsASymlink {
+                    path: path::join(&dst),
+                })
+            }
+            _ => {}
+        }
+        let dir = self.dir_mut(dst_parent);
+        dir.dirty.insert(dst_name.clone());
+        dir.entries.insert(dst_name.clone(), Node::File(file));
+        self.stale.remove(&path::join(&dst));
         Ok(())
     }
 

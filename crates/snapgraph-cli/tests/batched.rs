@@ -1,0 +1,175 @@
+//! Commits and imports in bounded batches (`--batch-bytes`): a tree larger than the
+//! budget restores byte for byte, writes exactly what an unbatched commit writes, and
+//! an import that fails part way moves no ref and leaves only garbage a collection
+//! removes. (An interrupted `commit` needs an unreadable file: `tests/unprivileged.rs`.)
+
+mod common;
+
+use std::path::Path;
+
+use common::{fails, json, ok, pseudo_random, rich_tree, snapshot_of, write};
+
+/// A budget far below the tree: many batches.
+const SMALL: &str = "65536";
+
+/// `rich_tree` plus 40 files of 20 to 400 KB (about 8 MB), some of them equal.
+fn big_tree(root: &Path) {
+    rich_tree(root);
+    for i in 0..40u64 {
+        let len = 20_000 + (i as usize * 9_973) % 380_000;
+        write(
+            root,
+            &format!("blobs/{}/f{i:02}.bin", i % 4),
+            &pseudo_random(len, i % 30),
+        );
+    }
+}
+
+fn tip(dir: &Path, branch: &str) -> Option<String> {
+    json(dir, &["branch"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == branch)
+        .map(|b| b["id"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn a_batched_commit_restores_byte_identical_and_writes_what_one_commit_writes() {
+    let batched = tempfile::tempdir().unwrap();
+    let whole = tempfile::tempdir().unwrap();
+    for t in [&batched, &whole] {
+        ok(t.path(), &["init"]);
+        big_tree(t.path());
+    }
+    let b = json(
+        batched.path(),
+        &["commit", "-m", "big", "--batch-bytes", SMALL],
+    );
+    let w = json(whole.path(), &["commit", "-m", "big"]);
+    // The same objects (the commit objects differ only in their metadata).
+    assert_eq!(b["new_objects"], w["new_objects"], "{b} / {w}");
+    assert_eq!(b["files_added"], w["files_added"]);
+    ok(batched.path(), &["verify", "--read-data"]);
+    ok(batched.path(), &["checkout", "main", "--to", "out"]);
+    let mut expected = snapshot_of(batched.path());
+    expected.retain(|p, _| !p.starts_with(".snapgraph") && !p.starts_with("out"));
+    let restored = snapshot_of(&batched.path().join("out"));
+    assert_eq!(restored, expected);
+
+    // A second turn, batched again: edits, a new big file, a removal.
+    std::fs::remove_dir_all(batched.path().join("out")).unwrap();
+    write(
+        batched.path(),
+        "blobs/0/f00.bin",
+        &pseudo_random(300_000, 99),
+    );
+    write(batched.path(), "blobs/new.bin", &pseudo_random(500_000, 98));
+    std::fs::remove_file(batched.path().join("blobs/1/f01.bin")).unwrap();
+    let c = json(
+        batched.path(),
+        &["commit", "-m", "edit", "--batch-bytes", SMALL],
+    );
+    assert_eq!(c["files_added"], 1, "{c}");
+    assert_eq!(c["files_modified"], 1, "{c}");
+    assert_eq!(c["files_removed"], 1, "{c}");
+    ok(batched.path(), &["verify", "--read-data"]);
+    ok(batched.path(), &["checkout", "main", "--to", "out"]);
+    let mut expected = snapshot_of(batched.path());
+    expected.retain(|p, _| !p.starts_with(".snapgraph") && !p.starts_with("out"));
+    assert_eq!(snapshot_of(&batched.path().join("out")), expected);
+    std::fs::remove_dir_all(batched.path().join("out")).unwrap();
+    // Nothing changed since: nothing to commit, and the stat cache knew the
+    // handed-over files' content ids.
+    let again = json(batched.path(), &["commit", "--batch-bytes", SMALL]);
+    assert_eq!(again["nothing_to_commit"], true, "{again}");
+}
+
+/// A tar of `big_tree` plus a hard link to its first big file.
+fn tar_of(root: &Path) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    b.follow_symlinks(false);
+    b.append_dir_all(".", root).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    h.set_mode(0o644);
+    b.append_link(&mut h, "hard-link.bin", "blobs/0/f00.bin")
+        .unwrap();
+    b.into_inner().unwrap()
+}
+
+#[test]
+fn a_batched_import_restores_byte_identical() {
+    let src = tempfile::tempdir().unwrap();
+    big_tree(src.path());
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    let tar = t.path().join("tree.tar");
+    std::fs::write(&tar, tar_of(src.path())).unwrap();
+    let out = json(
+        t.path(),
+        &[
+            "import",
+            "tree.tar",
+            "-m",
+            "imported",
+            "--batch-bytes",
+            SMALL,
+        ],
+    );
+    assert!(out["new_objects"].as_u64().unwrap() > 40, "{out}");
+    ok(t.path(), &["verify", "--read-data"]);
+    ok(t.path(), &["checkout", "main", "--to", "out"]);
+    let mut expected = snapshot_of(src.path());
+    expected.insert("hard-link.bin".into(), expected["blobs/0/f00.bin"].clone());
+    assert_eq!(snapshot_of(&t.path().join("out")), expected);
+}
+
+#[test]
+fn an_import_failing_part_way_moves_no_ref_and_leaves_only_garbage() {
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    write(t.path(), "kept.txt", b"the first commit");
+    let first = json(t.path(), &["commit", "-m", "first"]);
+    let first = first["id"].as_str().unwrap().to_string();
+
+    // Many batches of content, then an entry cut short.
+    let mut b = tar::Builder::new(Vec::new());
+    for i in 0..20u64 {
+        let data = pseudo_random(100_000, 500 + i);
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, format!("f{i:02}.bin"), &data[..])
+            .unwrap();
+    }
+    let data = pseudo_random(200_000, 7);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "cut.bin", &data[..]).unwrap();
+    let mut bytes = b.into_inner().unwrap();
+    bytes.truncate(bytes.len() - 150_000);
+    std::fs::write(t.path().join("cut.tar"), &bytes).unwrap();
+
+    let err = fails(t.path(), &["import", "cut.tar", "--batch-bytes", SMALL]);
+    assert!(
+        err.contains("cut.bin") && err.contains("truncated"),
+        "{err}"
+    );
+    // No ref moved, the store is whole, the first commit restores.
+    assert_eq!(tip(t.path(), "main").as_deref(), Some(first.as_str()));
+    ok(t.path(), &["verify", "--read-data"]);
+    ok(t.path(), &["checkout", "main", "--to", "out"]);
+    assert_eq!(
+        std::fs::read(t.path().join("out/kept.txt")).unwrap(),
+        b"the first commit"
+    );
+    // The batches written before the failure are garbage, and the lease was given
+    // back: a collection runs and removes them.
+    let gc = json(t.path(), &["gc"]);
+    assert!(gc["deleted"].as_u64().unwrap() >= 20, "{gc}");
+    ok(t.path(), &["verify", "--read-data"]);
+    assert_eq!(tip(t.path(), "main").as_deref(), Some(first.as_str()));
+}
