@@ -9,7 +9,9 @@ use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use crate::object::tree::Content;
-use crate::object::{chunk_id, encode_version, ObjectKind, FORMAT_VERSION};
+use crate::object::{
+    canonical_cut, chunk_id, encode_version, ObjectError, ObjectKind, FORMAT_VERSION,
+};
 
 /// Bytes of a file (or of the state), shared between workspace clones. They are
 /// either the caller's `Arc<[u8]>` (`write_shared`), a `Vec` a checkout assembled
@@ -368,6 +370,22 @@ impl ContentObjects {
             chunks: spans,
             manifest,
         }
+    }
+
+    /// The objects of the file whose manifest root is `root`, of `size` bytes and
+    /// chunked as `spans`, proven cut canonically: the rebuild in the root's version
+    /// ([`crate::object::canonical_cut`]), or [`ObjectError::Malformed`] naming
+    /// `root`. Checkout keeps what it returns; the reachability walks only check.
+    pub fn canonical(root: ObjectId, size: u64, spans: &[Span]) -> Result<Self, ObjectError> {
+        canonical_cut(root, ObjectKind::Manifest, |version| {
+            let built = Self::from_spans_in(size, spans.to_vec(), version);
+            // A single chunk is no manifest: never `root`'s rebuild.
+            let id = match built.content {
+                Content::Manifest(id) => id,
+                _ => ObjectId::from_bytes([0; 32]),
+            };
+            (id, built)
+        })
     }
 
     /// What a file left in the store by a shallow checkout is known by: its size and

@@ -16,7 +16,9 @@ use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{encode_version, load_many, ObjectError, ObjectKind, FORMAT_VERSION};
+use crate::object::{
+    canonical_cut, encode_version, load_many, ObjectError, ObjectKind, FORMAT_VERSION,
+};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.
@@ -321,6 +323,18 @@ impl Layout {
             levels.push(slots);
         }
         Layout { levels, version }
+    }
+
+    /// The layout of the directory whose root node is `id` and whose entries (read
+    /// from it, sorted and unique) are `entries`, proven cut canonically: the
+    /// rebuild in the root's version ([`crate::object::canonical_cut`]), or
+    /// [`ObjectError::Malformed`] naming `id`. Checkout keeps what it returns; the
+    /// reachability walks only check.
+    pub fn canonical(id: ObjectId, entries: &[Entry]) -> Result<Self, ObjectError> {
+        canonical_cut(id, ObjectKind::Tree, |version| {
+            let layout = Self::build_in(entries, version);
+            (layout.root().id, layout)
+        })
     }
 
     pub fn root(&self) -> &Slot {

@@ -1238,6 +1238,162 @@ fn malformed_file_content() {
     );
 }
 
+// ---------------------------------------------------------------- non-canonical cuts
+
+/// Asserts that checkout, `reachable`, `reachable_history` and `plan_checkout` (the
+/// stateless call and a resumable plan over a fetch loop) all refuse `commit` with
+/// the same error: `Malformed` naming `bad` as a non-canonical `kind`.
+fn assert_non_canonical(store: &Store, commit: ObjectId, bad: ObjectId, kind: ObjectKind) {
+    let want = format!("non-canonical {kind} (nodes are not cut as the format requires)");
+    let check = |what: &str, e: ObjectError| {
+        assert!(
+            matches!(&e, ObjectError::Malformed { id, kind: k, reason } if *id == bad && *k == kind && *reason == want),
+            "{what}: {e:?}"
+        );
+    };
+    let mut ws = bystander();
+    let before = observable(&ws);
+    check(
+        "checkout",
+        checkout_err(ws.checkout(commit, store, CheckoutPolicy::Force)),
+    );
+    assert_eq!(observable(&ws), before);
+    check(
+        "reachable",
+        graph_err(SnapshotGraph::reachable(commit, store)),
+    );
+    check(
+        "reachable_history",
+        graph_err(SnapshotGraph::reachable_history(commit, store)),
+    );
+    check(
+        "plan_checkout",
+        graph_err(SnapshotGraph::plan_checkout(commit, store)),
+    );
+    // Fetched round by round: the plan refuses once nothing is missing.
+    let mut local = Store::new();
+    let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
+    let e = loop {
+        match plan.missing(&local) {
+            Ok(missing) => {
+                assert!(!missing.is_empty(), "the plan accepted {bad}");
+                local.extend(missing.iter().map(|m| (*m, store[m].clone())));
+            }
+            Err(e) => break e,
+        }
+    };
+    check("CheckoutPlan", graph_err::<()>(Err(e)));
+}
+
+#[test]
+fn non_canonical_tree_and_manifest_are_refused_by_every_walk() {
+    // A small directory cut into two leaves (the format keeps it in one), one level
+    // down so that the walks meet it as a directory entry's tree.
+    let mut store = Store::new();
+    let la = put_tree(&mut store, &TreeNode::Leaf(vec![inline_file("a", b"1")]));
+    let lb = put_tree(&mut store, &TreeNode::Leaf(vec![inline_file("b", b"2")]));
+    let one = |first: &str, tree| TreeChild {
+        first: first.into(),
+        tree,
+        files: 1,
+        bytes: 1,
+    };
+    let split = put_tree(
+        &mut store,
+        &TreeNode::Internal {
+            level: 1,
+            children: vec![one("a", la), one("b", lb)],
+        },
+    );
+    let (commit, _) = commit_of_tree(
+        &mut store,
+        &TreeNode::Leaf(vec![dir_entry("d", split, 2, 2)]),
+    );
+    assert_non_canonical(&store, commit, split, ObjectKind::Tree);
+    // The same directory cut canonically (one leaf) is accepted by all.
+    let leaf = put_tree(
+        &mut store,
+        &TreeNode::Leaf(vec![inline_file("a", b"1"), inline_file("b", b"2")]),
+    );
+    let (good, _) = commit_of_tree(
+        &mut store,
+        &TreeNode::Leaf(vec![dir_entry("d", leaf, 2, 2)]),
+    );
+    let mut ws = Workspace::new();
+    ws.checkout(good, &store, CheckoutPolicy::Force)
+        .unwrap()
+        .verify(|_| None)
+        .unwrap();
+    assert_eq!(ws.read("/d/b").unwrap(), b"2");
+    SnapshotGraph::reachable(good, &store).unwrap();
+    assert!(SnapshotGraph::plan_checkout(good, &store)
+        .unwrap()
+        .is_empty());
+
+    // A file's chunks split over two manifest leaves the format keeps in one.
+    let mut store = Store::new();
+    let big = pseudo_random(100_000, 2);
+    let mut refs = Vec::new();
+    let mut start = 0;
+    for end in snapgraph::chunk::cut_points(&big) {
+        let id = put_chunk(&mut store, &big[start..end]);
+        refs.push(ChunkRef {
+            id,
+            len: (end - start) as u32,
+        });
+        start = end;
+    }
+    assert!(refs.len() >= 3);
+    let l1 = put_manifest(&mut store, &Manifest::Leaf(refs[..2].to_vec()));
+    let l2 = put_manifest(&mut store, &Manifest::Leaf(refs[2..].to_vec()));
+    let s1: u64 = refs[..2].iter().map(|r| u64::from(r.len)).sum();
+    let split = put_manifest(
+        &mut store,
+        &Manifest::Internal {
+            level: 1,
+            children: vec![
+                ManifestChild { id: l1, size: s1 },
+                ManifestChild {
+                    id: l2,
+                    size: big.len() as u64 - s1,
+                },
+            ],
+        },
+    );
+    let file = |content| {
+        TreeNode::Leaf(vec![Entry {
+            name: "f".into(),
+            mode: 0o644,
+            node: EntryNode::File {
+                size: big.len() as u64,
+                content,
+            },
+        }])
+    };
+    let (commit, _) = commit_of_tree(&mut store, &file(Content::Manifest(split)));
+    assert_non_canonical(&store, commit, split, ObjectKind::Manifest);
+    // As the state's content too.
+    let empty = put_tree(&mut store, &TreeNode::Leaf(vec![]));
+    let mut c = bare_commit(empty, vec![], 1);
+    c.state_size = big.len() as u64;
+    c.state = Content::Manifest(split);
+    let stateful = put_commit(&mut store, &c);
+    assert_non_canonical(&store, stateful, split, ObjectKind::Manifest);
+    // The canonical manifest of the same chunks is accepted by all.
+    let m = put_manifest(&mut store, &Manifest::Leaf(refs.clone()));
+    let (good, _) = commit_of_tree(&mut store, &file(Content::Manifest(m)));
+    let mut ws = Workspace::new();
+    ws.checkout(good, &store, CheckoutPolicy::Force)
+        .unwrap()
+        .verify(|_| None)
+        .unwrap();
+    assert_eq!(ws.read("/f").unwrap(), &big[..]);
+    SnapshotGraph::reachable_history(good, &store).unwrap();
+    assert!(SnapshotGraph::plan_checkout(good, &store)
+        .unwrap()
+        .is_empty());
+}
+
 // ---------------------------------------------------------------- non-canonical encodings
 
 #[test]

@@ -227,6 +227,35 @@ fn unreachable_encode(e: postcard::Error) -> Vec<u8> {
     Vec::new()
 }
 
+/// The one check that a directory's tree nodes or a file's manifest nodes are cut as
+/// the format requires (checkout, `reachable`, `reachable_history` and
+/// `CheckoutPlan` call it through `Layout::canonical` and
+/// `ContentObjects::canonical`). A well-formed tree or manifest can still be cut
+/// at other places than the boundary rule's, which would give one directory or file
+/// two ids: `rebuild(version)` cuts what was read (the directory's entries, the
+/// file's chunk list) from scratch into nodes of format `version` and answers the
+/// root id it built with what it built. All of a directory's or manifest's nodes are
+/// of its root's version, and each version hashes differently, so the rebuild whose
+/// root is `root` is the one; none means `root` is not canonical
+/// ([`ObjectError::Malformed`] naming it).
+pub(crate) fn canonical_cut<T>(
+    root: ObjectId,
+    kind: ObjectKind,
+    mut rebuild: impl FnMut(u8) -> (ObjectId, T),
+) -> Result<T, ObjectError> {
+    for version in (1..=FORMAT_VERSION).rev() {
+        let (id, built) = rebuild(version);
+        if id == root {
+            return Ok(built);
+        }
+    }
+    Err(ObjectError::malformed(
+        root,
+        kind,
+        format!("non-canonical {kind} (nodes are not cut as the format requires)"),
+    ))
+}
+
 /// The stored bytes of a chunk of format `version`: the header is added only here,
 /// when the chunk is emitted to be stored.
 pub(crate) fn encode_chunk(version: u8, data: &[u8]) -> Vec<u8> {

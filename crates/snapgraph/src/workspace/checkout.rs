@@ -15,9 +15,7 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::{chunk_list, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{count_kinds, Content, EntryNode, TreeNode};
-use crate::object::{
-    check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind, FORMAT_VERSION,
-};
+use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Ahead, Layout};
 
@@ -772,20 +770,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         let entries = read_entries(source, id, &mut self.trees, hash, &mut |leaf| {
             budget.leaf(count_kinds(leaf)).map_err(CheckoutError::from)
         })?;
-        // A directory's nodes are all of its root's format version; the id says which
-        // (each version hashes differently), so the rebuild that matches is the one.
-        let layout = (1..=FORMAT_VERSION)
-            .rev()
-            .map(|version| Layout::build_in(&entries, version))
-            .find(|layout| layout.root().id == id);
-        let Some(layout) = layout else {
-            return Err(ObjectError::malformed(
-                id,
-                ObjectKind::Tree,
-                "non-canonical tree (nodes are not cut as the format requires)",
-            )
-            .into());
-        };
+        let layout = Layout::canonical(id, &entries)?;
         let mut out: BTreeMap<String, Node> = BTreeMap::new();
         for e in entries {
             path.push(e.name.clone());
@@ -1006,23 +991,8 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             data.push(stored, size as usize);
         }
         // A manifest's nodes are all of its root's format version (its chunks may be
-        // older): the rebuild whose root is `root` is in that version.
-        let mut objects = None;
-        for version in (1..=FORMAT_VERSION).rev() {
-            let built = ContentObjects::from_spans_in(size, spans.clone(), version);
-            if built.content == Content::Manifest(root) {
-                objects = Some(built);
-                break;
-            }
-        }
-        let Some(objects) = objects else {
-            return Err(ObjectError::malformed(
-                root,
-                ObjectKind::Manifest,
-                "non-canonical manifest (nodes are not cut as the format requires)",
-            )
-            .into());
-        };
+        // older).
+        let objects = ContentObjects::canonical(root, size, &spans)?;
         Ok((data.finish(), objects))
     }
 
