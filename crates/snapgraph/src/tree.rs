@@ -429,13 +429,11 @@ impl Ahead {
     }
 }
 
-/// Reads the entries of the directory whose root node is `id`, in order, checking
-/// structure: levels descend by one, first keys and totals match the index entries,
-/// names are strictly sorted across nodes, and no leaf below an index is empty.
-/// Nodes are taken from `ahead` where it holds them; the rest of each level is read
-/// in one batched read ([`ObjectSource::get_many`]). `on_leaf(entries)` is shown each
-/// leaf's entries before they are kept, so a caller can stop a directory that is too
-/// large.
+/// Reads the entries of the directory whose root node is `id`, in order: a
+/// [`TreeWalk`] driven to its end. Nodes are taken from `ahead` where it holds them;
+/// the rest of each level is read in one batched read ([`ObjectSource::get_many`]).
+/// `on_leaf(entries)` is shown each leaf's entries before they are kept, so a caller
+/// can stop a directory that is too large.
 pub(crate) fn read_entries<S, E>(
     source: &S,
     id: ObjectId,
@@ -447,32 +445,118 @@ where
     S: ObjectSource + ?Sized,
     E: From<ObjectError>,
 {
-    // The nodes of `ids`, in order: those read ahead, the others in one batch.
-    let mut level_nodes = |ids: &[ObjectId]| -> Result<Vec<TreeNode>, ObjectError> {
-        let mut out: Vec<Option<TreeNode>> = ids.iter().map(|i| ahead.take(i)).collect();
-        let absent: Vec<ObjectId> = ids
-            .iter()
-            .zip(&out)
-            .filter(|(_, n)| n.is_none())
-            .map(|(i, _)| *i)
-            .collect();
-        let mut read = load_many(source, &absent, ObjectKind::Tree, hash)?
-            .into_iter()
-            .zip(&absent);
-        for slot in out.iter_mut().filter(|n| n.is_none()) {
-            if let Some((loaded, nid)) = read.next() {
-                *slot = Some(TreeNode::decode(nid, loaded.body())?);
+    let mut walk = TreeWalk::new(id);
+    loop {
+        let nodes = level_nodes(source, walk.wanted(), ahead, hash)?;
+        if let Some(entries) = walk.feed(nodes, on_leaf)? {
+            return Ok(entries);
+        }
+    }
+}
+
+/// The nodes of `ids`, in order: those `ahead` holds, the others in one batched
+/// read, verified and decoded.
+pub(crate) fn level_nodes<S: ObjectSource + ?Sized>(
+    source: &S,
+    ids: &[ObjectId],
+    ahead: &mut Ahead,
+    hash: bool,
+) -> Result<Vec<TreeNode>, ObjectError> {
+    let mut out: Vec<Option<TreeNode>> = ids.iter().map(|i| ahead.take(i)).collect();
+    let absent: Vec<ObjectId> = ids
+        .iter()
+        .zip(&out)
+        .filter(|(_, n)| n.is_none())
+        .map(|(i, _)| *i)
+        .collect();
+    let mut read = load_many(source, &absent, ObjectKind::Tree, hash)?
+        .into_iter()
+        .zip(&absent);
+    for slot in out.iter_mut().filter(|n| n.is_none()) {
+        if let Some((loaded, nid)) = read.next() {
+            *slot = Some(TreeNode::decode(nid, loaded.body())?);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// The one walk of a directory's tree nodes, as a resumable step (the caller reads):
+/// [`wanted`](Self::wanted) names the nodes of the next level (the root first);
+/// [`feed`](Self::feed) takes them decoded, in that order, and answers the
+/// directory's entries once the leaves are in. Several walks can be stepped side by
+/// side, so a caller walking many directories (diff) reads one level of all of them
+/// per batched read.
+///
+/// Checks structure: levels descend by one, first keys and totals match the index
+/// entries, names are strictly sorted across nodes, and no leaf below an index is
+/// empty. Whether the nodes are cut canonically is `Layout::canonical`'s check.
+#[derive(Debug, Clone)]
+pub(crate) struct TreeWalk {
+    root: ObjectId,
+    /// The ids asked for by [`wanted`](Self::wanted).
+    ids: Vec<ObjectId>,
+    /// What each asked-for node's parent's index says of it (none for the root).
+    claims: Vec<TreeChild>,
+    /// The level of the nodes asked for (unknown for the root).
+    level: Option<u8>,
+    entries: Vec<Entry>,
+}
+
+impl TreeWalk {
+    /// A walk of the directory whose root node is `root`.
+    pub fn new(root: ObjectId) -> Self {
+        Self {
+            root,
+            ids: vec![root],
+            claims: Vec::new(),
+            level: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// The nodes to read next, in order: never empty before the walk ends.
+    pub fn wanted(&self) -> &[ObjectId] {
+        &self.ids
+    }
+
+    /// The directory's root node.
+    pub fn root(&self) -> ObjectId {
+        self.root
+    }
+
+    /// Takes the nodes [`wanted`](Self::wanted) named, decoded, in order, showing
+    /// each leaf's entries to `on_leaf` before they are kept. Answers the entries
+    /// when the walk is done, `None` when it wants another level.
+    pub fn feed<E: From<ObjectError>>(
+        &mut self,
+        nodes: Vec<TreeNode>,
+        on_leaf: &mut dyn FnMut(&[Entry]) -> Result<(), E>,
+    ) -> Result<Option<Vec<Entry>>, E> {
+        if nodes.len() != self.ids.len() {
+            return Err(ObjectError::NotFound {
+                id: self.ids.get(nodes.len()).copied().unwrap_or(self.root),
+            }
+            .into());
+        }
+        // Each frontier element: a node with what its parent's index claims about it.
+        let mut frontier: Vec<(ObjectId, TreeNode, Option<TreeChild>)> =
+            Vec::with_capacity(nodes.len());
+        match self.level {
+            None => frontier.extend(nodes.into_iter().map(|n| (self.root, n, None))),
+            Some(level) => {
+                for (c, child) in std::mem::take(&mut self.claims).into_iter().zip(nodes) {
+                    if child.level() + 1 != level {
+                        return Err(ObjectError::malformed(
+                            c.tree,
+                            ObjectKind::Tree,
+                            format!("level {} below level {level}", child.level()),
+                        )
+                        .into());
+                    }
+                    frontier.push((c.tree, child, Some(c)));
+                }
             }
         }
-        Ok(out.into_iter().flatten().collect())
-    };
-    let root = level_nodes(&[id])?
-        .pop()
-        .ok_or(ObjectError::NotFound { id })?;
-    // Each frontier element: a node with what its parent's index claims about it.
-    let mut frontier: Vec<(ObjectId, TreeNode, Option<TreeChild>)> = vec![(id, root, None)];
-    let mut entries: Vec<Entry> = Vec::new();
-    loop {
         let level = frontier[0].1.level();
         let mut claims: Vec<TreeChild> = Vec::new();
         for (nid, node_value, claim) in frontier {
@@ -497,7 +581,7 @@ where
                         return Err(bad("empty leaf below an index").into());
                     }
                     on_leaf(&e)?;
-                    entries.append(&mut e);
+                    self.entries.append(&mut e);
                 }
                 TreeNode::Internal { children, .. } => {
                     for c in children {
@@ -511,35 +595,26 @@ where
                 }
             }
         }
-        if level == 0 {
-            break;
+        if level > 0 {
+            self.ids = claims.iter().map(|c| c.tree).collect();
+            self.claims = claims;
+            self.level = Some(level);
+            return Ok(None);
         }
-        let ids: Vec<ObjectId> = claims.iter().map(|c| c.tree).collect();
-        let nodes = level_nodes(&ids)?;
-        frontier = Vec::with_capacity(nodes.len());
-        for (c, child) in claims.into_iter().zip(nodes) {
-            if child.level() + 1 != level {
+        self.ids.clear();
+        let entries = std::mem::take(&mut self.entries);
+        for w in entries.windows(2) {
+            if w[0].name >= w[1].name {
                 return Err(ObjectError::malformed(
-                    c.tree,
+                    self.root,
                     ObjectKind::Tree,
-                    format!("level {} below level {level}", child.level()),
+                    format!("entry {:?} out of order or repeated", w[1].name),
                 )
                 .into());
             }
-            frontier.push((c.tree, child, Some(c)));
         }
+        Ok(Some(entries))
     }
-    for w in entries.windows(2) {
-        if w[0].name >= w[1].name {
-            return Err(ObjectError::malformed(
-                id,
-                ObjectKind::Tree,
-                format!("entry {:?} out of order or repeated", w[1].name),
-            )
-            .into());
-        }
-    }
-    Ok(entries)
 }
 
 #[cfg(test)]

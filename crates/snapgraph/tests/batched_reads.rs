@@ -6,57 +6,14 @@
 
 mod common;
 
-use std::borrow::Cow;
-use std::cell::Cell;
-
-use common::{persist, Store};
+use common::{persist, Counting, Store};
+use proptest::prelude::*;
+use snapgraph::graph::diff::{Change, ChangeKind, Recorder};
 use snapgraph::graph::reachable::CheckoutPlan;
 use snapgraph::{
-    BoxError, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, ObjectId, ObjectSource,
-    SnapshotGraph, Workspace,
+    CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, Limits, ObjectId, SnapshotGraph,
+    Workspace,
 };
-
-/// A source that answers like a store with one round trip per call: counts calls
-/// of any kind.
-struct Calls<'a> {
-    inner: &'a Store,
-    calls: Cell<usize>,
-}
-
-impl<'a> Calls<'a> {
-    fn new(inner: &'a Store) -> Self {
-        Self {
-            inner,
-            calls: Cell::new(0),
-        }
-    }
-    fn take(&self) -> usize {
-        self.calls.replace(0)
-    }
-}
-
-impl ObjectSource for Calls<'_> {
-    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
-        self.calls.set(self.calls.get() + 1);
-        ObjectSource::get(self.inner, id)
-    }
-    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
-        self.calls.set(self.calls.get() + 1);
-        ObjectSource::contains(self.inner, id)
-    }
-    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
-        self.calls.set(self.calls.get() + 1);
-        ids.iter()
-            .map(|id| ObjectSource::get(self.inner, id))
-            .collect()
-    }
-    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
-        self.calls.set(self.calls.get() + 1);
-        ids.iter()
-            .map(|id| ObjectSource::contains(self.inner, id))
-            .collect()
-    }
-}
 
 /// 2,000 files of 5,000 bytes (one chunk each) in 200 directories two levels deep.
 fn wide_tree() -> Workspace {
@@ -76,7 +33,7 @@ fn checkout_costs_calls_per_level_not_per_object() {
     let mut store = Store::new();
     let id = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
     assert!(store.len() > 2_200, "{} objects", store.len()); // 2,000 chunks, 221 trees
-    let src = Calls::new(&store);
+    let src = Counting::new(&store);
 
     let mut full = Workspace::new();
     full.checkout(id, &src, CheckoutPolicy::default())
@@ -91,7 +48,7 @@ fn checkout_costs_calls_per_level_not_per_object() {
     // directories of 10 entries), then the content (10 MB: manifest roots and
     // chunks) in windows of at most 8 MiB or 1,024 objects: 28 calls when written,
     // against one per object (2,221) before.
-    let calls = src.take();
+    let calls = src.take_calls();
     assert!(calls <= 32, "full checkout: {calls} calls");
 
     let mut shallow = Workspace::new();
@@ -104,7 +61,7 @@ fn checkout_costs_calls_per_level_not_per_object() {
         .unwrap()
         .verify(|_| None)
         .unwrap();
-    let calls = src.take();
+    let calls = src.take_calls();
     assert!(calls <= 6, "shallow checkout: {calls} calls");
 }
 
@@ -123,14 +80,15 @@ fn diff_costs_calls_per_level_not_per_directory() {
         &mut store,
         ws.commit(CommitOptions::new().parent(a)).unwrap(),
     );
-    let src = Calls::new(&store);
+    let src = Counting::new(&store);
     let diff = SnapshotGraph::diff(a, b, &src).unwrap();
     assert_eq!(diff.files_added.len(), 200);
     assert!(diff.files_modified.is_empty() && diff.files_removed.is_empty());
-    // Two commits, then a batched read per directory depth (root, 20, 200): 53 calls
-    // when written, against one per tree node (over 220) before.
-    let calls = src.take();
-    assert!(calls <= 60, "diff: {calls} calls");
+    // Two commits, then a batched read per directory depth (root, 20, 200) and per
+    // index level below it: 6 calls, against 53 when each directory's index levels
+    // were read apart and one per tree node (over 220) before that.
+    let calls = src.take_calls();
+    assert!(calls <= 8, "diff: {calls} calls");
 }
 
 #[test]
@@ -142,9 +100,9 @@ fn checkout_plan_costs_calls_per_level_not_per_object() {
     let mut plan = CheckoutPlan::new(id);
     let mut calls = 0;
     loop {
-        let src = Calls::new(&local);
+        let src = Counting::new(&local);
         let missing = plan.missing(&src).unwrap();
-        calls += src.take();
+        calls += src.take_calls();
         if missing.is_empty() {
             break;
         }
@@ -209,10 +167,10 @@ fn reachable_costs_calls_per_level_not_per_object() {
         );
     }
     assert!(store.len() > 2_500, "{} objects", store.len());
-    let src = Calls::new(&store);
+    let src = Counting::new(&store);
 
     let objects = SnapshotGraph::reachable(first, &src).unwrap();
-    let calls = src.take();
+    let calls = src.take_calls();
     // The same objects in the same order as a walk of one object per call.
     assert_eq!(objects, reachable_one_by_one(first, &store, false));
     // The commit, four tree levels (root; 20 directories and /big; 200 directories),
@@ -221,9 +179,189 @@ fn reachable_costs_calls_per_level_not_per_object() {
     assert!(calls <= 16, "reachable: {calls} calls");
 
     let history = SnapshotGraph::reachable_history(id, &src).unwrap();
-    let calls = src.take();
+    let calls = src.take_calls();
     assert_eq!(history, reachable_one_by_one(id, &store, true));
     // One more level per commit of the history, and each commit's changed trees: 14
     // calls when written.
     assert!(calls <= 24, "reachable_history: {calls} calls");
+}
+
+/// The changes of a diff as its delegate received them, through `source`.
+fn recorded(a: ObjectId, b: ObjectId, source: &dyn snapgraph::ObjectSource) -> Vec<Change> {
+    let mut rec = Recorder::default();
+    SnapshotGraph::diff_with(a, b, source, &Limits::default(), &mut rec).unwrap();
+    rec.changes
+}
+
+/// The order the delegate receives changes in: breadth first, a directory's changes
+/// by name, directories of one depth in path order.
+fn delegate_order(changes: &[Change]) -> Vec<Change> {
+    let mut sorted = changes.to_vec();
+    sorted.sort_by(|x, y| {
+        let parts = |p: &str| p.split('/').map(str::to_owned).collect::<Vec<_>>();
+        (parts(&x.path).len(), parts(&x.path)).cmp(&(parts(&y.path).len(), parts(&y.path)))
+    });
+    sorted
+}
+
+#[test]
+fn diff_of_many_large_directories_costs_calls_per_level() {
+    // 200 directories of 150 files each: every directory is several leaves under an
+    // index node, and so is the root (200 directory entries).
+    let mut ws = Workspace::new();
+    for d in 0..200u32 {
+        for f in 0..150u32 {
+            ws.write(&format!("/d{d:03}/f{f:03}"), format!("{d}.{f}"))
+                .unwrap();
+        }
+    }
+    let mut store = Store::new();
+    let a = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+    // In every directory, a change in its first and its last leaf.
+    for d in 0..200u32 {
+        ws.write(&format!("/d{d:03}/f000"), b"changed").unwrap();
+        ws.write(&format!("/d{d:03}/f149"), b"changed").unwrap();
+    }
+    let b = persist(
+        &mut store,
+        ws.commit(CommitOptions::new().parent(a)).unwrap(),
+    );
+    // Each changed directory has more than one changed node below its root.
+    let commit = SnapshotGraph::commit(a, &store).unwrap();
+    let root = &store[&commit.tree];
+    assert!(
+        matches!(
+            snapgraph::object::tree::TreeNode::decode(&commit.tree, &root[2..]).unwrap(),
+            snapgraph::object::tree::TreeNode::Internal { .. }
+        ),
+        "the root directory is one leaf"
+    );
+
+    let src = Counting::new(&store);
+    let changes = recorded(a, b, &src);
+    let calls = src.take_calls();
+    assert_eq!(changes.len(), 400);
+    assert!(changes.iter().all(|c| c.kind == ChangeKind::Modified));
+    // Two commits, then per directory depth one read of the roots and one per index
+    // level below (the root directory and the 200 directories have two or three
+    // levels): 7 calls when written, against one per directory, side and level
+    // (over 400) when each directory's index levels were read apart.
+    assert!(calls <= 8, "diff: {calls} calls");
+    // The same changes, in the same order, as read one object per call.
+    let one_by_one = Counting::unbatched(&store);
+    assert_eq!(recorded(a, b, &one_by_one), changes);
+    assert!(one_by_one.take_calls() > 800);
+    assert_eq!(delegate_order(&changes), changes);
+    let d = SnapshotGraph::diff(a, b, &store).unwrap();
+    assert_eq!(d.files_modified.len(), 400);
+    assert!(d.files_modified.windows(2).all(|w| w[0] < w[1]));
+}
+
+/// A workspace generated from `seed`: `dirs` directories (the first `big` of 100 to
+/// 400 files, the others of up to 20), some with a subdirectory.
+fn random_tree(seed: u64, dirs: usize, big: usize) -> Workspace {
+    let mut rng = seed | 1;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut ws = Workspace::new();
+    for d in 0..dirs {
+        let files = if d < big { 100 + next(300) } else { next(20) };
+        for f in 0..files {
+            let path = match next(5) {
+                0 => format!("/d{d}/s{}/g{f}", next(2)),
+                _ => format!("/d{d}/f{f}"),
+            };
+            ws.write(&path, format!("{}", next(4))).unwrap();
+        }
+    }
+    ws
+}
+
+/// Edits `ws` at random: rewrites, removals, new files, mode changes, symlinks, a
+/// whole directory removed or added.
+fn random_edits(ws: &mut Workspace, seed: u64) {
+    let mut rng = seed | 1;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let files: Vec<String> = ws
+        .walk()
+        .into_iter()
+        .filter(|(_, m)| m.kind == snapgraph::EntryKind::File)
+        .map(|(p, _)| p)
+        .collect();
+    for path in &files {
+        match next(40) {
+            0..=2 => ws.write(path, format!("edit {}", next(9))).unwrap(),
+            3 => ws.remove(path).unwrap(),
+            4 => ws.set_mode(path, 0o755).unwrap(),
+            5 => {
+                ws.remove(path).unwrap();
+                ws.symlink(path, "/elsewhere").unwrap();
+            }
+            6 => ws.write(&format!("{path}.new"), b"new").unwrap(),
+            _ => {}
+        }
+    }
+    let dirs: Vec<String> = ws
+        .list("/")
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("/{}", e.name))
+        .collect();
+    if let Some(d) = dirs.get(next(dirs.len().max(1) as u64) as usize) {
+        if next(3) == 0 {
+            ws.remove(d).unwrap();
+        }
+    }
+    for f in 0..next(150) {
+        ws.write(&format!("/added/x{f}"), b"a").unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// On random trees with large directories, the diff read a level per call gives
+    /// exactly the changes, in the same order, of the diff read one object per call,
+    /// those a naive comparison predicts, in the documented order, for calls bounded
+    /// by the depth.
+    #[test]
+    fn batched_diff_equals_the_one_by_one_diff(
+        seed in any::<u64>(),
+        dirs in 1usize..24,
+        big in 0usize..4,
+        edits in any::<u64>(),
+    ) {
+        let mut ws = random_tree(seed, dirs, big);
+        let mut store = Store::new();
+        let a = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+        let sa = common::snap(&ws);
+        random_edits(&mut ws, edits);
+        let b = persist(&mut store, ws.commit(CommitOptions::new().parent(a)).unwrap());
+        let sb = common::snap(&ws);
+        for (x, y) in [(a, b), (b, a)] {
+            let src = Counting::new(&store);
+            let batched = recorded(x, y, &src);
+            let calls = src.take_calls();
+            let one_by_one = recorded(x, y, &Counting::unbatched(&store));
+            prop_assert_eq!(&batched, &one_by_one);
+            prop_assert_eq!(delegate_order(&batched), batched.clone());
+            // Three directory depths of at most two tree levels each (400 entries
+            // fit in one index node), plus the two commits.
+            prop_assert!(calls <= 2 + 3 * 2, "{} calls", calls);
+        }
+        let d = SnapshotGraph::diff(a, b, &store).unwrap();
+        let (added, modified, removed, _) = common::oracle_diff(&sa, &sb);
+        prop_assert_eq!(d.files_added, added);
+        prop_assert_eq!(d.files_modified, modified);
+        prop_assert_eq!(d.files_removed, removed);
+    }
 }

@@ -1,27 +1,13 @@
 //! An incremental commit asks the have-set about the changed path only, and still
 //! emits exactly what the destination lacks.
 
+mod common;
+
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashMap;
 
 use snapgraph::{BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace};
-
-struct Counting<'a> {
-    inner: &'a HashMap<ObjectId, Vec<u8>>,
-    asked: Cell<usize>,
-}
-
-impl ObjectSource for Counting<'_> {
-    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
-        self.asked.set(self.asked.get() + 1);
-        Ok(self.inner.get(id).map(|b| Cow::Borrowed(b.as_slice())))
-    }
-    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
-        self.asked.set(self.asked.get() + 1);
-        Ok(self.inner.contains_key(id))
-    }
-}
 
 fn content(i: u64, turn: u64) -> Vec<u8> {
     (0..4000u64)
@@ -44,19 +30,16 @@ fn one_edit_asks_about_the_changed_path_only() {
             let i = (turn * 997) % files;
             ws.write(&format!("/d{}/f{i:06}", i % dirs), content(i, turn))
                 .unwrap();
-            let counting = Counting {
-                inner: &store,
-                asked: Cell::new(0),
-            };
+            let counting = common::Counting::unbatched(&store);
             let c = ws
                 .commit(CommitOptions::new().parent(head).have_in(&counting))
                 .unwrap();
             // Root, one directory, their new nodes and the new chunk: a handful of
             // questions, not one per entry of the rewritten leaves.
             assert!(
-                counting.asked.get() <= 16,
+                counting.objects.get() <= 16,
                 "{files} files: asked {} times",
-                counting.asked.get()
+                counting.objects.get()
             );
             assert!(!c.is_complete());
             // Exactly what the store lacks: a full commit's objects minus the store.

@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{bare_commit, dir_entry, inline_file, persist, pseudo_random, snap, Snap, Store};
+use common::{
+    bare_commit, dir_entry, inline_file, persist, pseudo_random, snap, Counting, Snap, Store,
+};
 use snapgraph::object::manifest::{ChunkRef, Manifest, ManifestChild};
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeChild, TreeNode};
 use snapgraph::LimitError;
@@ -203,23 +205,6 @@ fn fixture() -> Fixture {
     }
 }
 
-/// A store that counts the objects read from it (each id of a batch counts once).
-struct Counted<'a> {
-    inner: &'a Store,
-    reads: AtomicU64,
-}
-
-impl ObjectSource for Counted<'_> {
-    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        Ok(self.inner.get(id).map(|b| Cow::Borrowed(b.as_slice())))
-    }
-    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        Ok(self.inner.contains_key(id))
-    }
-}
-
 /// How many times, at most, the queries of one [`check_damage`] call (two checkouts,
 /// the two reachability walks, a plan, two diffs, ancestry and a commit read: nine)
 /// may ask for each object of the store between them: linear in the store, so damage
@@ -237,12 +222,10 @@ fn check_damage(
     expect: Expect,
     ws: &mut Workspace,
 ) {
-    let counted = Counted {
-        inner: damaged,
-        reads: AtomicU64::new(0),
-    };
+    // Counts the objects read (each id of a batch once).
+    let counted = Counting::new(damaged);
     check_damage_in(f, &counted, victim, kind, expect, ws);
-    let reads = counted.reads.load(Ordering::Relaxed);
+    let reads = counted.objects.get() as u64;
     assert!(
         reads <= READS_PER_OBJECT * damaged.len() as u64,
         "{reads} reads of a {}-object store damaged at {victim}",
@@ -252,7 +235,7 @@ fn check_damage(
 
 fn check_damage_in(
     f: &Fixture,
-    damaged: &Counted<'_>,
+    damaged: &Counting<'_, Store>,
     victim: ObjectId,
     kind: u8,
     expect: Expect,
@@ -1773,7 +1756,7 @@ fn shared_index_nodes_cannot_multiply_the_work() {
     let commit = put_commit(&mut store, &bare_commit(root, vec![], 1));
     let empty_commit = put_commit(&mut store, &bare_commit(empty, vec![], 1));
     let objects = store.len();
-    let counting = common::Counting::new(&store);
+    let counting = Counting::new(&store);
 
     let mut ws = bystander();
     let before = observable(&ws);
@@ -1790,9 +1773,9 @@ fn shared_index_nodes_cannot_multiply_the_work() {
     );
     assert_eq!(observable(&ws), before);
     assert!(
-        counting.gets.get() <= 4 * objects,
+        counting.objects.get() <= 4 * objects,
         "checkout read {} objects from a store of {objects}",
-        counting.gets.get()
+        counting.objects.get()
     );
 
     counting.take();
@@ -1808,9 +1791,9 @@ fn shared_index_nodes_cannot_multiply_the_work() {
         "{e:?}"
     );
     assert!(
-        counting.gets.get() <= 4 * objects,
+        counting.objects.get() <= 4 * objects,
         "diff read {} objects from a store of {objects}",
-        counting.gets.get()
+        counting.objects.get()
     );
 }
 

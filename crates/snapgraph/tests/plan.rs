@@ -3,30 +3,9 @@
 
 mod common;
 
-use std::borrow::Cow;
-use std::cell::Cell;
-
-use common::{pseudo_random, Store};
+use common::{pseudo_random, Counting, Store};
 use snapgraph::graph::CheckoutPlan;
-use snapgraph::{
-    BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace,
-};
-
-struct Counting<'a> {
-    inner: &'a Store,
-    reads: Cell<usize>,
-}
-
-impl ObjectSource for Counting<'_> {
-    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
-        self.reads.set(self.reads.get() + 1);
-        Ok(self.inner.get(id).map(|b| Cow::Borrowed(b.as_slice())))
-    }
-    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
-        self.reads.set(self.reads.get() + 1);
-        Ok(self.inner.contains_key(id))
-    }
-}
+use snapgraph::{CheckoutPolicy, CommitOptions, ObjectId, SnapshotGraph, Workspace};
 
 fn remote() -> (ObjectId, Store) {
     let mut ws = Workspace::new();
@@ -51,12 +30,9 @@ fn resumable_plan_reads_each_object_once_and_matches_the_stateless_loop() {
     let mut reads = 0;
     let mut rounds = 0;
     loop {
-        let counting = Counting {
-            inner: &local,
-            reads: Cell::new(0),
-        };
+        let counting = Counting::new(&local);
         let missing = plan.missing(&counting).unwrap();
-        reads += counting.reads.get();
+        reads += counting.objects.get();
         if missing.is_empty() {
             break;
         }
@@ -83,12 +59,9 @@ fn resumable_plan_reads_each_object_once_and_matches_the_stateless_loop() {
     let mut again = Store::new();
     let mut stateless_reads = 0;
     loop {
-        let counting = Counting {
-            inner: &again,
-            reads: Cell::new(0),
-        };
+        let counting = Counting::new(&again);
         let missing = SnapshotGraph::plan_checkout(id, &counting).unwrap();
-        stateless_reads += counting.reads.get();
+        stateless_reads += counting.objects.get();
         if missing.is_empty() {
             break;
         }

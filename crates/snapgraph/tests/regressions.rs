@@ -246,32 +246,6 @@ fn commits_can_exclude_files_or_state() {
     );
 }
 
-/// A source that counts its calls.
-struct Counting<'a> {
-    inner: &'a Store,
-    gets: std::cell::Cell<usize>,
-    batches: std::cell::Cell<usize>,
-}
-
-impl snapgraph::ObjectSource for Counting<'_> {
-    fn get(
-        &self,
-        id: &ObjectId,
-    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        self.gets.set(self.gets.get() + 1);
-        snapgraph::ObjectSource::get(self.inner, id)
-    }
-    fn get_many(
-        &self,
-        ids: &[ObjectId],
-    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
-        self.batches.set(self.batches.get() + 1);
-        ids.iter()
-            .map(|id| snapgraph::ObjectSource::get(self.inner, id))
-            .collect()
-    }
-}
-
 // Batched reads: checkout fetches a large file's chunks through get_many, a window
 // at a time, not one get per chunk.
 #[test]
@@ -286,11 +260,7 @@ fn checkout_reads_chunks_in_batches() {
         .filter(|b| b[0] == ObjectKind::Chunk.byte())
         .count();
     assert!(chunks > 100, "{chunks} chunks");
-    let src = Counting {
-        inner: &store,
-        gets: Default::default(),
-        batches: Default::default(),
-    };
+    let src = common::Counting::new(&store);
     let mut other = Workspace::new();
     other
         .checkout(id, &src, CheckoutPolicy::default())
@@ -304,9 +274,9 @@ fn checkout_reads_chunks_in_batches() {
     // A window per 64 chunks, plus the commit's tree and manifest levels.
     let windows = chunks.div_ceil(64);
     assert!(
-        (windows..windows + 4).contains(&src.batches.get()),
+        (windows..windows + 4).contains(&src.get_batches.get()),
         "{} batches for {chunks} chunks",
-        src.batches.get()
+        src.get_batches.get()
     );
     assert!(
         src.gets.get() < 10,

@@ -15,7 +15,7 @@ use crate::object::reads::ExternalRead;
 use crate::object::tree::{count_kinds, Entry, EntryKind, EntryNode, TreeNode};
 use crate::object::{load, load_many, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
-use crate::tree::{read_entries, Ahead};
+use crate::tree::{level_nodes, Ahead, TreeWalk};
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -272,9 +272,13 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
         Budget::new(commits[1], *limits),
     ];
     // Directories one depth at a time: (directory path, its number of components,
-    // tree on each side). The root nodes of a depth's directories on both sides are
-    // read in one batched read, so a source with per-call latency costs round trips
-    // proportional to the depth of the change, not the number of changed directories.
+    // tree on each side). At each depth, the root nodes of every changed directory on
+    // both sides are read in one batched read, then every further level of all of
+    // them in one batched read per level, so a source with per-call latency costs
+    // round trips proportional to the depth of the change (directory depth plus
+    // index levels), not the number of changed directories. The changes are handed
+    // to `visit` once the depth is read, directory by directory in frontier order,
+    // each directory's by name.
     let mut frontier: Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)> =
         vec![(String::new(), 0, Some(roots[0]), Some(roots[1]))];
     while !frontier.is_empty() {
@@ -292,21 +296,36 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
         {
             ahead.insert(*id, TreeNode::decode(id, loaded.body())?);
         }
-        let mut next = Vec::new();
-        for (prefix, depth, ta, tb) in std::mem::take(&mut frontier) {
-            if visit_dir(
-                source,
-                &prefix,
-                depth,
-                ta,
-                tb,
-                &mut ahead,
-                &mut budget,
-                visit,
-                &mut next,
-            )?
-            .is_break()
+        let mut dirs = Vec::with_capacity(frontier.len());
+        for (_, _, ta, tb) in &frontier {
+            dirs.push(DirWalk::new(source, *ta, *tb, &mut ahead, &mut budget)?);
+        }
+        // The index levels of every directory of this depth, one batched read each.
+        loop {
+            let mut level = Ahead::default();
+            let ids: Vec<ObjectId> = dirs
+                .iter()
+                .flat_map(DirWalk::wanted)
+                .copied()
+                .filter(|id| level.refer(*id))
+                .collect();
+            if ids.is_empty() {
+                break;
+            }
+            for (id, loaded) in ids
+                .iter()
+                .zip(load_many(source, &ids, ObjectKind::Tree, true)?)
             {
+                level.insert(*id, TreeNode::decode(id, loaded.body())?);
+            }
+            for dir in &mut dirs {
+                dir.feed(source, &mut level, &mut budget)?;
+            }
+        }
+        let mut next = Vec::new();
+        for ((prefix, depth, ..), dir) in std::mem::take(&mut frontier).into_iter().zip(dirs) {
+            let changes = dir.finish()?;
+            if emit(&prefix, depth, changes, &mut budget, visit, &mut next)?.is_break() {
                 return Ok(());
             }
         }
@@ -317,67 +336,143 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
 
 /// Hands the changes of one directory pair to `visit` and queues its changed
 /// subdirectories in `next`.
-#[allow(clippy::too_many_arguments)]
-fn visit_dir<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
-    source: &S,
+fn emit<V: Visit + ?Sized>(
     prefix: &str,
     depth: usize,
-    ta: Option<ObjectId>,
-    tb: Option<ObjectId>,
-    ahead: &mut Ahead,
+    changes: Vec<EntryPair>,
     budget: &mut [Budget; 2],
     visit: &mut V,
     next: &mut Vec<(String, usize, Option<ObjectId>, Option<ObjectId>)>,
 ) -> Result<ControlFlow<()>, GraphError> {
-    {
-        let changes = match (ta, tb) {
-            (Some(x), Some(y)) => changed_entries(source, x, y, ahead, budget)?,
-            (Some(x), None) => all_entries(source, x, 0, ahead, budget)?
-                .into_iter()
-                .map(|e| (e.name.clone(), Some(e), None))
-                .collect(),
-            (None, Some(y)) => all_entries(source, y, 1, ahead, budget)?
-                .into_iter()
-                .map(|e| (e.name.clone(), None, Some(e)))
-                .collect(),
-            (None, None) => Vec::new(),
+    for (name, ea, eb) in changes {
+        let path = format!("{prefix}/{name}");
+        budget[0].path(depth + 1, path.len(), || path.clone())?;
+        let dir_of = |e: &Option<Entry>| match e {
+            Some(Entry {
+                node: EntryNode::Dir { tree, .. },
+                ..
+            }) => Some(*tree),
+            _ => None,
         };
-        for (name, ea, eb) in changes {
-            let path = format!("{prefix}/{name}");
-            budget[0].path(depth + 1, path.len(), || path.clone())?;
-            let dir_of = |e: &Option<Entry>| match e {
-                Some(Entry {
-                    node: EntryNode::Dir { tree, .. },
-                    ..
-                }) => Some(*tree),
-                _ => None,
+        let (da, db) = (dir_of(&ea), dir_of(&eb));
+        let fa = ea.as_ref().filter(|_| da.is_none());
+        let fb = eb.as_ref().filter(|_| db.is_none());
+        if da.is_some() || db.is_some() {
+            next.push((path.clone(), depth + 1, da, db));
+        }
+        let kind = match (fa, fb) {
+            (Some(x), Some(y)) => classify(x, y),
+            (Some(_), None) => Some(ChangeKind::Removed),
+            (None, Some(_)) => Some(ChangeKind::Added),
+            (None, None) => None,
+        };
+        if let Some(kind) = kind {
+            let change = Change {
+                path,
+                kind,
+                old: fa.map(ChangeEntry::of),
+                new: fb.map(ChangeEntry::of),
             };
-            let (da, db) = (dir_of(&ea), dir_of(&eb));
-            let fa = ea.as_ref().filter(|_| da.is_none());
-            let fb = eb.as_ref().filter(|_| db.is_none());
-            if da.is_some() || db.is_some() {
-                next.push((path.clone(), depth + 1, da, db));
-            }
-            let kind = match (fa, fb) {
-                (Some(x), Some(y)) => classify(x, y),
-                (Some(_), None) => Some(ChangeKind::Removed),
-                (None, Some(_)) => Some(ChangeKind::Added),
-                (None, None) => None,
-            };
-            if let Some(kind) = kind {
-                let change = Change {
-                    path,
-                    kind,
-                    old: fa.map(ChangeEntry::of),
-                    new: fb.map(ChangeEntry::of),
-                };
-                if visit.visit(change).is_break() {
-                    return Ok(ControlFlow::Break(()));
-                }
+            if visit.visit(change).is_break() {
+                return Ok(ControlFlow::Break(()));
             }
         }
     }
     Ok(ControlFlow::Continue(()))
+}
+
+/// The read of one directory pair of a depth, stepped a level at a time beside the
+/// others ([`wanted`](Self::wanted), then [`feed`](Self::feed) until it wants
+/// nothing).
+enum DirWalk {
+    /// On both sides: the nodes that differ.
+    Pair(PairWalk),
+    /// On one side only (0: the first commit's, removed; 1: the second's, added): every
+    /// entry, each charged to that side.
+    Whole(usize, TreeWalk),
+    /// Read.
+    Done(Vec<EntryPair>),
+}
+
+impl DirWalk {
+    /// Starts on the root nodes (read ahead, or read now) and charges them.
+    fn new<S: ObjectSource + ?Sized>(
+        source: &S,
+        ta: Option<ObjectId>,
+        tb: Option<ObjectId>,
+        ahead: &mut Ahead,
+        budget: &mut [Budget; 2],
+    ) -> Result<Self, GraphError> {
+        let mut walk = match (ta, tb) {
+            (Some(x), Some(y)) => {
+                let sa = vec![load_node(source, x, 0, ahead, budget)?];
+                let sb = vec![load_node(source, y, 1, ahead, budget)?];
+                return Ok(Self::Pair(PairWalk::new(x, y, sa, sb, budget)?));
+            }
+            (Some(x), None) => Self::Whole(0, TreeWalk::new(x)),
+            (None, Some(y)) => Self::Whole(1, TreeWalk::new(y)),
+            (None, None) => Self::Done(Vec::new()),
+        };
+        walk.feed(source, ahead, budget)?;
+        Ok(walk)
+    }
+
+    /// The nodes this directory needs next, in order (none when it is read).
+    fn wanted(&self) -> &[ObjectId] {
+        match self {
+            Self::Pair(p) => &p.wanted,
+            Self::Whole(_, w) => w.wanted(),
+            Self::Done(_) => &[],
+        }
+    }
+
+    /// Takes the nodes [`wanted`](Self::wanted) from `nodes` (read now where it lacks
+    /// one) and steps.
+    fn feed<S: ObjectSource + ?Sized>(
+        &mut self,
+        source: &S,
+        nodes: &mut Ahead,
+        budget: &mut [Budget; 2],
+    ) -> Result<(), GraphError> {
+        match self {
+            Self::Pair(p) => {
+                if !p.wanted.is_empty() {
+                    let read = level_nodes(source, &p.wanted, nodes, true)?;
+                    p.feed(read, budget)?;
+                }
+            }
+            Self::Whole(side, walk) => {
+                let side = *side;
+                let read = level_nodes(source, walk.wanted(), nodes, true)?;
+                let done = walk.feed::<GraphError>(read, &mut |leaf| {
+                    Ok(budget[side].leaf(count_kinds(leaf))?)
+                })?;
+                if let Some(entries) = done {
+                    *self = Self::Done(
+                        entries
+                            .into_iter()
+                            .map(|e| match side {
+                                0 => (e.name.clone(), Some(e), None),
+                                _ => (e.name.clone(), None, Some(e)),
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Self::Done(_) => {}
+        }
+        Ok(())
+    }
+
+    /// The entries that differ, by name, once read.
+    fn finish(self) -> Result<Vec<EntryPair>, GraphError> {
+        match self {
+            Self::Pair(p) => p.finish(),
+            Self::Done(changes) => Ok(changes),
+            // Every walk is fed until it wants nothing.
+            Self::Whole(_, w) => Err(ObjectError::NotFound { id: w.root() }.into()),
+        }
+    }
 }
 
 fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
@@ -395,18 +490,6 @@ fn diff_reads(a: &[ExternalRead], b: &[ExternalRead], d: &mut Diff) {
             d.reads_added.push(r.source.clone());
         }
     }
-}
-
-fn all_entries<S: ObjectSource + ?Sized>(
-    source: &S,
-    id: ObjectId,
-    side: usize,
-    ahead: &mut Ahead,
-    budget: &mut [Budget; 2],
-) -> Result<Vec<Entry>, GraphError> {
-    read_entries::<S, GraphError>(source, id, ahead, true, &mut |leaf| {
-        Ok(budget[side].leaf(count_kinds(leaf))?)
-    })
 }
 
 /// A name with its entry on each side (absent where the side lacks it).
@@ -444,22 +527,62 @@ fn load_node<S: ObjectSource + ?Sized>(
 }
 
 /// The entries that differ between two directory trees, by name, with each side's
-/// entry. Nodes with the same id on both sides hold the same entries and cancel
-/// without being expanded; the highest remaining level is expanded until only
-/// entries are left.
-fn changed_entries<S: ObjectSource + ?Sized>(
-    source: &S,
+/// entry, a level at a time. Nodes with the same id on both sides hold the same
+/// entries and cancel without being expanded; the highest remaining level is
+/// expanded until only entries are left.
+struct PairWalk {
     a: ObjectId,
     b: ObjectId,
-    ahead: &mut Ahead,
-    budget: &mut [Budget; 2],
-) -> Result<Vec<EntryPair>, GraphError> {
-    let mut sa = vec![load_node(source, a, 0, ahead, budget)?];
-    let mut sb = vec![load_node(source, b, 1, ahead, budget)?];
-    loop {
+    sa: Vec<Item>,
+    sb: Vec<Item>,
+    /// The level being expanded.
+    top: u8,
+    /// The nodes of that level not read yet: the first side's, then the second's.
+    wanted: Vec<ObjectId>,
+    /// How many of `wanted` are the first side's.
+    split: usize,
+}
+
+impl PairWalk {
+    /// A walk from the two root nodes (read and charged).
+    fn new(
+        a: ObjectId,
+        b: ObjectId,
+        sa: Vec<Item>,
+        sb: Vec<Item>,
+        budget: &mut [Budget; 2],
+    ) -> Result<Self, GraphError> {
+        let mut walk = Self {
+            a,
+            b,
+            sa,
+            sb,
+            top: 0,
+            wanted: Vec::new(),
+            split: 0,
+        };
+        walk.feed(Vec::new(), budget)?;
+        Ok(walk)
+    }
+
+    /// Expands the level being expanded with the nodes `wanted` named (decoded, in
+    /// order; nothing on the first step), cancels what both sides share, and names
+    /// the next level's nodes to read (none when only entries are left).
+    fn feed(
+        &mut self,
+        mut nodes: Vec<TreeNode>,
+        budget: &mut [Budget; 2],
+    ) -> Result<(), GraphError> {
+        if !self.wanted.is_empty() {
+            let b_nodes = nodes.split_off(self.split.min(nodes.len()));
+            let top = self.top;
+            self.sa = expand(std::mem::take(&mut self.sa), top, nodes, 0, budget)?;
+            self.sb = expand(std::mem::take(&mut self.sb), top, b_nodes, 1, budget)?;
+        }
+        let (sa, sb) = (&mut self.sa, &mut self.sb);
         // A well-formed directory lists each node once; a tree whose index nodes
         // share children would otherwise multiply the nodes read at every level.
-        for (side, root) in [(&sa, a), (&sb, b)] {
+        for (side, root) in [(&*sa, self.a), (&*sb, self.b)] {
             let mut ids = std::collections::HashSet::new();
             for item in side {
                 if let Item::Node(id, ..) = item {
@@ -476,13 +599,13 @@ fn changed_entries<S: ObjectSource + ?Sized>(
         }
         // Cancel nodes present on both sides.
         let mut counts: HashMap<ObjectId, isize> = HashMap::new();
-        for item in &sa {
+        for item in sa.iter() {
             if let Item::Node(id, ..) = item {
                 *counts.entry(*id).or_default() += 1;
             }
         }
         let mut common: HashMap<ObjectId, usize> = HashMap::new();
-        for item in &sb {
+        for item in sb.iter() {
             if let Item::Node(id, ..) = item {
                 if let Some(c) = counts.get_mut(id) {
                     if *c > 0 {
@@ -500,59 +623,87 @@ fn changed_entries<S: ObjectSource + ?Sized>(
         }
         let top = sa
             .iter()
-            .chain(&sb)
+            .chain(sb.iter())
             .filter_map(|i| match i {
                 Item::Node(_, level, _) => Some(*level),
                 Item::Entry(_) => None,
             })
             .max();
-        let Some(top) = top else { break };
-        sa = expand(source, sa, top, 0, budget)?;
-        sb = expand(source, sb, top, 1, budget)?;
-    }
-    let mut ea: Vec<Entry> = sa.into_iter().filter_map(entry_of).collect();
-    let mut eb: Vec<Entry> = sb.into_iter().filter_map(entry_of).collect();
-    ea.sort_by(|x, y| x.name.cmp(&y.name));
-    eb.sort_by(|x, y| x.name.cmp(&y.name));
-    for (side, id) in [(&ea, a), (&eb, b)] {
-        if let Some(w) = side.windows(2).find(|w| w[0].name == w[1].name) {
-            return Err(ObjectError::malformed(
-                id,
-                ObjectKind::Tree,
-                format!("entry {:?} appears twice", w[0].name),
-            )
-            .into());
-        }
-    }
-    let mut out = Vec::new();
-    let (mut ia, mut ib) = (ea.into_iter().peekable(), eb.into_iter().peekable());
-    loop {
-        let order = match (ia.peek(), ib.peek()) {
-            (None, None) => break,
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (Some(x), Some(y)) => x.name.cmp(&y.name),
+        self.wanted.clear();
+        let Some(top) = top else {
+            return Ok(());
         };
-        match order {
-            std::cmp::Ordering::Less => {
-                let x = ia.next();
-                out.extend(x.map(|x| (x.name.clone(), Some(x), None)));
+        self.top = top;
+        let unread = |items: &[Item]| -> Vec<ObjectId> {
+            items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Node(id, level, None) if *level == top => Some(*id),
+                    _ => None,
+                })
+                .collect()
+        };
+        self.wanted = unread(sa);
+        self.split = self.wanted.len();
+        self.wanted.extend(unread(sb));
+        if self.wanted.is_empty() {
+            // Only read nodes at this level (the roots): expand them now.
+            self.wanted.clear();
+            let top = self.top;
+            self.sa = expand(std::mem::take(&mut self.sa), top, Vec::new(), 0, budget)?;
+            self.sb = expand(std::mem::take(&mut self.sb), top, Vec::new(), 1, budget)?;
+            return self.feed(Vec::new(), budget);
+        }
+        Ok(())
+    }
+
+    /// The entries that differ, by name, once nothing is wanted.
+    fn finish(self) -> Result<Vec<EntryPair>, GraphError> {
+        let (a, b) = (self.a, self.b);
+        let mut ea: Vec<Entry> = self.sa.into_iter().filter_map(entry_of).collect();
+        let mut eb: Vec<Entry> = self.sb.into_iter().filter_map(entry_of).collect();
+        ea.sort_by(|x, y| x.name.cmp(&y.name));
+        eb.sort_by(|x, y| x.name.cmp(&y.name));
+        for (side, id) in [(&ea, a), (&eb, b)] {
+            if let Some(w) = side.windows(2).find(|w| w[0].name == w[1].name) {
+                return Err(ObjectError::malformed(
+                    id,
+                    ObjectKind::Tree,
+                    format!("entry {:?} appears twice", w[0].name),
+                )
+                .into());
             }
-            std::cmp::Ordering::Greater => {
-                let y = ib.next();
-                out.extend(y.map(|y| (y.name.clone(), None, Some(y))));
-            }
-            std::cmp::Ordering::Equal => {
-                let (x, y) = (ia.next(), ib.next());
-                if x != y {
-                    if let (Some(x), Some(y)) = (x, y) {
-                        out.push((x.name.clone(), Some(x), Some(y)));
+        }
+        let mut out = Vec::new();
+        let (mut ia, mut ib) = (ea.into_iter().peekable(), eb.into_iter().peekable());
+        loop {
+            let order = match (ia.peek(), ib.peek()) {
+                (None, None) => break,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(x), Some(y)) => x.name.cmp(&y.name),
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    let x = ia.next();
+                    out.extend(x.map(|x| (x.name.clone(), Some(x), None)));
+                }
+                std::cmp::Ordering::Greater => {
+                    let y = ib.next();
+                    out.extend(y.map(|y| (y.name.clone(), None, Some(y))));
+                }
+                std::cmp::Ordering::Equal => {
+                    let (x, y) = (ia.next(), ib.next());
+                    if x != y {
+                        if let (Some(x), Some(y)) = (x, y) {
+                            out.push((x.name.clone(), Some(x), Some(y)));
+                        }
                     }
                 }
             }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 fn take(counts: &mut HashMap<ObjectId, usize>, item: &Item) -> bool {
@@ -574,25 +725,16 @@ fn entry_of(item: Item) -> Option<Entry> {
     }
 }
 
-/// Replaces every node at level `top` by its children (or entries); the nodes not
-/// read yet are read in one batched read.
-fn expand<S: ObjectSource + ?Sized>(
-    source: &S,
+/// Replaces every node at level `top` by its children (or entries); `read` holds,
+/// decoded and in order, those not read yet.
+fn expand(
     items: Vec<Item>,
     top: u8,
+    read: Vec<TreeNode>,
     side: usize,
     budget: &mut [Budget; 2],
 ) -> Result<Vec<Item>, GraphError> {
-    let ids: Vec<ObjectId> = items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Node(id, level, None) if *level == top => Some(*id),
-            _ => None,
-        })
-        .collect();
-    let mut read = load_many(source, &ids, ObjectKind::Tree, true)?
-        .into_iter()
-        .zip(&ids);
+    let mut read = read.into_iter();
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         match item {
@@ -600,10 +742,9 @@ fn expand<S: ObjectSource + ?Sized>(
                 let node = match node {
                     Some(n) => n,
                     None => {
-                        let Some((loaded, _)) = read.next() else {
+                        let Some(n) = read.next() else {
                             return Err(ObjectError::NotFound { id }.into());
                         };
-                        let n = TreeNode::decode(&id, loaded.body())?;
                         charge_node(&n, side, budget)?;
                         if n.level() != level {
                             return Err(ObjectError::malformed(

@@ -1,12 +1,15 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use snapgraph::object::manifest::Manifest;
 use snapgraph::object::tree::{Content, Entry, EntryNode, TreeNode};
 use snapgraph::{
-    Commit, CommitObject, EntryKind, ObjectId, ObjectKind, ObjectSource, SnapshotGraph, Workspace,
+    BoxError, Commit, CommitObject, EntryKind, ObjectId, ObjectKind, ObjectSource, SnapshotGraph,
+    Workspace,
 };
 
 // ----- hand-crafting objects (hostile tests) -----
@@ -253,32 +256,106 @@ pub fn build_from<'a>(order: impl IntoIterator<Item = &'a String>, s: &Snap) -> 
     ws
 }
 
-/// A source that counts how many objects are read through it.
+/// A source that counts what it is asked, the one counting wrapper of the tests:
+/// calls of each kind (a batch is one call, what a store with one round trip per
+/// call pays) and the objects they name (each id of a batch once). Batched calls
+/// are answered in one call; [`Counting::unbatched`] answers them as the trait's
+/// defaults do, one `get` or `contains` per id.
 pub struct Counting<'a, S: ObjectSource + ?Sized> {
     pub inner: &'a S,
-    pub gets: std::cell::Cell<usize>,
+    /// Whether `get_many` and `contains_many` count as one call each.
+    pub batched: bool,
+    /// `get` calls.
+    pub gets: Cell<usize>,
+    /// `contains` calls.
+    pub contains: Cell<usize>,
+    /// `get_many` calls (answered in one call).
+    pub get_batches: Cell<usize>,
+    /// `contains_many` calls (answered in one call).
+    pub contains_batches: Cell<usize>,
+    /// Objects named by any call.
+    pub objects: Cell<usize>,
 }
 
 impl<'a, S: ObjectSource + ?Sized> Counting<'a, S> {
     pub fn new(inner: &'a S) -> Self {
         Self {
             inner,
-            gets: std::cell::Cell::new(0),
+            batched: true,
+            gets: Cell::new(0),
+            contains: Cell::new(0),
+            get_batches: Cell::new(0),
+            contains_batches: Cell::new(0),
+            objects: Cell::new(0),
         }
     }
 
-    /// Reads so far, resetting the count.
+    /// A source whose batched calls are the trait's defaults: one call per id.
+    pub fn unbatched(inner: &'a S) -> Self {
+        Self {
+            batched: false,
+            ..Self::new(inner)
+        }
+    }
+
+    /// Calls of any kind so far.
+    pub fn calls(&self) -> usize {
+        self.gets.get() + self.contains.get() + self.get_batches.get() + self.contains_batches.get()
+    }
+
+    /// Calls of any kind so far, resetting every count.
+    pub fn take_calls(&self) -> usize {
+        let calls = self.calls();
+        self.reset();
+        calls
+    }
+
+    /// Objects named so far, resetting every count.
     pub fn take(&self) -> usize {
-        self.gets.replace(0)
+        let objects = self.objects.get();
+        self.reset();
+        objects
+    }
+
+    pub fn reset(&self) {
+        for c in [
+            &self.gets,
+            &self.contains,
+            &self.get_batches,
+            &self.contains_batches,
+            &self.objects,
+        ] {
+            c.set(0);
+        }
+    }
+
+    fn count(&self, counter: &Cell<usize>, objects: usize) {
+        counter.set(counter.get() + 1);
+        self.objects.set(self.objects.get() + objects);
     }
 }
 
 impl<S: ObjectSource + ?Sized> ObjectSource for Counting<'_, S> {
-    fn get(
-        &self,
-        id: &ObjectId,
-    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
-        self.gets.set(self.gets.get() + 1);
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        self.count(&self.gets, 1);
         self.inner.get(id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        self.count(&self.contains, 1);
+        self.inner.contains(id)
+    }
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        if !self.batched {
+            return ids.iter().map(|id| self.get(id)).collect();
+        }
+        self.count(&self.get_batches, ids.len());
+        ids.iter().map(|id| self.inner.get(id)).collect()
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        if !self.batched {
+            return ids.iter().map(|id| self.contains(id)).collect();
+        }
+        self.count(&self.contains_batches, ids.len());
+        ids.iter().map(|id| self.inner.contains(id)).collect()
     }
 }
