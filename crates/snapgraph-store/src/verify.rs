@@ -45,7 +45,11 @@ impl VerifyReport {
 
 /// Checks `store`: walks every ref's closure (history included) with a walk of its
 /// own, re-hashing each tree, manifest and commit on the way (every chunk too with
-/// `read_data`, and every other object the store holds), then runs the collector's
+/// `read_data`, and every other object the store holds) and proving each directory
+/// and file met well formed and cut canonically, as checkout does
+/// ([`snapgraph::graph::CutCheck`]: what checkout would refuse is a
+/// [`WalkProblem::Invalid`] naming the tree or manifest; the trees and manifests met
+/// are kept in memory for it), then runs the collector's
 /// marking (what [`crate::gc()`] keeps) from the same refs and reports
 /// anything reachable that the marking would not keep
 /// ([`WalkProblem::Unmarked`]): the two walks are written apart so that each checks
@@ -119,11 +123,23 @@ fn check(
         kinds: HashMap::new(),
         read: HashSet::new(),
         bytes: 0,
+        cuts: snapgraph::graph::CutCheck::new(),
     };
     for (name, id) in refs {
         report.refs += 1;
         let before = report.problems.len();
         closure.walk(*id, &mut report.problems)?;
+        // What checkout would refuse of the directories and files met (structure,
+        // canonical cuts), unless already reported (a missing node, say).
+        let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+        for e in closure.cuts.problems() {
+            if !reported.contains(&e.id()) {
+                report.problems.push(WalkProblem::Invalid {
+                    id: e.id(),
+                    reason: e.to_string(),
+                });
+            }
+        }
         if report.problems.len() > before {
             report.broken_refs.push(name.clone());
         }
@@ -183,6 +199,9 @@ struct Closure<'a> {
     /// Objects read and re-hashed.
     read: HashSet<ObjectId>,
     bytes: u64,
+    /// The trees and manifests read (not of hollow commits), to prove each directory
+    /// and file well formed and cut canonically as checkout does.
+    cuts: snapgraph::graph::CutCheck,
 }
 
 impl Closure<'_> {
@@ -260,6 +279,11 @@ impl Closure<'_> {
                         let hollow = actual == ObjectKind::Commit && self.hollow.contains(&id);
                         if hollow {
                             self.hollow_met.insert(id);
+                        } else if let Err(e) = self.cuts.note(&id, bytes) {
+                            problems.push(WalkProblem::Invalid {
+                                id,
+                                reason: e.to_string(),
+                            });
                         }
                         stack.extend(
                             children

@@ -13,9 +13,9 @@ use crate::id::ObjectId;
 use crate::limits::{Budget, Limits};
 use crate::object::reads::ExternalRead;
 use crate::object::tree::{count_kinds, Entry, EntryKind, EntryNode, TreeNode};
-use crate::object::{load, load_many, ObjectError, ObjectKind};
+use crate::object::{load_many, ObjectError, ObjectKind};
 use crate::source::ObjectSource;
-use crate::tree::{level_nodes, Ahead, TreeWalk};
+use crate::tree::TreeWalk;
 
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -283,43 +283,45 @@ fn diff_trees<S: ObjectSource + ?Sized, V: Visit + ?Sized>(
         vec![(String::new(), 0, Some(roots[0]), Some(roots[1]))];
     while !frontier.is_empty() {
         frontier.retain(|(_, _, ta, tb)| ta != tb);
-        let mut ahead = Ahead::default();
+        // (A node two directories share is read for each, as each is charged it.)
         let ids: Vec<ObjectId> = frontier
             .iter()
             .flat_map(|(_, _, ta, tb)| [*ta, *tb])
             .flatten()
-            .filter(|id| ahead.refer(*id))
             .collect();
+        let mut roots = Vec::with_capacity(ids.len());
         for (id, loaded) in ids
             .iter()
             .zip(load_many(source, &ids, ObjectKind::Tree, true)?)
         {
-            ahead.insert(*id, TreeNode::decode(id, loaded.body())?);
+            roots.push(TreeNode::decode(id, loaded.body())?);
         }
+        let mut roots = ids.into_iter().zip(roots);
         let mut dirs = Vec::with_capacity(frontier.len());
         for (_, _, ta, tb) in &frontier {
-            dirs.push(DirWalk::new(source, *ta, *tb, &mut ahead, &mut budget)?);
+            let na = ta.and_then(|_| roots.next());
+            let nb = tb.and_then(|_| roots.next());
+            dirs.push(DirWalk::new(na, nb, &mut budget)?);
         }
         // The index levels of every directory of this depth, one batched read each.
         loop {
-            let mut level = Ahead::default();
-            let ids: Vec<ObjectId> = dirs
-                .iter()
-                .flat_map(DirWalk::wanted)
-                .copied()
-                .filter(|id| level.refer(*id))
-                .collect();
+            let ids: Vec<ObjectId> = dirs.iter().flat_map(DirWalk::wanted).copied().collect();
             if ids.is_empty() {
                 break;
             }
+            let mut nodes = Vec::with_capacity(ids.len());
             for (id, loaded) in ids
                 .iter()
                 .zip(load_many(source, &ids, ObjectKind::Tree, true)?)
             {
-                level.insert(*id, TreeNode::decode(id, loaded.body())?);
+                nodes.push(TreeNode::decode(id, loaded.body())?);
             }
+            let mut nodes = nodes.into_iter();
             for dir in &mut dirs {
-                dir.feed(source, &mut level, &mut budget)?;
+                let wanted = dir.wanted().len();
+                if wanted > 0 {
+                    dir.feed(nodes.by_ref().take(wanted).collect(), &mut budget)?;
+                }
             }
         }
         let mut next = Vec::new();
@@ -395,25 +397,23 @@ enum DirWalk {
 }
 
 impl DirWalk {
-    /// Starts on the root nodes (read ahead, or read now) and charges them.
-    fn new<S: ObjectSource + ?Sized>(
-        source: &S,
-        ta: Option<ObjectId>,
-        tb: Option<ObjectId>,
-        ahead: &mut Ahead,
+    /// Starts on the root nodes (id and node of each side present) and charges them.
+    fn new(
+        ta: Option<(ObjectId, TreeNode)>,
+        tb: Option<(ObjectId, TreeNode)>,
         budget: &mut [Budget; 2],
     ) -> Result<Self, GraphError> {
-        let mut walk = match (ta, tb) {
-            (Some(x), Some(y)) => {
-                let sa = vec![load_node(source, x, 0, ahead, budget)?];
-                let sb = vec![load_node(source, y, 1, ahead, budget)?];
+        let (mut walk, root) = match (ta, tb) {
+            (Some((x, na)), Some((y, nb))) => {
+                let sa = vec![charged(x, na, 0, budget)?];
+                let sb = vec![charged(y, nb, 1, budget)?];
                 return Ok(Self::Pair(PairWalk::new(x, y, sa, sb, budget)?));
             }
-            (Some(x), None) => Self::Whole(0, TreeWalk::new(x)),
-            (None, Some(y)) => Self::Whole(1, TreeWalk::new(y)),
-            (None, None) => Self::Done(Vec::new()),
+            (Some((x, na)), None) => (Self::Whole(0, TreeWalk::new(x)), na),
+            (None, Some((y, nb))) => (Self::Whole(1, TreeWalk::new(y)), nb),
+            (None, None) => return Ok(Self::Done(Vec::new())),
         };
-        walk.feed(source, ahead, budget)?;
+        walk.feed(vec![root], budget)?;
         Ok(walk)
     }
 
@@ -426,25 +426,13 @@ impl DirWalk {
         }
     }
 
-    /// Takes the nodes [`wanted`](Self::wanted) from `nodes` (read now where it lacks
-    /// one) and steps.
-    fn feed<S: ObjectSource + ?Sized>(
-        &mut self,
-        source: &S,
-        nodes: &mut Ahead,
-        budget: &mut [Budget; 2],
-    ) -> Result<(), GraphError> {
+    /// Takes the nodes [`wanted`](Self::wanted) named, decoded, in order, and steps.
+    fn feed(&mut self, nodes: Vec<TreeNode>, budget: &mut [Budget; 2]) -> Result<(), GraphError> {
         match self {
-            Self::Pair(p) => {
-                if !p.wanted.is_empty() {
-                    let read = level_nodes(source, &p.wanted, nodes, true)?;
-                    p.feed(read, budget)?;
-                }
-            }
+            Self::Pair(p) => p.feed(nodes, budget)?,
             Self::Whole(side, walk) => {
                 let side = *side;
-                let read = level_nodes(source, walk.wanted(), nodes, true)?;
-                let done = walk.feed::<GraphError>(read, &mut |leaf| {
+                let done = walk.feed::<GraphError>(nodes, &mut |leaf| {
                     Ok(budget[side].leaf(count_kinds(leaf))?)
                 })?;
                 if let Some(entries) = done {
@@ -510,18 +498,13 @@ fn charge_node(node: &TreeNode, side: usize, budget: &mut [Budget; 2]) -> Result
     }?)
 }
 
-/// A directory's root node of `side`, read ahead or read now, charged.
-fn load_node<S: ObjectSource + ?Sized>(
-    source: &S,
+/// A directory's root node of `side`, charged.
+fn charged(
     id: ObjectId,
+    node: TreeNode,
     side: usize,
-    ahead: &mut Ahead,
     budget: &mut [Budget; 2],
 ) -> Result<Item, GraphError> {
-    let node = match ahead.take(&id) {
-        Some(node) => node,
-        None => TreeNode::decode(&id, load(source, &id, ObjectKind::Tree)?.body())?,
-    };
     charge_node(&node, side, budget)?;
     Ok(Item::Node(id, node.level(), Some(node)))
 }

@@ -5,10 +5,12 @@
 //! their own.
 
 pub mod ancestry;
+pub mod cuts;
 pub mod diff;
 pub mod reachable;
 
 pub use ancestry::Ancestors;
+pub use cuts::CutCheck;
 pub use diff::{Change, ChangeEntry, ChangeKind, Diff, Recorder, Visit};
 pub use reachable::CheckoutPlan;
 

@@ -1,15 +1,11 @@
 //! Reachability: what a commit needs, what a history needs, and what is missing.
 
+use super::cuts::CutCheck;
 use super::{GraphError, SnapshotGraph};
-use crate::content::{ContentObjects, Span};
 use crate::id::ObjectId;
-use crate::object::manifest::{chunk_list, Manifest, ManifestWalk};
-use crate::object::tree::TreeNode;
-use crate::object::{
-    check, fetch_many, load_many, sized_refs_of, ObjectError, ObjectKind, Ref, Seen, FORMAT_VERSION,
-};
+use crate::object::manifest::{Manifest, ManifestWalk};
+use crate::object::{check, fetch_many, sized_refs_of, ObjectError, ObjectKind, Ref, Seen};
 use crate::source::ObjectSource;
-use crate::tree::{read_entries, Ahead, Layout};
 
 impl SnapshotGraph {
     /// Every object commit `id` needs to be restored (parents not followed), the
@@ -115,7 +111,7 @@ pub struct CheckoutPlan {
     seen: Seen,
     /// The tree and manifest nodes read so far, proven cut canonically once nothing
     /// is missing.
-    cuts: Cuts,
+    cuts: CutCheck,
 }
 
 impl CheckoutPlan {
@@ -127,7 +123,7 @@ impl CheckoutPlan {
             root: id,
             pending: vec![(id, ObjectKind::Commit)],
             seen,
-            cuts: Cuts::default(),
+            cuts: CutCheck::default(),
         }
     }
 
@@ -180,7 +176,7 @@ impl CheckoutPlan {
                     };
                     let loaded = check(&oid, stored, kind, true)?;
                     let refs = sized_refs_of(&oid, kind, loaded.body(), false)?;
-                    self.cuts.note(oid, kind, &loaded.stored, &refs)?;
+                    self.cuts.note_refs(oid, kind, &loaded.stored, &refs)?;
                     for r in refs {
                         if self.seen.first(r.id, r.kind)? {
                             next.push((r.id, r.kind));
@@ -271,7 +267,7 @@ fn walk<S: ObjectSource + ?Sized>(
                 let stored = stored.ok_or(ObjectError::NotFound { id: oid })?;
                 let loaded = check(&oid, stored, kind, true)?;
                 let refs = sized_refs_of(&oid, kind, loaded.body(), parents)?;
-                w.cuts.note(oid, kind, &loaded.stored, &refs)?;
+                w.cuts.note_refs(oid, kind, &loaded.stored, &refs)?;
                 w.follow(oid, refs, &mut next)?;
             }
         }
@@ -320,7 +316,7 @@ struct Walk {
     /// Manifests being walked.
     manifests: Vec<ManifestWalk>,
     /// The tree and manifest nodes read, proven cut canonically at the end.
-    cuts: Cuts,
+    cuts: CutCheck,
 }
 
 impl Walk {
@@ -406,7 +402,7 @@ impl Walk {
                 let loaded = check(nid, stored, ObjectKind::Manifest, true)?;
                 let node = Manifest::decode(nid, loaded.body())?;
                 self.cuts
-                    .note(*nid, ObjectKind::Manifest, &loaded.stored, &[])?;
+                    .note_refs(*nid, ObjectKind::Manifest, &loaded.stored, &[])?;
                 if !self.children.contains_key(nid) {
                     // Child manifests are read by the walk; chunks are queued when
                     // met first (their lengths checked here).
@@ -463,96 +459,5 @@ impl Walk {
             }
         }
         out
-    }
-}
-
-/// The tree and manifest nodes a walk has read (verified stored bytes), with the
-/// directories and files they form, so that once all are read each directory and
-/// each manifest is proven cut canonically, by the check checkout makes
-/// ([`Layout::canonical`], [`ContentObjects::canonical`]): a well-formed tree or
-/// manifest cut at other places than the format's would give one directory or file
-/// two ids, and checkout refuses it.
-#[derive(Debug, Clone, Default)]
-struct Cuts {
-    nodes: hashbrown::HashMap<ObjectId, Vec<u8>>,
-    /// Directories' root nodes (a commit's tree, a directory entry's), each once.
-    dirs: Vec<ObjectId>,
-    /// Files' (and states') manifest roots with the size their first reference
-    /// claims, each once.
-    files: Vec<(ObjectId, u64)>,
-    met: hashbrown::HashSet<ObjectId>,
-}
-
-impl Cuts {
-    /// Notes a verified object and its references (`refs`, from [`sized_refs_of`]).
-    fn note(
-        &mut self,
-        id: ObjectId,
-        kind: ObjectKind,
-        stored: &[u8],
-        refs: &[Ref],
-    ) -> Result<(), ObjectError> {
-        // Roots are referenced by commits and by leaves; an index node's references
-        // are nodes of its own directory.
-        let roots = match kind {
-            ObjectKind::Commit => true,
-            ObjectKind::Tree => matches!(TreeNode::decode(&id, &stored[2..])?, TreeNode::Leaf(_)),
-            ObjectKind::Manifest => false,
-            _ => return Ok(()),
-        };
-        if kind != ObjectKind::Commit {
-            self.nodes.insert(id, stored.to_vec());
-        }
-        if roots {
-            for r in refs {
-                match (r.kind, r.size) {
-                    (ObjectKind::Tree, _) if self.met.insert(r.id) => self.dirs.push(r.id),
-                    (ObjectKind::Manifest, Some(size)) if self.met.insert(r.id) => {
-                        self.files.push((r.id, size))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Proves every directory and manifest noted cut canonically; every node must
-    /// have been noted.
-    fn check(self) -> Result<(), ObjectError> {
-        let mut ahead = Ahead::default();
-        for &dir in &self.dirs {
-            let entries =
-                read_entries::<_, ObjectError>(&self.nodes, dir, &mut ahead, false, &mut |_| {
-                    Ok(())
-                })?;
-            Layout::canonical(dir, &entries)?;
-        }
-        for &(root, size) in &self.files {
-            let chunks = chunk_list::<ObjectError>(root, size, &mut |ids| {
-                load_many(&self.nodes, ids, ObjectKind::Manifest, false)?
-                    .iter()
-                    .zip(ids)
-                    .map(|(loaded, id)| Manifest::decode(id, loaded.body()))
-                    .collect()
-            })?;
-            let mut start = 0;
-            let spans: Vec<Span> = chunks
-                .iter()
-                .map(|c| {
-                    // The chunks' versions do not enter a manifest's cut.
-                    let span = Span {
-                        id: c.id,
-                        start,
-                        len: c.len,
-                        version: FORMAT_VERSION,
-                    };
-                    start += c.len as usize;
-                    span
-                })
-                .collect();
-            ContentObjects::canonical(root, size, &spans)?;
-        }
-        Ok(())
     }
 }
