@@ -1,6 +1,7 @@
 //! Every walker of the store crate (the closure walk of GC and verify, and sync)
 //! checks the kind of every reference, including references to ids it has already
-//! seen: an id referenced as two kinds is a typed problem or error naming it.
+//! seen: an id referenced as two kinds is a typed problem or error naming it. And
+//! verify reports what checkout refuses of a directory (a non-canonical cut).
 
 use snapgraph::object::tree::Content;
 use snapgraph::{CommitObject, CommitOptions, ObjectId, ObjectKind, SnapshotGraph, Workspace};
@@ -177,4 +178,68 @@ fn a_tree_referenced_only_as_a_chunk() {
         Err(SyncError::Invalid { id, .. }) if id == tree
     ));
     assert_eq!(dst.get_ref("heads/bad").unwrap(), None);
+}
+
+/// Stores `node` as a tree object and returns its id.
+fn put_tree(store: &MemoryStore, node: &snapgraph::object::tree::TreeNode) -> ObjectId {
+    let mut stored = vec![ObjectKind::Tree.byte(), snapgraph::FORMAT_VERSION];
+    stored.extend(postcard::to_allocvec(node).unwrap());
+    let id = ObjectId::hash_stored(&stored);
+    store.put_many(&[(id, &stored)]).unwrap();
+    id
+}
+
+// Verify's walk is its own, but what checkout refuses of a directory (here: a
+// well-formed tree not cut as the format requires) it reports, naming the tree.
+#[test]
+fn verify_reports_a_non_canonical_tree() {
+    use snapgraph::object::tree::{Entry, EntryNode, TreeChild, TreeNode};
+    let (store, _, good) = store_with_commit(b"one");
+    let file = |name: &str, data: &[u8]| Entry {
+        name: name.into(),
+        mode: 0o644,
+        node: EntryNode::File {
+            size: data.len() as u64,
+            content: Content::Inline(data.to_vec()),
+        },
+    };
+    // Two entries the format keeps in one leaf, cut into two.
+    let la = put_tree(&store, &TreeNode::Leaf(vec![file("a", b"1")]));
+    let lb = put_tree(&store, &TreeNode::Leaf(vec![file("b", b"2")]));
+    let child = |first: &str, tree| TreeChild {
+        first: first.into(),
+        tree,
+        files: 1,
+        bytes: 1,
+    };
+    let split = put_tree(
+        &store,
+        &TreeNode::Internal {
+            level: 1,
+            children: vec![child("a", la), child("b", lb)],
+        },
+    );
+    assert!(verify(&store, false).unwrap().is_clean());
+    let bad = CommitObject {
+        tree: split,
+        parents: vec![],
+        generation: 1,
+        ..good
+    };
+    publish(&store, &bad);
+    let report = verify(&store, false).unwrap();
+    assert!(
+        report.problems.iter().any(|p| matches!(
+            p,
+            WalkProblem::Invalid { id, reason } if *id == split && reason.contains("non-canonical tree")
+        )),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(report.broken_refs, vec!["heads/bad".to_string()]);
+    // Checkout refuses the same tree.
+    let mut ws = Workspace::new();
+    assert!(ws
+        .checkout(bad.to_stored().0, &store, snapgraph::CheckoutPolicy::Force)
+        .is_err());
 }

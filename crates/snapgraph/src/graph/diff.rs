@@ -78,8 +78,10 @@ pub struct Change {
     pub new: Option<ChangeEntry>,
 }
 
-/// Receives the changes of a [`SnapshotGraph::diff_with`] as they are found, in no
-/// particular order; [`ControlFlow::Break`] stops the walk.
+/// Receives the changes of a [`SnapshotGraph::diff_with`]; [`ControlFlow::Break`]
+/// stops the walk. The order is breadth first: the changes of the directories of one
+/// depth (the root's, then its subdirectories', ...) once that depth is read, those
+/// directories in path order and each one's changes by name.
 pub trait Visit {
     /// One change.
     fn visit(&mut self, change: Change) -> ControlFlow<()>;
@@ -151,7 +153,10 @@ impl SnapshotGraph {
     /// Identical subtrees (same id) are skipped without being read, and inside a large
     /// directory only the tree nodes that differ are read, so the cost follows the
     /// number of changes, not the size of the snapshots. A removed or added directory
-    /// is read whole, since each of its files is a change.
+    /// is read whole, since each of its files is a change. Every changed directory of
+    /// a depth is read together, one [`ObjectSource::get_many`] per tree level, so the
+    /// calls follow the depth of the change (directory depth plus index levels), not
+    /// the number of directories.
     ///
     /// Paths are checked like a checkout's (at most `MAX_DEPTH` components and
     /// `MAX_PATH_LEN` bytes), and the entries read are counted like a checkout's: at
@@ -205,7 +210,7 @@ impl SnapshotGraph {
     }
 
     /// The file changes from commit `a` to commit `b`, handed to `visit` as they are
-    /// found (no sorting, nothing kept): the delegate form of
+    /// found (in [`Visit`]'s order, nothing kept): the delegate form of
     /// [`diff_with_limits`](Self::diff_with_limits), with its checks and limits.
     /// Returns `Ok(())` also when the delegate stopped the walk.
     ///
@@ -631,7 +636,6 @@ impl PairWalk {
         self.wanted.extend(unread(sb));
         if self.wanted.is_empty() {
             // Only read nodes at this level (the roots): expand them now.
-            self.wanted.clear();
             let top = self.top;
             self.sa = expand(std::mem::take(&mut self.sa), top, Vec::new(), 0, budget)?;
             self.sb = expand(std::mem::take(&mut self.sb), top, Vec::new(), 1, budget)?;
