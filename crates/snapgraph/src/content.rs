@@ -432,13 +432,33 @@ pub(crate) struct Pending {
 pub(crate) const REUSE_MIN: usize = 1 << 20;
 
 /// Contents at least this large are cut and hashed by several threads at once.
-const PARALLEL_FILE_MIN: usize = 4 << 20;
+pub(crate) const PARALLEL_FILE_MIN: usize = 4 << 20;
 /// Below this many bytes in total, a commit hashes on the calling thread.
 const PARALLEL_TOTAL_MIN: usize = 1 << 20;
 /// The smallest segment one thread cuts on its own: bounds the threads a content is
 /// split across, so that a segment is many chunks (the work wasted before two cut
 /// sequences meet is a few chunks).
 const SEGMENT_MIN: usize = 8 * CHUNK_MAX;
+
+/// `data` copied into a new buffer by up to `threads` threads, each copying (and so
+/// faulting in) its share of the pages.
+pub(crate) fn parallel_copy(data: &[u8], threads: usize) -> Vec<u8> {
+    // Zeroed by the allocator: a large buffer is fresh pages from the kernel, zero
+    // already, so this costs no fill.
+    let mut out = vec![0u8; data.len()];
+    let share = data.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let mut parts = out.chunks_mut(share).zip(data.chunks(share));
+        let first = parts.next();
+        for (to, from) in parts {
+            scope.spawn(move || to.copy_from_slice(from));
+        }
+        if let Some((to, from)) = first {
+            to.copy_from_slice(from);
+        }
+    });
+    out
+}
 
 /// Chunk spans of `data` for the given cut points, hashed on the calling thread.
 fn hash_spans(data: &[u8], cuts: &[usize]) -> Vec<Span> {
