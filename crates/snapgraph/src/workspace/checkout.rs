@@ -402,6 +402,9 @@ const CHECKOUT_WINDOW: usize = 64;
 
 /// Files at least this large are verified (and copied) on several threads.
 const PARALLEL_CHECKOUT_MIN: u64 = 1 << 20;
+/// The bytes of chunks a thread takes from the queue at a time when verifying a
+/// large file: small enough that threads finish a window together.
+const RUN_BYTES: usize = 128 << 10;
 
 /// A file's bytes as its verified chunks arrive. A source that hands its buffers over
 /// (`Cow::Owned`, as a store that decodes what it reads does) has them kept as the
@@ -1013,20 +1016,19 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
 
     /// [`assemble`](Self::assemble) on `threads` threads, started once for the file:
     /// the calling thread fetches each window (the source need not be shareable
-    /// between threads) and splits it into runs of about equal bytes, one per
-    /// thread; each thread verifies its run and, for lent bytes, copies it straight
-    /// into its place in the file's buffer (allocated once at the file's size), while
-    /// the calling thread verifies its own run and fetches the next window. Handed-
-    /// over chunks are kept as the file's chunk list. The error reported is that of
-    /// the first bad chunk in order (a fetch error after those of earlier windows).
+    /// between threads) and queues it as runs of about [`RUN_BYTES`]; every thread,
+    /// the calling one too until the queue is empty, takes runs from the queue,
+    /// verifies their chunks and, for lent bytes, copies each straight into its place
+    /// in the file's buffer (allocated once at the file's size). Handed-over chunks
+    /// are kept as the file's chunk list. The error reported is that of the first bad
+    /// chunk in order (a fetch error after those of earlier windows).
     fn assemble_parallel(
         &mut self,
         chunks: &[ChunkRef],
         size: usize,
     ) -> Result<(FileBytes, Vec<u8>), CheckoutError> {
         use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::mpsc;
-        let threads = self.threads;
+        use std::sync::{mpsc, Condvar, Mutex};
         let hash = self.hash;
         let first = self.fetch_window(&chunks[..chunks.len().min(CHECKOUT_WINDOW)])?;
         // Lent bytes (a map's) are copied into one buffer of the file's size, zeroed
@@ -1036,41 +1038,56 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         let lent = matches!(first.first(), Some(Cow::Borrowed(_)));
         let mut buffer = if lent { vec![0u8; size] } else { Vec::new() };
         let failed = AtomicBool::new(false);
-        // One run: its chunks (id, stored bytes, length) and where their bodies go.
-        type Run<'s, 'b> = (Vec<(ObjectId, Cow<'s, [u8]>, usize)>, Option<&'b mut [u8]>);
+        // One run: its place in the file's order, its chunks (id, stored bytes,
+        // length) and where their bodies go.
+        type Run<'s, 'b> = (
+            usize,
+            Vec<(ObjectId, Cow<'s, [u8]>, usize)>,
+            Option<&'b mut [u8]>,
+        );
         // What a run gives back: its versions, and the chunks it did not copy.
         type Done<'s> = Result<(Vec<u8>, Vec<Cow<'s, [u8]>>), ObjectError>;
-        let verify_run = |(run, mut to): Run<'a, '_>| -> Done<'a> {
-            let mut versions = Vec::with_capacity(run.len());
-            let mut kept = Vec::new();
-            let mut at = 0;
-            for (id, stored, len) in run {
-                versions.push(check_chunk(&id, &stored, len, hash).inspect_err(|_| {
-                    failed.store(true, Ordering::Relaxed);
-                })?);
-                match to.as_deref_mut() {
-                    Some(to) => copy_into(&mut to[at..at + len], &stored[2..]),
-                    None => kept.push(stored),
+        let verify_run =
+            |run: Vec<(ObjectId, Cow<'a, [u8]>, usize)>, mut to: Option<&mut [u8]>| -> Done<'a> {
+                let mut versions = Vec::with_capacity(run.len());
+                let mut kept = Vec::new();
+                let mut at = 0;
+                for (id, stored, len) in run {
+                    versions.push(check_chunk(&id, &stored, len, hash).inspect_err(|_| {
+                        failed.store(true, Ordering::Relaxed);
+                    })?);
+                    match to.as_deref_mut() {
+                        Some(to) => copy_into(&mut to[at..at + len], &stored[2..]),
+                        None => kept.push(stored),
+                    }
+                    at += len;
                 }
-                at += len;
-            }
-            Ok((versions, kept))
-        };
+                Ok((versions, kept))
+            };
+        // The runs not taken yet, and whether more will come.
+        let queue: Mutex<(std::collections::VecDeque<Run<'a, '_>>, bool)> =
+            Mutex::new((Default::default(), false));
+        let ready = Condvar::new();
+        let lock = || queue.lock().unwrap_or_else(|e| e.into_inner());
         let (kept, versions) = std::thread::scope(|scope| {
             let (done_tx, done_rx) = mpsc::channel::<(usize, Done<'a>)>();
-            let mut workers = Vec::with_capacity(threads - 1);
-            for _ in 1..threads {
-                let (tx, rx) = mpsc::channel::<(usize, Run<'a, '_>)>();
+            for _ in 1..self.threads {
                 let done = done_tx.clone();
-                let verify_run = &verify_run;
-                scope.spawn(move || {
-                    for (seq, run) in rx {
-                        if done.send((seq, verify_run(run))).is_err() {
-                            break;
+                let (verify_run, ready, lock) = (&verify_run, &ready, &lock);
+                scope.spawn(move || loop {
+                    let mut q = lock();
+                    let (seq, run, to) = loop {
+                        match q.0.pop_front() {
+                            Some(run) => break run,
+                            None if q.1 => return,
+                            None => q = ready.wait(q).unwrap_or_else(|e| e.into_inner()),
                         }
+                    };
+                    drop(q);
+                    if done.send((seq, verify_run(run, to))).is_err() {
+                        return;
                     }
                 });
-                workers.push(tx);
             }
             drop(done_tx);
             let mut results: Vec<Option<Done<'a>>> = Vec::new();
@@ -1091,17 +1108,14 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                         }
                     },
                 };
-                // Split the window into `threads` runs of about equal bytes.
-                let bytes: usize = window.iter().map(|c| c.len as usize).sum();
-                let share = bytes.div_ceil(threads);
-                let mut runs: Vec<Run<'a, '_>> = Vec::with_capacity(threads);
+                let mut runs = Vec::new();
                 let mut run = Vec::new();
                 let mut run_bytes = 0;
                 let last = window.len() - 1;
                 for (i, (c, stored)) in window.iter().zip(answers).enumerate() {
                     run.push((c.id, stored, c.len as usize));
                     run_bytes += c.len as usize;
-                    if run_bytes >= share || i == last {
+                    if run_bytes >= RUN_BYTES || i == last {
                         let to = if lent {
                             let (head, tail) = std::mem::take(&mut rest).split_at_mut(run_bytes);
                             rest = tail;
@@ -1109,32 +1123,30 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                         } else {
                             None
                         };
-                        runs.push((std::mem::take(&mut run), to));
+                        runs.push((results.len(), std::mem::take(&mut run), to));
+                        results.push(None);
                         run_bytes = 0;
                     }
                 }
-                let mut runs = runs.into_iter();
-                let own = runs.next();
-                let own_seq = results.len();
-                results.push(None);
-                for (worker, run) in workers.iter().cycle().zip(runs) {
-                    let seq = results.len();
-                    results.push(None);
-                    if let Err(mpsc::SendError((_, run))) = worker.send((seq, run)) {
-                        // The worker is gone (it panicked: resumed at the scope's end).
-                        results[seq] = Some(verify_run(run));
-                    }
+                lock().0.extend(runs);
+                ready.notify_all();
+                // Take runs too until none is left, then fetch the next window.
+                while let Some((seq, run, to)) = {
+                    let mut q = lock();
+                    q.0.pop_front()
+                } {
+                    results[seq] = Some(verify_run(run, to));
                 }
-                results[own_seq] = own.map(verify_run);
             }
-            drop(workers);
+            lock().1 = true;
+            ready.notify_all();
             for (seq, done) in done_rx {
                 results[seq] = Some(done);
             }
             let mut data = Assembly::new();
             let mut versions = Vec::with_capacity(chunks.len());
             for done in results {
-                // A run is missing only if its worker panicked, resumed right after.
+                // A run is missing only if its thread panicked (resumed right after).
                 let Some(done) = done else { continue };
                 let (v, kept) = done?;
                 versions.extend(v);
