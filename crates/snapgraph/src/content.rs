@@ -959,7 +959,7 @@ mod tests {
                     _ => {
                         let period = (seed as usize % 200_000) + 1;
                         for (i, b) in d.iter_mut().enumerate() {
-                            if (i / period) % u64::from(kind) as usize == 0 {
+                            if (i / period).is_multiple_of(usize::from(kind)) {
                                 *b = 7;
                             }
                         }
