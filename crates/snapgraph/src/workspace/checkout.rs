@@ -402,9 +402,6 @@ const CHECKOUT_WINDOW: usize = 64;
 
 /// Files at least this large are verified (and copied) on several threads.
 const PARALLEL_CHECKOUT_MIN: u64 = 1 << 20;
-/// The bytes of chunks a thread takes from the queue at a time when verifying a
-/// large file: small enough that threads finish a window together.
-const RUN_BYTES: usize = 128 << 10;
 
 /// A file's bytes as its verified chunks arrive. A source that hands its buffers over
 /// (`Cow::Owned`, as a store that decodes what it reads does) has them kept as the
@@ -1016,19 +1013,23 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
 
     /// [`assemble`](Self::assemble) on `threads` threads, started once for the file:
     /// the calling thread fetches each window (the source need not be shareable
-    /// between threads) and queues it as runs of about [`RUN_BYTES`]; every thread,
-    /// the calling one too until the queue is empty, takes runs from the queue,
-    /// verifies their chunks and, for lent bytes, copies each straight into its place
-    /// in the file's buffer (allocated once at the file's size). Handed-over chunks
-    /// are kept as the file's chunk list. The error reported is that of the first bad
-    /// chunk in order (a fetch error after those of earlier windows).
+    /// between threads) and splits it into one run per thread, the calling thread's
+    /// (the last) a sixteenth smaller than an equal share for the fetching and
+    /// bookkeeping it does besides; each thread verifies its run and, for lent bytes,
+    /// copies it straight into its place in the file's buffer (allocated once at the
+    /// file's size). A static split, not a queue the threads take from: the same for
+    /// every run, so that the instruction-count harness, which runs one thread at a
+    /// time, counts each thread's share as it is on cores. Handed-
+    /// over chunks are kept as the file's chunk list. The error reported is that of
+    /// the first bad chunk in order (a fetch error after those of earlier windows).
     fn assemble_parallel(
         &mut self,
         chunks: &[ChunkRef],
         size: usize,
     ) -> Result<(FileBytes, Vec<u8>), CheckoutError> {
         use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::{mpsc, Condvar, Mutex};
+        use std::sync::mpsc;
+        let threads = self.threads;
         let hash = self.hash;
         let first = self.fetch_window(&chunks[..chunks.len().min(CHECKOUT_WINDOW)])?;
         // Lent bytes (a map's) are copied into one buffer of the file's size, zeroed
@@ -1038,56 +1039,41 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         let lent = matches!(first.first(), Some(Cow::Borrowed(_)));
         let mut buffer = if lent { vec![0u8; size] } else { Vec::new() };
         let failed = AtomicBool::new(false);
-        // One run: its place in the file's order, its chunks (id, stored bytes,
-        // length) and where their bodies go.
-        type Run<'s, 'b> = (
-            usize,
-            Vec<(ObjectId, Cow<'s, [u8]>, usize)>,
-            Option<&'b mut [u8]>,
-        );
+        // One run: its chunks (id, stored bytes, length) and where their bodies go.
+        type Run<'s, 'b> = (Vec<(ObjectId, Cow<'s, [u8]>, usize)>, Option<&'b mut [u8]>);
         // What a run gives back: its versions, and the chunks it did not copy.
         type Done<'s> = Result<(Vec<u8>, Vec<Cow<'s, [u8]>>), ObjectError>;
-        let verify_run =
-            |run: Vec<(ObjectId, Cow<'a, [u8]>, usize)>, mut to: Option<&mut [u8]>| -> Done<'a> {
-                let mut versions = Vec::with_capacity(run.len());
-                let mut kept = Vec::new();
-                let mut at = 0;
-                for (id, stored, len) in run {
-                    versions.push(check_chunk(&id, &stored, len, hash).inspect_err(|_| {
-                        failed.store(true, Ordering::Relaxed);
-                    })?);
-                    match to.as_deref_mut() {
-                        Some(to) => copy_into(&mut to[at..at + len], &stored[2..]),
-                        None => kept.push(stored),
-                    }
-                    at += len;
+        let verify_run = |(run, mut to): Run<'a, '_>| -> Done<'a> {
+            let mut versions = Vec::with_capacity(run.len());
+            let mut kept = Vec::new();
+            let mut at = 0;
+            for (id, stored, len) in run {
+                versions.push(check_chunk(&id, &stored, len, hash).inspect_err(|_| {
+                    failed.store(true, Ordering::Relaxed);
+                })?);
+                match to.as_deref_mut() {
+                    Some(to) => copy_into(&mut to[at..at + len], &stored[2..]),
+                    None => kept.push(stored),
                 }
-                Ok((versions, kept))
-            };
-        // The runs not taken yet, and whether more will come.
-        let queue: Mutex<(std::collections::VecDeque<Run<'a, '_>>, bool)> =
-            Mutex::new((Default::default(), false));
-        let ready = Condvar::new();
-        let lock = || queue.lock().unwrap_or_else(|e| e.into_inner());
+                at += len;
+            }
+            Ok((versions, kept))
+        };
         let (kept, versions) = std::thread::scope(|scope| {
             let (done_tx, done_rx) = mpsc::channel::<(usize, Done<'a>)>();
-            for _ in 1..self.threads {
+            let mut workers = Vec::with_capacity(threads - 1);
+            for _ in 1..threads {
+                let (tx, rx) = mpsc::channel::<(usize, Run<'a, '_>)>();
                 let done = done_tx.clone();
-                let (verify_run, ready, lock) = (&verify_run, &ready, &lock);
-                scope.spawn(move || loop {
-                    let mut q = lock();
-                    let (seq, run, to) = loop {
-                        match q.0.pop_front() {
-                            Some(run) => break run,
-                            None if q.1 => return,
-                            None => q = ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+                let verify_run = &verify_run;
+                scope.spawn(move || {
+                    for (seq, run) in rx {
+                        if done.send((seq, verify_run(run))).is_err() {
+                            break;
                         }
-                    };
-                    drop(q);
-                    if done.send((seq, verify_run(run, to))).is_err() {
-                        return;
                     }
                 });
+                workers.push(tx);
             }
             drop(done_tx);
             let mut results: Vec<Option<Done<'a>>> = Vec::new();
@@ -1108,14 +1094,19 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                         }
                     },
                 };
-                let mut runs = Vec::new();
+                // Split the window into `threads` runs: the others' of about equal
+                // bytes, the calling thread's (the last) what remains.
+                let bytes: usize = window.iter().map(|c| c.len as usize).sum();
+                let own_share = bytes / threads * 15 / 16;
+                let share = (bytes - own_share).div_ceil(threads - 1);
+                let mut runs: Vec<Run<'a, '_>> = Vec::with_capacity(threads);
                 let mut run = Vec::new();
                 let mut run_bytes = 0;
                 let last = window.len() - 1;
                 for (i, (c, stored)) in window.iter().zip(answers).enumerate() {
                     run.push((c.id, stored, c.len as usize));
                     run_bytes += c.len as usize;
-                    if run_bytes >= RUN_BYTES || i == last {
+                    if (run_bytes >= share && runs.len() + 1 < threads) || i == last {
                         let to = if lent {
                             let (head, tail) = std::mem::take(&mut rest).split_at_mut(run_bytes);
                             rest = tail;
@@ -1123,30 +1114,33 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                         } else {
                             None
                         };
-                        runs.push((results.len(), std::mem::take(&mut run), to));
-                        results.push(None);
+                        runs.push((std::mem::take(&mut run), to));
                         run_bytes = 0;
                     }
                 }
-                lock().0.extend(runs);
-                ready.notify_all();
-                // Take runs too until none is left, then fetch the next window.
-                while let Some((seq, run, to)) = {
-                    let mut q = lock();
-                    q.0.pop_front()
-                } {
-                    results[seq] = Some(verify_run(run, to));
+                // The calling thread's run is the last (when the window has fewer
+                // chunks than threads, all are the others').
+                let own = (runs.len() == threads).then(|| runs.pop()).flatten();
+                for (worker, run) in workers.iter().cycle().zip(runs) {
+                    let seq = results.len();
+                    results.push(None);
+                    if let Err(mpsc::SendError((_, run))) = worker.send((seq, run)) {
+                        // The worker is gone (it panicked: resumed at the scope's end).
+                        results[seq] = Some(verify_run(run));
+                    }
+                }
+                if let Some(run) = own {
+                    results.push(Some(verify_run(run)));
                 }
             }
-            lock().1 = true;
-            ready.notify_all();
+            drop(workers);
             for (seq, done) in done_rx {
                 results[seq] = Some(done);
             }
             let mut data = Assembly::new();
             let mut versions = Vec::with_capacity(chunks.len());
             for done in results {
-                // A run is missing only if its thread panicked (resumed right after).
+                // A run is missing only if its worker panicked, resumed right after.
                 let Some(done) = done else { continue };
                 let (v, kept) = done?;
                 versions.extend(v);
