@@ -10,6 +10,8 @@
 //! - `cut_hash`: `cut`, then `blake3::hash` of each chunk (the cut-and-hash ceiling
 //!   minus `gen`; the BLAKE3 ceiling minus `cut`)
 //! - `write_commit`: `gen`, then `Workspace::write` of one 64 MiB file and `commit`
+//! - `write_owned_commit`: `gen`, then `Workspace::write_owned` (the `Vec` taken over,
+//!   no copy) and `commit`
 //! - `gen_shared`: `gen`, then the data moved into an `Arc<[u8]>` (a copy)
 //! - `write_shared_commit`: `gen_shared`, then `write_shared` (the workspace keeps the
 //!   caller's `Arc<[u8]>`: no copy at write) and `commit`
@@ -18,6 +20,19 @@
 //!   workspace
 //! - `checkout_owned`: `store`, then the same `checkout` from a source that hands each
 //!   object's buffer over (`Cow::Owned`, as a database's reads do), draining the map
+//!
+//! Two-thread modes (run with `--separate-threads=yes`: each thread's count apart; a
+//! row's time is bounded below by its busiest thread's):
+//!
+//! - `hash2`: `cut`, then `blake3::hash` of each chunk on two threads (the chunks
+//!   split in two runs of about equal bytes, the second on a spawned thread): the
+//!   two-thread BLAKE3 ceiling
+//! - `write_commit2`, `write_owned_commit2`: `gen`, then `write` (a copy) or
+//!   `write_owned` (the `Vec` taken over) and `commit`, `set_parallelism(2)`
+//! - `write_shared_commit2`: `gen_shared`, then `write_shared` and `commit` on two
+//!   threads
+//! - `checkout2`, `checkout_owned2`: `store`, then `checkout` on two threads from the
+//!   `HashMap` or from the owning source
 //!
 //! Modes of the figures that must not get worse (each `*_setup` mode builds the same
 //! fixture as the mode it is subtracted from, and stops before the measured step):
@@ -65,8 +80,13 @@ impl ObjectSource for Owning {
 
 /// Checks `id` out of `source` into a new workspace on one thread.
 fn checkout_one<S: ObjectSource>(id: ObjectId, source: &S) {
+    checkout_on(id, source, 1)
+}
+
+/// Checks `id` out of `source` into a new workspace on `threads` threads.
+fn checkout_on<S: ObjectSource>(id: ObjectId, source: &S, threads: usize) {
     let mut ws = Workspace::new();
-    ws.set_parallelism(1);
+    ws.set_parallelism(threads);
     let restore = ws
         .checkout(id, source, CheckoutPolicy::default())
         .expect("checkout");
@@ -134,14 +154,38 @@ fn cut_points(data: &[u8]) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// How `commit_on` hands the file to the workspace.
+enum Write {
+    /// `write` of borrowed bytes (a copy).
+    Copy(Vec<u8>),
+    /// `write_owned` (the buffer taken over).
+    Owned(Vec<u8>),
+    /// `write_shared`.
+    Shared(Arc<[u8]>),
+}
+
 fn commit(data: Vec<u8>, shared: Option<Arc<[u8]>>) -> (ObjectId, snapgraph::Commit) {
-    let mut ws = Workspace::new();
-    ws.set_parallelism(1);
     match shared {
-        Some(bytes) => ws.write_shared(PATH, bytes).expect("write"),
-        None => ws.write(PATH, &data).expect("write"),
+        Some(bytes) => commit_on(Write::Shared(bytes), 1),
+        None => commit_on(Write::Copy(data), 1),
+    }
+}
+
+fn commit_on(data: Write, threads: usize) -> (ObjectId, snapgraph::Commit) {
+    let mut ws = Workspace::new();
+    ws.set_parallelism(threads);
+    // The caller's copy of borrowed bytes is dropped with the rest after the commit.
+    let mut kept = Vec::new();
+    match data {
+        Write::Copy(bytes) => {
+            ws.write(PATH, &bytes).expect("write");
+            kept = bytes;
+        }
+        Write::Owned(bytes) => ws.write_owned(PATH, bytes).expect("write"),
+        Write::Shared(bytes) => ws.write_shared(PATH, bytes).expect("write"),
     }
     let c = ws.commit(CommitOptions::new()).expect("commit");
+    black_box(&kept);
     // The workspace (and its copy of the bytes) is dropped in every mode after this.
     (c.id(), c)
 }
@@ -161,6 +205,55 @@ fn main() {
                 }
             }
             black_box(cuts);
+        }
+        "hash2" => {
+            let cuts = cut_points(black_box(&data));
+            let total: usize = cuts.iter().map(|&(_, len)| len).sum();
+            let half = cuts
+                .iter()
+                .scan(0, |acc, &(_, len)| {
+                    *acc += len;
+                    Some(*acc)
+                })
+                .position(|acc| acc >= total / 2)
+                .map_or(cuts.len(), |i| i + 1);
+            let (a, b) = cuts.split_at(half);
+            let hash = |part: &[(usize, usize)]| {
+                for &(at, len) in part {
+                    black_box(blake3::hash(&data[at..at + len]));
+                }
+            };
+            std::thread::scope(|scope| {
+                let other = scope.spawn(|| hash(b));
+                hash(a);
+                other.join().expect("hashing thread");
+            });
+            black_box(cuts);
+        }
+        "write_commit2" => {
+            let _kept = black_box(commit_on(Write::Copy(data), 2));
+        }
+        "write_owned_commit2" => {
+            let _kept = black_box(commit_on(Write::Owned(data), 2));
+        }
+        "write_shared_commit2" => {
+            let shared = Arc::<[u8]>::from(data);
+            let _kept = black_box(commit_on(Write::Shared(shared), 2));
+        }
+        "checkout2" => {
+            let (id, c) = commit(data, None);
+            let store: HashMap<ObjectId, Vec<u8>> = c.into_objects().into_iter().collect();
+            checkout_on(id, &store, 2);
+            black_box(&store);
+        }
+        "checkout_owned2" => {
+            let (id, c) = commit(data, None);
+            let store = Owning(RefCell::new(c.into_objects().into_iter().collect()));
+            checkout_on(id, &store, 2);
+            black_box(&store);
+        }
+        "write_owned_commit" => {
+            let _kept = black_box(commit_on(Write::Owned(data), 1));
         }
         "gen_shared" => {
             black_box(Arc::<[u8]>::from(data));

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::boundary::{split, varint_len};
-use crate::chunk::{cut_points, first_cut};
+use crate::chunk::{cut_points, first_cut, CHUNK_MAX, CHUNK_MIN};
 use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::{ChunkRef, Manifest, ManifestChild};
@@ -178,18 +178,17 @@ impl ContentObjects {
             return Self::inline(data);
         }
         let cuts = cut_points(data);
-        Self::from_spans(data.len() as u64, hash_spans(data, &cuts, 1))
+        Self::from_spans(data.len() as u64, hash_spans(data, &cuts))
     }
 
-    /// [`build`](Self::build) on up to `threads` threads: cut points are found in
-    /// segments that re-synchronize with the serial cut sequence, and chunks are
-    /// hashed in parallel. The result is identical to `build`.
+    /// [`build`](Self::build) on up to `threads` threads: each cuts and hashes a
+    /// segment, and the segments' cut sequences are joined where they meet the serial
+    /// one (see [`spans_from`]). The result is identical to `build`.
     pub fn build_parallel(data: &[u8], threads: usize) -> Self {
         if data.len() <= INLINE_MAX || threads <= 1 || data.len() < PARALLEL_FILE_MIN {
             return Self::build(data);
         }
-        let cuts = parallel_cut_points(data, threads);
-        Self::from_spans(data.len() as u64, hash_spans(data, &cuts, threads))
+        Self::from_spans(data.len() as u64, parallel_spans(data, threads))
     }
 
     /// The objects of `data`, knowing that `old_data` was stored as `old`: chunks
@@ -451,108 +450,214 @@ pub(crate) struct Pending {
 pub(crate) const REUSE_MIN: usize = 1 << 20;
 
 /// Contents at least this large are cut and hashed by several threads at once.
-const PARALLEL_FILE_MIN: usize = 4 << 20;
+pub(crate) const PARALLEL_FILE_MIN: usize = 4 << 20;
 /// Below this many bytes in total, a commit hashes on the calling thread.
 const PARALLEL_TOTAL_MIN: usize = 1 << 20;
-/// How far past its segment a thread keeps cutting, so that the serial sequence of
-/// the segment before can meet one of its cut points.
-const RESYNC_MARGIN: usize = 1 << 20;
+/// The smallest segment one thread cuts on its own: bounds the threads a content is
+/// split across, so that a segment is many chunks (the work wasted before two cut
+/// sequences meet is a few chunks).
+const SEGMENT_MIN: usize = 8 * CHUNK_MAX;
 
-/// Chunk spans of `data` for the given cut points, hashed on up to `threads` threads.
-fn hash_spans(data: &[u8], cuts: &[usize], threads: usize) -> Vec<Span> {
-    let spans_of = |range: std::ops::Range<usize>| -> Vec<Span> {
-        range
-            .map(|i| {
-                let start = if i == 0 { 0 } else { cuts[i - 1] };
-                let end = cuts[i];
-                Span {
-                    id: chunk_id(&data[start..end]),
-                    start,
-                    len: (end - start) as u32,
-                    version: FORMAT_VERSION,
-                }
-            })
-            .collect()
-    };
-    if threads <= 1 || cuts.len() < 2 * threads {
-        return spans_of(0..cuts.len());
-    }
-    let per = cuts.len().div_ceil(threads);
+/// `data` copied into a new buffer by up to `threads` threads, each copying (and so
+/// faulting in) its share of the pages.
+pub(crate) fn parallel_copy(data: &[u8], threads: usize) -> Vec<u8> {
+    // Zeroed by the allocator: a large buffer is fresh pages from the kernel, zero
+    // already, so this costs no fill.
+    let mut out = vec![0u8; data.len()];
+    let share = data.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..cuts.len())
-            .step_by(per)
-            .map(|lo| {
-                let hi = (lo + per).min(cuts.len());
-                scope.spawn(move || spans_of(lo..hi))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    })
+        let mut parts = out.chunks_mut(share).zip(data.chunks(share));
+        let first = parts.next();
+        for (to, from) in parts {
+            scope.spawn(move || to.copy_from_slice(from));
+        }
+        if let Some((to, from)) = first {
+            to.copy_from_slice(from);
+        }
+    });
+    out
 }
 
-/// The serial cut points of `data`, found by `threads` threads.
+/// Chunk spans of `data` for the given cut points, hashed on the calling thread.
+fn hash_spans(data: &[u8], cuts: &[usize]) -> Vec<Span> {
+    let mut start = 0;
+    cuts.iter()
+        .map(|&end| {
+            let span = Span {
+                id: chunk_id(&data[start..end]),
+                start,
+                len: (end - start) as u32,
+                version: FORMAT_VERSION,
+            };
+            start = end;
+            span
+        })
+        .collect()
+}
+
+/// The chunk spans of `data` (those [`ContentObjects::build`] makes: the same cut
+/// points, ids and order), cut and hashed by up to `threads` threads, each over a
+/// segment of about equal bytes.
+pub(crate) fn parallel_spans(data: &[u8], threads: usize) -> Vec<Span> {
+    let threads = threads.clamp(1, (data.len() / SEGMENT_MIN).max(1));
+    // Segment starts on multiples of CHUNK_MAX: a run of one repeated byte is cut
+    // every CHUNK_MAX bytes from wherever cutting starts, so segments that start on
+    // that grid meet the serial cuts there at once.
+    let starts: Vec<usize> = (0..threads)
+        .map(|k| k * data.len() / threads / CHUNK_MAX * CHUNK_MAX)
+        .collect();
+    spans_from(data, &starts)
+}
+
+/// One thread's share of [`spans_from`].
+struct Segment {
+    /// The chunks cut from the segment's start up to the first that ends at or past
+    /// the next segment's start (to the end of the data for the last segment); true
+    /// chunks of the data once a true cut sequence has met them.
+    own: Vec<Span>,
+    /// After `own`, the chunks cut further until this sequence met another segment's
+    /// (empty for the last segment, or when cutting reached the end of the data).
+    bridge: Vec<Span>,
+    /// Where the bridge met: segment `m`'s `own[j..]` continue this sequence.
+    joins: Option<(usize, usize)>,
+}
+
+/// The chunk spans of `data`, cut from each of `starts` (strictly increasing, the
+/// first 0, all below `data.len()`) on its own thread, then joined into the serial
+/// sequence; equal to cutting and hashing serially, whatever the starts.
 ///
-/// Thread k cuts from the arbitrary offset `k * len / threads` to the end of its
-/// segment plus [`RESYNC_MARGIN`]. Merging walks the serial sequence: it follows
-/// segment k's cuts from the start (which is a true cut), and switches to segment
-/// k+1's cuts at the first cut point both share; from a shared cut point on, FastCDC
-/// produces the same sequence, because it depends only on the bytes after the last
-/// cut. If no shared point turns up, merging falls back to cutting serially.
-pub(crate) fn parallel_cut_points(data: &[u8], threads: usize) -> Vec<usize> {
+/// Why the join is exact: FastCDC makes each cut from the previous one, looking only
+/// at the bytes from there to at most [`CHUNK_MAX`] further (or the end of the data),
+/// so the serial cut sequence is the orbit of 0 under the function
+/// `next(p) = p + first_cut(&data[p..])`, and cutting `data[s..]` from any `s` is the
+/// orbit of `s` under the same function (the slice ends where the data does). Two
+/// orbits that share one point are equal from there on. Segment 0's chunks are true
+/// (its orbit is the serial one). Each segment but the last, once its own chunks pass
+/// the next segment's start, keeps cutting (the bridge) until one of its cut points is
+/// a cut point of a later segment `m`'s own chunks (the first met, in order of
+/// position); from that point the serial sequence is segment `m`'s, own chunks then
+/// bridge, and so on by induction. A bridge that meets nothing runs to the end of the
+/// data, so the result is exact even if no two sequences ever meet (only slower).
+/// Work wasted: the chunks of a segment before a true sequence meets it, a few chunks
+/// on data that is not periodic.
+fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
+    use std::sync::mpsc;
     let len = data.len();
-    let bounds: Vec<usize> = (0..=threads).map(|k| k * len / threads).collect();
-    let segments: Vec<Vec<usize>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|k| {
-                let (start, end) = (bounds[k], (bounds[k + 1] + RESYNC_MARGIN).min(len));
-                scope.spawn(move || {
-                    // Cut points found before `end` are those of the whole data (a
-                    // cut depends only on bytes before it); the cut at `end` itself
-                    // is an artifact of stopping there, unless `end` is the end.
-                    cut_points(&data[start..end])
-                        .into_iter()
-                        .map(|c| c + start)
-                        .filter(|&c| c < end || end == len)
-                        .collect::<Vec<usize>>()
-                })
+    let n = starts.len();
+    // Each segment's cut points (its start, then each own chunk's end), sent to every
+    // earlier segment once its own chunks are cut. A sender dropped unsent (its thread
+    // panicked) ends the waits of the others; the panic is resumed at the join.
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n)
+        .map(|_| mpsc::channel::<(usize, std::sync::Arc<Vec<usize>>)>())
+        .unzip();
+    let run = |k: usize,
+               to_earlier: Vec<mpsc::Sender<(usize, std::sync::Arc<Vec<usize>>)>>,
+               from_later: mpsc::Receiver<(usize, std::sync::Arc<Vec<usize>>)>|
+     -> Segment {
+        let start = starts[k];
+        let next_start = starts.get(k + 1).copied().unwrap_or(len);
+        let mut cuts = crate::chunk::chunker(&data[start..]).map(|c| Span {
+            id: chunk_id(&data[start + c.offset..start + c.offset + c.length]),
+            start: start + c.offset,
+            len: c.length as u32,
+            version: FORMAT_VERSION,
+        });
+        let mut own = Vec::new();
+        let mut points = vec![start];
+        let mut pos = start;
+        while pos < next_start {
+            let Some(span) = cuts.next() else { break };
+            pos = span.start + span.len as usize;
+            points.push(pos);
+            own.push(span);
+        }
+        let points = std::sync::Arc::new(points);
+        for tx in &to_earlier {
+            let _ = tx.send((k, points.clone()));
+        }
+        drop(to_earlier);
+        let mut bridge = Vec::new();
+        let mut joins = None;
+        let mut later: Vec<Option<std::sync::Arc<Vec<usize>>>> = vec![None; n];
+        while k + 1 < n && pos < len {
+            // The later segment whose own chunks cover `pos`: the last starting at or
+            // before it (its own chunks end at or past the next one's start).
+            let m = starts.partition_point(|&s| s <= pos) - 1;
+            while later[m].is_none() {
+                match from_later.recv() {
+                    Ok((from, p)) => later[from] = Some(p),
+                    // A later thread died: its panic is resumed at the join.
+                    Err(_) => {
+                        return Segment {
+                            own,
+                            bridge,
+                            joins: None,
+                        }
+                    }
+                }
+            }
+            if let Some(Ok(j)) = later[m].as_ref().map(|p| p.binary_search(&pos)) {
+                joins = Some((m, j));
+                break;
+            }
+            let Some(span) = cuts.next() else { break };
+            pos = span.start + span.len as usize;
+            bridge.push(span);
+        }
+        Segment { own, bridge, joins }
+    };
+    let segments: Vec<Segment> = std::thread::scope(|scope| {
+        let mut rxs = rxs.into_iter();
+        let first_rx = rxs.next();
+        let handles: Vec<_> = rxs
+            .enumerate()
+            .map(|(i, rx)| {
+                let k = i + 1;
+                let to_earlier = txs[..k].to_vec();
+                scope.spawn(move || run(k, to_earlier, rx))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        drop(txs);
+        let first = match first_rx {
+            Some(rx) => run(0, Vec::new(), rx),
+            None => Segment {
+                own: Vec::new(),
+                bridge: Vec::new(),
+                joins: None,
+            },
+        };
+        std::iter::once(first)
+            .chain(
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))),
+            )
             .collect()
     });
-    let mut out: Vec<usize> = Vec::new();
-    let mut current = &segments[0];
-    let mut k = 0;
-    let mut i = 0;
-    loop {
-        if i == current.len() {
-            // Ran out of this segment's cuts without meeting the next: cut serially
-            // from the last cut reached.
-            let from = out.last().copied().unwrap_or(0);
-            if from < len {
-                out.extend(cut_points(&data[from..]).into_iter().map(|c| c + from));
-            }
-            return out;
-        }
-        let c = current[i];
-        out.push(c);
-        i += 1;
-        if c == len {
-            return out;
-        }
-        if k + 1 < threads && c >= bounds[k + 1] {
-            if let Ok(j) = segments[k + 1].binary_search(&c) {
-                k += 1;
-                current = &segments[k];
-                i = j + 1;
-            }
+    let mut out: Vec<Span> = Vec::with_capacity(len / CHUNK_MIN + 1);
+    let (mut k, mut from) = (0, 0);
+    while let Some(segment) = segments.get(k) {
+        out.extend_from_slice(&segment.own[from..]);
+        out.extend_from_slice(&segment.bridge);
+        match segment.joins {
+            Some((m, j)) => (k, from) = (m, j),
+            None => break,
         }
     }
+    // Every path above ends at the end of the data; cut serially from wherever the
+    // join stopped should one not have.
+    let mut pos = out.last().map_or(0, |s| s.start + s.len as usize);
+    while pos < len {
+        let n = first_cut(&data[pos..]);
+        out.push(Span {
+            id: chunk_id(&data[pos..pos + n]),
+            start: pos,
+            len: n as u32,
+            version: FORMAT_VERSION,
+        });
+        pos += n;
+    }
+    out
 }
 
 /// Builds the manifest tree of a chunk list, from scratch, of format `version`.
@@ -670,38 +775,29 @@ mod tests {
         );
     }
 
+    fn spans_of(spans: &[Span]) -> Vec<(ObjectId, usize, u32)> {
+        spans.iter().map(|s| (s.id, s.start, s.len)).collect()
+    }
+
     #[test]
     fn parallel_paths_give_serial_ids() {
         for (len, seed) in [(9 << 20, 21u64), (17 << 20, 22), ((4 << 20) + 12345, 23)] {
             let data = pseudo_random(len, seed);
             let serial = ContentObjects::build(&data);
-            let serial_cuts = crate::chunk::cut_points(&data);
             for threads in [2, 3, 4, 7] {
-                assert_eq!(
-                    parallel_cut_points(&data, threads),
-                    serial_cuts,
-                    "{len} {threads}"
-                );
                 let par = ContentObjects::build_parallel(&data, threads);
-                assert_eq!(par.content, serial.content);
-                assert_eq!(
-                    par.chunks
-                        .iter()
-                        .map(|s| (s.id, s.start, s.len))
-                        .collect::<Vec<_>>(),
-                    serial
-                        .chunks
-                        .iter()
-                        .map(|s| (s.id, s.start, s.len))
-                        .collect::<Vec<_>>()
-                );
+                assert_eq!(par.content, serial.content, "{len} {threads}");
+                assert_eq!(spans_of(&par.chunks), spans_of(&serial.chunks));
             }
         }
-        // Repetitive data (every chunk at the maximum size) merges as well.
+        // Repetitive data (every chunk at the maximum size) merges as well, on the
+        // grid and off it.
         let zeros = vec![0u8; 9 << 20];
+        let serial = hash_spans(&zeros, &crate::chunk::cut_points(&zeros));
+        assert_eq!(spans_of(&parallel_spans(&zeros, 2)), spans_of(&serial));
         assert_eq!(
-            parallel_cut_points(&zeros, 2),
-            crate::chunk::cut_points(&zeros)
+            spans_of(&spans_from(&zeros, &[0, 12345, 5 << 20])),
+            spans_of(&serial)
         );
         let many: Vec<FileBytes> = (0..300u64)
             .map(|i| FileBytes::from(pseudo_random((i as usize * 977) % 40_000, i)))
@@ -862,5 +958,56 @@ mod tests {
         }
         assert!(new_bytes < 64 << 10, "{new_bytes} new bytes");
         assert!(after.manifest.len() >= 2);
+    }
+
+    #[cfg(not(target_family = "wasm"))]
+    mod parallel_cuts {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Data with stretches of one repeated byte (cut at the maximum size from
+        /// wherever cutting starts, so segments that start off the grid never meet
+        /// the serial sequence inside them) between pseudo-random ones.
+        fn data() -> impl Strategy<Value = Vec<u8>> {
+            (1usize..(1 << 20), any::<u64>(), 0u8..4).prop_map(|(len, seed, kind)| {
+                let mut d = pseudo_random(len, seed);
+                match kind {
+                    0 => {}
+                    1 => d.fill(0),
+                    _ => {
+                        let period = (seed as usize % 200_000) + 1;
+                        for (i, b) in d.iter_mut().enumerate() {
+                            if (i / period).is_multiple_of(usize::from(kind)) {
+                                *b = 7;
+                            }
+                        }
+                    }
+                }
+                d
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+
+            /// Cutting from any split points (on their own threads) and joining
+            /// gives exactly the serial chunks, including when no two sequences meet
+            /// before the end.
+            #[test]
+            fn parallel_cuts_equal_serial(
+                data in data(),
+                splits in proptest::collection::vec(any::<u32>(), 0..6),
+            ) {
+                let mut starts: Vec<usize> = splits
+                    .iter()
+                    .map(|&s| s as usize % data.len())
+                    .chain([0])
+                    .collect();
+                starts.sort_unstable();
+                starts.dedup();
+                let serial = hash_spans(&data, &crate::chunk::cut_points(&data));
+                prop_assert_eq!(spans_of(&spans_from(&data, &starts)), spans_of(&serial));
+            }
+        }
     }
 }

