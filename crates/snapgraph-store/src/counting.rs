@@ -143,6 +143,9 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     fn keeps_deltas(&self) -> bool {
         self.inner.keeps_deltas()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.inner.will_read(ids)
+    }
     fn fence(&self) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.fence()
@@ -208,5 +211,8 @@ impl<S: ObjectStore> snapgraph::ObjectSource for CountingStore<S> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         crate::store::source_contains_many(self, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        crate::store::ObjectStore::will_read(self, ids)
     }
 }

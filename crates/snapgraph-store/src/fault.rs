@@ -197,6 +197,9 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn keeps_deltas(&self) -> bool {
         self.inner.keeps_deltas()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.inner.will_read(ids)
+    }
     // Neither is counted: fault plans number the calls of the operations they tear.
     fn fence(&self) -> Result<(), StoreError> {
         self.inner.fence()
@@ -281,5 +284,8 @@ impl<S: ObjectStore + RefStore> snapgraph::ObjectSource for FaultyStore<S> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         crate::store::source_contains_many(self, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        crate::store::ObjectStore::will_read(self, ids)
     }
 }

@@ -242,6 +242,16 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         Ok(self.objects.contains_id(id) || self.store.contains(id)?)
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        let below: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| !self.objects.contains_id(id))
+            .copied()
+            .collect();
+        if !below.is_empty() {
+            crate::store::ObjectStore::will_read(self.store, &below);
+        }
+    }
 }
 
 fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {

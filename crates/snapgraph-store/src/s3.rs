@@ -165,6 +165,10 @@ const MERGE_GAP: u64 = 256 << 10;
 const GET_ATTEMPTS: usize = 4;
 /// Attempts of a ref update losing its compare-and-swap to writers of other refs.
 const CAS_ATTEMPTS: usize = 200;
+/// Largest ranged GET of a prefetch: the unit its buffer is counted in.
+const PREFETCH_PIECE: u64 = 4 << 20;
+/// Prefetches kept at once: checkout's content stream and the large file being read.
+const PREFETCHES: usize = 2;
 
 /// Tuning of an [`S3Store`].
 #[derive(Debug, Clone)]
@@ -190,6 +194,9 @@ pub struct S3Options {
     /// the index) is removed by a collection's sweep (15 minutes: longer than any
     /// writer takes from a pack's upload to its index's).
     pub orphan_grace: Duration,
+    /// Bytes a prefetch ([`ObjectStore::will_read`]) may hold at once (32 MiB): its
+    /// ranged GETs in flight, and the records that arrived before they are asked for.
+    pub prefetch_bytes: usize,
 }
 
 impl Default for S3Options {
@@ -203,6 +210,7 @@ impl Default for S3Options {
             retry_timeout: Duration::from_secs(10),
             concurrency: 16,
             orphan_grace: Duration::from_secs(15 * 60),
+            prefetch_bytes: 32 << 20,
         }
     }
 }
@@ -472,9 +480,86 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// One ranged GET of a prefetch: the records it holds (id, range in the bytes) and
+/// the bytes; `None`: it failed (the pack gone, the server unreachable), which ends
+/// the prefetch (the ids are then read as if never announced).
+struct Piece {
+    members: Vec<(ObjectId, Range<usize>)>,
+    bytes: Option<Bytes>,
+}
+
+/// A stream of ranged GETs started by [`ObjectStore::will_read`]: every GET is known
+/// when it starts, so they form one wave (one round trip); a task sends them with at
+/// most [`S3Options::prefetch_bytes`] in flight, each GET's answer handed over
+/// through a channel of one slot (backpressure: a GET is sent only when an earlier
+/// one's bytes were taken), and `get_many` takes the records as it is asked for them.
+struct Prefetch {
+    /// Ids still to arrive, with how often the announcement names them.
+    coming: HashMap<ObjectId, u32>,
+    /// Records that arrived, not yet asked for as often as announced.
+    ready: HashMap<ObjectId, (Bytes, u32)>,
+    ready_bytes: usize,
+    rx: futures::channel::mpsc::Receiver<Piece>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Prefetch {
+    fn is_done(&self) -> bool {
+        self.coming.is_empty() && self.ready.is_empty()
+    }
+
+    fn holds(&self, id: &ObjectId) -> bool {
+        self.coming.contains_key(id) || self.ready.contains_key(id)
+    }
+
+    /// The record of `id` if this prefetch has or will have it, waiting for it on
+    /// `rt`; `Err(())`: the prefetch failed or outgrew `limit` (drop it).
+    fn take(
+        &mut self,
+        id: &ObjectId,
+        rt: &tokio::runtime::Runtime,
+        limit: usize,
+    ) -> Result<Option<Bytes>, ()> {
+        while !self.ready.contains_key(id) {
+            if !self.coming.contains_key(id) {
+                return Ok(None);
+            }
+            if self.ready_bytes > limit {
+                return Err(()); // asked far out of the announced order
+            }
+            let Some(piece) = rt.block_on(self.rx.next()) else {
+                return Err(());
+            };
+            let Some(bytes) = piece.bytes else {
+                return Err(());
+            };
+            for (member, range) in piece.members {
+                if let Some(uses) = self.coming.remove(&member) {
+                    self.ready_bytes += range.len();
+                    self.ready.insert(member, (bytes.slice(range), uses));
+                }
+            }
+        }
+        let (bytes, uses) = self.ready.get_mut(id).expect("checked above");
+        let record = bytes.clone();
+        *uses -= 1;
+        if *uses == 0 {
+            self.ready_bytes -= record.len();
+            self.ready.remove(id);
+        }
+        Ok(Some(record))
+    }
+}
+
 /// A store in an S3 bucket (see the [module docs](self)).
 pub struct S3Store {
-    tally: Tally,
+    tally: Arc<Tally>,
     rt: tokio::runtime::Runtime,
     client: Arc<AmazonS3>,
     prefix: String,
@@ -482,6 +567,9 @@ pub struct S3Store {
     options: S3Options,
     cache: Mutex<Cache>,
     refs: Mutex<Option<RefState>>,
+    /// Streams started by [`ObjectStore::will_read`], oldest first (at most
+    /// [`PREFETCHES`]).
+    prefetches: Mutex<Vec<Prefetch>>,
 }
 
 impl fmt::Debug for S3Store {
@@ -570,7 +658,7 @@ impl S3Store {
             format!("{}/", location.prefix)
         };
         let store = Self {
-            tally: Tally::default(),
+            tally: Arc::default(),
             rt,
             client: Arc::new(client),
             prefix,
@@ -578,6 +666,7 @@ impl S3Store {
             options,
             cache: Mutex::new(Cache::default()),
             refs: Mutex::new(None),
+            prefetches: Mutex::new(Vec::new()),
         };
         store.check_layout()?;
         Ok(store)
@@ -1129,6 +1218,133 @@ impl S3Store {
         }
     }
 
+    /// Starts a [`Prefetch`] of the `ids` the cache knows (and no prefetch holds
+    /// yet), in their order: one ranged GET per run of records of one pack that lie
+    /// in that order, less than [`MERGE_GAP`] apart and within [`PREFETCH_PIECE`].
+    fn start_prefetch(&self, ids: &[ObjectId]) {
+        let mut prefetches = self.lock_prefetches();
+        prefetches.retain(|p| !p.is_done());
+        let mut uses: HashMap<ObjectId, u32> = HashMap::new();
+        let mut order: Vec<(ObjectId, Loc)> = Vec::new();
+        {
+            let cache = self.lock_cache();
+            if cache.listed.is_none() {
+                return; // nothing located yet: the calls will list first
+            }
+            for id in ids {
+                if prefetches.iter().any(|p| p.holds(id)) {
+                    continue;
+                }
+                let Some(loc) = cache.objects.get(id) else {
+                    continue;
+                };
+                let n = uses.entry(*id).or_insert(0);
+                if *n == 0 {
+                    order.push((*id, *loc));
+                }
+                *n += 1;
+            }
+        }
+        if order.is_empty() {
+            return;
+        }
+        /// A run: its pack, its range, the records in it (id, range from its start).
+        type Run = ([u8; 32], Range<u64>, Vec<(ObjectId, Range<usize>)>);
+        let mut runs: Vec<Run> = Vec::new();
+        for (id, loc) in order {
+            let end = loc.offset + u64::from(loc.len);
+            match runs.last_mut() {
+                Some((pack, range, members))
+                    if *pack == loc.pack
+                        && loc.offset >= range.end
+                        && loc.offset <= range.end + MERGE_GAP
+                        && end - range.start <= PREFETCH_PIECE =>
+                {
+                    let at = (loc.offset - range.start) as usize;
+                    members.push((id, at..at + loc.len as usize));
+                    range.end = end;
+                }
+                _ => runs.push((loc.pack, loc.offset..end, vec![(id, 0..loc.len as usize)])),
+            }
+        }
+        while prefetches.len() >= PREFETCHES {
+            prefetches.remove(0);
+        }
+        let in_flight = (self.options.prefetch_bytes / PREFETCH_PIECE as usize)
+            .clamp(1, self.options.concurrency.max(1));
+        let (mut tx, rx) = futures::channel::mpsc::channel(0);
+        let (client, tally) = (self.client.clone(), self.tally.clone());
+        let runs: Vec<(Path, Range<u64>, Vec<(ObjectId, Range<usize>)>)> = runs
+            .into_iter()
+            .map(|(pack, range, members)| (self.path(&pack_key(&pack)), range, members))
+            .collect();
+        // One wave: every GET below is known now; the channel paces them.
+        bump(&self.tally.round_trips, 1);
+        let task = self.rt.spawn(async move {
+            let mut pieces =
+                futures::stream::iter(runs.into_iter().map(|(path, range, members)| {
+                    let (client, tally) = (client.clone(), tally.clone());
+                    async move {
+                        bump(&tally.gets, 1);
+                        let bytes = client.get_range(&path, range).await.ok();
+                        if let Some(b) = &bytes {
+                            bump(&tally.received, b.len() as u64);
+                        }
+                        let bytes =
+                            bytes.filter(|b| members.last().is_none_or(|(_, r)| r.end <= b.len()));
+                        Piece { members, bytes }
+                    }
+                }))
+                .buffered(in_flight);
+            while let Some(piece) = pieces.next().await {
+                let failed = piece.bytes.is_none();
+                if futures::SinkExt::send(&mut tx, piece).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        prefetches.push(Prefetch {
+            coming: uses,
+            ready: HashMap::new(),
+            ready_bytes: 0,
+            rx,
+            task,
+        });
+    }
+
+    /// Fills `out[i]` with the record of each `ids[i]` a prefetch holds (waiting for
+    /// it to arrive); returns the indexes left to read. A prefetch that failed or was
+    /// asked too far out of its order is dropped (its ids are read as usual).
+    fn take_prefetched(&self, ids: &[ObjectId], out: &mut [Option<Bytes>]) -> Vec<usize> {
+        let mut prefetches = self.lock_prefetches();
+        let mut left = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let mut found = None;
+            let mut k = 0;
+            while k < prefetches.len() && found.is_none() {
+                match prefetches[k].take(id, &self.rt, self.options.prefetch_bytes) {
+                    Ok(got) => {
+                        found = got;
+                        k += 1;
+                    }
+                    Err(()) => {
+                        prefetches.remove(k);
+                    }
+                }
+            }
+            match found {
+                Some(record) => out[i] = Some(record),
+                None => left.push(i),
+            }
+        }
+        prefetches.retain(|p| !p.is_done());
+        left
+    }
+
+    fn lock_prefetches(&self) -> MutexGuard<'_, Vec<Prefetch>> {
+        self.prefetches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn load_refs(&self) -> Result<RefState, StoreError> {
         match self.get_key("refs")? {
             None => Ok((None, RefDoc::default())),
@@ -1442,7 +1658,14 @@ fn decode_refs(bytes: &[u8]) -> Result<RefDoc, String> {
 impl ObjectStore for S3Store {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut out: Vec<Option<Vec<u8>>> = vec![None; ids.len()];
-        let mut pending: Vec<usize> = (0..ids.len()).collect();
+        // What a prefetch streamed first (no round trip of its own: it is in flight).
+        let mut prefetched: Vec<Option<Bytes>> = vec![None; ids.len()];
+        let mut pending = self.take_prefetched(ids, &mut prefetched);
+        for (i, record) in prefetched.into_iter().enumerate() {
+            if let Some(record) = record {
+                out[i] = Some(codec::decode(&ids[i], &record)?);
+            }
+        }
         let mut refreshed = false;
         for _ in 0..GET_ATTEMPTS {
             let mut locs = Vec::with_capacity(pending.len());
@@ -1545,6 +1768,8 @@ impl ObjectStore for S3Store {
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        // Nothing deleted is handed out from a stream started before.
+        self.lock_prefetches().clear();
         let mut cache = self.lock_cache();
         self.bump_epoch()?;
         self.refresh(&mut cache)?;
@@ -1584,6 +1809,12 @@ impl ObjectStore for S3Store {
         self.bump_epoch()?;
         cache.epoch = Some(self.epoch()?);
         Ok(())
+    }
+
+    /// Starts streaming `ids` in one wave of ranged GETs (see [`Prefetch`] and the
+    /// module docs, "Costs").
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.start_prefetch(ids);
     }
 
     /// One request: a HEAD of `gc-epoch` when the cache was listed less than

@@ -112,6 +112,15 @@ pub trait ObjectStore: Send + Sync {
         Ok(())
     }
 
+    /// A hint that `ids` will soon be asked of [`get_many`](Self::get_many), in about
+    /// this order ([`snapgraph::ObjectSource::will_read`], which stores get through
+    /// [`impl_object_source!`](crate::impl_object_source)): the S3 store starts
+    /// streaming them in one wave of ranged GETs, holding a bounded buffer. Answers
+    /// never depend on it. Default: nothing. Wrappers forward it.
+    fn will_read(&self, ids: &[ObjectId]) {
+        let _ = ids;
+    }
+
     /// Called by [`gc`](crate::gc()) while it sweeps, once no writer holds a lease:
     /// removes storage that holds nothing an id names and that no writer can still
     /// complete (the S3 store: a pack whose index was never written, by a writer
@@ -239,6 +248,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     fn fence(&self) -> Result<(), StoreError> {
         self.objects.fence()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.objects.will_read(ids)
+    }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
     }
@@ -292,6 +304,9 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         source_contains_many(&self.objects, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.objects.will_read(ids)
     }
 }
 
@@ -408,6 +423,9 @@ macro_rules! impl_object_source {
             ) -> ::std::result::Result<::std::vec::Vec<bool>, ::snapgraph::BoxError> {
                 $crate::store::source_contains_many(self, ids)
             }
+            fn will_read(&self, ids: &[::snapgraph::ObjectId]) {
+                $crate::ObjectStore::will_read(self, ids)
+            }
         }
     };
 }
@@ -436,6 +454,9 @@ macro_rules! forward_store {
             }
             fn fence(&self) -> Result<(), StoreError> {
                 (**self).fence()
+            }
+            fn will_read(&self, ids: &[ObjectId]) {
+                (**self).will_read(ids)
             }
             fn remove_orphans(&self) -> Result<u64, StoreError> {
                 (**self).remove_orphans()
