@@ -357,6 +357,11 @@ impl<L: ObjectStore, R: RefStore> RefStore for CachingStore<L, R> {
             .get_ref(name)
             .map_err(|e| remote_err("get_ref", e))
     }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.remote
+            .get_ref_for_update(name)
+            .map_err(|e| remote_err("get_ref", e))
+    }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.remote
             .update_refs(updates, message)

@@ -179,6 +179,10 @@ impl<S: RefStore> RefStore for CountingStore<S> {
         self.add(REFS, 1);
         self.inner.get_ref(name)
     }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.add(REFS, 1);
+        self.inner.get_ref_for_update(name)
+    }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.add(REFS, 1);
         self.inner.update_refs(updates, message)

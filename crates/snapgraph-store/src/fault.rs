@@ -239,6 +239,15 @@ impl<S: ObjectStore + RefStore> RefStore for FaultyStore<S> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.call("get_ref", false, || Ok(()), || self.inner.get_ref(name))
     }
+    // Numbered as a `get_ref`: fault plans count the reads an operation makes.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.call(
+            "get_ref",
+            false,
+            || Ok(()),
+            || self.inner.get_ref_for_update(name),
+        )
+    }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         // A torn batch: the first half applied (each update checked as the batch
         // was), the rest journaled for the next call.

@@ -381,6 +381,10 @@ struct Cache {
     /// When a writer last fenced the store ([`ObjectStore::fence`]) with this cache
     /// current: until `refresh_after` later, "present" needs no `gc-epoch` read.
     fenced: Option<Instant>,
+    /// The collection token (`snapgraph/gc`) in the bucket's `refs` as this client's
+    /// lease made it, at the last fence that read the bucket (`None` outside: that
+    /// fence was not under a lease taken here, in the bucket's `refs`).
+    lease_token: Option<Option<ObjectId>>,
 }
 
 impl Cache {
@@ -570,6 +574,11 @@ pub struct S3Store {
     /// Streams started by [`ObjectStore::will_read`], oldest first (at most
     /// [`PREFETCHES`]).
     prefetches: Mutex<Vec<Prefetch>>,
+    /// Set by a ref update that took a writer's lease in the bucket's `refs`: when,
+    /// and the collection token the `refs` object then held (for [`fence`]).
+    ///
+    /// [`fence`]: ObjectStore::fence
+    leased: Mutex<Option<(Instant, Option<ObjectId>)>>,
 }
 
 impl fmt::Debug for S3Store {
@@ -667,6 +676,7 @@ impl S3Store {
             cache: Mutex::new(Cache::default()),
             refs: Mutex::new(None),
             prefetches: Mutex::new(Vec::new()),
+            leased: Mutex::new(None),
         };
         store.check_layout()?;
         Ok(store)
@@ -1823,8 +1833,23 @@ impl ObjectStore for S3Store {
     /// `has_many` calls then answer from the cache until `refresh_after` has passed
     /// (module docs, "Consistency").
     fn fence(&self) -> Result<(), StoreError> {
+        let leased = self
+            .leased
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|(at, _)| at.elapsed() < self.options.refresh_after)
+            .map(|(_, token)| token);
         let mut cache = self.lock_cache();
+        // Under a lease in the bucket's refs whose token is the one this client's
+        // last fenced lease saw, no sweep ran in between: nothing was deleted since
+        // the cache was current (module docs, "Refs in the bucket").
+        if leased.is_some() && leased == cache.lease_token {
+            cache.fenced = Some(Instant::now());
+            return Ok(());
+        }
         cache.fenced = None;
+        cache.lease_token = None;
         match cache.listed {
             // A listing after the lease shows every earlier deletion done (see
             // the module docs), and other clients' new indexes.
@@ -1834,6 +1859,7 @@ impl ObjectStore for S3Store {
             _ => self.relist(&mut cache, false)?,
         }
         cache.fenced = Some(Instant::now());
+        cache.lease_token = leased;
         Ok(())
     }
 
@@ -1894,8 +1920,29 @@ impl RefStore for S3Store {
         Ok(self.fresh_refs()?.refs.get(name).copied())
     }
 
+    /// From the copy of `refs` this client last read or wrote, if any (one GET
+    /// otherwise): the update's `If-Match` checks it.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        validate_ref_name(name)?;
+        if let Some((_, doc)) = self.refs.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Ok(doc.refs.get(name).copied());
+        }
+        Ok(self.fresh_refs()?.refs.get(name).copied())
+    }
+
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         check_batch(updates)?;
+        *self.leased.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // A batch creating a lease: the fence after it may trust the token it saw.
+        let leasing = updates.iter().any(|u| {
+            u.name.starts_with(crate::gc::LEASES) && u.expected.is_none() && u.new.is_some()
+        });
+        let lease_seen = |doc: &RefDoc| {
+            if leasing && !doc.refs.contains_key(crate::gc::GC_SWEEP) {
+                *self.leased.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((Instant::now(), doc.refs.get(crate::gc::GC_TOKEN).copied()));
+            }
+        };
         let mut slot = self.refs.lock().unwrap_or_else(|p| p.into_inner());
         let (mut state, mut fresh) = match slot.take() {
             Some(s) => (s, false),
@@ -1937,6 +1984,7 @@ impl RefStore for S3Store {
             };
             match self.put_key("refs", encode_refs(&next), mode) {
                 Ok(v) => {
+                    lease_seen(&next);
                     *slot = Some((Some(v), next));
                     return Ok(());
                 }
@@ -1946,6 +1994,7 @@ impl RefStore for S3Store {
                     state = self.load_refs()?;
                     fresh = true;
                     if state.1.nonce == next.nonce {
+                        lease_seen(&state.1);
                         *slot = Some(state);
                         return Ok(());
                     }

@@ -163,6 +163,17 @@ pub trait RefStore: Send + Sync {
     /// The value of a ref.
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError>;
 
+    /// The value of a ref as good enough to build a guarded update from: possibly
+    /// stale (a store that caches its refs answers from what it last read or wrote),
+    /// because the [`update_refs`](Self::update_refs) it goes into checks it by
+    /// compare-and-swap, and a conflict makes the caller read again. The lease
+    /// protocol reads the collection token this way, and [`crate::Repo::commit`] the
+    /// branch tip (re-read with [`get_ref`](Self::get_ref) whenever it disagrees with
+    /// the workspace). Default: [`get_ref`](Self::get_ref). Wrappers forward it.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.get_ref(name)
+    }
+
     /// Applies every update or none: if any ref does not hold its `expected` value,
     /// nothing changes and the error is [`StoreError::RefConflict`] for the first
     /// such ref. Each changing update appends `message` to that ref's reflog, except
@@ -274,6 +285,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
 impl<O: Send + Sync, R: RefStore> RefStore for Paired<O, R> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.refs.get_ref(name)
+    }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.refs.get_ref_for_update(name)
     }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.refs.update_refs(updates, message)
@@ -480,6 +494,9 @@ macro_rules! forward_store {
         impl<T: RefStore + ?Sized> RefStore for $ptr {
             fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
                 (**self).get_ref(name)
+            }
+            fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+                (**self).get_ref_for_update(name)
             }
             fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
                 (**self).update_refs(updates, message)
