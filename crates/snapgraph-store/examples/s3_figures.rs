@@ -249,6 +249,11 @@ fn main() {
                 reader.store().take(),
                 s3req(&fresh_s3),
             );
+            println!(
+                "    graph depth: {} levels (target: at most depth + 2 round trips)",
+                depth(&reader, branch)
+            );
+            s3req(&fresh_s3);
         }
 
         // Sync: the source's base first (not measured), then its 50 turns since.
@@ -315,6 +320,21 @@ fn main() {
         }
     }
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Levels of `branch`'s object graph (commit, tree levels, manifest levels, chunks):
+/// the batched reads of one `CheckoutPlan` round over a store holding it all (one
+/// `get_many` per level of objects, one `has_many` for the chunks; fewer than 4,096
+/// ids per level here).
+fn depth(repo: &Repo<CountingStore<Box<dyn Store>>>, branch: &str) -> u64 {
+    let tip = repo.branch(branch).unwrap().unwrap();
+    repo.store().take();
+    let missing = snapgraph::graph::CheckoutPlan::new(tip)
+        .missing(repo.store())
+        .unwrap();
+    assert!(missing.is_empty());
+    let c = repo.store().take();
+    c.get_calls + u64::from(c.has_calls > 0)
 }
 
 fn tempfile_dir(run: &str) -> std::path::PathBuf {

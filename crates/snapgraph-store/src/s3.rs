@@ -47,12 +47,37 @@
 //!   keeps no deltas ([`ObjectStore::keeps_deltas`] is false), so
 //!   [`Repo`](crate::Repo) reads no parent trees for delta hints. A per-turn commit
 //!   through [`Repo`](crate::Repo) with refs in PostgreSQL is three S3 requests (the
-//!   fence's HEAD, a pack, its index); with refs in the bucket each ref update adds
-//!   one PUT (and a GET when the cached `refs` is stale) and each ref read one GET.
+//!   fence's HEAD, a pack, its index). With refs in the bucket it is four PUTs: the
+//!   `refs` object taking the lease, the pack, its index, the `refs` object
+//!   publishing (see "Refs in the bucket" below for why no GET and no HEAD are
+//!   needed). Three would need the index inside the pack object (a layout change
+//!   left open: listing would then read each new pack's tail).
 //! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
 //!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
 //!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
-//!   indexes), so a checkout costs the tree's depth plus two round trips.
+//!   indexes). The core announces what it will read
+//!   ([`ObjectStore::will_read`]: the whole walk's content once the trees are read,
+//!   a large file's chunks once its manifest is), and the store then starts a
+//!   *prefetch*: ranged GETs of at most 4 MiB over the announced records, in the
+//!   announced order, sent by a task with at most [`S3Options::prefetch_bytes`] in
+//!   flight and each answer handed over through a one-slot channel (so a GET is sent
+//!   only once the consumer took an earlier one's bytes: the buffer is bounded,
+//!   never the file). The checkout's windows (`get_many` calls of 64 chunks, or
+//!   1,024 content objects) take their records from it as they arrive. So a
+//!   checkout costs the graph's depth (commit, tree levels, manifest levels,
+//!   chunks) plus two round trips, a 1 GiB file included, with more requests than
+//!   round trips. An announced id asked far out of order (past the buffer), a failed
+//!   GET, or a pack gone (a repack) drops the prefetch: those ids are read as if
+//!   never announced, and errors are reported by that read.
+//!
+//! **A round trip** ([`S3Requests::round_trips`]) is one wave of requests: a set of
+//! requests each of which is sent without waiting for the answer of another request
+//! of the same operation. Each batch the store sends and waits for together is one
+//! (a `get_many`'s ranged GETs, a LIST with the epoch's HEAD); a prefetch is one,
+//! however many GETs it sends and however the buffer paces them, because every one
+//! of its requests is known when it starts and none waits for the contents of an
+//! answer (only for room in the buffer). Latency is paid once per wave; the time a
+//! wave takes beyond that is its bytes over the bandwidth.
 //! - **GC:** `delete_many` writes one tombstone (all ids of the call hidden at once),
 //!   then compacts each pack it touched: a pack whose live bytes fall below
 //!   [`S3Options::repack_below`] of its size is rewritten with only its live objects;
@@ -106,6 +131,25 @@
 //!   PostgreSQL refs (`SNAPGRAPH_S3_ATOMIC_CAS=1` runs them on refs in the bucket too,
 //!   against a server that is atomic). The reflog grows the `refs` object by one
 //!   entry per logged move (leases are not logged).
+//!
+//!   **A turn without reads.** [`RefStore::get_ref_for_update`] answers from the copy
+//!   of `refs` this client last read or wrote: the lease protocol reads the
+//!   collection token that way, and [`Repo::commit`](crate::Repo::commit) the branch
+//!   tip (it asks [`RefStore::get_ref`], one GET, when the copy disagrees with the
+//!   workspace). Both go into a guarded update whose `If-Match` is the copy's ETag:
+//!   if anyone wrote `refs` since, the PUT fails with 412, the update re-reads and
+//!   decides on the bucket's `refs`, so a stale copy costs a retry, never a wrong
+//!   update. And the [fence](ObjectStore::fence) after a lease taken in the bucket
+//!   needs no request when the token the lease saw is the token the lease of this
+//!   client's last fence that read the bucket saw (the previous fence at time F was
+//!   under a lease taken at A' <= F; this lease is taken at A). Every sweep changes
+//!   the token when it begins and again when it ends, tokens never repeat, and a
+//!   lease is only granted with no sweep marker: so with the same token at A' and
+//!   A, no sweep began in between and none was running at A', and deletions happen
+//!   only inside sweeps. The cache was current at F, nothing was deleted in
+//!   [F, A], so it is current at A. Any other case (a different token, a lease not
+//!   taken in this bucket's `refs`, refs in PostgreSQL) fences with a request as
+//!   described above.
 //! - **Refs elsewhere** (`s3://…?refs=postgres://…`): the other store's guarantees
 //!   (a PostgreSQL transaction); objects are durable when `put_many` returns, and refs
 //!   move only afterwards ([`Paired`](crate::Paired)).
@@ -438,8 +482,9 @@ struct RefDoc {
 type RefState = (Option<UpdateVersion>, RefDoc);
 
 /// Requests an [`S3Store`] made, by kind, and what they carried (see
-/// [`S3Store::requests`]). A round trip is one wait for the server: requests sent
-/// together (a `get_many`'s ranged GETs) count once.
+/// [`S3Store::requests`]). A round trip is one wave of requests (module docs, "A
+/// round trip"): requests sent together (a `get_many`'s ranged GETs) count once, and
+/// so does a prefetch's stream of ranged GETs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct S3Requests {
@@ -1195,10 +1240,10 @@ impl S3Store {
     /// graph (the core's [`CheckoutPlan`](snapgraph::graph::CheckoutPlan)), and
     /// returns it with the number of levels read. Checking out from it then costs no
     /// request, so a checkout is the levels plus the first call's two round trips.
-    /// [`Repo::checkout`](crate::Repo::checkout) also reads a level per `get_many`
-    /// (one call more: the root tree node alone), but a large file's chunks a window
-    /// per call, bounding memory; this reads each level whole, holding the snapshot
-    /// in memory.
+    /// [`Repo::checkout`](crate::Repo::checkout) costs the same round trips without
+    /// holding the snapshot twice (its content windows are served by the prefetch its
+    /// [`will_read`](ObjectStore::will_read) starts); this reads each level whole,
+    /// into memory: for tools that want the objects, not a workspace.
     pub fn prefetch(&self, commit: ObjectId) -> Result<(crate::MemoryStore, usize), StoreError> {
         let local = crate::MemoryStore::new();
         let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
@@ -1258,8 +1303,10 @@ impl S3Store {
         if order.is_empty() {
             return;
         }
-        /// A run: its pack, its range, the records in it (id, range from its start).
-        type Run = ([u8; 32], Range<u64>, Vec<(ObjectId, Range<usize>)>);
+        /// Records of a run: id, range from the run's start.
+        type Members = Vec<(ObjectId, Range<usize>)>;
+        /// A run: its pack, its range in the pack, its records.
+        type Run = ([u8; 32], Range<u64>, Members);
         let mut runs: Vec<Run> = Vec::new();
         for (id, loc) in order {
             let end = loc.offset + u64::from(loc.len);
@@ -1284,7 +1331,7 @@ impl S3Store {
             .clamp(1, self.options.concurrency.max(1));
         let (mut tx, rx) = futures::channel::mpsc::channel(0);
         let (client, tally) = (self.client.clone(), self.tally.clone());
-        let runs: Vec<(Path, Range<u64>, Vec<(ObjectId, Range<usize>)>)> = runs
+        let runs: Vec<(Path, Range<u64>, Members)> = runs
             .into_iter()
             .map(|(pack, range, members)| (self.path(&pack_key(&pack)), range, members))
             .collect();
