@@ -211,6 +211,17 @@ fn main() {
         let mut c = repo.store().take();
         let per = t0.elapsed() / TURNS as u32;
         let mut r = s3req(&s3);
+        if let Some(r) = &r {
+            println!(
+                "  {TURNS} turns in all: {} S3 requests ({} GET, {} PUT, {} HEAD, {} LIST), {} round trips",
+                r.total(),
+                r.gets,
+                r.puts,
+                r.heads,
+                r.lists,
+                r.round_trips
+            );
+        }
         c.get_calls /= TURNS as u64;
         c.has_calls /= TURNS as u64;
         c.put_calls /= TURNS as u64;
@@ -232,6 +243,8 @@ fn main() {
         for branch in ["files", "big"] {
             let (fresh, fresh_s3) = (t.open)();
             let reader = Repo::new(CountingStore::new(fresh));
+            // Not the checkout's: opening reads the layout marker (one GET).
+            s3req(&fresh_s3);
             let t0 = Instant::now();
             // Repo::checkout on every store: one batched get_many per tree level
             // (on S3, concurrent ranged GETs: one round trip per level).
