@@ -1868,7 +1868,7 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
-    /// Starts streaming `ids` in one wave of ranged GETs (see [`Prefetch`] and the
+    /// Starts streaming `ids` in one wave of ranged GETs (see the
     /// module docs, "Costs").
     fn will_read(&self, ids: &[ObjectId]) {
         self.start_prefetch(ids);
