@@ -211,6 +211,17 @@ fn main() {
         let mut c = repo.store().take();
         let per = t0.elapsed() / TURNS as u32;
         let mut r = s3req(&s3);
+        if let Some(r) = &r {
+            println!(
+                "  {TURNS} turns in all: {} S3 requests ({} GET, {} PUT, {} HEAD, {} LIST), {} round trips",
+                r.total(),
+                r.gets,
+                r.puts,
+                r.heads,
+                r.lists,
+                r.round_trips
+            );
+        }
         c.get_calls /= TURNS as u64;
         c.has_calls /= TURNS as u64;
         c.put_calls /= TURNS as u64;
@@ -232,6 +243,8 @@ fn main() {
         for branch in ["files", "big"] {
             let (fresh, fresh_s3) = (t.open)();
             let reader = Repo::new(CountingStore::new(fresh));
+            // Not the checkout's: opening reads the layout marker (one GET).
+            s3req(&fresh_s3);
             let t0 = Instant::now();
             // Repo::checkout on every store: one batched get_many per tree level
             // (on S3, concurrent ranged GETs: one round trip per level).
@@ -249,6 +262,11 @@ fn main() {
                 reader.store().take(),
                 s3req(&fresh_s3),
             );
+            println!(
+                "    graph depth: {} levels (target: at most depth + 2 round trips)",
+                depth(&reader, branch)
+            );
+            s3req(&fresh_s3);
         }
 
         // Sync: the source's base first (not measured), then its 50 turns since.
@@ -315,6 +333,21 @@ fn main() {
         }
     }
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Levels of `branch`'s object graph (commit, tree levels, manifest levels, chunks):
+/// the batched reads of one `CheckoutPlan` round over a store holding it all (one
+/// `get_many` per level of objects, one `has_many` for the chunks; fewer than 4,096
+/// ids per level here).
+fn depth(repo: &Repo<CountingStore<Box<dyn Store>>>, branch: &str) -> u64 {
+    let tip = repo.branch(branch).unwrap().unwrap();
+    repo.store().take();
+    let missing = snapgraph::graph::CheckoutPlan::new(tip)
+        .missing(repo.store())
+        .unwrap();
+    assert!(missing.is_empty());
+    let c = repo.store().take();
+    c.get_calls + u64::from(c.has_calls > 0)
 }
 
 fn tempfile_dir(run: &str) -> std::path::PathBuf {

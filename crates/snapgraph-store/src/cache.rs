@@ -289,6 +289,15 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
         self.remote.keeps_deltas() || self.local.keeps_deltas()
     }
 
+    /// Only the ids the cache lacks reach the remote (the rest read locally).
+    fn will_read(&self, ids: &[ObjectId]) {
+        if let Ok(absent) = self.local.has_many(ids) {
+            if !absent.is_empty() {
+                self.remote.will_read(&absent);
+            }
+        }
+    }
+
     /// `has_many` answers from the remote: the fence is the remote's.
     fn fence(&self) -> Result<(), StoreError> {
         self.remote.fence().map_err(|e| remote_err("fence", e))
@@ -348,6 +357,11 @@ impl<L: ObjectStore, R: RefStore> RefStore for CachingStore<L, R> {
             .get_ref(name)
             .map_err(|e| remote_err("get_ref", e))
     }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.remote
+            .get_ref_for_update(name)
+            .map_err(|e| remote_err("get_ref", e))
+    }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.remote
             .update_refs(updates, message)
@@ -380,6 +394,9 @@ impl<L: ObjectStore, R: ObjectStore> snapgraph::ObjectSource for CachingStore<L,
         ids: &[ObjectId],
     ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
         crate::store::source_get_many(self, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        crate::store::ObjectStore::will_read(self, ids)
     }
 }
 

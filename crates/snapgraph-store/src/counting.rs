@@ -143,6 +143,9 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     fn keeps_deltas(&self) -> bool {
         self.inner.keeps_deltas()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.inner.will_read(ids)
+    }
     fn fence(&self) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.fence()
@@ -176,6 +179,10 @@ impl<S: RefStore> RefStore for CountingStore<S> {
         self.add(REFS, 1);
         self.inner.get_ref(name)
     }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.add(REFS, 1);
+        self.inner.get_ref_for_update(name)
+    }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.add(REFS, 1);
         self.inner.update_refs(updates, message)
@@ -208,5 +215,8 @@ impl<S: ObjectStore> snapgraph::ObjectSource for CountingStore<S> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         crate::store::source_contains_many(self, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        crate::store::ObjectStore::will_read(self, ids)
     }
 }

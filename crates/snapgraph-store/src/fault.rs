@@ -197,6 +197,9 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn keeps_deltas(&self) -> bool {
         self.inner.keeps_deltas()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.inner.will_read(ids)
+    }
     // Neither is counted: fault plans number the calls of the operations they tear.
     fn fence(&self) -> Result<(), StoreError> {
         self.inner.fence()
@@ -235,6 +238,15 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
 impl<S: ObjectStore + RefStore> RefStore for FaultyStore<S> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.call("get_ref", false, || Ok(()), || self.inner.get_ref(name))
+    }
+    // Numbered as a `get_ref`: fault plans count the reads an operation makes.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.call(
+            "get_ref",
+            false,
+            || Ok(()),
+            || self.inner.get_ref_for_update(name),
+        )
     }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         // A torn batch: the first half applied (each update checked as the batch
@@ -281,5 +293,8 @@ impl<S: ObjectStore + RefStore> snapgraph::ObjectSource for FaultyStore<S> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         crate::store::source_contains_many(self, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        crate::store::ObjectStore::will_read(self, ids)
     }
 }

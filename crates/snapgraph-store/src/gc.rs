@@ -37,9 +37,12 @@
 //! lease. Before announcing a sweep, a collector waits (within its lease wait)
 //! until every ID it saw as a lease or a wait has gone, that is, until those
 //! writers published or gave up; writers that come later are let through by the
-//! next run, so neither side can starve the other. A waiter killed while waiting
-//! leaves its ref, which costs each collection its lease wait until
-//! [`break_leases`] removes it.
+//! next run, so neither side can starve the other. A waiting writer renews its
+//! wait (a new value) every [`WAIT_BEAT`]; a wait whose value stays the same for
+//! [`GcOptions::wait_grace`] is a writer killed while waiting, and the collector
+//! removes it (compare-and-swap on the value it saw) instead of waiting for it. A
+//! wait grants nothing, so removing a live one is harmless: its writer registers
+//! again, or takes its lease alone.
 //!
 //! Why it is safe: every object a writer relies on is either reachable from a ref
 //! or was seen present by a writer holding a lease; a sweep deletes only after all
@@ -110,6 +113,10 @@ pub struct GcOptions {
     pub pins: Vec<ObjectId>,
     /// How long to wait for writers' leases once the sweep has started.
     pub lease_wait: Duration,
+    /// A writer's wait (`snapgraph/wait/ID`) whose value has not changed for this
+    /// long is a dead writer's (a live one renews it every [`WAIT_BEAT`]): the
+    /// collection removes it instead of waiting for it (10 s).
+    pub wait_grace: Duration,
 }
 
 impl Default for GcOptions {
@@ -117,9 +124,15 @@ impl Default for GcOptions {
         Self {
             pins: Vec::new(),
             lease_wait: Duration::from_secs(60),
+            wait_grace: Duration::from_secs(10),
         }
     }
 }
+
+/// How often a writer waiting for a sweep to end renews its wait ref (a new value),
+/// so that collections can tell a live waiter from a dead one
+/// ([`GcOptions::wait_grace`]).
+pub const WAIT_BEAT: Duration = Duration::from_secs(1);
 
 /// What a collection did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -191,7 +204,7 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
     // a sweep would make them start over, and a collector that loops could do so
     // for ever. Writers that come later are let through by the next collection.
     let deadline = Instant::now() + options.lease_wait;
-    let_writers_through(store, deadline)?;
+    let_writers_through(store, deadline, options.wait_grace)?;
 
     // Phase 2: announce the sweep; from here no lease is granted, nothing published.
     let marker = new_token(token);
@@ -281,23 +294,57 @@ fn end_sweep(store: &dyn Store, marker: ObjectId) -> Result<(), StoreError> {
 
 /// Waits until every writer holding a lease or waiting for one now has released
 /// it (published, or given up), or until `deadline`; later writers are not waited
-/// for, so a stream of writers cannot hold a collection off. Nothing here is
-/// needed for safety (the sweep still waits for every lease), only for progress.
-fn let_writers_through(store: &dyn RefStore, deadline: Instant) -> Result<(), StoreError> {
-    let ids = || -> Result<HashSet<String>, StoreError> {
-        let mut ids = HashSet::new();
-        for prefix in [LEASES, WAITERS] {
-            for (name, _) in store.list_refs(prefix)? {
-                ids.insert(name[prefix.len()..].to_string());
-            }
+/// for, so a stream of writers cannot hold a collection off. A wait whose value
+/// stays the same for `grace` belongs to a writer that died waiting (a live one
+/// renews it every [`WAIT_BEAT`]): it is removed (by compare-and-swap on the value
+/// seen, so a renewal in between keeps it) and not waited for. Nothing here is
+/// needed for safety (the sweep still waits for every lease, and a wait grants
+/// nothing), only for progress.
+fn let_writers_through(
+    store: &dyn RefStore,
+    deadline: Instant,
+    grace: Duration,
+) -> Result<(), StoreError> {
+    // Each writer's id, with its wait's value (None: a lease) and when first seen.
+    let ids = || -> Result<HashMap<String, Option<ObjectId>>, StoreError> {
+        let mut ids = HashMap::new();
+        for (name, _) in store.list_refs(LEASES)? {
+            ids.insert(name[LEASES.len()..].to_string(), None);
+        }
+        for (name, value) in store.list_refs(WAITERS)? {
+            ids.entry(name[WAITERS.len()..].to_string())
+                .or_insert(Some(value));
         }
         Ok(ids)
     };
-    let first = ids()?;
+    let mut first: HashMap<String, (Option<ObjectId>, Instant)> = ids()?
+        .into_iter()
+        .map(|(id, value)| (id, (value, Instant::now())))
+        .collect();
     let mut pause = Duration::from_millis(2);
     while !first.is_empty() && Instant::now() < deadline {
         let now = ids()?;
-        if first.iter().all(|id| !now.contains(id)) {
+        let mut expired = Vec::new();
+        first.retain(|id, (value, since)| match now.get(id) {
+            None => false,
+            Some(current) if current != value => {
+                *value = *current; // renewed (or turned into a lease)
+                *since = Instant::now();
+                true
+            }
+            Some(Some(stale)) if since.elapsed() >= grace => {
+                expired.push((format!("{WAITERS}{id}"), *stale));
+                false
+            }
+            Some(_) => true,
+        });
+        for (name, value) in expired {
+            match store.delete_ref(&name, value, "gc: wait of a dead writer expired") {
+                Ok(()) | Err(StoreError::RefConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if first.is_empty() {
             break;
         }
         std::thread::sleep(pause);
@@ -523,22 +570,25 @@ impl Lease {
         let value = new_token(None);
         let name = format!("{LEASES}{value}");
         let waiter = format!("{WAITERS}{value}");
-        let mut waiting = false;
+        // The wait's current value and when it was set (renewed every WAIT_BEAT).
+        let mut waiting: Option<(ObjectId, Instant)> = None;
         loop {
-            let token = store.get_ref(GC_TOKEN)?;
+            // Possibly stale: the guard below checks it, and a conflict reads again.
+            let token = store.get_ref_for_update(GC_TOKEN)?;
             let mut updates = vec![
                 RefUpdate::new(name.clone(), None, Some(value)),
                 RefUpdate::guard(GC_TOKEN, token),
                 RefUpdate::guard(GC_SWEEP, None),
             ];
-            if waiting {
-                updates.push(RefUpdate::new(waiter.clone(), Some(value), None));
+            if let Some((current, _)) = waiting {
+                updates.push(RefUpdate::new(waiter.clone(), Some(current), None));
             }
             match store.update_refs(&updates, "lease") {
                 Ok(()) => return Ok(Ok(Self { name, value, token })),
-                // Our wait was broken by hand (`break_leases`): take the lease alone.
+                // Our wait was broken by hand (`break_leases`) or expired by a
+                // collector: take the lease alone.
                 Err(StoreError::RefConflict { name: n, .. }) if n == waiter => {
-                    waiting = false;
+                    waiting = None;
                     continue;
                 }
                 Err(StoreError::RefConflict { .. }) => {}
@@ -549,32 +599,47 @@ impl Lease {
                         &[RefUpdate::new(name, Some(value), None)],
                         "lease not taken",
                     );
-                    if waiting {
-                        end_wait(store, &waiter, value);
+                    if let Some((current, _)) = waiting {
+                        end_wait(store, &waiter, current);
                     }
                     return Err(e);
                 }
             }
             match store.get_ref(GC_SWEEP)? {
                 Some(marker) if start.elapsed() >= wait => {
-                    if waiting {
-                        end_wait(store, &waiter, value);
+                    if let Some((current, _)) = waiting {
+                        end_wait(store, &waiter, current);
                     }
                     return Ok(Err(marker));
                 }
                 Some(_) => {
-                    if !waiting {
-                        // Say that we wait: the next collection lets us through
-                        // before it sweeps again (else a collector that loops could
-                        // start each sweep before we wake up, for ever).
-                        if let Err(e) = store.update_refs(
-                            &[RefUpdate::new(waiter.clone(), None, Some(value))],
+                    let renew = match waiting {
+                        None => true,
+                        Some((_, since)) => since.elapsed() >= WAIT_BEAT,
+                    };
+                    if renew {
+                        // Say that we wait (and, renewing it, that we still live):
+                        // the next collection lets us through before it sweeps
+                        // again (else a collector that loops could start each sweep
+                        // before we wake up, for ever).
+                        let fresh = new_token(Some(value));
+                        let expected = waiting.map(|(current, _)| current);
+                        match store.update_refs(
+                            &[RefUpdate::new(waiter.clone(), expected, Some(fresh))],
                             "wait for the sweep",
                         ) {
-                            end_wait(store, &waiter, value); // its reply may be lost
-                            return Err(e);
+                            Ok(()) => waiting = Some((fresh, Instant::now())),
+                            // Expired by a collector that took us for dead, or
+                            // broken by hand: register again next time round.
+                            Err(StoreError::RefConflict { .. }) => waiting = None,
+                            Err(e) => {
+                                end_wait(store, &waiter, fresh); // its reply may be lost
+                                if let Some(current) = expected {
+                                    end_wait(store, &waiter, current);
+                                }
+                                return Err(e);
+                            }
                         }
-                        waiting = true;
                     }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(500));

@@ -242,6 +242,16 @@ impl<S: Store> snapgraph::ObjectSource for Overlay<'_, S> {
     fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
         Ok(self.objects.contains_id(id) || self.store.contains(id)?)
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        let below: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| !self.objects.contains_id(id))
+            .copied()
+            .collect();
+        if !below.is_empty() {
+            crate::store::ObjectStore::will_read(self.store, &below);
+        }
+    }
 }
 
 fn vec_source<'a>(id: &ObjectId, bytes: &'a [u8]) -> std::collections::HashMap<ObjectId, &'a [u8]> {
@@ -388,8 +398,13 @@ impl<S: Store> Repo<S> {
         lease: &mut Option<Lease>,
     ) -> Result<Committed, RepoError> {
         let name = Self::user_ref(Self::branch_ref(branch))?;
-        let tip = self.store.get_ref(&name)?;
         let head = ws.head();
+        // The publish's compare-and-swap checks the tip: a store's cached value will
+        // do when it agrees with the workspace, else the store is asked.
+        let mut tip = self.store.get_ref_for_update(&name)?;
+        if tip != head {
+            tip = self.store.get_ref(&name)?;
+        }
         // Allowed: the workspace is at the tip, or the branch is new (a fresh
         // workspace starts it with a root commit, a checked-out one forks it). A
         // branch that moved is refused below, unless it moved to exactly the commit

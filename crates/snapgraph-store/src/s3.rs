@@ -47,12 +47,37 @@
 //!   keeps no deltas ([`ObjectStore::keeps_deltas`] is false), so
 //!   [`Repo`](crate::Repo) reads no parent trees for delta hints. A per-turn commit
 //!   through [`Repo`](crate::Repo) with refs in PostgreSQL is three S3 requests (the
-//!   fence's HEAD, a pack, its index); with refs in the bucket each ref update adds
-//!   one PUT (and a GET when the cached `refs` is stale) and each ref read one GET.
+//!   fence's HEAD, a pack, its index). With refs in the bucket it is four PUTs: the
+//!   `refs` object taking the lease, the pack, its index, the `refs` object
+//!   publishing (see "Refs in the bucket" below for why no GET and no HEAD are
+//!   needed). Three would need the index inside the pack object (a layout change
+//!   left open: listing would then read each new pack's tail).
 //! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
 //!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
 //!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
-//!   indexes), so a checkout costs the tree's depth plus two round trips.
+//!   indexes). The core announces what it will read
+//!   ([`ObjectStore::will_read`]: the whole walk's content once the trees are read,
+//!   a large file's chunks once its manifest is), and the store then starts a
+//!   *prefetch*: ranged GETs of at most 4 MiB over the announced records, in the
+//!   announced order, sent by a task with at most [`S3Options::prefetch_bytes`] in
+//!   flight and each answer handed over through a one-slot channel (so a GET is sent
+//!   only once the consumer took an earlier one's bytes: the buffer is bounded,
+//!   never the file). The checkout's windows (`get_many` calls of 64 chunks, or
+//!   1,024 content objects) take their records from it as they arrive. So a
+//!   checkout costs the graph's depth (commit, tree levels, manifest levels,
+//!   chunks) plus two round trips, a 1 GiB file included, with more requests than
+//!   round trips. An announced id asked far out of order (past the buffer), a failed
+//!   GET, or a pack gone (a repack) drops the prefetch: those ids are read as if
+//!   never announced, and errors are reported by that read.
+//!
+//! **A round trip** ([`S3Requests::round_trips`]) is one wave of requests: a set of
+//! requests each of which is sent without waiting for the answer of another request
+//! of the same operation. Each batch the store sends and waits for together is one
+//! (a `get_many`'s ranged GETs, a LIST with the epoch's HEAD); a prefetch is one,
+//! however many GETs it sends and however the buffer paces them, because every one
+//! of its requests is known when it starts and none waits for the contents of an
+//! answer (only for room in the buffer). Latency is paid once per wave; the time a
+//! wave takes beyond that is its bytes over the bandwidth.
 //! - **GC:** `delete_many` writes one tombstone (all ids of the call hidden at once),
 //!   then compacts each pack it touched: a pack whose live bytes fall below
 //!   [`S3Options::repack_below`] of its size is rewritten with only its live objects;
@@ -106,6 +131,25 @@
 //!   PostgreSQL refs (`SNAPGRAPH_S3_ATOMIC_CAS=1` runs them on refs in the bucket too,
 //!   against a server that is atomic). The reflog grows the `refs` object by one
 //!   entry per logged move (leases are not logged).
+//!
+//!   **A turn without reads.** [`RefStore::get_ref_for_update`] answers from the copy
+//!   of `refs` this client last read or wrote: the lease protocol reads the
+//!   collection token that way, and [`Repo::commit`](crate::Repo::commit) the branch
+//!   tip (it asks [`RefStore::get_ref`], one GET, when the copy disagrees with the
+//!   workspace). Both go into a guarded update whose `If-Match` is the copy's ETag:
+//!   if anyone wrote `refs` since, the PUT fails with 412, the update re-reads and
+//!   decides on the bucket's `refs`, so a stale copy costs a retry, never a wrong
+//!   update. And the [fence](ObjectStore::fence) after a lease taken in the bucket
+//!   needs no request when the token the lease saw is the token the lease of this
+//!   client's last fence that read the bucket saw (the previous fence at time F was
+//!   under a lease taken at A' <= F; this lease is taken at A). Every sweep changes
+//!   the token when it begins and again when it ends, tokens never repeat, and a
+//!   lease is only granted with no sweep marker: so with the same token at A' and
+//!   A, no sweep began in between and none was running at A', and deletions happen
+//!   only inside sweeps. The cache was current at F, nothing was deleted in
+//!   [F, A], so it is current at A. Any other case (a different token, a lease not
+//!   taken in this bucket's `refs`, refs in PostgreSQL) fences with a request as
+//!   described above.
 //! - **Refs elsewhere** (`s3://…?refs=postgres://…`): the other store's guarantees
 //!   (a PostgreSQL transaction); objects are durable when `put_many` returns, and refs
 //!   move only afterwards ([`Paired`](crate::Paired)).
@@ -165,6 +209,10 @@ const MERGE_GAP: u64 = 256 << 10;
 const GET_ATTEMPTS: usize = 4;
 /// Attempts of a ref update losing its compare-and-swap to writers of other refs.
 const CAS_ATTEMPTS: usize = 200;
+/// Largest ranged GET of a prefetch: the unit its buffer is counted in.
+const PREFETCH_PIECE: u64 = 4 << 20;
+/// Prefetches kept at once: checkout's content stream and the large file being read.
+const PREFETCHES: usize = 2;
 
 /// Tuning of an [`S3Store`].
 #[derive(Debug, Clone)]
@@ -190,6 +238,9 @@ pub struct S3Options {
     /// the index) is removed by a collection's sweep (15 minutes: longer than any
     /// writer takes from a pack's upload to its index's).
     pub orphan_grace: Duration,
+    /// Bytes a prefetch ([`ObjectStore::will_read`]) may hold at once (32 MiB): its
+    /// ranged GETs in flight, and the records that arrived before they are asked for.
+    pub prefetch_bytes: usize,
 }
 
 impl Default for S3Options {
@@ -203,6 +254,7 @@ impl Default for S3Options {
             retry_timeout: Duration::from_secs(10),
             concurrency: 16,
             orphan_grace: Duration::from_secs(15 * 60),
+            prefetch_bytes: 32 << 20,
         }
     }
 }
@@ -373,6 +425,10 @@ struct Cache {
     /// When a writer last fenced the store ([`ObjectStore::fence`]) with this cache
     /// current: until `refresh_after` later, "present" needs no `gc-epoch` read.
     fenced: Option<Instant>,
+    /// The collection token (`snapgraph/gc`) in the bucket's `refs` as this client's
+    /// lease made it, at the last fence that read the bucket (`None` outside: that
+    /// fence was not under a lease taken here, in the bucket's `refs`).
+    lease_token: Option<Option<ObjectId>>,
 }
 
 impl Cache {
@@ -426,8 +482,9 @@ struct RefDoc {
 type RefState = (Option<UpdateVersion>, RefDoc);
 
 /// Requests an [`S3Store`] made, by kind, and what they carried (see
-/// [`S3Store::requests`]). A round trip is one wait for the server: requests sent
-/// together (a `get_many`'s ranged GETs) count once.
+/// [`S3Store::requests`]). A round trip is one wave of requests (module docs, "A
+/// round trip"): requests sent together (a `get_many`'s ranged GETs) count once, and
+/// so does a prefetch's stream of ranged GETs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct S3Requests {
@@ -472,9 +529,86 @@ fn bump(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// One ranged GET of a prefetch: the records it holds (id, range in the bytes) and
+/// the bytes; `None`: it failed (the pack gone, the server unreachable), which ends
+/// the prefetch (the ids are then read as if never announced).
+struct Piece {
+    members: Vec<(ObjectId, Range<usize>)>,
+    bytes: Option<Bytes>,
+}
+
+/// A stream of ranged GETs started by [`ObjectStore::will_read`]: every GET is known
+/// when it starts, so they form one wave (one round trip); a task sends them with at
+/// most [`S3Options::prefetch_bytes`] in flight, each GET's answer handed over
+/// through a channel of one slot (backpressure: a GET is sent only when an earlier
+/// one's bytes were taken), and `get_many` takes the records as it is asked for them.
+struct Prefetch {
+    /// Ids still to arrive, with how often the announcement names them.
+    coming: HashMap<ObjectId, u32>,
+    /// Records that arrived, not yet asked for as often as announced.
+    ready: HashMap<ObjectId, (Bytes, u32)>,
+    ready_bytes: usize,
+    rx: futures::channel::mpsc::Receiver<Piece>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Prefetch {
+    fn is_done(&self) -> bool {
+        self.coming.is_empty() && self.ready.is_empty()
+    }
+
+    fn holds(&self, id: &ObjectId) -> bool {
+        self.coming.contains_key(id) || self.ready.contains_key(id)
+    }
+
+    /// The record of `id` if this prefetch has or will have it, waiting for it on
+    /// `rt`; `Err(())`: the prefetch failed or outgrew `limit` (drop it).
+    fn take(
+        &mut self,
+        id: &ObjectId,
+        rt: &tokio::runtime::Runtime,
+        limit: usize,
+    ) -> Result<Option<Bytes>, ()> {
+        while !self.ready.contains_key(id) {
+            if !self.coming.contains_key(id) {
+                return Ok(None);
+            }
+            if self.ready_bytes > limit {
+                return Err(()); // asked far out of the announced order
+            }
+            let Some(piece) = rt.block_on(self.rx.next()) else {
+                return Err(());
+            };
+            let Some(bytes) = piece.bytes else {
+                return Err(());
+            };
+            for (member, range) in piece.members {
+                if let Some(uses) = self.coming.remove(&member) {
+                    self.ready_bytes += range.len();
+                    self.ready.insert(member, (bytes.slice(range), uses));
+                }
+            }
+        }
+        let (bytes, uses) = self.ready.get_mut(id).expect("checked above");
+        let record = bytes.clone();
+        *uses -= 1;
+        if *uses == 0 {
+            self.ready_bytes -= record.len();
+            self.ready.remove(id);
+        }
+        Ok(Some(record))
+    }
+}
+
 /// A store in an S3 bucket (see the [module docs](self)).
 pub struct S3Store {
-    tally: Tally,
+    tally: Arc<Tally>,
     rt: tokio::runtime::Runtime,
     client: Arc<AmazonS3>,
     prefix: String,
@@ -482,6 +616,14 @@ pub struct S3Store {
     options: S3Options,
     cache: Mutex<Cache>,
     refs: Mutex<Option<RefState>>,
+    /// Streams started by [`ObjectStore::will_read`], oldest first (at most
+    /// [`PREFETCHES`]).
+    prefetches: Mutex<Vec<Prefetch>>,
+    /// Set by a ref update that took a writer's lease in the bucket's `refs`: when,
+    /// and the collection token the `refs` object then held (for [`fence`]).
+    ///
+    /// [`fence`]: ObjectStore::fence
+    leased: Mutex<Option<(Instant, Option<ObjectId>)>>,
 }
 
 impl fmt::Debug for S3Store {
@@ -570,7 +712,7 @@ impl S3Store {
             format!("{}/", location.prefix)
         };
         let store = Self {
-            tally: Tally::default(),
+            tally: Arc::default(),
             rt,
             client: Arc::new(client),
             prefix,
@@ -578,6 +720,8 @@ impl S3Store {
             options,
             cache: Mutex::new(Cache::default()),
             refs: Mutex::new(None),
+            prefetches: Mutex::new(Vec::new()),
+            leased: Mutex::new(None),
         };
         store.check_layout()?;
         Ok(store)
@@ -1096,10 +1240,10 @@ impl S3Store {
     /// graph (the core's [`CheckoutPlan`](snapgraph::graph::CheckoutPlan)), and
     /// returns it with the number of levels read. Checking out from it then costs no
     /// request, so a checkout is the levels plus the first call's two round trips.
-    /// [`Repo::checkout`](crate::Repo::checkout) also reads a level per `get_many`
-    /// (one call more: the root tree node alone), but a large file's chunks a window
-    /// per call, bounding memory; this reads each level whole, holding the snapshot
-    /// in memory.
+    /// [`Repo::checkout`](crate::Repo::checkout) costs the same round trips without
+    /// holding the snapshot twice (its content windows are served by the prefetch its
+    /// [`will_read`](ObjectStore::will_read) starts); this reads each level whole,
+    /// into memory: for tools that want the objects, not a workspace.
     pub fn prefetch(&self, commit: ObjectId) -> Result<(crate::MemoryStore, usize), StoreError> {
         let local = crate::MemoryStore::new();
         let mut plan = snapgraph::graph::CheckoutPlan::new(commit);
@@ -1127,6 +1271,135 @@ impl S3Store {
             }
             local.put_many(&batch)?;
         }
+    }
+
+    /// Starts a [`Prefetch`] of the `ids` the cache knows (and no prefetch holds
+    /// yet), in their order: one ranged GET per run of records of one pack that lie
+    /// in that order, less than [`MERGE_GAP`] apart and within [`PREFETCH_PIECE`].
+    fn start_prefetch(&self, ids: &[ObjectId]) {
+        let mut prefetches = self.lock_prefetches();
+        prefetches.retain(|p| !p.is_done());
+        let mut uses: HashMap<ObjectId, u32> = HashMap::new();
+        let mut order: Vec<(ObjectId, Loc)> = Vec::new();
+        {
+            let cache = self.lock_cache();
+            if cache.listed.is_none() {
+                return; // nothing located yet: the calls will list first
+            }
+            for id in ids {
+                if prefetches.iter().any(|p| p.holds(id)) {
+                    continue;
+                }
+                let Some(loc) = cache.objects.get(id) else {
+                    continue;
+                };
+                let n = uses.entry(*id).or_insert(0);
+                if *n == 0 {
+                    order.push((*id, *loc));
+                }
+                *n += 1;
+            }
+        }
+        if order.is_empty() {
+            return;
+        }
+        /// Records of a run: id, range from the run's start.
+        type Members = Vec<(ObjectId, Range<usize>)>;
+        /// A run: its pack, its range in the pack, its records.
+        type Run = ([u8; 32], Range<u64>, Members);
+        let mut runs: Vec<Run> = Vec::new();
+        for (id, loc) in order {
+            let end = loc.offset + u64::from(loc.len);
+            match runs.last_mut() {
+                Some((pack, range, members))
+                    if *pack == loc.pack
+                        && loc.offset >= range.end
+                        && loc.offset <= range.end + MERGE_GAP
+                        && end - range.start <= PREFETCH_PIECE =>
+                {
+                    let at = (loc.offset - range.start) as usize;
+                    members.push((id, at..at + loc.len as usize));
+                    range.end = end;
+                }
+                _ => runs.push((loc.pack, loc.offset..end, vec![(id, 0..loc.len as usize)])),
+            }
+        }
+        while prefetches.len() >= PREFETCHES {
+            prefetches.remove(0);
+        }
+        let in_flight = (self.options.prefetch_bytes / PREFETCH_PIECE as usize)
+            .clamp(1, self.options.concurrency.max(1));
+        let (mut tx, rx) = futures::channel::mpsc::channel(0);
+        let (client, tally) = (self.client.clone(), self.tally.clone());
+        let runs: Vec<(Path, Range<u64>, Members)> = runs
+            .into_iter()
+            .map(|(pack, range, members)| (self.path(&pack_key(&pack)), range, members))
+            .collect();
+        // One wave: every GET below is known now; the channel paces them.
+        bump(&self.tally.round_trips, 1);
+        let task = self.rt.spawn(async move {
+            let mut pieces =
+                futures::stream::iter(runs.into_iter().map(|(path, range, members)| {
+                    let (client, tally) = (client.clone(), tally.clone());
+                    async move {
+                        bump(&tally.gets, 1);
+                        let bytes = client.get_range(&path, range).await.ok();
+                        if let Some(b) = &bytes {
+                            bump(&tally.received, b.len() as u64);
+                        }
+                        let bytes =
+                            bytes.filter(|b| members.last().is_none_or(|(_, r)| r.end <= b.len()));
+                        Piece { members, bytes }
+                    }
+                }))
+                .buffered(in_flight);
+            while let Some(piece) = pieces.next().await {
+                let failed = piece.bytes.is_none();
+                if futures::SinkExt::send(&mut tx, piece).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        prefetches.push(Prefetch {
+            coming: uses,
+            ready: HashMap::new(),
+            ready_bytes: 0,
+            rx,
+            task,
+        });
+    }
+
+    /// Fills `out[i]` with the record of each `ids[i]` a prefetch holds (waiting for
+    /// it to arrive); returns the indexes left to read. A prefetch that failed or was
+    /// asked too far out of its order is dropped (its ids are read as usual).
+    fn take_prefetched(&self, ids: &[ObjectId], out: &mut [Option<Bytes>]) -> Vec<usize> {
+        let mut prefetches = self.lock_prefetches();
+        let mut left = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            let mut found = None;
+            let mut k = 0;
+            while k < prefetches.len() && found.is_none() {
+                match prefetches[k].take(id, &self.rt, self.options.prefetch_bytes) {
+                    Ok(got) => {
+                        found = got;
+                        k += 1;
+                    }
+                    Err(()) => {
+                        prefetches.remove(k);
+                    }
+                }
+            }
+            match found {
+                Some(record) => out[i] = Some(record),
+                None => left.push(i),
+            }
+        }
+        prefetches.retain(|p| !p.is_done());
+        left
+    }
+
+    fn lock_prefetches(&self) -> MutexGuard<'_, Vec<Prefetch>> {
+        self.prefetches.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn load_refs(&self) -> Result<RefState, StoreError> {
@@ -1442,7 +1715,14 @@ fn decode_refs(bytes: &[u8]) -> Result<RefDoc, String> {
 impl ObjectStore for S3Store {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut out: Vec<Option<Vec<u8>>> = vec![None; ids.len()];
-        let mut pending: Vec<usize> = (0..ids.len()).collect();
+        // What a prefetch streamed first (no round trip of its own: it is in flight).
+        let mut prefetched: Vec<Option<Bytes>> = vec![None; ids.len()];
+        let mut pending = self.take_prefetched(ids, &mut prefetched);
+        for (i, record) in prefetched.into_iter().enumerate() {
+            if let Some(record) = record {
+                out[i] = Some(codec::decode(&ids[i], &record)?);
+            }
+        }
         let mut refreshed = false;
         for _ in 0..GET_ATTEMPTS {
             let mut locs = Vec::with_capacity(pending.len());
@@ -1545,6 +1825,8 @@ impl ObjectStore for S3Store {
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
+        // Nothing deleted is handed out from a stream started before.
+        self.lock_prefetches().clear();
         let mut cache = self.lock_cache();
         self.bump_epoch()?;
         self.refresh(&mut cache)?;
@@ -1586,14 +1868,35 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
+    /// Starts streaming `ids` in one wave of ranged GETs (see the
+    /// module docs, "Costs").
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.start_prefetch(ids);
+    }
+
     /// One request: a HEAD of `gc-epoch` when the cache was listed less than
     /// `refresh_after` ago with the epoch read (a re-listing if the epoch moved),
     /// else a LIST (plus GETs of indexes other clients wrote). The writer's
     /// `has_many` calls then answer from the cache until `refresh_after` has passed
     /// (module docs, "Consistency").
     fn fence(&self) -> Result<(), StoreError> {
+        let leased = self
+            .leased
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .filter(|(at, _)| at.elapsed() < self.options.refresh_after)
+            .map(|(_, token)| token);
         let mut cache = self.lock_cache();
+        // Under a lease in the bucket's refs whose token is the one this client's
+        // last fenced lease saw, no sweep ran in between: nothing was deleted since
+        // the cache was current (module docs, "Refs in the bucket").
+        if leased.is_some() && leased == cache.lease_token {
+            cache.fenced = Some(Instant::now());
+            return Ok(());
+        }
         cache.fenced = None;
+        cache.lease_token = None;
         match cache.listed {
             // A listing after the lease shows every earlier deletion done (see
             // the module docs), and other clients' new indexes.
@@ -1603,6 +1906,7 @@ impl ObjectStore for S3Store {
             _ => self.relist(&mut cache, false)?,
         }
         cache.fenced = Some(Instant::now());
+        cache.lease_token = leased;
         Ok(())
     }
 
@@ -1663,8 +1967,29 @@ impl RefStore for S3Store {
         Ok(self.fresh_refs()?.refs.get(name).copied())
     }
 
+    /// From the copy of `refs` this client last read or wrote, if any (one GET
+    /// otherwise): the update's `If-Match` checks it.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        validate_ref_name(name)?;
+        if let Some((_, doc)) = self.refs.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            return Ok(doc.refs.get(name).copied());
+        }
+        Ok(self.fresh_refs()?.refs.get(name).copied())
+    }
+
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         check_batch(updates)?;
+        *self.leased.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // A batch creating a lease: the fence after it may trust the token it saw.
+        let leasing = updates.iter().any(|u| {
+            u.name.starts_with(crate::gc::LEASES) && u.expected.is_none() && u.new.is_some()
+        });
+        let lease_seen = |doc: &RefDoc| {
+            if leasing && !doc.refs.contains_key(crate::gc::GC_SWEEP) {
+                *self.leased.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((Instant::now(), doc.refs.get(crate::gc::GC_TOKEN).copied()));
+            }
+        };
         let mut slot = self.refs.lock().unwrap_or_else(|p| p.into_inner());
         let (mut state, mut fresh) = match slot.take() {
             Some(s) => (s, false),
@@ -1706,6 +2031,7 @@ impl RefStore for S3Store {
             };
             match self.put_key("refs", encode_refs(&next), mode) {
                 Ok(v) => {
+                    lease_seen(&next);
                     *slot = Some((Some(v), next));
                     return Ok(());
                 }
@@ -1715,6 +2041,7 @@ impl RefStore for S3Store {
                     state = self.load_refs()?;
                     fresh = true;
                     if state.1.nonce == next.nonce {
+                        lease_seen(&state.1);
                         *slot = Some(state);
                         return Ok(());
                     }

@@ -112,6 +112,15 @@ pub trait ObjectStore: Send + Sync {
         Ok(())
     }
 
+    /// A hint that `ids` will soon be asked of [`get_many`](Self::get_many), in about
+    /// this order ([`snapgraph::ObjectSource::will_read`], which stores get through
+    /// [`impl_object_source!`](crate::impl_object_source)): the S3 store starts
+    /// streaming them in one wave of ranged GETs, holding a bounded buffer. Answers
+    /// never depend on it. Default: nothing. Wrappers forward it.
+    fn will_read(&self, ids: &[ObjectId]) {
+        let _ = ids;
+    }
+
     /// Called by [`gc`](crate::gc()) while it sweeps, once no writer holds a lease:
     /// removes storage that holds nothing an id names and that no writer can still
     /// complete (the S3 store: a pack whose index was never written, by a writer
@@ -153,6 +162,17 @@ pub trait ObjectStore: Send + Sync {
 pub trait RefStore: Send + Sync {
     /// The value of a ref.
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError>;
+
+    /// The value of a ref as good enough to build a guarded update from: possibly
+    /// stale (a store that caches its refs answers from what it last read or wrote),
+    /// because the [`update_refs`](Self::update_refs) it goes into checks it by
+    /// compare-and-swap, and a conflict makes the caller read again. The lease
+    /// protocol reads the collection token this way, and [`crate::Repo::commit`] the
+    /// branch tip (re-read with [`get_ref`](Self::get_ref) whenever it disagrees with
+    /// the workspace). Default: [`get_ref`](Self::get_ref). Wrappers forward it.
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.get_ref(name)
+    }
 
     /// Applies every update or none: if any ref does not hold its `expected` value,
     /// nothing changes and the error is [`StoreError::RefConflict`] for the first
@@ -239,6 +259,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     fn fence(&self) -> Result<(), StoreError> {
         self.objects.fence()
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.objects.will_read(ids)
+    }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
     }
@@ -262,6 +285,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
 impl<O: Send + Sync, R: RefStore> RefStore for Paired<O, R> {
     fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
         self.refs.get_ref(name)
+    }
+    fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        self.refs.get_ref_for_update(name)
     }
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         self.refs.update_refs(updates, message)
@@ -292,6 +318,9 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         source_contains_many(&self.objects, ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.objects.will_read(ids)
     }
 }
 
@@ -408,6 +437,9 @@ macro_rules! impl_object_source {
             ) -> ::std::result::Result<::std::vec::Vec<bool>, ::snapgraph::BoxError> {
                 $crate::store::source_contains_many(self, ids)
             }
+            fn will_read(&self, ids: &[::snapgraph::ObjectId]) {
+                $crate::ObjectStore::will_read(self, ids)
+            }
         }
     };
 }
@@ -437,6 +469,9 @@ macro_rules! forward_store {
             fn fence(&self) -> Result<(), StoreError> {
                 (**self).fence()
             }
+            fn will_read(&self, ids: &[ObjectId]) {
+                (**self).will_read(ids)
+            }
             fn remove_orphans(&self) -> Result<u64, StoreError> {
                 (**self).remove_orphans()
             }
@@ -459,6 +494,9 @@ macro_rules! forward_store {
         impl<T: RefStore + ?Sized> RefStore for $ptr {
             fn get_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
                 (**self).get_ref(name)
+            }
+            fn get_ref_for_update(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+                (**self).get_ref_for_update(name)
             }
             fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
                 (**self).update_refs(updates, message)

@@ -535,3 +535,105 @@ fn a_new_branch_from_an_unrelated_workspace_survives_a_concurrent_collector() {
         assert!(repo.checkout(branch).is_ok());
     }
 }
+
+/// A writer killed while waiting for a sweep leaves `snapgraph/wait/ID`: a
+/// collection waits for it only `wait_grace` (its value never changes), removes it,
+/// and collects; a live waiter renews its value, so it is waited for (and kept)
+/// for as long as it waits, within the lease wait.
+#[test]
+fn a_dead_waiters_wait_expires_and_a_live_one_is_waited_for() {
+    let store = MemoryStore::new();
+    let repo = Repo::new(&store);
+    let mut ws = Workspace::new();
+    seed(&mut ws, 3);
+    repo.commit(&mut ws, "main", RepoCommitOptions::message("base"))
+        .unwrap();
+    let dead = format!("{}dead", gc::WAITERS);
+    let value = ObjectId::hash_stored(b"a waiter that died");
+    store
+        .compare_and_swap_ref(&dead, None, value, "wait")
+        .unwrap();
+    let options = gc::GcOptions {
+        lease_wait: std::time::Duration::from_secs(30),
+        wait_grace: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    gc::collect_with(&store, &options).unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "waited {took:?} for a dead waiter (lease wait 30 s)"
+    );
+    assert_eq!(
+        store.get_ref(&dead).unwrap(),
+        None,
+        "the dead wait is removed"
+    );
+
+    // A live waiter renews its wait every 100 ms for about 1.2 s, then goes.
+    let live = format!("{}live", gc::WAITERS);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let first = ObjectId::hash_stored(b"live 0");
+        store
+            .compare_and_swap_ref(&live, None, first, "wait")
+            .unwrap();
+        let (store, live, done) = (&store, &live, &done);
+        let waiter = s.spawn(move || {
+            let mut current = first;
+            for beat in 1..=12u32 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let next = ObjectId::hash_stored(&beat.to_le_bytes());
+                store
+                    .compare_and_swap_ref(live, Some(current), next, "wait goes on")
+                    .expect("a renewed wait is not removed");
+                current = next;
+            }
+            done.store(true, Ordering::SeqCst);
+            store.delete_ref(live, current, "wait ends").unwrap();
+        });
+        let started = std::time::Instant::now();
+        gc::collect_with(store, &options).unwrap();
+        assert!(
+            done.load(Ordering::SeqCst),
+            "the collection swept while a live writer waited ({:?})",
+            started.elapsed()
+        );
+        waiter.join().unwrap();
+    });
+}
+
+/// A writer waiting for a sweep renews its wait every `WAIT_BEAT` (so collections
+/// can tell it from a dead one) and turns it into its lease when the sweep ends.
+#[test]
+fn a_waiting_writer_renews_its_wait() {
+    let store = MemoryStore::new();
+    let marker = ObjectId::hash_stored(b"a sweep");
+    store
+        .compare_and_swap_ref(gc::GC_SWEEP, None, marker, "sweep")
+        .unwrap();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| gc::Lease::acquire(&store, std::time::Duration::from_secs(20)));
+        let mut values = std::collections::HashSet::new();
+        let started = std::time::Instant::now();
+        while started.elapsed() < gc::WAIT_BEAT * 5 / 2 {
+            if let [(_, value)] = store.list_refs(gc::WAITERS).unwrap()[..] {
+                values.insert(value);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(values.len() >= 2, "the wait was not renewed: {values:?}");
+        store
+            .delete_ref(gc::GC_SWEEP, marker, "sweep ends")
+            .unwrap();
+        let lease = writer
+            .join()
+            .unwrap()
+            .unwrap()
+            .expect("the lease, once the sweep ended");
+        assert!(store.list_refs(gc::WAITERS).unwrap().is_empty());
+        assert_eq!(store.list_refs(gc::LEASES).unwrap().len(), 1);
+        lease.release(&store);
+    });
+}

@@ -46,6 +46,18 @@ pub trait ObjectSource {
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
         ids.iter().map(|id| self.contains(id)).collect()
     }
+
+    /// A hint: the caller will soon ask for `ids` through [`get_many`](Self::get_many),
+    /// in about this order (in several calls, a window at a time). Checkout gives it
+    /// the content objects of the whole walk once the trees are read, and a large
+    /// file's chunks once its manifest is read. A remote store may start fetching them
+    /// all at once (one round trip for the lot instead of one per window), holding a
+    /// bounded buffer, and answer the later calls from it. Nothing may depend on it:
+    /// later calls must answer exactly as without the hint (the engine still verifies
+    /// every object it gets). The default does nothing; wrappers forward it.
+    fn will_read(&self, ids: &[ObjectId]) {
+        let _ = ids;
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for &T {
@@ -60,6 +72,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for &T {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
         (**self).contains_many(ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        (**self).will_read(ids)
     }
 }
 
@@ -76,6 +91,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
         (**self).contains_many(ids)
     }
+    fn will_read(&self, ids: &[ObjectId]) {
+        (**self).will_read(ids)
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
@@ -90,6 +108,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
         (**self).contains_many(ids)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        (**self).will_read(ids)
     }
 }
 

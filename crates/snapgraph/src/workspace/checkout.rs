@@ -647,6 +647,12 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         if let Some((id, _)) = state.object() {
             self.plan(id, state_size);
         }
+        // The whole walk's content, announced once: a remote source may fetch it in
+        // one wave and hand it out as the windows below ask (ObjectSource::will_read).
+        if !self.order.is_empty() {
+            let ids: Vec<ObjectId> = self.order.iter().map(|(id, _)| *id).collect();
+            self.source.will_read(&ids);
+        }
     }
 
     /// Appends a content object to the walk's order, once.
@@ -722,6 +728,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 }
             }
             self.ahead.insert(next, stored);
+        }
+        if !chunks.is_empty() {
+            let ids: Vec<ObjectId> = chunks.iter().map(|c| c.id).collect();
+            self.source.will_read(&ids);
         }
         for c in chunks {
             self.plan(c.id, u64::from(c.len));
@@ -934,6 +944,16 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 .map(|(id, l)| Manifest::decode(id, l.body()))
                 .collect()
         })?;
+        // More than one window: announce every chunk the windows will ask for, so a
+        // remote source can stream them in one wave (ObjectSource::will_read).
+        if chunks.len() > CHECKOUT_WINDOW {
+            let ids: Vec<ObjectId> = chunks
+                .iter()
+                .map(|c| c.id)
+                .filter(|id| !self.ahead.contains_key(id))
+                .collect();
+            self.source.will_read(&ids);
+        }
         // Sizes were checked against the budget by the caller and sum to `size`.
         let (data, versions) = if self.threads > 1 && size >= PARALLEL_CHECKOUT_MIN {
             self.assemble_parallel(&chunks, size as usize)?
