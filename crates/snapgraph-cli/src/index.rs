@@ -564,6 +564,13 @@ impl Index {
             Some(Some(bytes)) => append(&skeleton, &bytes)?,
             None => crate::repo::write_atomic(&skeleton, &skeleton_bytes(&self.skeleton))?,
         }
+        self.save_entries_after(path, old)
+    }
+
+    /// [`save_after`](Self::save_after) of the entries alone, leaving the skeleton
+    /// file as it is (a per-turn commit that read no skeleton: the file stays a
+    /// valid, if older, cache of content-addressed objects).
+    pub fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
         match old.and_then(|o| self.delta_after(o)) {
             Some(bytes) => append(path, &bytes),
             None => crate::repo::write_atomic(path, &self.to_bytes()),

@@ -245,6 +245,20 @@ pub(super) fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspa
     Ok(ws)
 }
 
+/// Commit `id` checked out lazily (its root directory only: see
+/// [`CheckoutOptions::lazy`]); the scan loads the directories it must change.
+pub(super) fn lazy(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
+    let mut ws = Workspace::new();
+    let _ = ws.checkout_with(
+        id,
+        source,
+        CheckoutOptions::new()
+            .policy(CheckoutPolicy::Force)
+            .lazy(true),
+    )?;
+    Ok(ws)
+}
+
 /// The store's objects plus those of an uncommitted working-directory commit.
 pub(super) struct Overlay<'a> {
     base: &'a dyn ObjectSource,
@@ -310,6 +324,7 @@ pub(super) fn working_commit<'a>(
             index: index.as_ref(),
             skip: &wd.dot,
             only: None,
+            lazy: None,
         },
         &pb,
     )?;

@@ -33,8 +33,8 @@ use snapgraph::{CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace}
 use snapgraph_store::RepoCommitOptions;
 
 use super::{
-    changed, diff_json, diff_of, parse_pairs, resolve_path, shallow, unique_name, working_commit,
-    write_index_after_checkout, Ctx,
+    changed, diff_json, diff_of, lazy, parse_pairs, resolve_path, shallow, unique_name,
+    working_commit, write_index_after_checkout, Ctx,
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
@@ -128,13 +128,21 @@ pub(super) fn commit(
             }
         }
     }
+    // Per-turn: an index complete for the tip vouches for every directory it
+    // lists, so the tip is checked out lazily (its root directory only) and the scan
+    // reads from the store just the directories holding a change; the skeleton is
+    // neither read nor written. Otherwise: a shallow checkout of every tree, from the
+    // skeleton first.
+    let lazy_turn =
+        only.is_none() && tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
     let mut index = index;
-    if let Some(ix) = &mut index {
+    if let (false, Some(ix)) = (lazy_turn, &mut index) {
         ix.load_skeleton(&index_path);
     }
     let empty = HashMap::new();
     let skeleton = SkeletonSource::new(index.as_ref().map_or(&empty, |ix| &ix.skeleton), store);
     let mut ws = match tip {
+        Some(t) if lazy_turn => lazy(t, store)?,
         Some(t) => shallow(t, &skeleton)?,
         None => Workspace::new(),
     };
@@ -152,6 +160,7 @@ pub(super) fn commit(
             index: index.as_ref(),
             skip: &wd.dot,
             only: only.as_deref(),
+            lazy: lazy_turn.then_some(store),
         },
         &pb,
         &mut |ws, n| {
@@ -193,9 +202,13 @@ pub(super) fn commit(
         next.skeleton = skeleton.clone();
         next
     };
+    let save = |next: &Index| match lazy_turn {
+        true => next.save_entries_after(&index_path, index.as_ref()),
+        false => next.save_after(&index_path, index.as_ref()),
+    };
     if !allow_empty {
         if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
-            index_entries(&probe, tip).save_after(&index_path, index.as_ref())?;
+            save(&index_entries(&probe, tip))?;
             return nothing_to_commit(
                 ctx,
                 &branch,
@@ -234,7 +247,7 @@ pub(super) fn commit(
     let d = diff_of(committed.previous, committed.id, &diff_source);
     let mut next = index_entries(&ws, Some(committed.id));
     next.skeleton.extend(diff_source.into_read());
-    next.save_after(&index_path, index.as_ref())?;
+    save(&next)?;
     let d = d?;
     if detached.is_some() {
         wd.set_head_branch(&branch)?;
