@@ -534,7 +534,9 @@ pub fn scan_batched(
             }
         }
         if let Some(source) = lazy {
-            ws.load_dir(parent_of(path), source)?;
+            // Its directory, and itself if the tip has a directory there (an entry
+            // retyped from one is compared with what it was).
+            ws.load_dir(path, source)?;
         }
         let current = ws.metadata(path).ok();
         let kind = match w.found {

@@ -404,6 +404,30 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
         turn.id(),
         fresh.commit(snapgraph::CommitOptions::new()).unwrap().id()
     );
+    // The racy rule holds on the lazy path: a record whose stat equals the file's
+    // but whose mtime is not older than the clock probe is not trusted, whatever
+    // digest it claims (here a wrong one, as if the file changed within the tick).
+    let IndexEntry::File { stat, .. } = index.entries["/b/y/g.txt"].clone() else {
+        panic!("a file")
+    };
+    index.entries.insert(
+        "/b/y/g.txt".into(),
+        IndexEntry::File {
+            stat,
+            digest: snapgraph_cli::index::Digest::Inline(b"other".to_vec()),
+        },
+    );
+    index.probe_ns = stat.mtime_ns;
+    let mut lazy = snapgraph::Workspace::new();
+    let _ = lazy
+        .checkout_with(base, &store, snapgraph::CheckoutOptions::new().lazy(true))
+        .unwrap();
+    let report = scan_into(&mut lazy, Some(&index), Some(&store));
+    assert!(report.files_read >= 3, "{report:?}");
+    let racy = lazy
+        .commit(snapgraph::CommitOptions::new().have_in(&store))
+        .unwrap();
+    assert_eq!(racy.id(), turn.id());
     // A lazy scan without an index complete for the workspace's head is refused.
     let mut lazy = snapgraph::Workspace::new();
     let _ = lazy

@@ -124,7 +124,10 @@ pub(super) fn commit(
         if ix.tip == Some(t) {
             if let Some((files, nested)) = scan::unchanged(&root, ix, &wd.dot)? {
                 warn_nested(&nested);
-                return nothing_to_commit(ctx, &branch, tip, 0, 0, files);
+                let printed = nothing_to_commit(ctx, &branch, tip, 0, 0, files);
+                // Not freed entry by entry: the process ends (see below).
+                std::mem::forget(index);
+                return printed;
             }
         }
     }
@@ -284,8 +287,12 @@ pub(super) fn commit(
     );
     // The process ends with the command: freeing the tree node by node costs time
     // in proportion to the whole tree (about 2 % of a one-file commit on 1,800
-    // files), not to the change.
+    // files), not to the change; so does freeing the indexes and the scan's
+    // record of every entry (about 15 % of a lazy one-file commit).
     std::mem::forget(ws);
+    std::mem::forget(next);
+    std::mem::forget(index);
+    std::mem::forget(report);
     printed
 }
 
