@@ -22,6 +22,14 @@
 //!   each of the recorded kind, every file and symlink with its recorded, non-racy
 //!   stat ([`crate::scan::unchanged`]). Any difference, even one that would not change
 //!   the tree, sends the commit down the full path above.
+//! - **A directory needs no look** when the index is complete for the branch tip
+//!   and records a directory at that path: a per-turn commit then checks the tip out
+//!   lazily ([`snapgraph::CheckoutOptions::lazy`]) and reads from the store only the
+//!   directories holding an entry the index does not vouch for (a file whose stat
+//!   differs or is racy, an entry added, removed or retyped), since the complete
+//!   index lists exactly the tip's tree. The skeleton is not used on that path.
+//!   Directory mtimes are never trusted to skip the files inside: an edit in place
+//!   changes the file's times, not its directory's, so every file is still stat'ed.
 //! - **Skeleton objects** are content-addressed: the engine re-hashes each one it
 //!   reads, so an object of another commit or branch, one the store no longer holds
 //!   or one corrupted on disk is never taken for another; one missing is read from
