@@ -22,6 +22,14 @@
 //!   each of the recorded kind, every file and symlink with its recorded, non-racy
 //!   stat ([`crate::scan::unchanged`]). Any difference, even one that would not change
 //!   the tree, sends the commit down the full path above.
+//! - **A directory needs no look** when the index is complete for the branch tip
+//!   and records a directory at that path: a per-turn commit then checks the tip out
+//!   lazily ([`snapgraph::CheckoutOptions::lazy`]) and reads from the store only the
+//!   directories holding an entry the index does not vouch for (a file whose stat
+//!   differs or is racy, an entry added, removed or retyped), since the complete
+//!   index lists exactly the tip's tree. The skeleton is not used on that path.
+//!   Directory mtimes are never trusted to skip the files inside: an edit in place
+//!   changes the file's times, not its directory's, so every file is still stat'ed.
 //! - **Skeleton objects** are content-addressed: the engine re-hashes each one it
 //!   reads, so an object of another commit or branch, one the store no longer holds
 //!   or one corrupted on disk is never taken for another; one missing is read from
@@ -325,23 +333,64 @@ struct Log<'a> {
     tail: Tail,
 }
 
-/// Reads a base-and-journal file: `None` if the base's magic, version, length or
+/// Why the bytes of an index file are not an index of the working directory (the
+/// caller then reads every file: the index is only ever a cache).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexError {
+    /// The file does not start with the index's magic bytes.
+    #[error("not a snapgraph index (bad magic bytes)")]
+    Magic,
+    /// Another format version (1 was JSON, 2 had no journal).
+    #[error("index format version {found}, this build reads {INDEX_VERSION}")]
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The base ends before its header or its declared length.
+    #[error("index cut short: {len} bytes")]
+    Truncated {
+        /// The file's length.
+        len: usize,
+    },
+    /// The base's checksum does not match its body.
+    #[error("index checksum mismatch")]
+    Checksum,
+    /// The body hashes right but does not decode: written by something else.
+    #[error("index body does not decode: {reason}")]
+    Decode {
+        /// What the decoder said.
+        reason: String,
+    },
+    /// An index of another directory (a copied or moved repository).
+    #[error("index of another directory: {root}")]
+    ForeignRoot {
+        /// The directory it describes.
+        root: String,
+    },
+}
+
+/// Reads a base-and-journal file: an error if the base's magic, version, length or
 /// checksum do not hold; the records up to the first that does not chain.
-fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<Log<'a>> {
-    let rest = bytes.strip_prefix(magic.as_slice())?;
-    let (version, rest) = rest.split_first_chunk::<4>()?;
-    if u32::from_le_bytes(*version) != INDEX_VERSION {
-        return None;
+fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> std::result::Result<Log<'a>, IndexError> {
+    let short = || IndexError::Truncated { len: bytes.len() };
+    let rest = bytes
+        .strip_prefix(magic.as_slice())
+        .ok_or(IndexError::Magic)?;
+    let (version, rest) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+    let found = u32::from_le_bytes(*version);
+    if found != INDEX_VERSION {
+        return Err(IndexError::Version { found });
     }
-    let (len, rest) = rest.split_first_chunk::<8>()?;
-    let (sum, rest) = rest.split_first_chunk::<32>()?;
-    let len = usize::try_from(u64::from_le_bytes(*len)).ok()?;
+    let (len, rest) = rest.split_first_chunk::<8>().ok_or_else(short)?;
+    let (sum, rest) = rest.split_first_chunk::<32>().ok_or_else(short)?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| short())?;
     if len > rest.len() {
-        return None;
+        return Err(short());
     }
     let (body, mut journal) = rest.split_at(len);
     if blake3::hash(body).as_bytes() != sum {
-        return None;
+        return Err(IndexError::Checksum);
     }
     let base_len = (bytes.len() - journal.len()) as u64;
     let mut head = *sum;
@@ -375,7 +424,7 @@ fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> Option<Log<'a>> {
     let tail = Tail {
         at: whole.then_some((head, base_len, bytes.len() as u64)),
     };
-    Some(Log {
+    Ok(Log {
         body,
         records,
         tail,
@@ -429,12 +478,23 @@ impl Index {
 
     /// The index in `bytes` (an index file's contents) if they parse, have this
     /// version, hash to their checksum and describe `root`; anything else is `None`
-    /// (a cache, never an error).
+    /// (a cache: the caller reads every file). [`Index::read`] says why.
     pub fn parse(bytes: &[u8], root: &Path) -> Option<Index> {
+        Self::read(bytes, root).ok()
+    }
+
+    /// [`Index::parse`], with the reason the bytes are not an index of `root`. A
+    /// journal record that is cut short, fails its chain hash or does not decode is
+    /// not an error: reading stops before it (an earlier complete state).
+    pub fn read(bytes: &[u8], root: &Path) -> std::result::Result<Index, IndexError> {
         let log = unframe(MAGIC, bytes)?;
-        let body: Body = postcard::from_bytes(log.body).ok()?;
+        let body: Body = postcard::from_bytes(log.body).map_err(|e| IndexError::Decode {
+            reason: e.to_string(),
+        })?;
         if body.root != root.as_os_str().as_bytes() {
-            return None;
+            return Err(IndexError::ForeignRoot {
+                root: String::from_utf8_lossy(&body.root).into_owned(),
+            });
         }
         let mut ix = Index {
             root: body.root,
@@ -459,7 +519,7 @@ impl Index {
             }
             ix.entries.extend(delta.upserts);
         }
-        Some(ix)
+        Ok(ix)
     }
 
     /// The journal record that turns `old` into `self`, if it is small enough to
@@ -564,6 +624,13 @@ impl Index {
             Some(Some(bytes)) => append(&skeleton, &bytes)?,
             None => crate::repo::write_atomic(&skeleton, &skeleton_bytes(&self.skeleton))?,
         }
+        self.save_entries_after(path, old)
+    }
+
+    /// [`save_after`](Self::save_after) of the entries alone, leaving the skeleton
+    /// file as it is (a per-turn commit that read no skeleton: the file stays a
+    /// valid, if older, cache of content-addressed objects).
+    pub fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
         match old.and_then(|o| self.delta_after(o)) {
             Some(bytes) => append(path, &bytes),
             None => crate::repo::write_atomic(path, &self.to_bytes()),
@@ -611,7 +678,7 @@ pub fn parse_skeleton(bytes: &[u8]) -> Option<HashMap<ObjectId, Vec<u8>>> {
 }
 
 fn read_skeleton(bytes: &[u8]) -> Option<(HashMap<ObjectId, Vec<u8>>, Tail)> {
-    let log = unframe(SKELETON_MAGIC, bytes)?;
+    let log = unframe(SKELETON_MAGIC, bytes).ok()?;
     let objects: Vec<(ObjectId, Vec<u8>)> = postcard::from_bytes(log.body).ok()?;
     let mut objects: HashMap<ObjectId, Vec<u8>> = objects.into_iter().collect();
     let mut tail = log.tail;
@@ -864,6 +931,64 @@ mod tests {
         let mut read = Index::load(&path, Path::new("/w")).unwrap();
         read.load_skeleton(&path);
         assert_eq!(read.skeleton, next.skeleton);
+    }
+
+    /// Hostile bytes are a typed error naming what is wrong (the caller then reads
+    /// every file); a torn journal is not an error but an earlier state.
+    #[test]
+    fn hostile_bytes_say_why_they_are_no_index() {
+        let ix = sample();
+        let bytes = ix.to_bytes();
+        let w = Path::new("/w");
+        assert_eq!(Index::read(b"{\"version\":1}", w), Err(IndexError::Magic));
+        assert_eq!(Index::read(b"", w), Err(IndexError::Magic));
+        assert_eq!(
+            Index::read(&bytes[..10], w),
+            Err(IndexError::Truncated { len: 10 })
+        );
+        let mut b = bytes.clone();
+        b[8] = 2;
+        assert_eq!(Index::read(&b, w), Err(IndexError::Version { found: 2 }));
+        // A declared length beyond the file, or one that overflows.
+        let mut b = bytes.clone();
+        b[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(
+            Index::read(&b, w),
+            Err(IndexError::Truncated { .. })
+        ));
+        let mut b = bytes.clone();
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert_eq!(Index::read(&b, w), Err(IndexError::Checksum));
+        // A body that hashes right but is not an index body.
+        let (framed, _) = frame(MAGIC, &[0xff; 40]);
+        assert!(matches!(
+            Index::read(&framed, w),
+            Err(IndexError::Decode { .. })
+        ));
+        assert_eq!(
+            Index::read(&bytes, Path::new("/x")),
+            Err(IndexError::ForeignRoot { root: "/w".into() })
+        );
+        // A journal record torn mid-record (its length says more than follows) or
+        // one that does not chain: the base's state, and the file is rewritten next.
+        let mut next = ix.clone();
+        next.entries.insert("/e".into(), IndexEntry::Dir);
+        let record = next.delta_after(&Index::read(&bytes, w).unwrap()).unwrap();
+        for cut in [1, 4, 20, record.len() - 1] {
+            let mut torn = bytes.clone();
+            torn.extend_from_slice(&record[..cut]);
+            let read = Index::read(&torn, w).unwrap();
+            assert_eq!(read, ix, "cut at {cut}");
+            assert_eq!(
+                read.log.appendable(),
+                None,
+                "a torn tail is not appended to"
+            );
+        }
+        let mut whole = bytes.clone();
+        whole.extend_from_slice(&record);
+        assert_eq!(Index::read(&whole, w).unwrap(), next);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use indicatif::ProgressBar;
 use rustix::fs::AtFlags;
-use snapgraph::{EntryKind, Workspace};
+use snapgraph::{EntryKind, ObjectSource, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
 use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry};
@@ -104,7 +104,7 @@ pub fn workspace_path(full: &Path, rel: &Path) -> Result<String> {
 }
 
 /// What [`scan`] looks at besides the directory.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct ScanOptions<'a> {
     /// The stat cache to trust (see [`crate::index`]).
     pub index: Option<&'a Index>,
@@ -114,6 +114,31 @@ pub struct ScanOptions<'a> {
     /// with the directory; everything else in the workspace stays as it is (`commit
     /// PATH...`). `None`: the whole tree.
     pub only: Option<&'a [String]>,
+    /// The source the workspace was checked out *lazily* from
+    /// ([`snapgraph::CheckoutOptions::lazy`]: directories left in the store), when it
+    /// was: only with an index complete for the workspace's head and no `only`. The
+    /// scan then loads just the directories holding something the index does not
+    /// vouch for, and takes removals from the index instead of the workspace.
+    pub lazy: Option<&'a dyn ObjectSource>,
+}
+
+impl std::fmt::Debug for ScanOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanOptions")
+            .field("index", &self.index.map(|ix| ix.tip))
+            .field("skip", &self.skip)
+            .field("only", &self.only)
+            .field("lazy", &self.lazy.is_some())
+            .finish()
+    }
+}
+
+/// The directory holding the workspace path `path` (`/` for a top-level name).
+fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
 }
 
 /// Where a path lies relative to [`ScanOptions::only`].
@@ -456,6 +481,17 @@ pub fn scan_batched(
     let complete = options
         .index
         .filter(|ix| ix.tip.is_some() && ix.tip == ws.head());
+    // A lazy workspace is read only where the index cannot answer, which it can only
+    // when complete for the workspace's whole tree.
+    let lazy = options
+        .lazy
+        .filter(|_| complete.is_some() && options.only.is_none());
+    if options.lazy.is_some() && lazy.is_none() {
+        return Err(CliError::bad_path(
+            root,
+            "a lazily checked-out workspace needs an index complete for its head",
+        ));
+    }
     let mut indexed_seen = 0usize;
     // A hidden bar (`-q`, no terminal) is not ticked per entry.
     let shown = !progress.is_hidden();
@@ -490,6 +526,17 @@ pub fn scan_batched(
                     return Ok(true);
                 }
             }
+            // A directory where the tip has one: nothing to do in the workspace (its
+            // mode is always the default), so a lazy one stays unloaded.
+            if lazy.is_some() && w.found == Found::Dir && recorded == Some(&IndexEntry::Dir) {
+                report.stats.insert(path.to_string(), Seen::Dir);
+                return Ok(true);
+            }
+        }
+        if let Some(source) = lazy {
+            // Its directory, and itself if the tip has a directory there (an entry
+            // retyped from one is compared with what it was).
+            ws.load_dir(path, source)?;
         }
         let current = ws.metadata(path).ok();
         let kind = match w.found {
@@ -599,7 +646,19 @@ pub fn scan_batched(
     // index that saw every one of its entries, there are none.
     let all_seen =
         complete.is_some_and(|ix| options.only.is_none() && indexed_seen == ix.entries.len());
-    if !all_seen {
+    if let (false, Some(source), Some(ix)) = (all_seen, lazy, complete) {
+        // The index lists exactly the workspace's entries: what it lists and the walk
+        // did not see is gone (after an ancestor's removal, `exists` says no).
+        for path in ix.entries.keys() {
+            if !report.stats.contains_key(path) {
+                ws.load_dir(parent_of(path), source)?;
+                if ws.exists(path) {
+                    ws.remove(path)?;
+                    report.changed = true;
+                }
+            }
+        }
+    } else if !all_seen {
         for (path, _) in ws.walk() {
             if scope_of(options.only, &path) == Scope::Inside
                 && !report.stats.contains_key(&path)

@@ -626,6 +626,7 @@ fn item16_scan_progress_counts_against_totals() {
             index: None,
             skip: &dot,
             only: None,
+            lazy: None,
         },
         &pb,
     )

@@ -267,6 +267,7 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
             index: None,
             skip: &dot,
             only: None,
+            lazy: None,
         },
         &indicatif::ProgressBar::hidden(),
     )
@@ -309,6 +310,142 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
     std::fs::remove_file(t.path().join("link")).unwrap();
     std::os::unix::fs::symlink("d/b.txt", t.path().join("link")).unwrap();
     assert_eq!(unchanged(&index), None);
+}
+
+/// Counts the tree nodes read through it.
+struct TreeReads<'a> {
+    inner: &'a std::collections::HashMap<snapgraph::ObjectId, Vec<u8>>,
+    trees: std::cell::Cell<usize>,
+}
+
+impl snapgraph::ObjectSource for TreeReads<'_> {
+    fn get(
+        &self,
+        id: &snapgraph::ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        let got = self.inner.get(id);
+        if got.and_then(|b| b.first()) == Some(&snapgraph::ObjectKind::Tree.byte()) {
+            self.trees.set(self.trees.get() + 1);
+        }
+        Ok(got.map(|b| std::borrow::Cow::Borrowed(&b[..])))
+    }
+}
+
+/// A per-turn scan of a lazily checked-out tip reads the trees on the changed
+/// paths only, and records what a scan without any cache records.
+#[test]
+fn a_lazy_scan_reads_only_the_changed_directories() {
+    let t = tempfile::tempdir().unwrap();
+    for d in ["a/x", "b/y", "c/z"] {
+        write(t.path(), &format!("{d}/f.txt"), b"first");
+        write(t.path(), &format!("{d}/g.txt"), b"second");
+    }
+    write(t.path(), "top.txt", b"top");
+    age(t.path());
+    let dot = t.path().join(".snapgraph");
+    std::fs::create_dir(&dot).unwrap();
+    let pb = indicatif::ProgressBar::hidden();
+    let scan_into = |ws: &mut snapgraph::Workspace,
+                     index: Option<&Index>,
+                     lazy: Option<&dyn snapgraph::ObjectSource>| {
+        scan::scan(
+            t.path(),
+            ws,
+            ScanOptions {
+                index,
+                skip: &dot,
+                only: None,
+                lazy,
+            },
+            &pb,
+        )
+        .unwrap()
+    };
+    let mut ws = snapgraph::Workspace::new();
+    let report = scan_into(&mut ws, None, None);
+    let commit = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+    let base = commit.id();
+    let store: std::collections::HashMap<_, _> = commit.into_objects().into_iter().collect();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let mut index = Index::new(t.path(), now);
+    index.tip = Some(base);
+    for (path, seen) in &report.stats {
+        index
+            .entries
+            .insert(path.clone(), scan::index_entry(&ws, path, seen).unwrap());
+    }
+    // One file edited, one added in a new directory, one directory removed.
+    write(t.path(), "b/y/f.txt", b"FIRST, longer");
+    write(t.path(), "new/h.txt", b"new");
+    std::fs::remove_dir_all(t.path().join("c")).unwrap();
+    let source = TreeReads {
+        inner: &store,
+        trees: std::cell::Cell::new(0),
+    };
+    let mut lazy = snapgraph::Workspace::new();
+    let _ = lazy
+        .checkout_with(base, &source, snapgraph::CheckoutOptions::new().lazy(true))
+        .unwrap();
+    assert_eq!(source.trees.get(), 1, "the root's node");
+    source.trees.set(0);
+    let report = scan_into(&mut lazy, Some(&index), Some(&source));
+    assert_eq!(source.trees.get(), 2, "b and b/y: nothing else");
+    assert_eq!(report.files_read, 2, "{report:?}");
+    assert!(report.changed);
+    let turn = lazy
+        .commit(snapgraph::CommitOptions::new().have_in(&store))
+        .unwrap();
+    let mut fresh = snapgraph::Workspace::new();
+    let _ = scan_into(&mut fresh, None, None);
+    assert_eq!(
+        turn.id(),
+        fresh.commit(snapgraph::CommitOptions::new()).unwrap().id()
+    );
+    // The racy rule holds on the lazy path: a record whose stat equals the file's
+    // but whose mtime is not older than the clock probe is not trusted, whatever
+    // digest it claims (here a wrong one, as if the file changed within the tick).
+    let IndexEntry::File { stat, .. } = index.entries["/b/y/g.txt"].clone() else {
+        panic!("a file")
+    };
+    index.entries.insert(
+        "/b/y/g.txt".into(),
+        IndexEntry::File {
+            stat,
+            digest: snapgraph_cli::index::Digest::Inline(b"other".to_vec()),
+        },
+    );
+    index.probe_ns = stat.mtime_ns;
+    let mut lazy = snapgraph::Workspace::new();
+    let _ = lazy
+        .checkout_with(base, &store, snapgraph::CheckoutOptions::new().lazy(true))
+        .unwrap();
+    let report = scan_into(&mut lazy, Some(&index), Some(&store));
+    assert!(report.files_read >= 3, "{report:?}");
+    let racy = lazy
+        .commit(snapgraph::CommitOptions::new().have_in(&store))
+        .unwrap();
+    assert_eq!(racy.id(), turn.id());
+    // A lazy scan without an index complete for the workspace's head is refused.
+    let mut lazy = snapgraph::Workspace::new();
+    let _ = lazy
+        .checkout_with(base, &store, snapgraph::CheckoutOptions::new().lazy(true))
+        .unwrap();
+    let err = scan::scan(
+        t.path(),
+        &mut lazy,
+        ScanOptions {
+            index: None,
+            skip: &dot,
+            only: None,
+            lazy: Some(&store),
+        },
+        &pb,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("complete"), "{err}");
 }
 
 /// One random edit of a small tree.

@@ -1233,3 +1233,220 @@ proptest! {
         prop_assert_eq!(snap(&ws), expected);
     }
 }
+
+// ---------------------------------------------------------------- lazy checkout
+
+fn lazy(id: ObjectId, source: &(impl ObjectSource + ?Sized)) -> Workspace {
+    let mut ws = Workspace::new();
+    let _ = ws
+        .checkout_with(
+            id,
+            source,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::default())
+                .lazy(true),
+        )
+        .unwrap();
+    ws
+}
+
+/// The directory holding `path`.
+fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The directories `op` needs loaded to act as on a full workspace.
+fn dirs_of(op: &Op) -> Vec<String> {
+    match op {
+        Op::Write(p, _) | Op::Remove(p) | Op::Mkdir(p) | Op::Symlink(p, _) | Op::SetMode(p, _) => {
+            vec![parent(p).to_string()]
+        }
+        Op::Rename(a, b) => vec![parent(a).to_string(), parent(b).to_string()],
+        Op::SetState(_) => vec![],
+        Op::Bulk(d, ..) | Op::WriteN(d, ..) | Op::RemoveN(d, ..) => vec![d.clone()],
+        Op::RenameN(d, _, to) => vec![d.clone(), parent(to).to_string()],
+    }
+}
+
+proptest! {
+    #![proptest_config(config(128))]
+
+    /// A lazy checkout whose directories are loaded only where an edit goes commits
+    /// byte-identically to a full checkout edited the same way (same id, same
+    /// objects emitted), reads only the trees on the edited paths, and restores the
+    /// same tree.
+    #[test]
+    fn lazy_commits_equal_full_commits(first in ops(25), second in ops(15)) {
+        let mut origin = Workspace::new();
+        for op in &first {
+            apply(&mut origin, op);
+        }
+        let mut store = Store::new();
+        let base = persist(&mut store, origin.commit(CommitOptions::new()).unwrap());
+        let mut full_ws = Workspace::new();
+        let _ = full_ws.checkout(base, &store, CheckoutPolicy::default()).unwrap();
+        let source = Recording::new(&store);
+        let mut ws = lazy(base, &source);
+        // Only the root directory is read: nothing below it is listed.
+        for (p, meta) in ws.walk() {
+            prop_assert!(parent(&p) == "/", "{} below the root listed", p);
+            if meta.kind == EntryKind::Dir {
+                prop_assert_eq!(ws.metadata(&p), Err(FsError::NotLoaded { path: p.clone() }));
+            }
+        }
+        for (i, op) in second.iter().enumerate() {
+            for d in dirs_of(op) {
+                ws.load_dir(&d, &source).unwrap();
+            }
+            let a = apply(&mut ws, op);
+            let b = apply(&mut full_ws, op);
+            prop_assert_eq!(a, b, "op {} {:?}", i, op);
+        }
+        source.clear();
+        let lazy_commit = ws.commit(CommitOptions::new().parent(base).have_in(&source)).unwrap();
+        prop_assert!(source.kinds.borrow().is_empty(), "a commit reads no object");
+        let full_commit = full_ws.commit(CommitOptions::new().parent(base).have_in(&store)).unwrap();
+        prop_assert_eq!(lazy_commit.id(), full_commit.id());
+        let ids = |c: &snapgraph::Commit| c.objects().ids().copied().collect::<HashSet<_>>();
+        prop_assert_eq!(ids(&lazy_commit), ids(&full_commit));
+        let expected = snap(&full_ws);
+        let id = persist(&mut store, lazy_commit);
+        let mut back = Workspace::new();
+        let _ = back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
+        prop_assert_eq!(snap(&back), expected);
+        // Loading everything lazily gives the full workspace.
+        let mut all = lazy(id, &store);
+        for (p, m) in back.walk() {
+            if m.kind == EntryKind::Dir {
+                all.load_dir(&p, &store).unwrap();
+            }
+        }
+        prop_assert_eq!(all.walk(), back.walk());
+    }
+}
+
+/// Only the root directory's trees are read by a lazy checkout, and only the
+/// directories on the way to a path by `load_dir`.
+#[test]
+fn lazy_checkout_reads_the_root_then_the_path() {
+    let mut ws = Workspace::new();
+    for d in ["a", "b", "c"] {
+        for e in ["x", "y"] {
+            ws.write(&format!("/{d}/{e}/f.txt"), pseudo_random(100, 1))
+                .unwrap();
+        }
+    }
+    let (store, id, _) = committed(ws);
+    let source = Recording::new(&store);
+    let mut ws = lazy(id, &source);
+    assert_eq!(source.count(ObjectKind::Tree), 1, "the root's one node");
+    source.clear();
+    ws.load_dir("/b/y", &source).unwrap();
+    assert_eq!(source.count(ObjectKind::Tree), 2, "b and b/y");
+    assert_eq!(ws.metadata("/b/y/f.txt").unwrap().size, 100);
+    assert_eq!(
+        ws.metadata("/a/x/f.txt"),
+        Err(FsError::NotLoaded { path: "/a".into() })
+    );
+    assert!(matches!(ws.list("/c"), Err(FsError::NotLoaded { .. })));
+    assert!(matches!(
+        ws.write("/c/x/g", b"g"),
+        Err(FsError::NotLoaded { .. })
+    ));
+    // Loading again reads nothing; a path that is not a directory stops quietly.
+    source.clear();
+    ws.load_dir("/b/y", &source).unwrap();
+    ws.load_dir("/b/y/f.txt/nothing", &source).unwrap();
+    assert_eq!(source.count(ObjectKind::Tree), 0);
+    // Removing, moving and re-moding an unloaded directory keep its tree entry.
+    ws.rename("/a", "/moved").unwrap();
+    ws.set_mode("/moved", 0o700).unwrap();
+    ws.remove("/c").unwrap();
+    ws.write("/b/y/f.txt", b"new").unwrap();
+    let lazy_commit = ws
+        .commit(CommitOptions::new().parent(id).have_in(&store))
+        .unwrap();
+    let mut full = Workspace::new();
+    let _ = full
+        .checkout(id, &store, CheckoutPolicy::default())
+        .unwrap();
+    full.rename("/a", "/moved").unwrap();
+    full.set_mode("/moved", 0o700).unwrap();
+    full.remove("/c").unwrap();
+    full.write("/b/y/f.txt", b"new").unwrap();
+    let full_commit = full
+        .commit(CommitOptions::new().parent(id).have_in(&store))
+        .unwrap();
+    assert_eq!(lazy_commit.id(), full_commit.id());
+}
+
+/// A commit that would have to emit an unloaded directory (the destination lacks
+/// it) fails with the directory's path and root id, and changes nothing.
+#[test]
+fn committing_an_unloaded_directory_elsewhere_is_a_typed_error() {
+    let mut ws = Workspace::new();
+    ws.write("/d/e/f.txt", b"f").unwrap();
+    let (store, id, _) = committed(ws);
+    let mut ws = lazy(id, &store);
+    ws.write("/top.txt", b"t").unwrap();
+    match ws.commit(CommitOptions::new().parent(id)) {
+        Err(CommitError::ContentNotLoaded { path, id: tree }) => {
+            assert_eq!(path, "/d");
+            assert!(store.contains_key(&tree));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ws.head(), Some(id));
+}
+
+/// A damaged or foreign directory met by `load_dir` is the checkout's typed error,
+/// and the workspace keeps the directory unloaded.
+#[test]
+fn load_dir_verifies_what_it_reads() {
+    let mut ws = Workspace::new();
+    ws.write("/d/f.txt", pseudo_random(100, 3)).unwrap();
+    ws.write("/g.txt", b"g").unwrap();
+    let (mut store, id, _) = committed(ws);
+    let mut ws = lazy(id, &store);
+    let tree = {
+        let mut full = Workspace::new();
+        let _ = full
+            .checkout(id, &store, CheckoutPolicy::default())
+            .unwrap();
+        let commit = CommitObject::decode(&id, &store[&id][2..]).unwrap();
+        let root = TreeNode::decode(&commit.tree, &store[&commit.tree][2..]).unwrap();
+        match root {
+            TreeNode::Leaf(entries) => entries
+                .iter()
+                .find_map(|e| match e.node {
+                    EntryNode::Dir { tree, .. } => Some(tree),
+                    _ => None,
+                })
+                .unwrap(),
+            TreeNode::Internal { .. } => unreachable!("two entries fit one leaf"),
+        }
+    };
+    let good = store[&tree].clone();
+    let mut bad = good.clone();
+    *bad.last_mut().unwrap() ^= 1;
+    store.insert(tree, bad);
+    assert!(matches!(
+        ws.load_dir("/d", &store),
+        Err(CheckoutError::Object(ObjectError::Corrupt { id, .. })) if id == tree
+    ));
+    assert_eq!(
+        ws.metadata("/d"),
+        Err(FsError::NotLoaded { path: "/d".into() })
+    );
+    store.remove(&tree);
+    assert!(matches!(
+        ws.load_dir("/d", &store),
+        Err(CheckoutError::Object(ObjectError::NotFound { id })) if id == tree
+    ));
+    store.insert(tree, good);
+    ws.load_dir("/d", &store).unwrap();
+    assert_eq!(ws.metadata("/d/f.txt").unwrap().size, 100);
+}

@@ -234,14 +234,24 @@ pub(super) fn resolve_path(ctx: &Ctx, p: &Path) -> PathBuf {
 
 /// A workspace holding commit `id`'s trees, file bytes left in `source`.
 pub(super) fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
+    checked_out(id, source, CheckoutOptions::new().shallow(true))
+}
+
+/// Commit `id` checked out lazily (its root directory only: see
+/// [`CheckoutOptions::lazy`]); the scan loads the directories it must change.
+pub(super) fn lazy(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
+    checked_out(id, source, CheckoutOptions::new().lazy(true))
+}
+
+/// A new workspace holding commit `id` as `options` say, whatever capabilities it
+/// recorded.
+fn checked_out(
+    id: ObjectId,
+    source: &dyn ObjectSource,
+    options: CheckoutOptions,
+) -> Result<Workspace> {
     let mut ws = Workspace::new();
-    let _ = ws.checkout_with(
-        id,
-        source,
-        CheckoutOptions::new()
-            .policy(CheckoutPolicy::Force)
-            .shallow(true),
-    )?;
+    let _ = ws.checkout_with(id, source, options.policy(CheckoutPolicy::Force))?;
     Ok(ws)
 }
 
@@ -310,6 +320,7 @@ pub(super) fn working_commit<'a>(
             index: index.as_ref(),
             skip: &wd.dot,
             only: None,
+            lazy: None,
         },
         &pb,
     )?;

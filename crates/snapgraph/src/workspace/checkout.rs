@@ -4,7 +4,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::{path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, Workspace};
+use super::{
+    path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, UnloadedDir, Workspace,
+};
 use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
 use crate::content::{ChunkList, ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
@@ -89,6 +91,7 @@ pub struct CheckoutOptions {
     policy: CheckoutPolicy,
     drift: DriftPolicy,
     shallow: bool,
+    lazy: bool,
     limits: Option<Limits>,
 }
 
@@ -118,10 +121,46 @@ impl CheckoutOptions {
         self
     }
 
+    /// Leave every directory below the root in the store too (implies
+    /// [`shallow`](Self::shallow)): only the commit, the root directory's tree nodes,
+    /// the state and the recorded reads are read and verified; each subdirectory keeps
+    /// only its tree entry (root node id, recorded totals, mode) until
+    /// [`Workspace::load_dir`] reads it, so a checkout costs one directory, not the
+    /// whole tree. A commit keeps an unloaded directory's entry as it was (same ids as
+    /// after a full checkout; the destination must hold it, else
+    /// [`CommitError::ContentNotLoaded`](crate::CommitError::ContentNotLoaded)). Paths
+    /// below an unloaded directory read as [`FsError::NotLoaded`]; removing, moving or
+    /// re-moding the directory itself works as usual. Off by default.
+    pub fn lazy(mut self, lazy: bool) -> Self {
+        self.lazy = lazy;
+        self
+    }
+
     /// Limits for this checkout instead of the workspace's (which it keeps).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = Some(limits);
         self
+    }
+}
+
+/// How much of a commit a checkout reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// Everything.
+    Full,
+    /// Trees, not the content of files ([`CheckoutOptions::shallow`]).
+    Shallow,
+    /// The root directory only ([`CheckoutOptions::lazy`]).
+    Lazy,
+}
+
+impl Depth {
+    fn of(shallow: bool, lazy: bool) -> Self {
+        match (shallow, lazy) {
+            (_, true) => Self::Lazy,
+            (true, false) => Self::Shallow,
+            (false, false) => Self::Full,
+        }
     }
 }
 
@@ -214,7 +253,13 @@ impl Workspace {
         if let Some(limits) = options.limits {
             self.limits = limits;
         }
-        let loaded = self.load_commit_as(id, source, options.policy, true, options.shallow);
+        let loaded = self.load_commit_as(
+            id,
+            source,
+            options.policy,
+            true,
+            Depth::of(options.shallow, options.lazy),
+        );
         self.limits = kept;
         let restored = loaded?;
         let restore = Restore::new(id, &restored.reads, options.drift);
@@ -251,13 +296,98 @@ impl Workspace {
             (None, Some((id, _))) => id,
             (None, None) => ObjectId::from_bytes([0; 32]),
         };
-        let mut loader = self.loader(source, commit, true, false);
+        let mut loader = self.loader(source, commit, true, Depth::Full);
         loader.budget.leaf((1, 0))?;
         loader.budget.bytes(reference.size)?;
         let (data, objects) = loader.content(&reference.content, reference.size, &p)?;
         if let Some(f) = self.file_in_place(&comps) {
             f.data = Some(data);
             f.objects = Some(objects);
+        }
+        Ok(())
+    }
+
+    /// Reads, verifies and puts in place every directory a
+    /// [lazy checkout](CheckoutOptions::lazy) left in the store on the way to `path`,
+    /// and `path` itself if it is one, as that checkout would have read it: each
+    /// directory's tree nodes re-hashed, checked to be canonical, and its totals
+    /// checked against its parent's entry; files stay unloaded (as after a shallow
+    /// checkout) and subdirectories of the directories read stay unloaded. Stops
+    /// quietly where `path` stops naming directories (a missing name, a file): the
+    /// usual calls then say what is there. Nothing is marked changed, so the next
+    /// commit costs only what is changed afterwards.
+    ///
+    /// Errors name the workspace's head as the commit; on error no file or tree
+    /// entry changed (directories read before the bad one stay read).
+    ///
+    /// ```
+    /// # use snapgraph::{CheckoutOptions, CommitOptions, DriftPolicy, FsError, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # ws.write("/src/lib/a.rs", b"a")?;
+    /// # ws.write("/src/b.rs", b"b")?;
+    /// # let c = ws.commit(CommitOptions::new())?;
+    /// # let id = c.id();
+    /// # let store: std::collections::HashMap<_, _> = c.into_objects().into_iter().collect();
+    /// let mut tool = Workspace::new();
+    /// tool.checkout_with(id, &store, CheckoutOptions::new().lazy(true).drift(DriftPolicy::Off))?
+    ///     .verify(|_| None)?;
+    /// assert!(matches!(tool.read("/src/b.rs"), Err(FsError::NotLoaded { .. })));
+    /// tool.load_dir("/src/lib", &store)?;
+    /// assert_eq!(tool.read("/src/lib/a.rs")?, b"a");
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn load_dir<S: ObjectSource + ?Sized>(
+        &mut self,
+        path: &str,
+        source: &S,
+    ) -> Result<(), CheckoutError> {
+        let comps = path::parse(path).map_err(FsError::from)?;
+        let commit = self.head.unwrap_or(ObjectId::from_bytes([0; 32]));
+        for depth in 1..=comps.len() {
+            let at = &comps[..depth];
+            let (mode, unloaded) = {
+                // Loaded down to `at`'s parent by the iterations before.
+                let mut dir: &DirNode = &self.root;
+                for name in &at[..depth - 1] {
+                    match dir.entries.get(name) {
+                        Some(Node::Dir(d)) => dir = d,
+                        _ => return Ok(()),
+                    }
+                }
+                match dir.entries.get(&at[depth - 1]) {
+                    Some(Node::Dir(d)) => (d.mode, d.unloaded),
+                    _ => return Ok(()),
+                }
+            };
+            let Some(u) = unloaded else { continue };
+            let mut loader = self.loader(source, commit, true, Depth::Lazy);
+            let mut names = at.to_vec();
+            loader.path_len = names.iter().map(|n| 1 + n.len()).sum();
+            let mut loaded = loader.dir(u.tree, depth, &mut names)?;
+            let root = loaded
+                .layout
+                .as_ref()
+                .map(|l| (l.root().files, l.root().bytes));
+            if root != Some((u.files, u.bytes)) {
+                return Err(ObjectError::malformed(
+                    u.tree,
+                    ObjectKind::Tree,
+                    format!("totals of {} do not match its tree", path::join(at)),
+                )
+                .into());
+            }
+            loaded.mode = mode;
+            // In place along the path, marking nothing changed (as `file_in_place`).
+            let mut dir = Arc::make_mut(&mut self.root);
+            for name in &at[..depth - 1] {
+                match dir.entries.get_mut(name) {
+                    Some(Node::Dir(d)) => dir = Arc::make_mut(d),
+                    _ => return Ok(()),
+                }
+            }
+            if let Some(Node::Dir(d)) = dir.entries.get_mut(&at[depth - 1]) {
+                *d = Arc::new(loaded);
+            }
         }
         Ok(())
     }
@@ -286,18 +416,17 @@ impl Workspace {
         policy: CheckoutPolicy,
         hash: bool,
     ) -> Result<Restored, CheckoutError> {
-        self.load_commit_as(id, source, policy, hash, false)
+        self.load_commit_as(id, source, policy, hash, Depth::Full)
     }
 
-    /// [`load_commit`](Self::load_commit), leaving files that are not inline unloaded
-    /// when `shallow`.
+    /// [`load_commit`](Self::load_commit), leaving in the store what `depth` says.
     fn load_commit_as<S: ObjectSource + ?Sized>(
         &self,
         id: ObjectId,
         source: &S,
         policy: CheckoutPolicy,
         hash: bool,
-        shallow: bool,
+        depth: Depth,
     ) -> Result<Restored, CheckoutError> {
         let commit = CommitObject::decode(
             &id,
@@ -312,13 +441,18 @@ impl Workspace {
         };
         self.check_capabilities(id, capabilities.as_ref(), policy)?;
 
-        let mut loader = self.loader(source, id, hash, shallow);
+        let mut loader = self.loader(source, id, hash, depth);
         let root_node = loader.node(&commit.tree)?;
         let (files, bytes) = root_node.totals();
         loader.budget.claim(files, bytes)?;
         // The state is held in memory like file bytes, and counts against the same limit.
         loader.budget.bytes(commit.state_size)?;
-        loader.read_ahead(commit.tree, root_node, &commit.state, commit.state_size);
+        if depth == Depth::Lazy {
+            loader.trees.refer(commit.tree);
+            loader.trees.insert(commit.tree, root_node);
+        } else {
+            loader.read_ahead(commit.tree, root_node, &commit.state, commit.state_size);
+        }
         let root = loader.dir(commit.tree, 0, &mut Vec::new())?;
         let (state, state_objects) = loader.content(&commit.state, commit.state_size, "<state>")?;
         let reads = match commit.reads {
@@ -342,7 +476,7 @@ impl Workspace {
         source: &'a S,
         commit: ObjectId,
         hash: bool,
-        shallow: bool,
+        depth: Depth,
     ) -> Loader<'a, S> {
         Loader {
             threads: self.parallelism(),
@@ -352,7 +486,8 @@ impl Workspace {
             budget: Budget::new(commit, self.limits),
             path_len: 0,
             hash,
-            shallow,
+            shallow: depth != Depth::Full,
+            lazy: depth == Depth::Lazy,
             cache: HashMap::new(),
             references: HashMap::new(),
             trees: Ahead::default(),
@@ -529,6 +664,8 @@ struct Loader<'a, S: ?Sized> {
     hash: bool,
     /// Whether to leave content that is not inline in the store.
     shallow: bool,
+    /// Whether to leave subdirectories in the store too.
+    lazy: bool,
     /// Content already loaded: identical files share one buffer.
     cache: HashMap<Content, (FileBytes, Arc<ContentObjects>)>,
     /// Content left in the store (when `shallow`): identical files share one
@@ -793,6 +930,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                         })
                     }
                 }
+                EntryNode::Dir { tree, files, bytes } if self.lazy => {
+                    let at = UnloadedDir { tree, files, bytes };
+                    Node::Dir(Arc::new(DirNode::unloaded(e.mode, at)))
+                }
                 EntryNode::Dir { tree, files, bytes } => {
                     let mut d = self.dir(tree, depth + 1, path)?;
                     let root = d.layout.as_ref().map(|l| (l.root().files, l.root().bytes));
@@ -822,6 +963,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             layout: Some(Arc::new(layout)),
             dirty: BTreeSet::new(),
             last: None,
+            unloaded: None,
         })
     }
 

@@ -245,9 +245,11 @@ pub enum CommitError {
     /// emitted and the head does not move.
     #[error("{path}: content {id} is not loaded and the destination lacks it")]
     ContentNotLoaded {
-        /// The file (the first one found).
+        /// The file (the first one found), or a directory a lazy checkout left
+        /// unloaded.
         path: String,
-        /// Its content's root object (a chunk or a manifest).
+        /// Its content's root object (a chunk or a manifest), or the directory's root
+        /// tree node.
         id: ObjectId,
     },
 }
@@ -611,9 +613,10 @@ pub(crate) fn entry_of(name: &str, node: &Node) -> Entry {
         }
         Node::Dir(d) => {
             let root = d.layout.as_ref().map(|l| l.root().clone());
-            let (tree, files, bytes) = match root {
-                Some(r) => (r.id, r.files, r.bytes),
-                None => {
+            let (tree, files, bytes) = match (root, d.unloaded) {
+                (_, Some(u)) => (u.tree, u.files, u.bytes),
+                (Some(r), None) => (r.id, r.files, r.bytes),
+                (None, None) => {
                     let l = Layout::build(&[]);
                     (l.root().id, 0, 0)
                 }
@@ -648,6 +651,16 @@ fn emit_dir(
     epoch: u64,
     path: &mut Vec<String>,
 ) -> Result<(), CommitError> {
+    if let Some(u) = &dir.unloaded {
+        // Left in the store by a lazy checkout: the destination must hold it.
+        return match out.wants(&u.tree) {
+            true => Err(CommitError::ContentNotLoaded {
+                path: super::path::join(path),
+                id: u.tree,
+            }),
+            false => Ok(()),
+        };
+    }
     let Some(layout) = dir.layout.as_ref() else {
         return Ok(());
     };

@@ -153,10 +153,13 @@ pub enum FsError {
     },
     /// The file's bytes were left in the store by a
     /// [shallow checkout](Workspace::checkout_with): fetch them with
-    /// [`Workspace::load_content`] first.
+    /// [`Workspace::load_content`] first. Also a directory a lazy checkout
+    /// ([`CheckoutOptions::lazy`](crate::CheckoutOptions::lazy)) left in the store,
+    /// met on the way to a path, listed or asked for its metadata: read it with
+    /// [`Workspace::load_dir`] first.
     #[error("{path}: content not loaded (shallow checkout)")]
     NotLoaded {
-        /// The file.
+        /// The file, or the unloaded directory.
         path: String,
     },
 }
@@ -236,6 +239,7 @@ impl Node {
                 mode: f.mode,
                 size: f.size(),
             },
+            // An unloaded directory's entries are not known: 0.
             Node::Dir(d) => Metadata {
                 kind: EntryKind::Dir,
                 mode: d.mode,
@@ -261,6 +265,22 @@ pub(crate) struct DirNode {
     pub dirty: BTreeSet<String>,
     /// What the latest commit that touched this directory changed in it.
     pub last: Option<Arc<LastCommit>>,
+    /// Set for a directory a lazy checkout left in the store (see
+    /// [`CheckoutOptions::lazy`](checkout::CheckoutOptions::lazy)): its tree entry as
+    /// the parent's tree recorded it; `entries` and `layout` are then empty until
+    /// [`Workspace::load_dir`] reads it.
+    pub unloaded: Option<UnloadedDir>,
+}
+
+/// The tree entry of a directory left in the store: what its parent's commit needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UnloadedDir {
+    /// Its root node.
+    pub tree: ObjectId,
+    /// Files below it, as recorded.
+    pub files: u64,
+    /// Bytes below it, as recorded.
+    pub bytes: u64,
 }
 
 /// What one commit changed in a directory, for its emission: if the destination
@@ -283,11 +303,22 @@ impl DirNode {
             layout: None,
             dirty: BTreeSet::new(),
             last: None,
+            unloaded: None,
         }
     }
 
+    /// A directory left in the store, with its recorded tree entry.
+    pub fn unloaded(mode: u32, at: UnloadedDir) -> Self {
+        Self {
+            unloaded: Some(at),
+            ..Self::new(mode)
+        }
+    }
+
+    /// Whether its root id is known without a commit: an unloaded directory, or
+    /// one with a layout and no change since.
     pub fn is_clean(&self) -> bool {
-        self.layout.is_some() && self.dirty.is_empty()
+        self.unloaded.is_some() || (self.layout.is_some() && self.dirty.is_empty())
     }
 }
 
@@ -481,6 +512,11 @@ impl Workspace {
             match dir.entries.get(name) {
                 None => return Ok(None),
                 Some(node) if i + 1 == comps.len() => return Ok(Some(node)),
+                Some(Node::Dir(d)) if d.unloaded.is_some() => {
+                    return Err(FsError::NotLoaded {
+                        path: path::join(&comps[..=i]),
+                    })
+                }
                 Some(Node::Dir(d)) => dir = d,
                 Some(_) => {
                     return Err(FsError::NotADirectory {
@@ -497,6 +533,9 @@ impl Workspace {
             return Ok(&self.root);
         }
         match self.lookup(comps)? {
+            Some(Node::Dir(d)) if d.unloaded.is_some() => Err(FsError::NotLoaded {
+                path: path::join(comps),
+            }),
             Some(Node::Dir(d)) => Ok(d),
             Some(_) => Err(FsError::NotADirectory {
                 path: path::join(comps),
@@ -549,7 +588,8 @@ impl Workspace {
         }
     }
 
-    /// Whether anything exists at `path` (false for an invalid path).
+    /// Whether anything exists at `path` (false for an invalid path, and for a path
+    /// below a directory a lazy checkout left unloaded: see [`Workspace::load_dir`]).
     pub fn exists(&self, path: &str) -> bool {
         match path::parse(path) {
             Ok(comps) if comps.is_empty() => true,
@@ -593,6 +633,9 @@ impl Workspace {
             });
         }
         match self.lookup(&comps)? {
+            Some(Node::Dir(d)) if d.unloaded.is_some() => Err(FsError::NotLoaded {
+                path: path::join(&comps),
+            }),
             Some(node) => Ok(node.metadata()),
             None => Err(FsError::NotFound {
                 path: path::join(&comps),
@@ -615,7 +658,9 @@ impl Workspace {
     }
 
     /// Every path in the workspace except `/`, depth-first in sorted order, with its
-    /// metadata.
+    /// metadata. A directory a lazy checkout left unloaded
+    /// ([`CheckoutOptions::lazy`](crate::CheckoutOptions::lazy)) is listed (with size
+    /// 0) but not what lies below it: [`load_dir`](Self::load_dir) it first.
     pub fn walk(&self) -> Vec<(String, Metadata)> {
         let mut out = Vec::new();
         let mut stack: Vec<(String, &DirNode)> = vec![(String::new(), &self.root)];
@@ -659,6 +704,11 @@ impl Workspace {
         for (i, name) in comps.iter().enumerate() {
             match dir.entries.get(name) {
                 None => return Ok(()),
+                Some(Node::Dir(d)) if d.unloaded.is_some() && i + 1 < comps.len() => {
+                    return Err(FsError::NotLoaded {
+                        path: path::join(&comps[..=i]),
+                    })
+                }
                 Some(Node::Dir(d)) => dir = d,
                 Some(_) => {
                     return Err(FsError::NotADirectory {
