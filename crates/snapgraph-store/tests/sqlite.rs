@@ -620,7 +620,7 @@ fn a_tampered_object_is_refused_by_id_when_the_caller_verifies() {
         let ids: Vec<ObjectId> = objects.iter().map(|(i, _)| *i).collect();
         assert_eq!(
             store.get_many_checked(&ids, ReadCheck::Caller).unwrap(),
-            store.get_many(&ids).unwrap(),
+            ObjectStore::get_many(store, &ids).unwrap(),
             "{name}"
         );
         let mut full = Workspace::new();
@@ -640,7 +640,7 @@ fn a_tampered_object_is_refused_by_id_when_the_caller_verifies() {
         // Tamper with the text file's chunk: a stored record of other bytes.
         tamper(name, dir.path(), &memory, text_id, &bad);
         assert!(
-            matches!(store.get_many(&[text_id]), Err(StoreError::Corrupt { id, .. }) if id == text_id),
+            matches!(ObjectStore::get_many(store, &[text_id]), Err(StoreError::Corrupt { id, .. }) if id == text_id),
             "{name}: the verifying read refuses it"
         );
         assert_eq!(
@@ -648,7 +648,9 @@ fn a_tampered_object_is_refused_by_id_when_the_caller_verifies() {
                 .get_many_checked(&[text_id], ReadCheck::Store)
                 .unwrap_err()
                 .to_string(),
-            store.get_many(&[text_id]).unwrap_err().to_string(),
+            ObjectStore::get_many(store, &[text_id])
+                .unwrap_err()
+                .to_string(),
             "{name}: ReadCheck::Store is get_many"
         );
         // The caller-verifies read hands the bytes over unhashed (memory and the
