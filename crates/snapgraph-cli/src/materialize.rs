@@ -198,6 +198,20 @@ pub fn materialize<S: ObjectSource + Sync + ?Sized>(
     dest: &Path,
     progress: &ProgressBar,
 ) -> Result<Materialized> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    materialize_with(ws, source, commit, dest, progress, threads)
+}
+
+/// [`materialize`] on `threads` writer threads (clamped to 1..=[`WRITERS`]): the
+/// files written are the same, byte for byte and mode for mode, for any count.
+pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
+    ws: &Workspace,
+    source: &S,
+    commit: ObjectId,
+    dest: &Path,
+    progress: &ProgressBar,
+    threads: usize,
+) -> Result<Materialized> {
     let planned = plan(
         commit,
         ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)),
@@ -231,10 +245,8 @@ pub fn materialize<S: ObjectSource + Sync + ?Sized>(
             EntryKind::File => files.push(e),
         }
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, WRITERS)
-        .min(files.len().max(1));
+    let threads = threads.clamp(1, WRITERS).min(files.len().max(1));
+    let umask = process_umask();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let write_some = || -> Result<Materialized> {
@@ -244,7 +256,7 @@ pub fn materialize<S: ObjectSource + Sync + ?Sized>(
             let Some(e) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
-            let r = write_file(&mut mine, source, dest, e, &mut out);
+            let r = write_file(&mut mine, source, dest, e, umask, &mut out);
             if r.is_err() {
                 failed.store(true, Ordering::Relaxed);
                 return r.map(|()| out);
@@ -288,11 +300,20 @@ pub fn materialize<S: ObjectSource + Sync + ?Sized>(
 /// Threads writing files in [`materialize`] (at most).
 pub const WRITERS: usize = 4;
 
+/// The process's umask, read from `/proc/self/status` (Linux 4.7 and later);
+/// `None` when it cannot be read.
+fn process_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(line.trim(), 8).ok()
+}
+
 fn write_file<S: ObjectSource + ?Sized>(
     ws: &mut Workspace,
     source: &S,
     dest: &Path,
     e: &PlannedEntry,
+    umask: Option<u32>,
     done: &mut Materialized,
 ) -> Result<()> {
     let target = fs_path(dest, &e.components);
@@ -302,15 +323,21 @@ fn write_file<S: ObjectSource + ?Sized>(
     let digest =
         crate::index::digest_of(ws, &e.path).filter(|_| crate::index::file_mode(e.mode) == e.mode);
     let data = ws.read(&e.path)?;
+    // Created with its final mode (the staging directory is private, so no one
+    // sees a file before it is written); chmod'ed only where the umask would
+    // take bits from it. One open, one write, one close for most files.
+    let mode = e.mode & 0o777;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(mode)
         .open(&target)
         .at(&target)?;
     f.write_all(data).at(&target)?;
-    f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-        .at(&target)?;
+    if umask.is_none_or(|u| mode & u != 0) {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .at(&target)?;
+    }
     done.files += 1;
     done.bytes += data.len() as u64;
     done.entries.push((e.path.clone(), e.kind, digest));

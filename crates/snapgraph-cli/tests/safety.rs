@@ -824,3 +824,174 @@ fn libpq_password_sources() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// ------------------------------------------------------------------ checkout to disk
+
+/// The chunk id of `path`'s content at commit `rev`, and its stored bytes.
+fn content_of(repo: &Path, rev: &str, path: &str) -> (snapgraph::ObjectId, Vec<u8>) {
+    use snapgraph_store::ObjectStore;
+    let store = snapgraph_store::open(&format!(
+        "sqlite:{}",
+        repo.join(".snapgraph/store.db").display()
+    ))
+    .unwrap();
+    let repo = snapgraph_store::Repo::new(store);
+    let ws = repo.checkout_shallow(rev).unwrap();
+    let id = ws
+        .file_content_id(path)
+        .unwrap_or_else(|| panic!("{path} is one chunk"));
+    let stored = repo
+        .store()
+        .get_many(&[id])
+        .unwrap()
+        .pop()
+        .flatten()
+        .unwrap();
+    (id, stored)
+}
+
+/// Replaces the object `id` in the repository's store with other bytes (a store
+/// does not re-hash what it is given: the wrong bytes are caught when read).
+fn tamper_record(repo: &Path, id: snapgraph::ObjectId, stored: &[u8]) {
+    use snapgraph_store::ObjectStore;
+    let store = snapgraph_store::open(&format!(
+        "sqlite:{}",
+        repo.join(".snapgraph/store.db").display()
+    ))
+    .unwrap();
+    store.delete_many(&[id]).unwrap();
+    store.put_many(&[(id, stored)]).unwrap();
+}
+
+/// The store leaves the hash of what a checkout reads to the core (each object is
+/// hashed once): a tampered object is still refused, naming its id, by `checkout`,
+/// `checkout --to` and `restore`; a checkout fails after some files were already
+/// staged, and the working directory, HEAD and the target stay as they were.
+#[test]
+fn a_tampered_object_fails_every_restore_by_id_and_changes_nothing() {
+    let t = repo();
+    rich_tree(t.path());
+    for i in 0..60u64 {
+        write(
+            t.path(),
+            &format!("many/f{i:02}.txt"),
+            &pseudo_random(3_000 + i as usize * 50, i + 1),
+        );
+    }
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    std::fs::remove_dir_all(t.path().join("many")).unwrap();
+    write(t.path(), "README.md", b"# two\n");
+    write(t.path(), "two/only.txt", b"only in two");
+    ok(t.path(), &["commit", "-m", "two"]);
+    let (id, mut stored) = content_of(t.path(), &one, "/many/f40.txt");
+    let last = stored.len() - 1;
+    stored[last] ^= 1;
+    tamper_record(t.path(), id, &stored);
+    let before = snapshot_of(t.path());
+    let head = json(t.path(), &["status"]);
+    let dot: Vec<_> = std::fs::read_dir(t.path().join(".snapgraph"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+
+    let err = fails(t.path(), &["checkout", &one]);
+    assert!(err.contains(&id.to_string()), "{err}");
+    let err = fails(t.path(), &["checkout", &one, "--force"]);
+    assert!(err.contains(&id.to_string()), "{err}");
+    assert_eq!(snapshot_of(t.path()), before);
+    assert_eq!(json(t.path(), &["status"]), head);
+    let mut after: Vec<_> = std::fs::read_dir(t.path().join(".snapgraph"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    after.sort();
+    let mut dot = dot;
+    dot.sort();
+    assert_eq!(after, dot, "no staging directory is left");
+
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("copy");
+    let err = fails(t.path(), &["checkout", &one, "--to", to.to_str().unwrap()]);
+    assert!(err.contains(&id.to_string()), "{err}");
+    assert_eq!(
+        std::fs::read_dir(out.path()).unwrap().count(),
+        0,
+        "nothing left"
+    );
+    // `restore` writes path by path (each file beside its place, then renamed):
+    // it stops at the tampered file, naming it, and leaves no temporary file.
+    let err = fails(t.path(), &["restore", "--source", &one, "many"]);
+    assert!(err.contains(&id.to_string()), "{err}");
+    let now = snapshot_of(t.path());
+    assert!(!now.contains_key("many/f40.txt"));
+    assert!(
+        now.keys().all(|k| !k.contains("snapgraph-restore")),
+        "{now:?}"
+    );
+    std::fs::remove_dir_all(t.path().join("many")).unwrap();
+    // The untouched commit still checks out, byte for byte.
+    ok(
+        t.path(),
+        &["checkout", "main", "--to", to.to_str().unwrap()],
+    );
+    let mut copy = snapshot_of(&to);
+    let mut here = before.clone();
+    copy.retain(|k, _| !k.starts_with(".snapgraph"));
+    here.retain(|k, _| !k.starts_with(".snapgraph"));
+    assert_eq!(copy, here);
+}
+
+/// Files are written by up to `WRITERS` threads: any count gives the same tree,
+/// byte for byte and mode for mode, as one thread.
+#[test]
+fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
+    use snapgraph::{CheckoutOptions, CheckoutPolicy, CommitOptions, Workspace};
+    use snapgraph_cli::materialize::{materialize_with, WRITERS};
+
+    let mut ws = Workspace::new();
+    for i in 0..200u64 {
+        let len = [0, 10, 700, 5_000, 70_000, 400_000][i as usize % 6];
+        let path = format!("/d{}/e{}/f{i:03}", i % 7, i % 3);
+        ws.write(&path, pseudo_random(len, i + 1)).unwrap();
+        if i % 5 == 0 {
+            ws.set_mode(&path, 0o755).unwrap();
+        }
+        if i % 11 == 0 {
+            ws.set_mode(&path, 0o600).unwrap();
+        }
+    }
+    ws.symlink("/d0/link", "../d1").unwrap();
+    ws.mkdir("/empty/deeper").unwrap();
+    let c = ws.commit(CommitOptions::new()).unwrap();
+    let id = c.id();
+    let store = snapgraph_store::MemoryStore::new();
+    let objects: Vec<(snapgraph::ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
+    let batch: Vec<_> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+    snapgraph_store::ObjectStore::put_many(&store, &batch).unwrap();
+    let source = snapgraph_store::CallerVerifies(&store);
+    let mut shallow = Workspace::new();
+    let _ = shallow
+        .checkout_with(
+            id,
+            &source,
+            CheckoutOptions::new()
+                .policy(CheckoutPolicy::Force)
+                .shallow(true),
+        )
+        .unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let bar = indicatif::ProgressBar::hidden();
+    let mut trees = Vec::new();
+    for threads in [1, 2, WRITERS] {
+        let dest = out.path().join(format!("t{threads}"));
+        let done = materialize_with(&shallow, &source, id, &dest, &bar, threads).unwrap();
+        assert_eq!(done.files, 200);
+        trees.push(snapshot_of(&dest));
+    }
+    assert_eq!(trees[0].len(), 200 + 1 + 7 + 21 + 2);
+    assert_eq!(trees[0], trees[1]);
+    assert_eq!(trees[0], trees[2]);
+    assert!(trees[0]["d5/e2/f005"].starts_with("file 755 400000 "));
+    assert!(trees[0]["d0/e2/f077"].starts_with("file 600 "));
+}

@@ -28,8 +28,10 @@ use snapgraph::object::MAX_OBJECT_SIZE;
 use snapgraph::ObjectId;
 
 use crate::error::{DeltaProblem, StoreError};
+use crate::store::ReadCheck;
 
-const RAW: u8 = 0;
+/// The tag of a record holding the stored bytes as they are.
+pub const RAW: u8 = 0;
 const ZSTD: u8 = 1;
 const DELTA: u8 = 2;
 /// Tag, depth, base id.
@@ -200,6 +202,37 @@ fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
     })
 }
 
+/// [`decode`] of a record the caller owns, verified as `check` says: a tag 0 record
+/// becomes the stored bytes in place (no copy of the payload into a new buffer); a
+/// tag 1 frame is decompressed into a buffer of exactly its declared size.
+pub fn decode_owned(
+    id: &ObjectId,
+    record: Vec<u8>,
+    check: ReadCheck,
+) -> Result<Vec<u8>, StoreError> {
+    match record.first() {
+        Some(&RAW) => {
+            let mut stored = record;
+            stored.remove(0);
+            finish(id, stored, check)
+        }
+        Some(&ZSTD) => {
+            let stored = decompress(&record[1..], None)
+                .map_err(|reason| StoreError::Corrupt { id: *id, reason })?;
+            finish(id, stored, check)
+        }
+        _ => decode(id, &record),
+    }
+}
+
+/// `stored`, re-hashed against `id` unless the caller verifies.
+pub fn finish(id: &ObjectId, stored: Vec<u8>, check: ReadCheck) -> Result<Vec<u8>, StoreError> {
+    match check {
+        ReadCheck::Caller => Ok(stored),
+        ReadCheck::Store => self::check(id, stored),
+    }
+}
+
 /// The stored bytes of `id` from a record that needs no base (tag 0 or 1), verified
 /// against the id. A delta is refused with [`StoreError::BadDelta`]: read it with
 /// [`decode_many`].
@@ -225,13 +258,18 @@ pub fn decode(id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
 }
 
 /// The stored bytes of a delta record of `id` whose base's verified bytes are `base`.
-fn decode_delta(id: &ObjectId, record: &[u8], base: &[u8]) -> Result<Vec<u8>, StoreError> {
+fn decode_delta(
+    id: &ObjectId,
+    record: &[u8],
+    base: &[u8],
+    check: ReadCheck,
+) -> Result<Vec<u8>, StoreError> {
     let stored =
         decompress(&record[DELTA_HEADER..], Some(base)).map_err(|reason| StoreError::Corrupt {
             id: *id,
             reason: format!("delta: {reason}"),
         })?;
-    check(id, stored)
+    finish(id, stored, check)
 }
 
 /// Re-hashes `stored` against `id`.
@@ -262,12 +300,25 @@ pub fn decode_many(
     records: Vec<Option<Vec<u8>>>,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    decode_many_checked(ids, records, fetch, ReadCheck::Store)
+}
+
+/// [`decode_many`], re-hashing the objects asked for only when `check` is
+/// [`ReadCheck::Store`] (every base a delta needs is verified either way: the caller
+/// never sees it). Decoding takes the records by value: a tag 0 record's buffer
+/// becomes the object's.
+pub fn decode_many_checked(
+    ids: &[ObjectId],
+    records: Vec<Option<Vec<u8>>>,
+    fetch: &mut FetchRecords<'_>,
+    check: ReadCheck,
+) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
     if records.iter().flatten().all(|r| r.first() != Some(&DELTA)) {
         // The common case: nothing to fetch.
         return ids
             .iter()
             .zip(records)
-            .map(|(id, r)| r.map(|r| decode(id, &r)).transpose())
+            .map(|(id, r)| r.map(|r| decode_owned(id, r, check)).transpose())
             .collect();
     }
     // Every record met, by id, and how many chains still need each decoded.
@@ -375,9 +426,16 @@ pub fn decode_many(
                 Some(b) => b.clone(),
                 None => {
                     let record = &known[id];
+                    // The top of a chain that no other chain uses as a base goes to
+                    // the caller only: it may verify it.
+                    let mine = if pos == 0 && !uses.contains_key(id) {
+                        check
+                    } else {
+                        ReadCheck::Store
+                    };
                     let result = match &below {
                         None => decode(id, record),
-                        Some(base) => decode_delta(id, record, base),
+                        Some(base) => decode_delta(id, record, base, mine),
                     };
                     match result {
                         Ok(b) => b,
@@ -409,12 +467,19 @@ pub fn decode_many(
             below = Some(bytes);
         }
     }
+    // Each decoded delta moves out at its last place in `ids` (copied before).
+    let last: HashMap<ObjectId, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     ids.iter()
         .zip(records)
-        .map(|(id, r)| match r {
+        .enumerate()
+        .map(|(i, (id, r))| match r {
             None => Ok(None),
-            Some(r) if r.first() == Some(&DELTA) => Ok(decoded.get(id).cloned()),
-            Some(r) => decode(id, &r).map(Some),
+            Some(r) if r.first() == Some(&DELTA) => Ok(if last[id] == i {
+                decoded.remove(id)
+            } else {
+                decoded.get(id).cloned()
+            }),
+            Some(r) => decode_owned(id, r, check).map(Some),
         })
         .collect()
 }
@@ -439,30 +504,58 @@ pub fn encode_many(
             .collect()
     };
     if compression == Compression::None || wanted.is_empty() {
-        return Ok(objects
-            .iter()
-            .map(|(_, b)| encode(b, compression))
-            .collect());
+        return Ok(encode_all(objects, |_, b| encode(b, compression)));
     }
     let found = fetch_bases(&wanted, fetch)?;
-    Ok(objects
+    Ok(encode_all(objects, |i, bytes| {
+        match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
+            Some((id, (stored, depth))) => encode_delta(
+                bytes,
+                &Base {
+                    id,
+                    stored,
+                    depth: *depth,
+                },
+                compression,
+            ),
+            None => encode(bytes, compression),
+        }
+    }))
+}
+
+/// Batches of at least this many bytes are compressed on two threads.
+const PARALLEL_ENCODE: usize = 256 * 1024;
+
+/// `encode(i, bytes)` of every object, in order: on two threads (each half of the
+/// bytes) when the batch is large enough and the machine has two cores. Compression
+/// is most of a commit's store write; the records are the same either way.
+fn encode_all(
+    objects: &[(ObjectId, &[u8])],
+    encode: impl Fn(usize, &[u8]) -> Vec<u8> + Sync,
+) -> Vec<Vec<u8>> {
+    let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let one = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> {
+        range.map(|i| encode(i, objects[i].1)).collect()
+    };
+    if cores < 2 || objects.len() < 2 || total < PARALLEL_ENCODE {
+        return one(0..objects.len());
+    }
+    let mut seen = 0;
+    let split = objects
         .iter()
-        .enumerate()
-        .map(
-            |(i, (_, bytes))| match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
-                Some((id, (stored, depth))) => encode_delta(
-                    bytes,
-                    &Base {
-                        id,
-                        stored,
-                        depth: *depth,
-                    },
-                    compression,
-                ),
-                None => encode(bytes, compression),
-            },
-        )
-        .collect())
+        .position(|(_, b)| {
+            seen += b.len();
+            seen >= total / 2
+        })
+        .map_or(1, |p| p + 1)
+        .clamp(1, objects.len() - 1);
+    std::thread::scope(|scope| {
+        let tail = scope.spawn(|| one(split..objects.len()));
+        let mut out = one(0..split);
+        out.extend(tail.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        out
+    })
 }
 
 /// The verified stored bytes and record depth of each base the store holds and can
@@ -527,6 +620,30 @@ mod tests {
         assert_eq!(kept[0], RAW);
         assert_eq!(decode(&rid, &kept).unwrap(), random);
         assert_eq!(encode(&text, Compression::None)[0], RAW);
+    }
+
+    #[test]
+    fn a_large_batch_encodes_as_each_object_alone() {
+        // Over PARALLEL_ENCODE: encoded on two threads where there are two cores.
+        let objects: Vec<(ObjectId, Vec<u8>)> = (0..64u32)
+            .map(|i| {
+                let b = format!("object {i} ")
+                    .repeat(1000 + i as usize * 37)
+                    .into_bytes();
+                (ObjectId::hash_stored(&b), b)
+            })
+            .collect();
+        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+        assert!(batch.iter().map(|(_, b)| b.len()).sum::<usize>() > PARALLEL_ENCODE);
+        let records = encode_many(&batch, &[], Compression::default(), &mut |_| {
+            unreachable!("no hints, no fetch")
+        })
+        .unwrap();
+        assert_eq!(records.len(), batch.len());
+        for ((id, b), r) in batch.iter().zip(&records) {
+            assert_eq!(*r, encode(b, Compression::default()));
+            assert_eq!(decode(id, r).unwrap(), *b);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use snapgraph::ObjectId;
 
 use crate::error::StoreError;
-use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// Calls and ids seen by a [`CountingStore`] since it was made or last
 /// [`take`](CountingStore::take)n.
@@ -109,6 +109,18 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         self.add(GET_CALLS, 1);
         self.add(GET_IDS, ids.len() as u64);
         let got = self.inner.get_many(ids)?;
+        let bytes = got.iter().flatten().map(|b| b.len() as u64).sum::<u64>();
+        self.add(GET_BYTES, bytes);
+        Ok(got)
+    }
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.add(GET_CALLS, 1);
+        self.add(GET_IDS, ids.len() as u64);
+        let got = self.inner.get_many_checked(ids, check)?;
         let bytes = got.iter().flatten().map(|b| b.len() as u64).sum::<u64>();
         self.add(GET_BYTES, bytes);
         Ok(got)

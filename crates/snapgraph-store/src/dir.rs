@@ -81,7 +81,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch};
-use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// Temporary files older than this are removed when a store is opened.
 const STALE_TMP: Duration = Duration::from_secs(24 * 60 * 60);
@@ -853,8 +853,16 @@ impl DirStore {
 
 impl ObjectStore for DirStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.get_many_checked(ids, ReadCheck::Store)
+    }
+
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let records = self.records(ids)?;
-        codec::decode_many(ids, records, &mut |bases| self.records(bases))
+        codec::decode_many_checked(ids, records, &mut |bases| self.records(bases), check)
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use snapgraph::ObjectId;
 
 use crate::error::StoreError;
-use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// Which calls count (and can fail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +171,18 @@ impl<S: RefStore> FaultyStore<S> {
 impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.call("get_many", false, || Ok(()), || self.inner.get_many(ids))
+    }
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.call(
+            "get_many",
+            false,
+            || Ok(()),
+            || self.inner.get_many_checked(ids, check),
+        )
     }
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         self.call("has_many", false, || Ok(()), || self.inner.has_many(ids))

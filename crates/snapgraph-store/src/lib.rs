@@ -79,7 +79,10 @@ pub use repo::{
     Batched, CommitProgress, Committed, ProgressHook, ReindexReport, Repo, RepoCommitOptions,
     RepoError, SnapshotInfo,
 };
-pub use store::{validate_ref_name, ObjectStore, Paired, RefStore, RefUpdate, ReflogEntry, Store};
+pub use store::{
+    validate_ref_name, CallerVerifies, ObjectStore, Paired, ReadCheck, RefStore, RefUpdate,
+    ReflogEntry, Store,
+};
 pub use sync::{sync, sync_with, SyncError, SyncOptions, SyncReport};
 pub use verify::{verify, verify_one, VerifyReport};
 pub use walk::WalkProblem;

@@ -7,7 +7,7 @@ use snapgraph::ObjectId;
 
 use crate::error::StoreError;
 use crate::refs::apply_updates;
-use crate::store::{ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 #[derive(Debug, Default)]
 struct State {
@@ -54,6 +54,14 @@ impl MemoryStore {
 
 impl ObjectStore for MemoryStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.get_many_checked(ids, ReadCheck::Store)
+    }
+
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let found: Vec<Option<Arc<[u8]>>> = {
             let state = self.lock();
             ids.iter()
@@ -62,7 +70,10 @@ impl ObjectStore for MemoryStore {
         };
         ids.iter()
             .zip(found)
-            .map(|(id, b)| b.map(|b| crate::codec::check(id, b.to_vec())).transpose())
+            .map(|(id, b)| {
+                b.map(|b| crate::codec::finish(id, b.to_vec(), check))
+                    .transpose()
+            })
             .collect()
     }
 

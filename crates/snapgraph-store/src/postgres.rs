@@ -124,7 +124,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch};
-use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// The version of the tables this adapter creates and understands.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -944,8 +944,16 @@ impl PgStore {
 
 impl ObjectStore for PgStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.get_many_checked(ids, ReadCheck::Store)
+    }
+
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let records = self.records(ids)?;
-        codec::decode_many(ids, records, &mut |bases| self.records(bases))
+        codec::decode_many_checked(ids, records, &mut |bases| self.records(bases), check)
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {

@@ -60,7 +60,7 @@ use snapgraph::ObjectId;
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::apply_updates;
-use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
+use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -326,8 +326,10 @@ impl SqliteStore {
         }
     }
 
-    /// The raw (encoded) records of `ids`, in the order asked.
-    fn get_raw(&self, ids: &[ObjectId]) -> Result<Vec<Option<Raw>>, StoreError> {
+    /// The raw (encoded) records of `ids`, in the order asked; with `plain`, a tag 0
+    /// record comes as its stored bytes ([`Raw::Plain`]: the tag is dropped while
+    /// copying out of SQLite's page, which is the one copy a read makes).
+    fn get_raw(&self, ids: &[ObjectId], plain: bool) -> Result<Vec<Option<Raw>>, StoreError> {
         let fail = self.fail("get_many");
         let mut out = Vec::with_capacity(ids.len());
         let mut conn = self.lock();
@@ -341,6 +343,9 @@ impl SqliteStore {
                 out.push(match rows.next().map_err(&fail)? {
                     None => None,
                     Some(row) => Some(match row.get_ref(0).map_err(&fail)? {
+                        ValueRef::Blob([codec::RAW, stored @ ..]) if plain => {
+                            Raw::Plain(stored.to_vec())
+                        }
                         ValueRef::Blob(b) | ValueRef::Text(b) => Raw::Bytes(b.to_vec()),
                         other => Raw::NotBlob(other.data_type().to_string()),
                     }),
@@ -354,10 +359,14 @@ impl SqliteStore {
     /// The records of `ids` as blobs (a row of another type is corrupt).
     fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         ids.iter()
-            .zip(self.get_raw(ids)?)
+            .zip(self.get_raw(ids, false)?)
             .map(|(id, raw)| match raw {
                 None => Ok(None),
                 Some(Raw::Bytes(b)) => Ok(Some(b)),
+                Some(Raw::Plain(mut b)) => {
+                    b.insert(0, codec::RAW);
+                    Ok(Some(b))
+                }
                 Some(Raw::NotBlob(kind)) => Err(StoreError::Corrupt {
                     id: *id,
                     reason: format!("record in {} is of type {kind}, not a blob", self.path),
@@ -384,6 +393,8 @@ impl SqliteStore {
 #[derive(Debug, Clone)]
 enum Raw {
     Bytes(Vec<u8>),
+    /// The stored bytes of a tag 0 record.
+    Plain(Vec<u8>),
     NotBlob(String),
 }
 
@@ -402,8 +413,50 @@ fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
 
 impl ObjectStore for SqliteStore {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let records = self.records(ids)?;
-        codec::decode_many(ids, records, &mut |bases| self.records(bases))
+        self.get_many_checked(ids, ReadCheck::Store)
+    }
+
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        // Tag 0 records come out of SQLite as their stored bytes; the others are
+        // decoded (decompressed, deltas resolved) outside the lock.
+        let raw = self.get_raw(ids, true)?;
+        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(ids.len());
+        let mut rest: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (i, (id, r)) in ids.iter().zip(raw).enumerate() {
+            out.push(match r {
+                None => None,
+                Some(Raw::Plain(stored)) => Some(codec::finish(id, stored, check)?),
+                Some(Raw::Bytes(record)) => {
+                    rest.push((i, record));
+                    None
+                }
+                Some(Raw::NotBlob(kind)) => {
+                    return Err(StoreError::Corrupt {
+                        id: *id,
+                        reason: format!("record in {} is of type {kind}, not a blob", self.path),
+                    })
+                }
+            });
+        }
+        if !rest.is_empty() {
+            let some: Vec<ObjectId> = rest.iter().map(|(i, _)| ids[*i]).collect();
+            let (at, records): (Vec<usize>, Vec<Option<Vec<u8>>>) =
+                rest.into_iter().map(|(i, r)| (i, Some(r))).unzip();
+            let decoded = codec::decode_many_checked(
+                &some,
+                records,
+                &mut |bases| self.records(bases),
+                check,
+            )?;
+            for (i, d) in at.into_iter().zip(decoded) {
+                out[i] = d;
+            }
+        }
+        Ok(out)
     }
 
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {

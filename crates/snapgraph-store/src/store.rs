@@ -54,6 +54,26 @@ pub struct ReflogEntry {
     pub message: String,
 }
 
+/// Who re-hashes the bytes a read returns: [`ObjectStore::get_many_checked`].
+///
+/// Every read verifies by default. A caller that hashes each object it is given
+/// anyway (the core's checkout and `Workspace::load_content`, which re-hash every
+/// object before use and report a mismatch naming its id) may ask the store to leave
+/// the hash to it, so that each object is hashed once instead of twice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadCheck {
+    /// The store re-hashes every object it returns (what [`ObjectStore::get_many`]
+    /// does).
+    #[default]
+    Store,
+    /// The caller re-hashes every object it is given and refuses a mismatch: the
+    /// store may return a record's bytes without hashing them. The store still
+    /// refuses records it cannot decode, and verifies the bases of deltas (which the
+    /// caller never sees).
+    Caller,
+}
+
 /// The object part of a store: stored objects keyed by id, in batches.
 ///
 /// Objects are the stored bytes of the core format. A store keeps them as it likes
@@ -68,6 +88,21 @@ pub struct ReflogEntry {
 pub trait ObjectStore: Send + Sync {
     /// The verified stored bytes of each id, in the order asked; `None` where absent.
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// [`get_many`](Self::get_many), saying who re-hashes what is returned. With
+    /// [`ReadCheck::Caller`] an adapter may skip its own hash of each object
+    /// returned (the caller does it); with [`ReadCheck::Store`] this is `get_many`.
+    /// The default verifies in both cases, so a store that does not override it
+    /// stays as safe as ever; the local adapters (SQLite, directory, PostgreSQL,
+    /// memory) skip the hash. Wrappers forward the flag.
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let _ = check;
+        self.get_many(ids)
+    }
 
     /// The ids among `ids` the store does not hold, in the order asked.
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError>;
@@ -240,6 +275,13 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.objects.get_many(ids)
     }
+    fn get_many_checked(
+        &self,
+        ids: &[ObjectId],
+        check: ReadCheck,
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.objects.get_many_checked(ids, check)
+    }
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         self.objects.has_many(ids)
     }
@@ -362,6 +404,46 @@ pub fn source_contains_many(
     Ok(ids.iter().map(|id| !absent.contains(id)).collect())
 }
 
+/// The core's [`ObjectSource`] over a store's objects for a caller that re-hashes
+/// every object it reads ([`ReadCheck::Caller`]): hand it to the core's checkout
+/// (`Workspace::checkout_with`, `Workspace::load_content`), which verify each object
+/// before use, and each object is hashed once, not twice. A tampered object is still
+/// refused, by the core, with an error naming its id.
+///
+/// Do not hand it to anything that trusts what it reads (a copy into another store,
+/// [`verify`](crate::verify())): those take the store itself.
+#[derive(Debug, Clone, Copy)]
+pub struct CallerVerifies<S>(pub S);
+
+impl<S: ObjectStore> ObjectSource for CallerVerifies<S> {
+    fn get(
+        &self,
+        id: &ObjectId,
+    ) -> Result<Option<std::borrow::Cow<'_, [u8]>>, snapgraph::BoxError> {
+        let mut got = self
+            .0
+            .get_many_checked(std::slice::from_ref(id), ReadCheck::Caller)?;
+        Ok(got.pop().flatten().map(std::borrow::Cow::Owned))
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, snapgraph::BoxError> {
+        source_contains(&self.0, id)
+    }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> Result<Vec<Option<std::borrow::Cow<'_, [u8]>>>, snapgraph::BoxError> {
+        Ok(self
+            .0
+            .get_many_checked(ids, ReadCheck::Caller)?
+            .into_iter()
+            .map(|b| b.map(std::borrow::Cow::Owned))
+            .collect())
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
+        source_contains_many(&self.0, ids)
+    }
+}
+
 /// Longest ref name accepted, in bytes.
 pub const MAX_REF_NAME: usize = 255;
 
@@ -449,6 +531,13 @@ macro_rules! forward_store {
         impl<T: ObjectStore + ?Sized> ObjectStore for $ptr {
             fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
                 crate::store::ObjectStore::get_many(&**self, ids)
+            }
+            fn get_many_checked(
+                &self,
+                ids: &[ObjectId],
+                check: ReadCheck,
+            ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+                (**self).get_many_checked(ids, check)
             }
             fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
                 (**self).has_many(ids)

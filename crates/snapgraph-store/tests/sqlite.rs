@@ -565,3 +565,179 @@ fn adapter_figures() {
     print_figures("dir", &f);
     println!("  dir CAS: {:.0} ref moves/s", cas_rate(&store, 300));
 }
+
+/// The caller-verifies read path (`ReadCheck::Caller`, `CallerVerifies`): the store
+/// leaves the hash to the core's checkout, which still refuses a tampered object
+/// with an error naming its id; every other read keeps verifying.
+#[test]
+fn a_tampered_object_is_refused_by_id_when_the_caller_verifies() {
+    use snapgraph::object::ObjectError;
+    use snapgraph::{CheckoutError, CheckoutOptions, CheckoutPolicy, CommitOptions, Workspace};
+    use snapgraph_store::{CallerVerifies, ReadCheck};
+
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(dir.path().join("store.db")).unwrap();
+    let raw_sqlite = SqliteStore::open_with(
+        dir.path().join("raw.db"),
+        SqliteOptions {
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    let dirstore = DirStore::open_with(dir.path().join("objects"), DirOptions::default()).unwrap();
+    let memory = snapgraph_store::MemoryStore::new();
+    let stores: [(&str, &dyn Store); 4] = [
+        ("sqlite", &sqlite),
+        ("sqlite uncompressed", &raw_sqlite),
+        ("dir", &dirstore),
+        ("memory", &memory),
+    ];
+
+    let mut ws = Workspace::new();
+    ws.write("/text.txt", text(3, 6000)).unwrap();
+    ws.write("/big.bin", random(4, 300_000)).unwrap();
+    let c = ws.commit(CommitOptions::new()).unwrap();
+    let commit = c.id();
+    let text_id = match ws.file_content_id("/text.txt") {
+        Some(id) => id,
+        None => panic!("a 6,000-byte file is one chunk object"),
+    };
+    let objects: Vec<(ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
+    let good = objects
+        .iter()
+        .find(|(id, _)| *id == text_id)
+        .unwrap()
+        .1
+        .clone();
+    let mut bad = good.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+
+    for (name, store) in stores {
+        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+        store.put_many(&batch).unwrap();
+        // Both paths read the untouched objects alike.
+        let ids: Vec<ObjectId> = objects.iter().map(|(i, _)| *i).collect();
+        assert_eq!(
+            store.get_many_checked(&ids, ReadCheck::Caller).unwrap(),
+            ObjectStore::get_many(store, &ids).unwrap(),
+            "{name}"
+        );
+        let mut full = Workspace::new();
+        let _ = full
+            .checkout_with(
+                commit,
+                &CallerVerifies(store),
+                CheckoutOptions::new().policy(CheckoutPolicy::Force),
+            )
+            .unwrap();
+        assert_eq!(
+            full.read("/big.bin").unwrap(),
+            &random(4, 300_000)[..],
+            "{name}"
+        );
+
+        // Tamper with the text file's chunk: a stored record of other bytes.
+        tamper(name, dir.path(), &memory, text_id, &bad);
+        assert!(
+            matches!(ObjectStore::get_many(store, &[text_id]), Err(StoreError::Corrupt { id, .. }) if id == text_id),
+            "{name}: the verifying read refuses it"
+        );
+        assert_eq!(
+            store
+                .get_many_checked(&[text_id], ReadCheck::Store)
+                .unwrap_err()
+                .to_string(),
+            ObjectStore::get_many(store, &[text_id])
+                .unwrap_err()
+                .to_string(),
+            "{name}: ReadCheck::Store is get_many"
+        );
+        // The caller-verifies read hands the bytes over unhashed (memory and the
+        // record formats of every adapter), and the core refuses them by id.
+        assert_eq!(
+            store
+                .get_many_checked(&[text_id], ReadCheck::Caller)
+                .unwrap(),
+            vec![Some(bad.clone())],
+            "{name}"
+        );
+        let refused = |e: CheckoutError| match e {
+            CheckoutError::Object(ObjectError::Corrupt { id, .. }) => assert_eq!(id, text_id),
+            other => panic!("{name}: expected Corrupt naming {text_id}, got {other:?}"),
+        };
+        let mut full = Workspace::new();
+        refused(
+            full.checkout_with(
+                commit,
+                &CallerVerifies(store),
+                CheckoutOptions::new().policy(CheckoutPolicy::Force),
+            )
+            .unwrap_err(),
+        );
+        let mut shallow = Workspace::new();
+        let _ = shallow
+            .checkout_with(
+                commit,
+                &CallerVerifies(store),
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::Force)
+                    .shallow(true),
+            )
+            .unwrap();
+        refused(
+            shallow
+                .load_content("/text.txt", &CallerVerifies(store))
+                .unwrap_err(),
+        );
+        assert!(!shallow.is_loaded("/text.txt"), "{name}");
+        shallow
+            .load_content("/big.bin", &CallerVerifies(store))
+            .unwrap();
+        // Verification over the whole store still re-hashes.
+        assert!(
+            !snapgraph_store::verify(store, true).unwrap().is_clean(),
+            "{name}"
+        );
+    }
+}
+
+/// Replaces the record of `id` in adapter `name` (files under `dir`) with one
+/// holding `bytes` as they are.
+fn tamper(
+    name: &str,
+    dir: &Path,
+    memory: &snapgraph_store::MemoryStore,
+    id: ObjectId,
+    bytes: &[u8],
+) {
+    let mut record = vec![0u8];
+    record.extend_from_slice(bytes);
+    match name {
+        "sqlite" | "sqlite uncompressed" => {
+            let file = if name == "sqlite" {
+                "store.db"
+            } else {
+                "raw.db"
+            };
+            let raw = Connection::open(dir.join(file)).unwrap();
+            raw.execute(
+                "UPDATE objects SET data = ?1 WHERE id = ?2",
+                rusqlite::params![record, &id.as_bytes()[..]],
+            )
+            .unwrap();
+        }
+        "dir" => {
+            let hex = id.to_hex();
+            let path = dir
+                .join("objects")
+                .join("objects")
+                .join(&hex[..2])
+                .join(&hex[2..]);
+            std::fs::remove_file(&path).unwrap();
+            std::fs::write(&path, &record).unwrap();
+        }
+        "memory" => memory.corrupt(id, bytes.to_vec()),
+        other => panic!("no tampering for {other}"),
+    }
+}

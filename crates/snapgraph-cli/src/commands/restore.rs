@@ -29,7 +29,10 @@ fn under(path: &str, top: &str) -> bool {
 pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Result<()> {
     let wd = ctx.open()?;
     let id = wd.resolve(source.unwrap_or("HEAD"))?;
-    let store: &dyn ObjectSource = wd.repo.store();
+    // The core re-hashes every object a checkout or `load_content` reads: the store
+    // leaves the hash to it (each object hashed once).
+    let verifying = snapgraph_store::CallerVerifies(&**wd.repo.store());
+    let store: &dyn ObjectSource = &verifying;
     let tops: Vec<String> = paths
         .iter()
         .map(|p| path_in_workdir(ctx, &wd, p))

@@ -434,7 +434,10 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             p.display()
         );
     }
-    let store: &dyn ObjectSource = wd.repo.store();
+    // The core re-hashes every object a checkout reads: the store leaves the hash
+    // to it (each object hashed once; a tampered one is still refused by id).
+    let verifying = snapgraph_store::CallerVerifies(&**wd.repo.store());
+    let store: &dyn ObjectSource = &verifying;
     // A hollow commit (retention, shallow clone) has no files to check out.
     let ws = shallow(id, store).map_err(|e| {
         if snapgraph_store::hollow::is_hollow(wd.store(), id).unwrap_or(false) {
@@ -556,7 +559,9 @@ fn materialize_or_clean(
     staging: &Path,
     pb: &indicatif::ProgressBar,
 ) -> Result<crate::materialize::Materialized> {
-    crate::materialize::materialize(ws, &**wd.repo.store(), id, staging, pb).inspect_err(|_| {
+    // `load_content` re-hashes every object it reads: the store leaves it the hash.
+    let source = snapgraph_store::CallerVerifies(&**wd.repo.store());
+    crate::materialize::materialize(ws, &source, id, staging, pb).inspect_err(|_| {
         let _ = std::fs::remove_dir_all(staging);
     })
 }
