@@ -8,7 +8,7 @@
 //! call into a `Map`'s `has`), more than the engine's own work on a small per-turn
 //! commit; inside JavaScript the same steps are a few hundred.
 
-use napi::bindgen_prelude::{Buffer, FnArgs, Function, FunctionRef, Unknown};
+use napi::bindgen_prelude::{Buffer, FnArgs, Function, FunctionRef, Object, Unknown};
 use napi::Env;
 
 /// `(id, generation, objectCount, storedBytes, isComplete, packed, keys, data)`:
@@ -48,6 +48,85 @@ const HAS_MANY: &str = r#"(function hasMany(ids) {
   }
   return out
 })"#;
+
+/// Installed once per environment at module load: `Workspace.prototype.commit`
+/// becomes a JavaScript function that reads the options itself (property reads in
+/// JavaScript cost tens of instructions, through napi about a thousand), calls the
+/// native `_commitTurn` (taken off the prototype here) with the parents' ids in one
+/// string and `have` with its `get`/`has` methods, and decodes the one `Buffer` it
+/// returns (`value::commit_encoded`) into the `CommitResult`. Options it does not
+/// read (`parentSource`, `meta`, `excludeFiles`, `excludeState`), a `have` that is
+/// not an object with a `has` method (an id list, a record, a function, a `Store`,
+/// a `Repo`), a parent that is not 64 hex digits, and anything unexpected go to the
+/// native `commit` unchanged, which classifies and validates them as before.
+const INSTALL: &str = r#"(function install(exports) {
+  const proto = exports.Workspace && exports.Workspace.prototype
+  if (!proto) return
+  const native = proto.commit
+  const turn = proto._commitTurn
+  const descriptor = Object.getOwnPropertyDescriptor(proto, 'commit')
+  if (typeof native !== 'function' || typeof turn !== 'function' || !descriptor) return
+  Reflect.deleteProperty(proto, '_commitTurn')
+  const HEX = /^[0-9a-fA-F]{64}$/
+  const TRAILER = 32
+  function decode(out) {
+    if (!(out instanceof Uint8Array)) return out
+    const end = out.length - TRAILER
+    const generation = out.readDoubleLE(end)
+    const storedBytes = out.readDoubleLE(end + 8)
+    const n = out.readUInt32LE(end + 16)
+    const packedLen = out.readUInt32LE(end + 20)
+    const flags = out.readUInt32LE(end + 24)
+    const hexAt = end - 64 * (n + 1)
+    const hex = out.toString('latin1', hexAt, end)
+    let sizeAt = hexAt - 4 * n
+    const objects = Object.create(null)
+    let at = 0
+    for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
+      const size = out.readUInt32LE(sizeAt)
+      objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
+      at += size
+    }
+    const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
+    return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
+  }
+  function commit(options) {
+    if (options === undefined) return decode(turn.call(this, '', undefined, undefined, undefined))
+    if (typeof options !== 'object' || options === null) return native.call(this, options)
+    const parents = options.parents
+    const have = options.have
+    if (options.parentSource !== undefined || options.meta !== undefined ||
+        options.excludeFiles !== undefined || options.excludeState !== undefined) {
+      return native.call(this, options)
+    }
+    let ids = ''
+    if (parents !== undefined) {
+      if (!Array.isArray(parents)) return native.call(this, options)
+      for (let i = 0; i < parents.length; i++) {
+        const id = parents[i]
+        if (typeof id !== 'string' || !HEX.test(id)) return native.call(this, options)
+      }
+      ids = parents.length === 1 ? parents[0] : parents.join('')
+    }
+    if (have === undefined) return decode(turn.call(this, ids, undefined, undefined, undefined))
+    if (typeof have !== 'object' || have === null || Array.isArray(have)) return native.call(this, options)
+    const has = have.has
+    if (typeof has !== 'function') return native.call(this, options)
+    const get = have.get
+    return decode(turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has))
+  }
+  Object.defineProperty(proto, 'commit', { ...descriptor, value: commit })
+})"#;
+
+/// Runs [`INSTALL`] on the module's exports. A failure leaves the native `commit`
+/// in place (it gives the same results, through more napi calls).
+pub fn install(env: &Env, exports: Object<'_>) {
+    let installed = env
+        .run_script::<_, Function<Object, Unknown>>(INSTALL)
+        .and_then(|f| f.call(exports));
+    // Nothing to report: the native `commit` stays.
+    drop(installed);
+}
 
 /// The compiled helpers of one environment.
 pub struct Helpers {

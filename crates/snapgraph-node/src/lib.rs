@@ -28,3 +28,10 @@ use napi_derive::napi;
 pub fn format_version() -> u32 {
     u32::from(snapgraph::FORMAT_VERSION)
 }
+
+/// Runs at module load, once per environment, after the classes are registered:
+/// installs the JavaScript `Workspace.prototype.commit` (see `helpers::INSTALL`).
+#[napi(module_exports)]
+pub fn install(exports: napi::bindgen_prelude::Object, env: napi::Env) {
+    helpers::install(&env, exports);
+}

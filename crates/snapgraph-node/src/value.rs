@@ -11,6 +11,7 @@
 //! buffers and only large ones are handed over without a copy.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 
 use napi::bindgen_prelude::{
     Buffer, BufferSlice, FnArgs, Function, JsObjectValue, JsValue, Null, Object, Unknown,
@@ -76,6 +77,51 @@ pub fn commit(env: &Env, c: snapgraph::Commit) -> Result<Unknown<'_>> {
         Some(h) if c.stored_bytes() <= SHARED_MAX as u64 => commit_in_js(env, h, c),
         _ => commit_by_napi(env, c).map(|o| o.to_unknown()),
     }
+}
+
+/// Bytes at the end of [`commit_encoded`]'s buffer: generation (f64), storedBytes
+/// (f64), objectCount (u32), the packed snapshot's length (u32), flags (u32: 1 =
+/// complete, 2 = has a packed snapshot), 4 bytes of padding; all little endian.
+pub const TRAILER: usize = 32;
+
+/// A commit for the JavaScript `commit` of [`helpers::INSTALL`], which decodes it:
+/// one `Buffer` of the objects' bytes one after the other, the packed snapshot's,
+/// each object's length (u32, little endian), the commit's hex id and then each
+/// object's, and the [`TRAILER`]. Above [`SHARED_MAX`] stored bytes, the finished
+/// result object instead (each object in its own `Buffer`), which the decoder hands
+/// back as it is.
+pub fn commit_encoded(env: &Env, c: snapgraph::Commit) -> Result<Unknown<'_>> {
+    let packed = c.packed();
+    let packed_len = packed.as_ref().map_or(0, Vec::len);
+    if c.stored_bytes() > SHARED_MAX as u64 || packed_len > SHARED_MAX {
+        return commit_by_napi(env, c).map(|o| o.to_unknown());
+    }
+    let count = c.object_count();
+    let mut data =
+        Vec::with_capacity(c.stored_bytes() as usize + packed_len + 68 * count + 64 + TRAILER);
+    for (_, bytes) in c.objects().iter() {
+        data.extend_from_slice(bytes);
+    }
+    if let Some(p) = &packed {
+        data.extend_from_slice(p);
+    }
+    for (_, bytes) in c.objects().iter() {
+        // An object is at most MAX_OBJECT_SIZE bytes, far below 4 GiB.
+        data.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    }
+    // Writing into a `Vec` cannot fail.
+    let _ = write!(data, "{}", c.id());
+    for (oid, _) in c.objects().iter() {
+        let _ = write!(data, "{oid}");
+    }
+    let flags = u32::from(c.is_complete()) | if packed.is_some() { 2 } else { 0 };
+    data.extend_from_slice(&(c.generation() as f64).to_le_bytes());
+    data.extend_from_slice(&(c.stored_bytes() as f64).to_le_bytes());
+    data.extend_from_slice(&(count as u32).to_le_bytes());
+    data.extend_from_slice(&(packed_len as u32).to_le_bytes());
+    data.extend_from_slice(&flags.to_le_bytes());
+    data.extend_from_slice(&[0; 4]);
+    Ok(buffer(env, data)?.to_unknown())
 }
 
 /// [`commit`] in one call of the `commitResult` helper: the ids in one string, the

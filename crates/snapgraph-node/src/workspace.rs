@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, JsObjectValue, JsValue, Null, Object, Uint8ArraySlice, Unknown,
+    AsyncTask, Buffer, Either, Function, JsObjectValue, JsValue, Null, Object, Uint8ArraySlice,
+    Unknown,
 };
 use napi::{Env, ValueType};
 use napi_derive::napi;
@@ -17,7 +18,7 @@ use snapgraph::{
 
 use crate::convert::{self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Read, WalkEntry};
 use crate::error::{error, invalid, napi, Result};
-use crate::source::{JsSource, ObjectsArg};
+use crate::source::{Bytes, JsSource, ObjectsArg};
 use crate::task::{spawn, spawn_built, spawn_then, Build, Built, Job};
 use crate::value;
 
@@ -681,6 +682,34 @@ impl Workspace {
         let args = CommitArgs::parse(options)?;
         let commit = self.with(|ws| ws.commit(args.options()).or_js())?;
         value::commit(env, commit)
+    }
+
+    /// The per-turn `commit`, called by the JavaScript `commit` that `helpers::INSTALL`
+    /// puts on the prototype (it takes this method off the prototype): the parents'
+    /// ids one after the other (each 64 hex digits), `have` and its `get` and `has`
+    /// methods as the JavaScript read them (`has` a function, or `have` undefined).
+    /// Returns `value::commit_encoded`'s buffer.
+    #[napi(skip_typescript, js_name = "_commitTurn")]
+    pub fn commit_turn<'env>(
+        &self,
+        env: &'env Env,
+        parents: String,
+        have: Option<Object<'_>>,
+        get: Option<Function<'_, String, Bytes<'_>>>,
+        has: Option<Function<'_, String, bool>>,
+    ) -> Result<Unknown<'env>> {
+        let parents = parents
+            .as_bytes()
+            .chunks(64)
+            .map(|hex| convert::id(&String::from_utf8_lossy(hex)))
+            .collect::<Result<Vec<_>>>()?;
+        let have_in = have.map(|object| JsSource::Object { object, get, has });
+        let mut opts = RsCommitOptions::new().parents(parents);
+        if let Some(s) = &have_in {
+            opts = opts.have_in(s as &dyn ObjectSource);
+        }
+        let commit = self.with(|ws| ws.commit(opts).or_js())?;
+        value::commit_encoded(env, commit)
     }
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
