@@ -3,8 +3,6 @@
 
 use std::borrow::Cow;
 
-use std::fmt::Write as _;
-
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -12,40 +10,76 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{self, Described, INVALID_ARGUMENT};
 
-// Two steps done inside JavaScript instead of crossing the boundary once per object
-// (each crossing, a string decoded from wasm memory, a typed array made, costs more
-// than the step itself): building a commit's `objects` record and answering a batch
-// of `has` questions.
+// Steps done inside JavaScript instead of crossing the boundary once per object (each
+// crossing, a string decoded from wasm memory, a typed array made, costs more than the
+// step itself): building a commit's `objects` record, answering a batch of `has`
+// questions, and listing the ids of a record, `Map` or array in one string.
 #[wasm_bindgen(inline_js = r#"
-export function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data) {
-  // `data` is a view of wasm memory: each object is copied out into its own buffer
-  // (so a store that clones it, as IndexedDB does, clones only the object).
-  const objects = {}
-  const n = keys.length >>> 6
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
-  let at = 0
-  let len = data.length - 4 * n
-  for (let i = 0; i < n; i++, len += 4) {
-    const size = view.getUint32(len, true)
-    objects[keys.slice(i << 6, (i + 1) << 6)] = data.slice(at, at + size)
+// Small commits' bytes are carved out of shared 256 KiB buffers, as Node carves small
+// Buffers out of a pool: a fresh ArrayBuffer per commit (zeroed, registered with the
+// collector as external memory) costs more than a per-turn commit's own work. A commit
+// larger than a quarter of a slab gets a buffer of its own.
+const SLAB = 1 << 18
+let slab = null
+let slabAt = 0
+function carve(n) {
+  if (n > SLAB >>> 2) return new Uint8Array(n)
+  if (slab === null || slabAt + n > SLAB) {
+    slab = new Uint8Array(SLAB)
+    slabAt = 0
+  }
+  const out = new Uint8Array(slab.buffer, slabAt, n)
+  slabAt = (slabAt + n + 7) & ~7
+  return out
+}
+export function commitResult(generation, objectCount, storedBytes, isComplete, packed, keys, data, sizes) {
+  // `data` is a view of wasm memory: copied out once, before anything can grow the
+  // memory, and each object a view of that copy. A null-prototype record is a
+  // dictionary from the start in V8, so a fresh set of ids per commit grows no
+  // hidden-class transitions.
+  const bytes = carve(data.length)
+  bytes.set(data)
+  const buffer = bytes.buffer
+  const objects = Object.create(null)
+  let at = bytes.byteOffset
+  for (let i = 0; i < sizes.length; i++) {
+    const size = sizes[i]
+    objects[keys.slice((i + 1) << 6, (i + 2) << 6)] = new Uint8Array(buffer, at, size)
     at += size
   }
-  return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
+  return { id: keys.slice(0, 64), generation, objects, objectCount, storedBytes, packed, isComplete }
 }
 export function hasMany(target, has, ids) {
   let out = ''
   for (let i = 0; i < ids.length; i += 64) out += has.call(target, ids.slice(i, i + 64)) ? '1' : '0'
   return out
 }
+export function joinIds(v) {
+  let out = ''
+  const add = (id) => {
+    if (typeof id !== 'string' || id.length !== 64) return false
+    out += id
+    return true
+  }
+  if (v instanceof Map || v instanceof Set) {
+    for (const id of v.keys()) if (!add(id)) return null
+  } else if (typeof v === 'string' || v === null || typeof v !== 'object') {
+    return null
+  } else if (typeof v[Symbol.iterator] === 'function') {
+    for (const id of v) if (!add(id)) return null
+  } else {
+    for (const id of Object.keys(v)) if (!add(id)) return null
+  }
+  return out
+}
 "#)]
 extern "C" {
     /// `{ id, generation, objects, objectCount, storedBytes, packed, isComplete }`
-    /// with `objects[keys[64 i..64 (i + 1)]]` the `i`th object of `data` (the objects'
-    /// bytes one after the other, then each one's length as a little-endian u32).
+    /// with `id` = `keys[0..64]` and `objects[keys[64 (i + 1)..64 (i + 2)]]` the `i`th
+    /// object: `sizes[i]` bytes of `data` after the objects before it.
     #[wasm_bindgen(js_name = commitResult)]
     #[allow(clippy::too_many_arguments)]
     pub fn commit_result(
-        id: &str,
         generation: f64,
         object_count: f64,
         stored_bytes: f64,
@@ -53,11 +87,17 @@ extern "C" {
         packed: &JsValue,
         keys: &str,
         data: &[u8],
+        sizes: &[u32],
     ) -> Object;
 
     /// `has.call(target, id)` for each 64-digit id of `ids`, as `'0'`/`'1'`.
     #[wasm_bindgen(js_name = hasMany, catch)]
     fn has_many(target: &JsValue, has: &Function, ids: &str) -> Result<String, JsValue>;
+
+    /// The ids of `v` one after the other: a `Map`'s or `Set`'s keys, an iterable's
+    /// items, or a record's own keys; `null` unless each is a 64-character string.
+    #[wasm_bindgen(js_name = joinIds)]
+    pub fn join_ids(v: &JsValue) -> Option<String>;
 }
 
 /// Every fallible binding call returns this: the error is a JavaScript `Error`.
@@ -143,14 +183,25 @@ pub fn id_array<'a>(ids: impl IntoIterator<Item = &'a ObjectId>) -> Array {
 /// An id as a JavaScript hex string, without the intermediate `String` of
 /// `to_hex` (ids cross the boundary on every source lookup).
 pub fn hex(id: &ObjectId) -> JsValue {
+    let digits = hex_digits(id);
+    // ASCII hex digits are always UTF-8.
+    JsValue::from_str(std::str::from_utf8(&digits).unwrap_or_default())
+}
+
+/// Appends the 64 hex digits of `id` (without `Display`'s formatting machinery, which
+/// costs more than the digits in wasm).
+pub fn push_hex(out: &mut String, id: &ObjectId) {
+    out.push_str(std::str::from_utf8(&hex_digits(id)).unwrap_or_default());
+}
+
+fn hex_digits(id: &ObjectId) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
     for (i, b) in id.as_bytes().iter().enumerate() {
         out[2 * i] = DIGITS[usize::from(b >> 4)];
         out[2 * i + 1] = DIGITS[usize::from(b & 15)];
     }
-    // ASCII hex digits are always UTF-8.
-    JsValue::from_str(std::str::from_utf8(&out).unwrap_or_default())
+    out
 }
 
 /// Bytes given as a `Uint8Array` (or a string, taken as UTF-8, where `text_ok`).
@@ -320,8 +371,7 @@ impl ObjectSource for JsSource {
         };
         let mut hex = String::with_capacity(64 * ids.len());
         for id in ids {
-            // Writing into a `String` cannot fail.
-            let _ = write!(hex, "{id}");
+            push_hex(&mut hex, id);
         }
         let answer =
             has_many(&self.target, has, &hex).map_err(|e| BoxError::from(js_message(&e)))?;

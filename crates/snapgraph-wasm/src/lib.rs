@@ -31,12 +31,14 @@
 
 pub mod error;
 pub mod graph;
+pub mod held;
 pub mod js;
 pub mod workspace;
 
 use wasm_bindgen::prelude::*;
 
 pub use graph::{CheckoutPlan, SnapshotGraph};
+pub use held::HaveSet;
 pub use workspace::{Restore, Workspace};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -61,8 +63,8 @@ export interface CommitResult {
 }
 export interface CommitOptions {
   parents?: string[];
-  /** Ids the destination holds (with their closures), or a source asked per object. */
-  have?: string[] | ObjectSourceLike;
+  /** Ids the destination holds (with their closures), or a HaveSet or source asked per object. */
+  have?: string[] | HaveSet | ObjectSourceLike;
   meta?: Record<string, string>;
   /** Record an empty root directory (the workspace keeps its files). */
   excludeFiles?: boolean;

@@ -1,7 +1,5 @@
 //! `Workspace`, `Commit`, `Restore` and `DriftCheck` for JavaScript.
 
-use std::fmt::Write as _;
-
 use js_sys::{Array, Object, Uint8Array};
 use snapgraph::{
     CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
@@ -10,6 +8,7 @@ use snapgraph::{
 use wasm_bindgen::prelude::*;
 
 use crate::error;
+use crate::held::HeldSource;
 use crate::js::{self, invalid, set, to_js, JsResult, JsSource};
 
 /// An in-memory file system with opaque state bytes, committed turn by turn.
@@ -417,13 +416,14 @@ impl Workspace {
 
     /// Records the workspace as a commit.
     ///
-    /// `options`: `{ parents?: string[], have?: string[] | source, meta?: Record<string,
-    /// string>, excludeFiles?: boolean, excludeState?: boolean, parentSource?: source }`.
-    /// `have` as an array declares ids the destination holds (with their closures); as
-    /// a source (a `Map`, an object with `get`/`has`) it is asked per object along
-    /// changed paths, which is what a per-turn commit into a growing store wants, and
-    /// it also answers parent lookups (a merge with another workspace's commit needs no
-    /// `parentSource`). `excludeFiles`/`excludeState` record an empty root directory or
+    /// `options`: `{ parents?: string[], have?: string[] | HaveSet | source, meta?:
+    /// Record<string, string>, excludeFiles?: boolean, excludeState?: boolean,
+    /// parentSource?: source }`. `have` as an array declares ids the destination holds
+    /// (with their closures); as a [`HaveSet`](crate::HaveSet) or a source (a `Map`, an
+    /// object with `get`/`has`) it is asked per object along changed paths, which is
+    /// what a per-turn commit into a growing store wants: a `HaveSet` inside the
+    /// module, a source in one call into JavaScript. A source also answers parent
+    /// lookups (a merge with another workspace's commit needs no `parentSource`). `excludeFiles`/`excludeState` record an empty root directory or
     /// empty state; the workspace keeps its files and state.
     #[wasm_bindgen(unchecked_return_type = "CommitResult")]
     pub fn commit(
@@ -436,13 +436,14 @@ impl Workspace {
             v => js::ids(&v, "parents")?,
         };
         let have = js::get(&options, "have");
-        let (have_ids, have_source) = if have.is_undefined() || have.is_null() {
-            (None, None)
-        } else if Array::is_array(&have) {
-            (Some(js::ids(&have, "have")?), None)
-        } else {
-            (None, Some(JsSource::new(&have, "have")?))
-        };
+        let (mut have_ids, mut have_source, mut have_held) = (None, None, None);
+        if Array::is_array(&have) {
+            have_ids = Some(js::ids(&have, "have")?);
+        } else if let Some(held) = HeldSource::of(&have)? {
+            have_held = Some(held);
+        } else if !(have.is_undefined() || have.is_null()) {
+            have_source = Some(JsSource::new(&have, "have")?);
+        }
         let parent_source = match js::get(&options, "parentSource") {
             v if v.is_undefined() || v.is_null() => None,
             v => Some(JsSource::new(&v, "parentSource")?),
@@ -455,6 +456,9 @@ impl Workspace {
             o = o.have(ids);
         }
         if let Some(s) = &have_source {
+            o = o.have_in(s);
+        }
+        if let Some(s) = &have_held {
             o = o.have_in(s);
         }
         if let Some(s) = &parent_source {
@@ -621,26 +625,26 @@ impl Default for Workspace {
 
 /// `{ id, generation, objects, objectCount, storedBytes, packed, isComplete }`, the
 /// Node package's commit result: `objects` maps hex ids to `Uint8Array`s in
-/// dependency order (referenced objects first; write them in this order), `packed` is
-/// the commit as a packed snapshot when it is complete, else `null`.
+/// dependency order (referenced objects first; write them in this order), each a view
+/// of one buffer copied out of wasm memory for the commit (as Node's `Buffer`s are);
+/// `packed` is the commit as a packed snapshot when it is complete, else `null`.
 fn commit_object(c: snapgraph::Commit) -> Object {
     let packed = c.packed().map_or(JsValue::NULL, |b| js::u8array(&b).into());
     let (count, stored) = (c.object_count(), c.stored_bytes());
-    // The ids in one string and the objects in one buffer, for one call of the
-    // `commitResult` helper (js.rs) instead of three crossings per object.
-    let mut keys = String::with_capacity(64 * count);
-    let mut data = Vec::with_capacity(usize::try_from(stored).unwrap_or(0) + 4 * count);
-    let mut sizes = Vec::with_capacity(4 * count);
+    // The commit's id and the objects' ids in one string, the objects in one buffer
+    // and their sizes in another, for one call of the `commitResult` helper (js.rs)
+    // instead of crossings per object.
+    let mut keys = String::with_capacity(64 * (count + 1));
+    js::push_hex(&mut keys, &c.id());
+    let mut data = Vec::with_capacity(usize::try_from(stored).unwrap_or(0));
+    let mut sizes = Vec::with_capacity(count);
     for (id, bytes) in c.objects().iter() {
-        // Writing into a `String` cannot fail.
-        let _ = write!(keys, "{id}");
+        js::push_hex(&mut keys, id);
         data.extend_from_slice(bytes);
         // An object is at most MAX_OBJECT_SIZE bytes, far below 4 GiB.
-        sizes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        sizes.push(bytes.len() as u32);
     }
-    data.extend_from_slice(&sizes);
     js::commit_result(
-        &c.id().to_hex(),
         c.generation() as f64,
         count as f64,
         stored as f64,
@@ -648,6 +652,7 @@ fn commit_object(c: snapgraph::Commit) -> Object {
         &packed,
         &keys,
         &data,
+        &sizes,
     )
 }
 
