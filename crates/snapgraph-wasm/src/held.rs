@@ -20,9 +20,6 @@ thread_local! {
     static NEXT: Cell<u32> = const { Cell::new(1) };
 }
 
-/// The property a `HaveSet`'s JavaScript object answers with its key.
-const KEY: &str = "__snapgraphHaveSet";
-
 /// Ids of objects a destination holds (a page's store), kept in wasm memory: as a
 /// commit's `have` it is asked inside the module, with no call into JavaScript per
 /// object, like a Rust `HashSet` passed to `have_in`. It holds ids, not bytes: it
@@ -51,24 +48,12 @@ impl Drop for HaveSet {
 pub(crate) struct HeldSource(Ids);
 
 impl HeldSource {
-    /// The `HaveSet` `v` is, if it is one; `None` for any other value.
-    pub fn of(v: &JsValue) -> JsResult<Option<Self>> {
-        if !v.is_object() {
-            return Ok(None);
-        }
-        let key = match js_sys::Reflect::get(v, &JsValue::from_str(KEY)) {
-            Ok(k) => k,
-            // The getter of a freed set throws.
-            Err(_) => return Err(invalid("have: this HaveSet was freed")),
-        };
-        let Some(key) = key.as_f64() else {
-            return Ok(None);
-        };
-        let ids = SETS.with(|s| s.borrow().get(&(key as u32)).cloned());
-        match ids {
-            Some(ids) => Ok(Some(Self(ids))),
-            None => Err(invalid("have: this HaveSet was freed")),
-        }
+    /// The live `HaveSet` whose key is `key` (what its JavaScript object's
+    /// `__snapgraphHaveSet` getter answers).
+    pub fn by_key(key: u32) -> JsResult<Self> {
+        SETS.with(|s| s.borrow().get(&key).cloned())
+            .map(Self)
+            .ok_or_else(|| invalid("have: this HaveSet was freed"))
     }
 }
 
@@ -85,19 +70,6 @@ impl ObjectSource for HeldSource {
         let set = self.0.borrow();
         Ok(ids.iter().map(|id| set.contains(id)).collect())
     }
-}
-
-/// Parses the 64-digit ids of `joined`, all or none.
-fn parse_joined(joined: &str) -> JsResult<Vec<ObjectId>> {
-    // `joinIds` hands over 64 ASCII characters per id; anything else is not an id.
-    let bytes = joined.as_bytes();
-    bytes
-        .chunks(64)
-        .map(|digits| match std::str::from_utf8(digits) {
-            Ok(s) if digits.len() == 64 => js::id(s),
-            _ => Err(invalid("ids must be 64-digit hex strings")),
-        })
-        .collect()
 }
 
 #[wasm_bindgen]
@@ -142,7 +114,7 @@ impl HaveSet {
         let joined = js::join_ids(&ids).ok_or_else(|| {
             invalid("ids must be a record, Map or Set keyed by hex ids, or an iterable of hex ids")
         })?;
-        let parsed = parse_joined(&joined)?;
+        let parsed = js::parse_joined(&joined, "ids")?;
         self.ids.borrow_mut().extend(parsed);
         Ok(())
     }

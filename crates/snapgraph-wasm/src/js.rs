@@ -49,6 +49,45 @@ export function commitResult(generation, objectCount, storedBytes, isComplete, p
   }
   return { id: keys.slice(0, 64), generation, objects, objectCount, storedBytes, packed, isComplete }
 }
+export function commitOptions(o) {
+  // Flags (see OPT_* in js.rs), a HaveSet's key and the parents' ids joined, as
+  // "flags,key,ids"; null unless `o` is an object, undefined or null.
+  if (o === undefined || o === null) return '0,0,'
+  if (typeof o !== 'object') return null
+  let flags = 0
+  let key = 0
+  let joined = ''
+  const parents = o.parents
+  if (Array.isArray(parents)) {
+    for (const id of parents) {
+      if (typeof id !== 'string' || id.length !== 64) {
+        joined = null
+        break
+      }
+      joined += id
+    }
+    flags |= joined === null ? 2 : 1
+    if (joined === null) joined = ''
+  } else if (parents !== undefined && parents !== null) flags |= 2
+  const have = o.have
+  if (have !== undefined && have !== null) {
+    let k
+    try {
+      k = typeof have === 'object' ? have.__snapgraphHaveSet : undefined
+    } catch {
+      flags |= 1024
+    }
+    if (typeof k === 'number') {
+      flags |= 4
+      key = k
+    } else flags |= 8
+  }
+  if (o.parentSource !== undefined && o.parentSource !== null) flags |= 16
+  const bool = (v, yes, bad) => (v === true ? yes : v === false || v === undefined || v === null ? 0 : bad)
+  flags |= bool(o.excludeFiles, 32, 64) | bool(o.excludeState, 128, 256)
+  if (o.meta !== undefined && o.meta !== null) flags |= 512
+  return flags + ',' + key + ',' + joined
+}
 export function hasMany(target, has, ids) {
   let out = ''
   for (let i = 0; i < ids.length; i += 64) out += has.call(target, ids.slice(i, i + 64)) ? '1' : '0'
@@ -90,6 +129,11 @@ extern "C" {
         sizes: &[u32],
     ) -> Object;
 
+    /// `"flags,key,ids"` of commit options (see the `OPT_*` flags); `None` unless
+    /// `options` is an object, `undefined` or `null`.
+    #[wasm_bindgen(js_name = commitOptions)]
+    pub fn commit_options(options: &JsValue) -> Option<String>;
+
     /// `has.call(target, id)` for each 64-digit id of `ids`, as `'0'`/`'1'`.
     #[wasm_bindgen(js_name = hasMany, catch)]
     fn has_many(target: &JsValue, has: &Function, ids: &str) -> Result<String, JsValue>;
@@ -98,6 +142,50 @@ extern "C" {
     /// items, or a record's own keys; `null` unless each is a 64-character string.
     #[wasm_bindgen(js_name = joinIds)]
     pub fn join_ids(v: &JsValue) -> Option<String>;
+}
+
+/// `parents` is an array of 64-character strings, joined in the `ids` field.
+pub const OPT_PARENTS_JOINED: u32 = 1;
+/// `parents` is present in another form (read again to parse or refuse it).
+pub const OPT_PARENTS_OTHER: u32 = 2;
+/// `have` is a `HaveSet`, whose key is the `key` field.
+pub const OPT_HAVE_HELD: u32 = 4;
+/// `have` is present and not a `HaveSet`.
+pub const OPT_HAVE_OTHER: u32 = 8;
+/// `parentSource` is present.
+pub const OPT_PARENT_SOURCE: u32 = 16;
+/// `excludeFiles` is `true`.
+pub const OPT_EXCLUDE_FILES: u32 = 32;
+/// `excludeFiles` is present and not a boolean.
+pub const OPT_EXCLUDE_FILES_BAD: u32 = 64;
+/// `excludeState` is `true`.
+pub const OPT_EXCLUDE_STATE: u32 = 128;
+/// `excludeState` is present and not a boolean.
+pub const OPT_EXCLUDE_STATE_BAD: u32 = 256;
+/// `meta` is present.
+pub const OPT_META: u32 = 512;
+/// `have` is a freed `HaveSet` (its getter threw).
+pub const OPT_HAVE_FREED: u32 = 1024;
+
+/// `(flags, key, ids)` of what `commitOptions` answered.
+pub fn split_commit_options(read: &str) -> (u32, u32, &str) {
+    let mut parts = read.splitn(3, ',');
+    let mut number = || parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let (flags, key) = (number(), number());
+    (flags, key, parts.next().unwrap_or(""))
+}
+
+/// Parses the 64-digit ids of `joined` (ids one after the other), all or none; `what`
+/// names them in the error.
+pub fn parse_joined(joined: &str, what: &str) -> JsResult<Vec<ObjectId>> {
+    joined
+        .as_bytes()
+        .chunks(64)
+        .map(|digits| match std::str::from_utf8(digits) {
+            Ok(s) if digits.len() == 64 => id(s),
+            _ => Err(invalid(format!("{what} must be 64-digit hex strings"))),
+        })
+        .collect()
 }
 
 /// Every fallible binding call returns this: the error is a JavaScript `Error`.

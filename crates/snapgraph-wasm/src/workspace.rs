@@ -423,35 +423,60 @@ impl Workspace {
     /// object with `get`/`has`) it is asked per object along changed paths, which is
     /// what a per-turn commit into a growing store wants: a `HaveSet` inside the
     /// module, a source in one call into JavaScript. A source also answers parent
-    /// lookups (a merge with another workspace's commit needs no `parentSource`). `excludeFiles`/`excludeState` record an empty root directory or
-    /// empty state; the workspace keeps its files and state.
+    /// lookups (a merge with another workspace's commit needs no `parentSource`).
+    /// `excludeFiles`/`excludeState` record an empty root directory or empty state; the
+    /// workspace keeps its files and state.
     #[wasm_bindgen(unchecked_return_type = "CommitResult")]
     pub fn commit(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "CommitOptions | undefined")] options: JsValue,
     ) -> JsResult<Object> {
-        opt_object(&options, "commit options")?;
-        let parents = match js::get(&options, "parents") {
-            v if v.is_undefined() || v.is_null() => Vec::new(),
-            v => js::ids(&v, "parents")?,
+        // The common fields in one call into JavaScript (`commitOptions`, js.rs); the
+        // others are read one by one, only when present.
+        let read = js::commit_options(&options)
+            .ok_or_else(|| invalid("commit options must be an object"))?;
+        let (flags, held_key, joined) = js::split_commit_options(&read);
+        let has = |bit| flags & bit != 0;
+        let parents = if has(js::OPT_PARENTS_JOINED) {
+            js::parse_joined(joined, "parents")?
+        } else if has(js::OPT_PARENTS_OTHER) {
+            js::ids(&js::get(&options, "parents"), "parents")?
+        } else {
+            Vec::new()
         };
-        let have = js::get(&options, "have");
         let (mut have_ids, mut have_source, mut have_held) = (None, None, None);
-        if Array::is_array(&have) {
-            have_ids = Some(js::ids(&have, "have")?);
-        } else if let Some(held) = HeldSource::of(&have)? {
-            have_held = Some(held);
-        } else if !(have.is_undefined() || have.is_null()) {
-            have_source = Some(JsSource::new(&have, "have")?);
+        if has(js::OPT_HAVE_FREED) {
+            return Err(invalid("have: this HaveSet was freed"));
+        } else if has(js::OPT_HAVE_HELD) {
+            have_held = Some(HeldSource::by_key(held_key)?);
+        } else if has(js::OPT_HAVE_OTHER) {
+            let have = js::get(&options, "have");
+            if Array::is_array(&have) {
+                have_ids = Some(js::ids(&have, "have")?);
+            } else {
+                have_source = Some(JsSource::new(&have, "have")?);
+            }
         }
-        let parent_source = match js::get(&options, "parentSource") {
-            v if v.is_undefined() || v.is_null() => None,
-            v => Some(JsSource::new(&v, "parentSource")?),
+        let parent_source = if has(js::OPT_PARENT_SOURCE) {
+            Some(JsSource::new(
+                &js::get(&options, "parentSource"),
+                "parentSource",
+            )?)
+        } else {
+            None
         };
+        for (bad, key) in [
+            (js::OPT_EXCLUDE_FILES_BAD, "excludeFiles"),
+            (js::OPT_EXCLUDE_STATE_BAD, "excludeState"),
+        ] {
+            if has(bad) {
+                return Err(invalid(format!("{key} must be a boolean")));
+            }
+        }
         let mut o = CommitOptions::new()
             .parents(parents)
-            .exclude_files(js::opt_bool(&options, "excludeFiles")?)
-            .exclude_state(js::opt_bool(&options, "excludeState")?);
+            .exclude_files(has(js::OPT_EXCLUDE_FILES))
+            .exclude_state(has(js::OPT_EXCLUDE_STATE));
         if let Some(ids) = &have_ids {
             o = o.have(ids);
         }
@@ -464,9 +489,8 @@ impl Workspace {
         if let Some(s) = &parent_source {
             o = o.parent_source(s);
         }
-        let meta = js::get(&options, "meta");
-        if !(meta.is_undefined() || meta.is_null()) {
-            let meta: Object = meta
+        if has(js::OPT_META) {
+            let meta: Object = js::get(&options, "meta")
                 .dyn_into()
                 .map_err(|_| invalid("meta must be an object of strings"))?;
             for entry in Object::entries(&meta).iter() {

@@ -492,6 +492,14 @@ test("arguments of the wrong type are INVALID_ARGUMENT and leave the object usab
   throwsCode(() => ws.commit({ parents: "abc" }), "INVALID_ARGUMENT");
   throwsCode(() => ws.commit({ meta: { n: 1 } }), "INVALID_ARGUMENT");
   throwsCode(() => ws.commit("options"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit(() => ({})), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parents: [1] }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parents: ["zz".repeat(32)] }), "INVALID_ID");
+  throwsCode(() => ws.commit({ parents: "ab".repeat(32) }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ excludeState: 1 }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ have: 5 }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parentSource: "store" }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ have: { __snapgraphHaveSet: 1e9 } }), "INVALID_ARGUMENT");
   throwsCode(() => ws.setCapabilities({ builtins: [1] }), "INVALID_ARGUMENT");
   throwsCode(() => ws.recordRead({ fingerprint: "f" }), "INVALID_ARGUMENT");
   throwsCode(() => SnapshotGraph.ancestry("ab".repeat(32), new Map(), -1), "INVALID_ARGUMENT");
