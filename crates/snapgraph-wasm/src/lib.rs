@@ -53,7 +53,7 @@ export type ObjectSourceLike =
 export interface CommitResult {
   id: string;
   generation: number;
-  /** Hex id -> stored bytes, in dependency order: write them in this order. */
+  /** Hex id -> stored bytes, in dependency order: write them in this order. Views of one copy per commit, in a buffer shared with other small commits: store `bytes.slice()` in IndexedDB. */
   objects: Record<string, Uint8Array>;
   objectCount: number;
   storedBytes: number;

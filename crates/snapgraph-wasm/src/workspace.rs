@@ -191,9 +191,7 @@ impl Workspace {
     /// The commit the workspace was last committed as or checked out from, or `null`.
     #[wasm_bindgen(unchecked_return_type = "string | null")]
     pub fn head(&self) -> JsValue {
-        self.inner
-            .head()
-            .map_or(JsValue::NULL, |h| JsValue::from_str(&h.to_hex()))
+        self.inner.head().map_or(JsValue::NULL, |h| js::hex(&h))
     }
 
     /// Whether a file's bytes are in memory (false for files a shallow checkout left
