@@ -132,7 +132,7 @@ extern "C" {
     /// `"flags,key,ids"` of commit options (see the `OPT_*` flags); `None` unless
     /// `options` is an object, `undefined` or `null`.
     #[wasm_bindgen(js_name = commitOptions)]
-    pub fn commit_options(options: &JsValue) -> Option<String>;
+    pub(crate) fn commit_options(options: &JsValue) -> Option<String>;
 
     /// `has.call(target, id)` for each 64-digit id of `ids`, as `'0'`/`'1'`.
     #[wasm_bindgen(js_name = hasMany, catch)]
@@ -141,34 +141,34 @@ extern "C" {
     /// The ids of `v` one after the other: a `Map`'s or `Set`'s keys, an iterable's
     /// items, or a record's own keys; `null` unless each is a 64-character string.
     #[wasm_bindgen(js_name = joinIds)]
-    pub fn join_ids(v: &JsValue) -> Option<String>;
+    pub(crate) fn join_ids(v: &JsValue) -> Option<String>;
 }
 
 /// `parents` is an array of 64-character strings, joined in the `ids` field.
-pub const OPT_PARENTS_JOINED: u32 = 1;
+pub(crate) const OPT_PARENTS_JOINED: u32 = 1;
 /// `parents` is present in another form (read again to parse or refuse it).
-pub const OPT_PARENTS_OTHER: u32 = 2;
+pub(crate) const OPT_PARENTS_OTHER: u32 = 2;
 /// `have` is a `HaveSet`, whose key is the `key` field.
-pub const OPT_HAVE_HELD: u32 = 4;
+pub(crate) const OPT_HAVE_HELD: u32 = 4;
 /// `have` is present and not a `HaveSet`.
-pub const OPT_HAVE_OTHER: u32 = 8;
+pub(crate) const OPT_HAVE_OTHER: u32 = 8;
 /// `parentSource` is present.
-pub const OPT_PARENT_SOURCE: u32 = 16;
+pub(crate) const OPT_PARENT_SOURCE: u32 = 16;
 /// `excludeFiles` is `true`.
-pub const OPT_EXCLUDE_FILES: u32 = 32;
+pub(crate) const OPT_EXCLUDE_FILES: u32 = 32;
 /// `excludeFiles` is present and not a boolean.
-pub const OPT_EXCLUDE_FILES_BAD: u32 = 64;
+pub(crate) const OPT_EXCLUDE_FILES_BAD: u32 = 64;
 /// `excludeState` is `true`.
-pub const OPT_EXCLUDE_STATE: u32 = 128;
+pub(crate) const OPT_EXCLUDE_STATE: u32 = 128;
 /// `excludeState` is present and not a boolean.
-pub const OPT_EXCLUDE_STATE_BAD: u32 = 256;
+pub(crate) const OPT_EXCLUDE_STATE_BAD: u32 = 256;
 /// `meta` is present.
-pub const OPT_META: u32 = 512;
+pub(crate) const OPT_META: u32 = 512;
 /// `have` is a freed `HaveSet` (its getter threw).
-pub const OPT_HAVE_FREED: u32 = 1024;
+pub(crate) const OPT_HAVE_FREED: u32 = 1024;
 
 /// `(flags, key, ids)` of what `commitOptions` answered.
-pub fn split_commit_options(read: &str) -> (u32, u32, &str) {
+pub(crate) fn split_commit_options(read: &str) -> (u32, u32, &str) {
     let mut parts = read.splitn(3, ',');
     let mut number = || parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
     let (flags, key) = (number(), number());
@@ -177,7 +177,7 @@ pub fn split_commit_options(read: &str) -> (u32, u32, &str) {
 
 /// Parses the 64-digit ids of `joined` (ids one after the other), all or none; `what`
 /// names them in the error.
-pub fn parse_joined(joined: &str, what: &str) -> JsResult<Vec<ObjectId>> {
+pub(crate) fn parse_joined(joined: &str, what: &str) -> JsResult<Vec<ObjectId>> {
     joined
         .as_bytes()
         .chunks(64)
