@@ -6,7 +6,7 @@
 // IndexedDB objects first, then the branch ref moves by compare-and-swap, so the
 // store always holds everything a ref points to.
 
-import init, { Workspace, SnapshotGraph, CheckoutPlan, formatVersion } from "./pkg/snapgraph_wasm.js";
+import init, { Workspace, SnapshotGraph, CheckoutPlan, HaveSet, formatVersion } from "./pkg/snapgraph_wasm.js";
 import { IdbStore } from "./idb-store.js";
 
 const DB_NAME = "snapgraph-browser";
@@ -19,11 +19,15 @@ const $ = (id) => document.getElementById(id);
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const short = (id) => id.slice(0, 12);
 
-/** The engine's synchronous object source, filled from IndexedDB on demand. */
+/**
+ * The engine's synchronous object source, filled from IndexedDB on demand. `held`
+ * mirrors its ids in wasm memory: a commit's `have`, asked inside the module.
+ */
 class ObjectCache {
   constructor(store) {
     this.store = store;
     this.map = new Map();
+    this.held = new HaveSet();
   }
   get(id) {
     return this.map.get(id);
@@ -32,7 +36,8 @@ class ObjectCache {
     return this.map.has(id);
   }
   addAll(objects) {
-    for (const [id, bytes] of Object.entries(objects)) this.map.set(id, bytes);
+    for (const id in objects) this.map.set(id, objects[id]);
+    this.held.addAll(objects);
   }
   /** Loads `ids` from IndexedDB; throws NOT_FOUND for one the store lacks. */
   async load(ids) {
@@ -47,6 +52,7 @@ class ObjectCache {
       }
       this.map.set(id, got[i]);
     });
+    this.held.addAll(want);
   }
   /** Runs `fn(this)`, fetching each object it misses, until it needs nothing more. */
   async withObjects(fn) {
@@ -329,7 +335,7 @@ async function commitTurn(message) {
   const next = app.ws.copy();
   const c = next.commit({
     parents: expected ? [expected] : [],
-    have: app.cache,
+    have: app.cache.held,
     meta: { message, time: new Date().toISOString() },
   });
   try {
@@ -475,7 +481,7 @@ function preview(ws, path) {
 
 async function importPack() {
   const ws = app.pack.ws.copy();
-  const c = ws.commit({ have: app.cache, meta: { message: `unpacked ${app.pack.name}`, time: new Date().toISOString() } });
+  const c = ws.commit({ have: app.cache.held, meta: { message: `unpacked ${app.pack.name}`, time: new Date().toISOString() } });
   ws.free();
   const objects = c.objects;
   await app.store.putMany(objects);
@@ -497,25 +503,31 @@ function fillRandom(buf) {
 
 /**
  * 2,000 files of 4,000 B in 20 directories, committed once; then per turn one file
- * rewritten and committed against an in-memory store (`have`), its new objects added
- * to the store. Timed: write + commit + store insert (content made beforehand).
- * Turns run in batches of 10 so the timer's resolution does not matter.
+ * rewritten and committed against an in-memory store, its new objects added to the
+ * store: what `commitTurn` does short of IndexedDB (a `Map` of the objects and a
+ * `HaveSet` of their ids as `have`, as `ObjectCache` keeps them). Timed: write +
+ * commit + store insert (content made beforehand), like the native figure
+ * (`crates/snapgraph-wasm/examples/turns_native.rs`). Turns run in batches of 10 so the
+ * timer's resolution does not matter.
  */
 export function benchmark({ files = 2000, dirs = 20, size = 4000, warmup = 50, batches = 40, batch = 10 } = {}) {
   const ws = new Workspace();
   const store = new Map();
+  const held = new HaveSet();
+  const keep = (objects) => {
+    for (const id in objects) store.set(id, objects[id]);
+    held.addAll(objects);
+  };
   const path = (i) => `/d${String(i % dirs).padStart(4, "0")}/f${String(i).padStart(6, "0")}.bin`;
   const t0 = performance.now();
   for (let i = 0; i < files; i++) ws.write(path(i), fillRandom(new Uint8Array(size)));
-  const first = ws.commit({});
-  for (const [id, b] of Object.entries(first.objects)) store.set(id, b);
+  keep(ws.commit({}).objects);
   const firstMs = performance.now() - t0;
   let edit = 0;
   const turn = (data) => {
     const i = (edit++ * 7919) % files;
     ws.write(path(i), data);
-    const c = ws.commit({ parents: [ws.head()], have: store });
-    for (const [id, b] of Object.entries(c.objects)) store.set(id, b);
+    keep(ws.commit({ parents: [ws.head()], have: held }).objects);
   };
   const fresh = (n) => Array.from({ length: n }, () => fillRandom(new Uint8Array(size)));
   for (const d of fresh(warmup)) turn(d);
@@ -527,6 +539,7 @@ export function benchmark({ files = 2000, dirs = 20, size = 4000, warmup = 50, b
     perTurn.push((performance.now() - s) / batch);
   }
   ws.free();
+  held.free();
   perTurn.sort((x, y) => x - y);
   const median = perTurn[perTurn.length >> 1];
   const mean = perTurn.reduce((x, y) => x + y, 0) / perTurn.length;

@@ -3,8 +3,6 @@
 
 use std::borrow::Cow;
 
-use std::fmt::Write as _;
-
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use snapgraph::{BoxError, ObjectId, ObjectSource};
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -12,40 +10,115 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{self, Described, INVALID_ARGUMENT};
 
-// Two steps done inside JavaScript instead of crossing the boundary once per object
-// (each crossing, a string decoded from wasm memory, a typed array made, costs more
-// than the step itself): building a commit's `objects` record and answering a batch
-// of `has` questions.
+// Steps done inside JavaScript instead of crossing the boundary once per object (each
+// crossing, a string decoded from wasm memory, a typed array made, costs more than the
+// step itself): building a commit's `objects` record, answering a batch of `has`
+// questions, and listing the ids of a record, `Map` or array in one string.
 #[wasm_bindgen(inline_js = r#"
-export function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data) {
-  // `data` is a view of wasm memory: each object is copied out into its own buffer
-  // (so a store that clones it, as IndexedDB does, clones only the object).
-  const objects = {}
-  const n = keys.length >>> 6
-  const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
-  let at = 0
-  let len = data.length - 4 * n
-  for (let i = 0; i < n; i++, len += 4) {
-    const size = view.getUint32(len, true)
-    objects[keys.slice(i << 6, (i + 1) << 6)] = data.slice(at, at + size)
+// Small commits' bytes are carved out of shared 256 KiB buffers, as Node carves small
+// Buffers out of a pool: a fresh ArrayBuffer per commit (zeroed, registered with the
+// collector as external memory) costs more than a per-turn commit's own work. A commit
+// larger than a quarter of a slab gets a buffer of its own.
+const SLAB = 1 << 18
+let slab = null
+let slabAt = 0
+function carve(n) {
+  if (n > SLAB >>> 2) return new Uint8Array(n)
+  if (slab === null || slabAt + n > SLAB) {
+    slab = new Uint8Array(SLAB)
+    slabAt = 0
+  }
+  const out = new Uint8Array(slab.buffer, slabAt, n)
+  slabAt = (slabAt + n + 7) & ~7
+  return out
+}
+export function commitResult(generation, objectCount, storedBytes, isComplete, packed, keys, data, sizes) {
+  // `data` is a view of wasm memory: copied out once, before anything can grow the
+  // memory, and each object a view of that copy. A null-prototype record is a
+  // dictionary from the start in V8, so a fresh set of ids per commit grows no
+  // hidden-class transitions.
+  const bytes = carve(data.length)
+  bytes.set(data)
+  const buffer = bytes.buffer
+  const objects = Object.create(null)
+  let at = bytes.byteOffset
+  for (let i = 0; i < sizes.length; i++) {
+    const size = sizes[i]
+    objects[keys.slice((i + 1) << 6, (i + 2) << 6)] = new Uint8Array(buffer, at, size)
     at += size
   }
-  return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
+  return { id: keys.slice(0, 64), generation, objects, objectCount, storedBytes, packed, isComplete }
+}
+export function commitOptions(o) {
+  // Flags (see OPT_* in js.rs), a HaveSet's key and the parents' ids joined, as
+  // "flags,key,ids"; null unless `o` is an object, undefined or null.
+  if (o === undefined || o === null) return '0,0,'
+  if (typeof o !== 'object') return null
+  let flags = 0
+  let key = 0
+  let joined = ''
+  const parents = o.parents
+  if (Array.isArray(parents)) {
+    for (const id of parents) {
+      if (typeof id !== 'string' || id.length !== 64) {
+        joined = null
+        break
+      }
+      joined += id
+    }
+    flags |= joined === null ? 2 : 1
+    if (joined === null) joined = ''
+  } else if (parents !== undefined && parents !== null) flags |= 2
+  const have = o.have
+  if (have !== undefined && have !== null) {
+    let k
+    try {
+      k = typeof have === 'object' ? have.__snapgraphHaveSet : undefined
+    } catch {
+      flags |= 1024
+    }
+    if (typeof k === 'number') {
+      flags |= 4
+      key = k
+    } else flags |= 8
+  }
+  if (o.parentSource !== undefined && o.parentSource !== null) flags |= 16
+  const bool = (v, yes, bad) => (v === true ? yes : v === false || v === undefined || v === null ? 0 : bad)
+  flags |= bool(o.excludeFiles, 32, 64) | bool(o.excludeState, 128, 256)
+  if (o.meta !== undefined && o.meta !== null) flags |= 512
+  return flags + ',' + key + ',' + joined
 }
 export function hasMany(target, has, ids) {
   let out = ''
   for (let i = 0; i < ids.length; i += 64) out += has.call(target, ids.slice(i, i + 64)) ? '1' : '0'
   return out
 }
+export function joinIds(v) {
+  let out = ''
+  const add = (id) => {
+    if (typeof id !== 'string' || id.length !== 64) return false
+    out += id
+    return true
+  }
+  if (v instanceof Map || v instanceof Set) {
+    for (const id of v.keys()) if (!add(id)) return null
+  } else if (typeof v === 'string' || v === null || typeof v !== 'object') {
+    return null
+  } else if (typeof v[Symbol.iterator] === 'function') {
+    for (const id of v) if (!add(id)) return null
+  } else {
+    for (const id of Object.keys(v)) if (!add(id)) return null
+  }
+  return out
+}
 "#)]
 extern "C" {
     /// `{ id, generation, objects, objectCount, storedBytes, packed, isComplete }`
-    /// with `objects[keys[64 i..64 (i + 1)]]` the `i`th object of `data` (the objects'
-    /// bytes one after the other, then each one's length as a little-endian u32).
+    /// with `id` = `keys[0..64]` and `objects[keys[64 (i + 1)..64 (i + 2)]]` the `i`th
+    /// object: `sizes[i]` bytes of `data` after the objects before it.
     #[wasm_bindgen(js_name = commitResult)]
     #[allow(clippy::too_many_arguments)]
     pub fn commit_result(
-        id: &str,
         generation: f64,
         object_count: f64,
         stored_bytes: f64,
@@ -53,11 +126,66 @@ extern "C" {
         packed: &JsValue,
         keys: &str,
         data: &[u8],
+        sizes: &[u32],
     ) -> Object;
+
+    /// `"flags,key,ids"` of commit options (see the `OPT_*` flags); `None` unless
+    /// `options` is an object, `undefined` or `null`.
+    #[wasm_bindgen(js_name = commitOptions)]
+    pub(crate) fn commit_options(options: &JsValue) -> Option<String>;
 
     /// `has.call(target, id)` for each 64-digit id of `ids`, as `'0'`/`'1'`.
     #[wasm_bindgen(js_name = hasMany, catch)]
     fn has_many(target: &JsValue, has: &Function, ids: &str) -> Result<String, JsValue>;
+
+    /// The ids of `v` one after the other: a `Map`'s or `Set`'s keys, an iterable's
+    /// items, or a record's own keys; `null` unless each is a 64-character string.
+    #[wasm_bindgen(js_name = joinIds)]
+    pub(crate) fn join_ids(v: &JsValue) -> Option<String>;
+}
+
+/// `parents` is an array of 64-character strings, joined in the `ids` field.
+pub(crate) const OPT_PARENTS_JOINED: u32 = 1;
+/// `parents` is present in another form (read again to parse or refuse it).
+pub(crate) const OPT_PARENTS_OTHER: u32 = 2;
+/// `have` is a `HaveSet`, whose key is the `key` field.
+pub(crate) const OPT_HAVE_HELD: u32 = 4;
+/// `have` is present and not a `HaveSet`.
+pub(crate) const OPT_HAVE_OTHER: u32 = 8;
+/// `parentSource` is present.
+pub(crate) const OPT_PARENT_SOURCE: u32 = 16;
+/// `excludeFiles` is `true`.
+pub(crate) const OPT_EXCLUDE_FILES: u32 = 32;
+/// `excludeFiles` is present and not a boolean.
+pub(crate) const OPT_EXCLUDE_FILES_BAD: u32 = 64;
+/// `excludeState` is `true`.
+pub(crate) const OPT_EXCLUDE_STATE: u32 = 128;
+/// `excludeState` is present and not a boolean.
+pub(crate) const OPT_EXCLUDE_STATE_BAD: u32 = 256;
+/// `meta` is present.
+pub(crate) const OPT_META: u32 = 512;
+/// `have` is a freed `HaveSet` (its getter threw).
+pub(crate) const OPT_HAVE_FREED: u32 = 1024;
+
+/// `(flags, key, ids)` of what `commitOptions` answered.
+pub(crate) fn split_commit_options(read: &str) -> (u32, u32, &str) {
+    let mut parts = read.splitn(3, ',');
+    let mut number = || parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    let (flags, key) = (number(), number());
+    (flags, key, parts.next().unwrap_or(""))
+}
+
+/// Parses the 64-digit ids of `joined` (ids one after the other), all or none; `what`
+/// names them in the error.
+pub(crate) fn parse_joined(joined: &str, what: &str) -> JsResult<Vec<ObjectId>> {
+    joined
+        .as_bytes()
+        .chunks(64)
+        .map(|digits| match std::str::from_utf8(digits) {
+            Ok(s) if digits.len() == 64 => id(s),
+            _ => Err(invalid(format!("{what} must be 64-digit hex strings"))),
+        })
+        .collect()
 }
 
 /// Every fallible binding call returns this: the error is a JavaScript `Error`.
@@ -143,14 +271,25 @@ pub fn id_array<'a>(ids: impl IntoIterator<Item = &'a ObjectId>) -> Array {
 /// An id as a JavaScript hex string, without the intermediate `String` of
 /// `to_hex` (ids cross the boundary on every source lookup).
 pub fn hex(id: &ObjectId) -> JsValue {
+    let digits = hex_digits(id);
+    // ASCII hex digits are always UTF-8.
+    JsValue::from_str(std::str::from_utf8(&digits).unwrap_or_default())
+}
+
+/// Appends the 64 hex digits of `id` (without `Display`'s formatting machinery, which
+/// costs more than the digits in wasm).
+pub fn push_hex(out: &mut String, id: &ObjectId) {
+    out.push_str(std::str::from_utf8(&hex_digits(id)).unwrap_or_default());
+}
+
+fn hex_digits(id: &ObjectId) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = [0u8; 64];
     for (i, b) in id.as_bytes().iter().enumerate() {
         out[2 * i] = DIGITS[usize::from(b >> 4)];
         out[2 * i + 1] = DIGITS[usize::from(b & 15)];
     }
-    // ASCII hex digits are always UTF-8.
-    JsValue::from_str(std::str::from_utf8(&out).unwrap_or_default())
+    out
 }
 
 /// Bytes given as a `Uint8Array` (or a string, taken as UTF-8, where `text_ok`).
@@ -320,8 +459,7 @@ impl ObjectSource for JsSource {
         };
         let mut hex = String::with_capacity(64 * ids.len());
         for id in ids {
-            // Writing into a `String` cannot fail.
-            let _ = write!(hex, "{id}");
+            push_hex(&mut hex, id);
         }
         let answer =
             has_many(&self.target, has, &hex).map_err(|e| BoxError::from(js_message(&e)))?;

@@ -31,12 +31,14 @@
 
 pub mod error;
 pub mod graph;
+pub mod held;
 pub mod js;
 pub mod workspace;
 
 use wasm_bindgen::prelude::*;
 
 pub use graph::{CheckoutPlan, SnapshotGraph};
+pub use held::HaveSet;
 pub use workspace::{Restore, Workspace};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -51,7 +53,7 @@ export type ObjectSourceLike =
 export interface CommitResult {
   id: string;
   generation: number;
-  /** Hex id -> stored bytes, in dependency order: write them in this order. */
+  /** Hex id -> stored bytes, in dependency order: write them in this order. Views of one copy per commit, in a buffer shared with other small commits: store `bytes.slice()` in IndexedDB. */
   objects: Record<string, Uint8Array>;
   objectCount: number;
   storedBytes: number;
@@ -61,8 +63,8 @@ export interface CommitResult {
 }
 export interface CommitOptions {
   parents?: string[];
-  /** Ids the destination holds (with their closures), or a source asked per object. */
-  have?: string[] | ObjectSourceLike;
+  /** Ids the destination holds (with their closures), or a HaveSet or source asked per object. */
+  have?: string[] | HaveSet | ObjectSourceLike;
   meta?: Record<string, string>;
   /** Record an empty root directory (the workspace keeps its files). */
   excludeFiles?: boolean;

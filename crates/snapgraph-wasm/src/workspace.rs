@@ -1,7 +1,5 @@
 //! `Workspace`, `Commit`, `Restore` and `DriftCheck` for JavaScript.
 
-use std::fmt::Write as _;
-
 use js_sys::{Array, Object, Uint8Array};
 use snapgraph::{
     CapabilityFingerprint, CheckoutOptions, CheckoutPolicy, CommitOptions, DriftPolicy, EntryKind,
@@ -10,6 +8,7 @@ use snapgraph::{
 use wasm_bindgen::prelude::*;
 
 use crate::error;
+use crate::held::HeldSource;
 use crate::js::{self, invalid, set, to_js, JsResult, JsSource};
 
 /// An in-memory file system with opaque state bytes, committed turn by turn.
@@ -192,9 +191,7 @@ impl Workspace {
     /// The commit the workspace was last committed as or checked out from, or `null`.
     #[wasm_bindgen(unchecked_return_type = "string | null")]
     pub fn head(&self) -> JsValue {
-        self.inner
-            .head()
-            .map_or(JsValue::NULL, |h| JsValue::from_str(&h.to_hex()))
+        self.inner.head().map_or(JsValue::NULL, |h| js::hex(&h))
     }
 
     /// Whether a file's bytes are in memory (false for files a shallow checkout left
@@ -417,52 +414,81 @@ impl Workspace {
 
     /// Records the workspace as a commit.
     ///
-    /// `options`: `{ parents?: string[], have?: string[] | source, meta?: Record<string,
-    /// string>, excludeFiles?: boolean, excludeState?: boolean, parentSource?: source }`.
-    /// `have` as an array declares ids the destination holds (with their closures); as
-    /// a source (a `Map`, an object with `get`/`has`) it is asked per object along
-    /// changed paths, which is what a per-turn commit into a growing store wants, and
-    /// it also answers parent lookups (a merge with another workspace's commit needs no
-    /// `parentSource`). `excludeFiles`/`excludeState` record an empty root directory or
-    /// empty state; the workspace keeps its files and state.
+    /// `options`: `{ parents?: string[], have?: string[] | HaveSet | source, meta?:
+    /// Record<string, string>, excludeFiles?: boolean, excludeState?: boolean,
+    /// parentSource?: source }`. `have` as an array declares ids the destination holds
+    /// (with their closures); as a [`HaveSet`](crate::HaveSet) or a source (a `Map`, an
+    /// object with `get`/`has`) it is asked per object along changed paths, which is
+    /// what a per-turn commit into a growing store wants: a `HaveSet` inside the
+    /// module, a source in one call into JavaScript. A source also answers parent
+    /// lookups (a merge with another workspace's commit needs no `parentSource`).
+    /// `excludeFiles`/`excludeState` record an empty root directory or empty state; the
+    /// workspace keeps its files and state.
     #[wasm_bindgen(unchecked_return_type = "CommitResult")]
     pub fn commit(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "CommitOptions | undefined")] options: JsValue,
     ) -> JsResult<Object> {
-        opt_object(&options, "commit options")?;
-        let parents = match js::get(&options, "parents") {
-            v if v.is_undefined() || v.is_null() => Vec::new(),
-            v => js::ids(&v, "parents")?,
-        };
-        let have = js::get(&options, "have");
-        let (have_ids, have_source) = if have.is_undefined() || have.is_null() {
-            (None, None)
-        } else if Array::is_array(&have) {
-            (Some(js::ids(&have, "have")?), None)
+        // The common fields in one call into JavaScript (`commitOptions`, js.rs); the
+        // others are read one by one, only when present.
+        let read = js::commit_options(&options)
+            .ok_or_else(|| invalid("commit options must be an object"))?;
+        let (flags, held_key, joined) = js::split_commit_options(&read);
+        let has = |bit| flags & bit != 0;
+        let parents = if has(js::OPT_PARENTS_JOINED) {
+            js::parse_joined(joined, "parents")?
+        } else if has(js::OPT_PARENTS_OTHER) {
+            js::ids(&js::get(&options, "parents"), "parents")?
         } else {
-            (None, Some(JsSource::new(&have, "have")?))
+            Vec::new()
         };
-        let parent_source = match js::get(&options, "parentSource") {
-            v if v.is_undefined() || v.is_null() => None,
-            v => Some(JsSource::new(&v, "parentSource")?),
+        let (mut have_ids, mut have_source, mut have_held) = (None, None, None);
+        if has(js::OPT_HAVE_FREED) {
+            return Err(invalid("have: this HaveSet was freed"));
+        } else if has(js::OPT_HAVE_HELD) {
+            have_held = Some(HeldSource::by_key(held_key)?);
+        } else if has(js::OPT_HAVE_OTHER) {
+            let have = js::get(&options, "have");
+            if Array::is_array(&have) {
+                have_ids = Some(js::ids(&have, "have")?);
+            } else {
+                have_source = Some(JsSource::new(&have, "have")?);
+            }
+        }
+        let parent_source = if has(js::OPT_PARENT_SOURCE) {
+            Some(JsSource::new(
+                &js::get(&options, "parentSource"),
+                "parentSource",
+            )?)
+        } else {
+            None
         };
+        for (bad, key) in [
+            (js::OPT_EXCLUDE_FILES_BAD, "excludeFiles"),
+            (js::OPT_EXCLUDE_STATE_BAD, "excludeState"),
+        ] {
+            if has(bad) {
+                return Err(invalid(format!("{key} must be a boolean")));
+            }
+        }
         let mut o = CommitOptions::new()
             .parents(parents)
-            .exclude_files(js::opt_bool(&options, "excludeFiles")?)
-            .exclude_state(js::opt_bool(&options, "excludeState")?);
+            .exclude_files(has(js::OPT_EXCLUDE_FILES))
+            .exclude_state(has(js::OPT_EXCLUDE_STATE));
         if let Some(ids) = &have_ids {
             o = o.have(ids);
         }
         if let Some(s) = &have_source {
             o = o.have_in(s);
         }
+        if let Some(s) = &have_held {
+            o = o.have_in(s);
+        }
         if let Some(s) = &parent_source {
             o = o.parent_source(s);
         }
-        let meta = js::get(&options, "meta");
-        if !(meta.is_undefined() || meta.is_null()) {
-            let meta: Object = meta
+        if has(js::OPT_META) {
+            let meta: Object = js::get(&options, "meta")
                 .dyn_into()
                 .map_err(|_| invalid("meta must be an object of strings"))?;
             for entry in Object::entries(&meta).iter() {
@@ -621,26 +647,26 @@ impl Default for Workspace {
 
 /// `{ id, generation, objects, objectCount, storedBytes, packed, isComplete }`, the
 /// Node package's commit result: `objects` maps hex ids to `Uint8Array`s in
-/// dependency order (referenced objects first; write them in this order), `packed` is
-/// the commit as a packed snapshot when it is complete, else `null`.
+/// dependency order (referenced objects first; write them in this order), each a view
+/// of one buffer copied out of wasm memory for the commit (as Node's `Buffer`s are);
+/// `packed` is the commit as a packed snapshot when it is complete, else `null`.
 fn commit_object(c: snapgraph::Commit) -> Object {
     let packed = c.packed().map_or(JsValue::NULL, |b| js::u8array(&b).into());
     let (count, stored) = (c.object_count(), c.stored_bytes());
-    // The ids in one string and the objects in one buffer, for one call of the
-    // `commitResult` helper (js.rs) instead of three crossings per object.
-    let mut keys = String::with_capacity(64 * count);
-    let mut data = Vec::with_capacity(usize::try_from(stored).unwrap_or(0) + 4 * count);
-    let mut sizes = Vec::with_capacity(4 * count);
+    // The commit's id and the objects' ids in one string, the objects in one buffer
+    // and their sizes in another, for one call of the `commitResult` helper (js.rs)
+    // instead of crossings per object.
+    let mut keys = String::with_capacity(64 * (count + 1));
+    js::push_hex(&mut keys, &c.id());
+    let mut data = Vec::with_capacity(usize::try_from(stored).unwrap_or(0));
+    let mut sizes = Vec::with_capacity(count);
     for (id, bytes) in c.objects().iter() {
-        // Writing into a `String` cannot fail.
-        let _ = write!(keys, "{id}");
+        js::push_hex(&mut keys, id);
         data.extend_from_slice(bytes);
         // An object is at most MAX_OBJECT_SIZE bytes, far below 4 GiB.
-        sizes.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        sizes.push(bytes.len() as u32);
     }
-    data.extend_from_slice(&sizes);
     js::commit_result(
-        &c.id().to_hex(),
         c.generation() as f64,
         count as f64,
         stored as f64,
@@ -648,6 +674,7 @@ fn commit_object(c: snapgraph::Commit) -> Object {
         &packed,
         &keys,
         &data,
+        &sizes,
     )
 }
 

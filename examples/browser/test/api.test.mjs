@@ -12,6 +12,7 @@ import init, {
   Workspace,
   SnapshotGraph,
   CheckoutPlan,
+  HaveSet,
   formatVersion,
   verifyObject,
   snapshotAncestry,
@@ -491,6 +492,14 @@ test("arguments of the wrong type are INVALID_ARGUMENT and leave the object usab
   throwsCode(() => ws.commit({ parents: "abc" }), "INVALID_ARGUMENT");
   throwsCode(() => ws.commit({ meta: { n: 1 } }), "INVALID_ARGUMENT");
   throwsCode(() => ws.commit("options"), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit(() => ({})), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parents: [1] }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parents: ["zz".repeat(32)] }), "INVALID_ID");
+  throwsCode(() => ws.commit({ parents: "ab".repeat(32) }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ excludeState: 1 }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ have: 5 }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ parentSource: "store" }), "INVALID_ARGUMENT");
+  throwsCode(() => ws.commit({ have: { __snapgraphHaveSet: 1e9 } }), "INVALID_ARGUMENT");
   throwsCode(() => ws.setCapabilities({ builtins: [1] }), "INVALID_ARGUMENT");
   throwsCode(() => ws.recordRead({ fingerprint: "f" }), "INVALID_ARGUMENT");
   throwsCode(() => SnapshotGraph.ancestry("ab".repeat(32), new Map(), -1), "INVALID_ARGUMENT");
@@ -569,16 +578,29 @@ test("have as a Map or a Set is asked in one batch, with the answers of a per-id
     const counted = { get: (id) => store.get(id), has: (id) => (calls++, store.has(id)) };
     const viaSet = ws.copy();
     const viaIds = ws.copy();
+    const viaHeld = ws.copy();
     const c = ws.commit({ parents: [head], have: counted });
     assert.ok(calls > 1, "every question answered");
     const s = viaSet.commit({ parents: [head], have: new Set(store.keys()) });
     const l = viaIds.commit({ parents: [head], have: [...store.keys()] });
+    const held = new HaveSet();
+    held.addAll(store);
+    const h = viaHeld.commit({ parents: [head], have: held });
+    held.free();
     assert.equal(s.id, c.id);
+    assert.equal(h.id, c.id);
     assert.deepEqual(Object.keys(s.objects), Object.keys(c.objects));
     assert.deepEqual(Object.keys(l.objects), Object.keys(c.objects));
+    assert.deepEqual(Object.keys(h.objects), Object.keys(c.objects));
     assert.ok(Object.keys(c.objects).every((id) => !store.has(id)));
-    // Each object in a buffer of its own (IndexedDB clones a view's whole buffer).
-    for (const b of Object.values(c.objects)) assert.equal(b.buffer.byteLength, b.length);
+    // The objects are views of one copy out of wasm memory (in a buffer shared with
+    // other small commits, as Node's small Buffers share a pool), one after the
+    // other, each exactly its stored bytes.
+    const values = Object.values(c.objects);
+    assert.equal(new Set(values.map((b) => b.buffer)).size, 1);
+    values.slice(1).forEach((b, i) => assert.equal(b.byteOffset, values[i].byteOffset + values[i].length));
+    assert.equal(values.reduce((n, b) => n + b.length, 0), c.storedBytes);
+    for (const [id, b] of Object.entries(c.objects)) verifyObject(id, b);
     head = persist(store, c);
   }
   const out = new Workspace();
@@ -598,4 +620,73 @@ test("a have whose has() throws counts as holding nothing", () => {
   const c = ws.copy().commit({ parents: [first], have: throwing });
   assert.deepEqual(Object.keys(c.objects).sort(), Object.keys(full.objects).sort());
   assert.ok(c.isComplete);
+});
+
+test("a HaveSet: ids in wasm memory, as a commit's have", () => {
+  const ws = new Workspace();
+  for (let i = 0; i < 50; i++) ws.write(`/d${i % 5}/f${i}`, `file ${i}`.repeat(20));
+  const store = new Map();
+  const held = new HaveSet();
+  const keep = (c) => {
+    persist(store, c);
+    held.addAll(c.objects);
+    return c.id;
+  };
+  let head = keep(ws.commit({}));
+  assert.equal(held.size, store.size);
+  assert.ok([...store.keys()].every((id) => held.has(id)));
+  for (let turn = 0; turn < 4; turn++) {
+    ws.write(`/d${turn}/f${turn * 5}`, `turn ${turn}`);
+    const viaMap = ws.copy().commit({ parents: [head], have: store });
+    const c = ws.commit({ parents: [head], have: held });
+    assert.equal(c.id, viaMap.id);
+    assert.deepEqual(Object.keys(c.objects), Object.keys(viaMap.objects));
+    assert.ok(!c.isComplete);
+    head = keep(c);
+  }
+  const out = new Workspace();
+  out.checkout(head, store);
+  assert.equal(text(out, "/d3/f15"), "turn 3");
+
+  // Ids from a record, a Map, a Set, an array or any iterable; all or none.
+  const other = new HaveSet();
+  const [a, b, c] = [...store.keys()];
+  other.addAll({ [a]: new Uint8Array() });
+  other.addAll(new Map([[b, 1]]));
+  other.addAll(new Set([c]));
+  other.addAll([a, b]);
+  other.addAll(new Set([a]).values());
+  assert.equal(other.size, 3);
+  throwsCode(() => other.addAll([a, "zz".repeat(32)]), "INVALID_ID");
+  throwsCode(() => other.addAll([a.slice(0, 32), a.slice(32)]), "INVALID_ARGUMENT");
+  throwsCode(() => other.addAll(["x"]), "INVALID_ARGUMENT");
+  throwsCode(() => other.addAll(7), "INVALID_ARGUMENT");
+  throwsCode(() => other.addAll("abc"), "INVALID_ARGUMENT");
+  throwsCode(() => other.add("nope"), "INVALID_ID");
+  assert.equal(other.size, 3, "a refused batch adds nothing");
+  assert.equal(other.has("nope"), false);
+  assert.equal(other.delete(a), true);
+  assert.equal(other.delete(a), false);
+  assert.equal(other.has(a), false);
+  other.add(a);
+  assert.equal(other.has(a), true);
+  other.clear();
+  assert.equal(other.size, 0);
+  assert.equal(held.size, store.size, "sets are independent");
+
+  // An empty set holds nothing: everything is emitted.
+  const full = ws.copy().commit({ parents: [head], have: other });
+  assert.ok(full.isComplete);
+  // It holds ids, not bytes: a parent this workspace did not make needs parentSource.
+  const stranger = new Workspace();
+  stranger.write("/x", "x");
+  throwsCode(() => stranger.copy().commit({ parents: [head], have: held }), "UNKNOWN_PARENT", { id: head });
+  const merged = stranger.commit({ parents: [head], have: held, parentSource: store });
+  assert.equal(merged.generation, 6);
+  // A freed set is refused with a typed error, and the workspace is unchanged.
+  other.free();
+  const before = ws.head();
+  throwsCode(() => ws.commit({ parents: [head], have: other }), "INVALID_ARGUMENT");
+  assert.equal(ws.head(), before);
+  held.free();
 });
