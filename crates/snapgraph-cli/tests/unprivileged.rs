@@ -58,7 +58,19 @@ impl Cli {
         if let Some((uid, gid)) = self.user {
             cmd.uid(uid).gid(gid).env("HOME", dir);
         }
-        cmd.output().unwrap()
+        // The copy was just written: while another test of this process forks (its
+        // child holding, until it execs, every descriptor open at the fork, our copy's
+        // write descriptor too), exec can fail with ETXTBSY. Only a retry waits it out.
+        let mut tries = 0;
+        loop {
+            match cmd.output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                result => return result.unwrap(),
+            }
+        }
     }
 }
 

@@ -2079,7 +2079,12 @@ mod mutations {
                     if let Some(caps) = SnapshotGraph::capabilities(commit, &store).unwrap() {
                         ws.set_capabilities(caps);
                     }
-                    if c.parents.is_empty() {
+                    // A victim relabelled to an older format version it is valid in
+                    // (how 5 writing 1 over the version byte) is accepted, as every
+                    // released version is; the workspace rewrites the commit object
+                    // itself in the current version, so only a current-version commit
+                    // can be expected to come back with its id.
+                    if c.parents.is_empty() && store[&commit][1] == snapgraph::FORMAT_VERSION {
                         let again = ws.commit(opts).unwrap();
                         prop_assert_eq!(again.id(), commit, "accepted a non-canonical commit");
                     }
