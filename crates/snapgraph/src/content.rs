@@ -221,14 +221,9 @@ impl ContentObjects {
         let tail_new = data.len() - suffix;
         let tail_old = old_data.len() - suffix;
         while pos < data.len() {
-            let len = first_cut(&data[pos..]);
-            spans.push(Span {
-                id: chunk_id(&data[pos..pos + len]),
-                start: pos,
-                len: len as u32,
-                version: FORMAT_VERSION,
-            });
-            pos += len;
+            let span = next_span(data, pos);
+            pos += span.len as usize;
+            spans.push(span);
             if pos >= tail_new && pos < data.len() {
                 let old_pos = pos - tail_new + tail_old;
                 if let Ok(k) = old_ends.binary_search(&old_pos) {
@@ -648,14 +643,9 @@ fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
     // join stopped should one not have.
     let mut pos = out.last().map_or(0, |s| s.start + s.len as usize);
     while pos < len {
-        let n = first_cut(&data[pos..]);
-        out.push(Span {
-            id: chunk_id(&data[pos..pos + n]),
-            start: pos,
-            len: n as u32,
-            version: FORMAT_VERSION,
-        });
-        pos += n;
+        let span = next_span(data, pos);
+        pos += span.len as usize;
+        out.push(span);
     }
     out
 }
@@ -718,6 +708,17 @@ fn slot(node: &Manifest, items: usize, version: u8) -> MSlot {
         id: ObjectId::hash_stored(&stored),
         stored: stored.into(),
         items: items as u32,
+    }
+}
+
+/// The chunk of `data` that starts at `pos` (a cut point), in the current version.
+fn next_span(data: &[u8], pos: usize) -> Span {
+    let len = first_cut(&data[pos..]);
+    Span {
+        id: chunk_id(&data[pos..pos + len]),
+        start: pos,
+        len: len as u32,
+        version: FORMAT_VERSION,
     }
 }
 
