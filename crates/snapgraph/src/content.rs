@@ -25,7 +25,10 @@ pub(crate) enum FileBytes {
     /// Shared with the caller.
     Shared(Arc<[u8]>),
     /// Assembled by this engine.
-    Assembled(Arc<Buffer>),
+    Assembled(Arc<Vec<u8>>),
+    /// Assembled by this engine in a buffer of a [`BufferPool`], given back to it
+    /// when the last holder drops it.
+    Pooled(Arc<Buffer>),
     /// Held as its chunks: joined into one buffer the first time the bytes are
     /// borrowed as a slice.
     Chunks(Arc<ChunkList>),
@@ -42,6 +45,7 @@ impl FileBytes {
         match self {
             Self::Shared(b) => b.len(),
             Self::Assembled(b) => b.len(),
+            Self::Pooled(b) => b.len(),
             Self::Chunks(c) => c.len,
         }
     }
@@ -61,6 +65,7 @@ impl core::ops::Deref for FileBytes {
         match self {
             Self::Shared(b) => b,
             Self::Assembled(b) => b,
+            Self::Pooled(b) => b,
             Self::Chunks(c) => c.joined(),
         }
     }
@@ -74,7 +79,7 @@ impl From<Arc<[u8]>> for FileBytes {
 
 impl From<Vec<u8>> for FileBytes {
     fn from(bytes: Vec<u8>) -> Self {
-        Self::Assembled(Arc::new(Buffer::new(bytes, None)))
+        Self::Assembled(Arc::new(bytes))
     }
 }
 
@@ -82,7 +87,10 @@ impl FileBytes {
     /// `bytes` this engine filled, given back to `pool` when the last holder drops
     /// them.
     pub fn pooled(bytes: Vec<u8>, pool: Option<&BufferPool>) -> Self {
-        Self::Assembled(Arc::new(Buffer::new(bytes, pool)))
+        match pool.filter(|_| bytes.capacity() >= crate::pool::POOL_MIN) {
+            Some(pool) => Self::Pooled(Arc::new(Buffer::new(bytes, pool))),
+            None => Self::from(bytes),
+        }
     }
 
     /// A copy of the caller's `data`: large data (at least [`PARALLEL_FILE_MIN`]) on

@@ -161,21 +161,21 @@ pub(crate) fn buffer_to_append(pool: Option<&BufferPool>, len: usize) -> Vec<u8>
     }
 }
 
-/// Bytes a workspace assembled, given back to their pool (if any) when dropped.
+/// Bytes a workspace assembled, given back to their pool (if it still exists) when
+/// dropped.
 #[derive(Debug)]
 pub(crate) struct Buffer {
     bytes: Vec<u8>,
-    home: Option<Weak<Inner>>,
+    home: Weak<Inner>,
 }
 
 impl Buffer {
-    /// `bytes`, to be given back to `pool` when dropped if they are large enough to
-    /// be worth keeping.
-    pub fn new(bytes: Vec<u8>, pool: Option<&BufferPool>) -> Self {
-        let home = pool
-            .filter(|_| bytes.capacity() >= POOL_MIN)
-            .map(|p| Arc::downgrade(&p.0));
-        Self { bytes, home }
+    /// `bytes`, to be given back to `pool` when dropped.
+    pub fn new(bytes: Vec<u8>, pool: &BufferPool) -> Self {
+        Self {
+            bytes,
+            home: Arc::downgrade(&pool.0),
+        }
     }
 }
 
@@ -188,7 +188,7 @@ impl core::ops::Deref for Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let Some(inner) = self.home.take().and_then(|w| w.upgrade()) {
+        if let Some(inner) = self.home.upgrade() {
             BufferPool(inner).put(std::mem::take(&mut self.bytes));
         }
     }
@@ -201,9 +201,9 @@ mod tests {
     #[test]
     fn buffers_come_back_and_fit() {
         let pool = BufferPool::new(8 << 20);
-        let a = Buffer::new(vec![1u8; 2 << 20], Some(&pool));
-        let b = Buffer::new(vec![2u8; 3 << 20], Some(&pool));
-        let small = Buffer::new(vec![3u8; 1000], Some(&pool));
+        let a = Buffer::new(vec![1u8; 2 << 20], &pool);
+        let b = Buffer::new(vec![2u8; 3 << 20], &pool);
+        let small = Buffer::new(vec![3u8; 1000], &pool);
         assert_eq!(pool.held_bytes(), 0);
         drop((a, b, small));
         assert_eq!(pool.held_bytes(), 5 << 20);
@@ -223,7 +223,7 @@ mod tests {
         // Spare capacity is zeroed when filled.
         let mut spare = Vec::with_capacity(2 << 20);
         spare.extend_from_slice(&[9u8; 10]);
-        drop(Buffer::new(spare, Some(&pool)));
+        drop(Buffer::new(spare, &pool));
         let filled = buffer_to_fill(Some(&pool), 2 << 20);
         assert_eq!(&filled[..10], &[9u8; 10]);
         assert!(filled[10..].iter().all(|&b| b == 0));
@@ -233,19 +233,19 @@ mod tests {
     fn the_pool_stays_within_its_bound() {
         let pool = BufferPool::new(5 << 20);
         for i in 0..4u8 {
-            drop(Buffer::new(vec![i; 2 << 20], Some(&pool)));
+            drop(Buffer::new(vec![i; 2 << 20], &pool));
         }
         // The oldest were freed to make room.
         assert_eq!(pool.held_bytes(), 4 << 20);
         assert!(buffer_to_fill(Some(&pool), 2 << 20).iter().all(|&b| b == 3));
         assert!(buffer_to_fill(Some(&pool), 2 << 20).iter().all(|&b| b == 2));
-        drop(Buffer::new(vec![0; 6 << 20], Some(&pool)));
+        drop(Buffer::new(vec![0; 6 << 20], &pool));
         assert_eq!(pool.held_bytes(), 0);
-        drop(Buffer::new(vec![0; 2 << 20], Some(&pool)));
+        drop(Buffer::new(vec![0; 2 << 20], &pool));
         pool.clear();
         assert_eq!(pool.held_bytes(), 0);
         // A buffer outliving its pool is freed.
-        let orphan = Buffer::new(vec![0; 2 << 20], Some(&pool));
+        let orphan = Buffer::new(vec![0; 2 << 20], &pool);
         drop(pool);
         drop(orphan);
         assert!(buffer_to_fill(None, 2 << 20).iter().all(|&b| b == 0));
