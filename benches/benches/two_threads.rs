@@ -17,7 +17,14 @@
 //! - checkout on two threads from a `HashMap` (which lends its bytes: one copy);
 //! - checkout on two threads from a source that hands each buffer over (`Cow::Owned`,
 //!   as a store that decodes what it reads does; the map it drains is cloned before the
-//!   timer starts).
+//!   timer starts);
+//! - `write` + commit and checkout from the `HashMap` again, on two threads, each in a
+//!   new workspace given one [`BufferPool`] that lives across the rounds (a caller that
+//!   ingests or checks out large files turn after turn): the 64 MiB buffer comes from
+//!   the pool, touched in an earlier round, so the copy faults in no fresh page.
+//!
+//! Besides the times, each row's minor page faults are counted (from
+//! `/proc/self/stat`, Linux only): a count the load of a shared machine does not move.
 //!
 //! Each round's ratios use that round's figures, so the load of a shared machine
 //! weighs on ceiling and engine alike; the medians of the per-round ratios are the
@@ -32,7 +39,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use fastcdc::v2020::{FastCDC, Normalization};
-use snapgraph::{BoxError, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace};
+use snapgraph::{
+    BoxError, BufferPool, CheckoutPolicy, CommitOptions, ObjectId, ObjectSource, Workspace,
+};
 
 const BYTES: usize = 64 << 20;
 const PATH: &str = "/big.bin";
@@ -52,18 +61,43 @@ fn cut(data: &[u8]) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Times `f`, dropping what it returns after the timer stops.
-fn timed<T>(f: impl FnOnce() -> T) -> Duration {
+/// The process's minor page faults so far (0 where `/proc/self/stat` is missing).
+fn minor_faults() -> u64 {
+    // Field 10 (`minflt`), counting from the first after the command's closing
+    // parenthesis as field 3.
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Minor page faults of each timed row, summed over the rounds.
+static FAULTS: std::sync::Mutex<Vec<(&'static str, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// Times `f` (the row `row`), dropping what it returns after the timer stops, and
+/// adds the page faults it took to the row's count.
+fn timed<T>(row: &'static str, f: impl FnOnce() -> T) -> Duration {
+    let faults = minor_faults();
     let start = Instant::now();
     let out = black_box(f());
     let elapsed = start.elapsed();
+    let faults = minor_faults() - faults;
     drop(out);
+    let mut all = FAULTS.lock().expect("fault counts");
+    match all.iter_mut().find(|(r, _)| *r == row) {
+        Some((_, n)) => *n += faults,
+        None => all.push((row, faults)),
+    }
     elapsed
 }
 
-fn checkout(id: ObjectId, source: &dyn ObjectSource) -> Workspace {
+fn checkout(id: ObjectId, source: &dyn ObjectSource, pool: Option<&BufferPool>) -> Workspace {
     let mut ws = Workspace::new();
     ws.set_parallelism(2);
+    ws.set_buffer_pool(pool.cloned());
     let restore = ws
         .checkout(id, source, CheckoutPolicy::default())
         .expect("checkout");
@@ -94,22 +128,37 @@ fn main() {
     let store: HashMap<ObjectId, Vec<u8>> = c.into_objects().into_iter().collect();
     let mb = BYTES as f64 / (1 << 20) as f64;
     let shared: std::sync::Arc<[u8]> = data.as_slice().into();
+    // One pool across the rounds, as a caller keeps it across turns; warmed by one
+    // ingest and one checkout (both buffers back in the pool once dropped).
+    let pool = BufferPool::new(256 << 20);
+    let pooled_ingest = || {
+        let mut ws = Workspace::new();
+        ws.set_parallelism(2);
+        ws.set_buffer_pool(Some(pool.clone()));
+        ws.write(PATH, &data).expect("write");
+        let c = ws.commit(CommitOptions::new()).expect("commit");
+        (ws, c)
+    };
+    drop((pooled_ingest(), checkout(id, &store, Some(&pool))));
 
     println!(
-        "| round | cut+hash ceiling, 1 thread | ingest, 1 thread | ingest, 2 threads | ratio | ingest (owned), 2 threads | ratio | ingest (shared), 2 threads | ratio | BLAKE3 ceiling, 2 threads | checkout (map), 2 threads | vs ceiling | checkout (owned), 2 threads | vs ceiling |"
+        "| round | cut+hash ceiling, 1 thread | ingest, 1 thread | ingest, 2 threads | ratio | ingest (owned), 2 threads | ratio | ingest (shared), 2 threads | ratio | ingest (pool), 2 threads | ratio | BLAKE3 ceiling, 2 threads | checkout (map), 2 threads | vs ceiling | checkout (owned), 2 threads | vs ceiling | checkout (map, pool), 2 threads | vs ceiling |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let (mut ingest_ratio, mut shared_ratio) = (Vec::new(), Vec::new());
     let mut owned_ingest_ratio = Vec::new();
     let (mut map_ratio, mut owned_ratio) = (Vec::new(), Vec::new());
+    let (mut pooled_ingest_ratio, mut pooled_map_ratio) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
-        let ceiling1 = timed(|| {
+        let ceiling1 = timed("cut+hash ceiling, 1 thread", || {
             for (start, end) in cut(&data) {
                 black_box(blake3::hash(&data[start..end]));
             }
         });
-        let ingest_on = |threads| {
-            timed(|| {
+        let ingest_on = |threads, row: &'static str| {
+            timed(row, || {
                 let mut ws = Workspace::new();
                 ws.set_parallelism(threads);
                 ws.write(PATH, &data).expect("write");
@@ -117,24 +166,25 @@ fn main() {
                 (ws, c)
             })
         };
-        let ingest = ingest_on(2);
-        let ingest1 = ingest_on(1);
+        let ingest = ingest_on(2, "ingest, 2 threads");
+        let ingest1 = ingest_on(1, "ingest, 1 thread");
         let handed = data.clone();
-        let ingest_owned = timed(move || {
+        let ingest_owned = timed("ingest (owned), 2 threads", move || {
             let mut ws = Workspace::new();
             ws.set_parallelism(2);
             ws.write_owned(PATH, handed).expect("write");
             let c = ws.commit(CommitOptions::new()).expect("commit");
             (ws, c)
         });
-        let ingest_shared = timed(|| {
+        let ingest_shared = timed("ingest (shared), 2 threads", || {
             let mut ws = Workspace::new();
             ws.set_parallelism(2);
             ws.write_shared(PATH, shared.clone()).expect("write");
             let c = ws.commit(CommitOptions::new()).expect("commit");
             (ws, c)
         });
-        let b3 = timed(|| {
+        let ingest_pooled = timed("ingest (pool), 2 threads", pooled_ingest);
+        let b3 = timed("BLAKE3 ceiling, 2 threads", || {
             std::thread::scope(|scope| {
                 let (a, b) = cuts.split_at(half);
                 let hash = |part: &[(usize, usize)]| {
@@ -147,18 +197,25 @@ fn main() {
                 other.join().expect("hashing thread");
             })
         });
-        let map = timed(|| checkout(id, &store));
+        let map = timed("checkout (map), 2 threads", || checkout(id, &store, None));
         let owning = Owning(RefCell::new(store.clone()));
-        let owned = timed(|| checkout(id, &owning));
+        let owned = timed("checkout (owned), 2 threads", || {
+            checkout(id, &owning, None)
+        });
+        let map_pooled = timed("checkout (map, pool), 2 threads", || {
+            checkout(id, &store, Some(&pool))
+        });
         let s = |d: Duration| d.as_secs_f64();
         ingest_ratio.push(s(ceiling1) / s(ingest));
         shared_ratio.push(s(ceiling1) / s(ingest_shared));
         owned_ingest_ratio.push(s(ceiling1) / s(ingest_owned));
         map_ratio.push(s(b3) / s(map));
         owned_ratio.push(s(b3) / s(owned));
+        pooled_ingest_ratio.push(s(ceiling1) / s(ingest_pooled));
+        pooled_map_ratio.push(s(b3) / s(map_pooled));
         let ms = |d: Duration| format!("{:.1} ms ({:.0} MiB/s)", s(d) * 1e3, mb / s(d));
         println!(
-            "| {round} | {} | {} | {} | {:.2}x | {} | {:.2}x | {} | {:.2}x | {} | {} | {:.0}% | {} | {:.0}% |",
+            "| {round} | {} | {} | {} | {:.2}x | {} | {:.2}x | {} | {:.2}x | {} | {:.2}x | {} | {} | {:.0}% | {} | {:.0}% | {} | {:.0}% |",
             ms(ceiling1),
             ms(ingest1),
             ms(ingest),
@@ -167,21 +224,31 @@ fn main() {
             s(ceiling1) / s(ingest_owned),
             ms(ingest_shared),
             s(ceiling1) / s(ingest_shared),
+            ms(ingest_pooled),
+            s(ceiling1) / s(ingest_pooled),
             ms(b3),
             ms(map),
             100.0 * s(b3) / s(map),
             ms(owned),
             100.0 * s(b3) / s(owned),
+            ms(map_pooled),
+            100.0 * s(b3) / s(map_pooled),
         );
     }
     println!(
-        "median of {rounds} rounds: ingest on 2 threads {:.2}x ({:.2}x owned, {:.2}x shared) the \
-         1-thread cut+hash ceiling; checkout on 2 threads {:.0}% (map) and {:.0}% (owned) of the \
-         2-thread BLAKE3 ceiling",
+        "median of {rounds} rounds: ingest on 2 threads {:.2}x ({:.2}x owned, {:.2}x shared, \
+         {:.2}x with a pool) the 1-thread cut+hash ceiling; checkout on 2 threads {:.0}% (map), \
+         {:.0}% (owned) and {:.0}% (map, with a pool) of the 2-thread BLAKE3 ceiling",
         median(ingest_ratio),
         median(owned_ingest_ratio),
         median(shared_ratio),
+        median(pooled_ingest_ratio),
         100.0 * median(map_ratio),
         100.0 * median(owned_ratio),
+        100.0 * median(pooled_map_ratio),
     );
+    println!("minor page faults per round (mean of {rounds}):");
+    for (row, faults) in FAULTS.lock().expect("fault counts").iter() {
+        println!("- {row}: {}", faults / rounds as u64);
+    }
 }

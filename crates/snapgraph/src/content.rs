@@ -12,10 +12,13 @@ use crate::object::tree::Content;
 use crate::object::{
     canonical_cut, chunk_id, encode_version, ObjectError, ObjectKind, FORMAT_VERSION,
 };
+use crate::pool::{buffer_to_fill, Buffer, BufferPool};
 
 /// Bytes of a file (or of the state), shared between workspace clones. They are
-/// either the caller's `Arc<[u8]>` (`write_shared`), a `Vec` a checkout assembled
-/// in place (no zero fill, no second copy into an `Arc<[u8]>`), or the chunk buffers
+/// either the caller's `Arc<[u8]>` (`write_shared`), a buffer this engine filled (a
+/// copy `write` made, a checkout assembled in place: no zero fill, no second copy
+/// into an `Arc<[u8]>`; given back to the workspace's [`BufferPool`] when dropped, if
+/// it has one), or the chunk buffers
 /// an owning source handed a checkout, kept as they are until first read.
 #[derive(Debug, Clone)]
 pub(crate) enum FileBytes {
@@ -23,6 +26,9 @@ pub(crate) enum FileBytes {
     Shared(Arc<[u8]>),
     /// Assembled by this engine.
     Assembled(Arc<Vec<u8>>),
+    /// Assembled by this engine in a buffer of a [`BufferPool`], given back to it
+    /// when the last holder drops it.
+    Pooled(Arc<Buffer>),
     /// Held as its chunks: joined into one buffer the first time the bytes are
     /// borrowed as a slice.
     Chunks(Arc<ChunkList>),
@@ -39,6 +45,7 @@ impl FileBytes {
         match self {
             Self::Shared(b) => b.len(),
             Self::Assembled(b) => b.len(),
+            Self::Pooled(b) => b.len(),
             Self::Chunks(c) => c.len,
         }
     }
@@ -58,6 +65,7 @@ impl core::ops::Deref for FileBytes {
         match self {
             Self::Shared(b) => b,
             Self::Assembled(b) => b,
+            Self::Pooled(b) => b,
             Self::Chunks(c) => c.joined(),
         }
     }
@@ -72,6 +80,36 @@ impl From<Arc<[u8]>> for FileBytes {
 impl From<Vec<u8>> for FileBytes {
     fn from(bytes: Vec<u8>) -> Self {
         Self::Assembled(Arc::new(bytes))
+    }
+}
+
+impl FileBytes {
+    /// `bytes` this engine filled, given back to `pool` when the last holder drops
+    /// them.
+    pub fn pooled(bytes: Vec<u8>, pool: Option<&BufferPool>) -> Self {
+        match pool.filter(|_| bytes.capacity() >= crate::pool::POOL_MIN) {
+            Some(pool) => Self::Pooled(Arc::new(Buffer::new(bytes, pool))),
+            None => Self::from(bytes),
+        }
+    }
+
+    /// A copy of the caller's `data`: large data (at least [`PARALLEL_FILE_MIN`]) on
+    /// up to `threads` threads, each copying its share; data of at least
+    /// [`POOL_MIN`](crate::pool::POOL_MIN) into a buffer from `pool` when one fits
+    /// (already faulted in: the copy touches no fresh page).
+    pub fn copy_of(data: &[u8], threads: usize, pool: Option<&BufferPool>) -> Self {
+        let pool = pool.filter(|_| data.len() >= crate::pool::POOL_MIN);
+        let threads = if data.len() >= PARALLEL_FILE_MIN {
+            threads
+        } else {
+            1
+        };
+        if pool.is_none() && threads <= 1 {
+            return Self::Shared(Arc::from(data));
+        }
+        let mut out = buffer_to_fill(pool, data.len());
+        parallel_copy(&mut out, data, threads);
+        Self::pooled(out, pool)
     }
 }
 
@@ -453,12 +491,13 @@ const PARALLEL_TOTAL_MIN: usize = 1 << 20;
 /// sequences meet is a few chunks).
 const SEGMENT_MIN: usize = 8 * CHUNK_MAX;
 
-/// `data` copied into a new buffer by up to `threads` threads, each copying (and so
-/// faulting in) its share of the pages.
-pub(crate) fn parallel_copy(data: &[u8], threads: usize) -> Vec<u8> {
-    // Zeroed by the allocator: a large buffer is fresh pages from the kernel, zero
-    // already, so this costs no fill.
-    let mut out = vec![0u8; data.len()];
+/// `data` copied into `out` (of the same length) by up to `threads` threads, each
+/// copying (and so faulting in, for a fresh buffer) its share of the pages.
+fn parallel_copy(out: &mut [u8], data: &[u8], threads: usize) {
+    if threads <= 1 {
+        out.copy_from_slice(data);
+        return;
+    }
     let share = data.len().div_ceil(threads.max(1)).max(1);
     std::thread::scope(|scope| {
         let mut parts = out.chunks_mut(share).zip(data.chunks(share));
@@ -470,7 +509,6 @@ pub(crate) fn parallel_copy(data: &[u8], threads: usize) -> Vec<u8> {
             to.copy_from_slice(from);
         }
     });
-    out
 }
 
 /// Chunk spans of `data` for the given cut points, hashed on the calling thread.

@@ -66,6 +66,7 @@ pub mod limits;
 pub mod object;
 pub mod pack;
 pub mod path;
+mod pool;
 pub mod source;
 mod tree;
 pub mod workspace;
@@ -80,6 +81,7 @@ pub use object::commit::CommitObject;
 pub use object::reads::ExternalRead;
 pub use object::{ObjectError, ObjectKind, FORMAT_VERSION};
 pub use pack::{RestoreOptions, SnapshotError, SnapshotKey, SnapshotOptions};
+pub use pool::BufferPool;
 pub use source::{BoxError, EmptySource, ObjectSource};
 pub use workspace::{
     CheckoutError, CheckoutOptions, CheckoutPolicy, Commit, CommitError, CommitOptions, DirEntry,

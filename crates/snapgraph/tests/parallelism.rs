@@ -8,8 +8,8 @@ mod common;
 
 use common::{persist, pseudo_random, snap, Store};
 use snapgraph::{
-    CheckoutError, CheckoutPolicy, CommitOptions, ObjectError, ObjectId, ObjectKind, SnapshotGraph,
-    Workspace,
+    BufferPool, CheckoutError, CheckoutPolicy, CommitOptions, ObjectError, ObjectId, ObjectKind,
+    SnapshotGraph, Workspace,
 };
 
 const THREADS: [usize; 4] = [1, 2, 3, 8];
@@ -165,6 +165,64 @@ fn write_owned_and_shared_commit_as_write_does() {
         matches!(err, snapgraph::FsError::IsADirectory { .. }),
         "{err:?}"
     );
+}
+
+/// With a buffer pool, `write` and a checkout from a lending map copy large files into
+/// buffers earlier files gave back (a smaller file into a larger buffer, its stale
+/// bytes cut off; a larger one after a smaller one), and nothing else changes: the
+/// same ids, the same bytes, on one thread and on several.
+#[test]
+fn a_buffer_pool_is_reused_and_changes_nothing() {
+    let (a, b) = (pseudo_random(9 << 20, 41), pseudo_random(6 << 20, 42));
+    for threads in [1, 2, 3] {
+        let pool = BufferPool::new(64 << 20);
+        let mut store = Store::new();
+        for data in [&a, &b, &a] {
+            let mut plain = Workspace::new();
+            plain.set_parallelism(threads);
+            plain.write("/f.bin", data).unwrap();
+            let id = plain.commit(CommitOptions::new()).unwrap().id();
+            let mut ws = Workspace::new();
+            ws.set_parallelism(threads);
+            ws.set_buffer_pool(Some(pool.clone()));
+            assert!(ws.buffer_pool().is_some());
+            let held = pool.held_bytes();
+            ws.write("/f.bin", data).unwrap();
+            assert!(ws.read("/f.bin").unwrap() == &data[..], "{threads}");
+            if held > 0 {
+                assert!(pool.held_bytes() < held, "{threads}: no buffer taken");
+            }
+            assert_eq!(
+                persist(&mut store, ws.commit(CommitOptions::new()).unwrap()),
+                id
+            );
+            drop(ws);
+            assert!(pool.held_bytes() >= data.len(), "{threads}: not given back");
+            // A checkout from the lending map takes a buffer too.
+            let held = pool.held_bytes();
+            let mut out = Workspace::new();
+            out.set_parallelism(threads);
+            out.set_buffer_pool(Some(pool.clone()));
+            out.checkout(id, &store, CheckoutPolicy::default())
+                .unwrap()
+                .verify(|_| None)
+                .unwrap();
+            assert!(out.read("/f.bin").unwrap() == &data[..], "{threads}");
+            assert!(
+                pool.held_bytes() < held,
+                "{threads}: checkout took no buffer"
+            );
+            // A clone shares the bytes: they go back when both are dropped.
+            let clone = out.clone();
+            drop(out);
+            assert!(clone.read("/f.bin").unwrap() == &data[..], "{threads}");
+            drop(clone);
+            assert!(pool.held_bytes() >= held, "{threads}");
+        }
+        assert!(pool.held_bytes() <= pool.max_bytes());
+        pool.clear();
+        assert_eq!(pool.held_bytes(), 0);
+    }
 }
 
 /// On several threads, chunks are fetched a window at a time while earlier windows

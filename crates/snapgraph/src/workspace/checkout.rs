@@ -18,6 +18,7 @@ use crate::object::manifest::{chunk_list, ChunkRef, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{count_kinds, Content, EntryNode, TreeNode};
 use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
+use crate::pool::{buffer_to_append, buffer_to_fill, BufferPool};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Ahead, Layout};
 
@@ -480,6 +481,7 @@ impl Workspace {
     ) -> Loader<'a, S> {
         Loader {
             threads: self.parallelism(),
+            pool: self.buffers.clone(),
             source,
             commit,
             limits: self.limits,
@@ -539,8 +541,8 @@ const PARALLEL_CHECKOUT_MIN: u64 = 1 << 20;
 /// A file's bytes as its verified chunks arrive. A source that hands its buffers over
 /// (`Cow::Owned`, as a store that decodes what it reads does) has them kept as the
 /// file's chunk list, with no copy; lent bytes (`Cow::Borrowed`, a map's) are copied
-/// once, by appending to a buffer allocated at the file's size (no zero fill). Which of
-/// the two is decided by the first chunk; a lent chunk among handed-over ones is
+/// once, by appending to a buffer allocated at the file's size (no zero fill; from
+/// the workspace's [`BufferPool`] when one fits). Which of the two is decided by the first chunk; a lent chunk among handed-over ones is
 /// copied into a part of its own, and a handed-over one among lent ones appended.
 enum Assembly {
     Empty,
@@ -554,11 +556,11 @@ impl Assembly {
     }
 
     /// Appends the body of chunk `stored` (verified) to content of `size` bytes.
-    fn push(&mut self, stored: Cow<'_, [u8]>, size: usize) {
+    fn push(&mut self, stored: Cow<'_, [u8]>, size: usize, pool: Option<&BufferPool>) {
         if let Self::Empty = self {
             *self = match stored {
                 Cow::Owned(_) => Self::Parts(Vec::with_capacity(size.div_ceil(CHUNK_MIN))),
-                Cow::Borrowed(_) => Self::Contiguous(Vec::with_capacity(size)),
+                Cow::Borrowed(_) => Self::Contiguous(buffer_to_append(pool, size)),
             };
         }
         match (self, stored) {
@@ -569,11 +571,11 @@ impl Assembly {
         }
     }
 
-    fn finish(self) -> FileBytes {
+    fn finish(self, pool: Option<&BufferPool>) -> FileBytes {
         match self {
             Self::Empty => FileBytes::empty(),
             Self::Parts(parts) => FileBytes::Chunks(Arc::new(ChunkList::new(parts))),
-            Self::Contiguous(data) => FileBytes::from(data),
+            Self::Contiguous(data) => FileBytes::pooled(data, pool),
         }
     }
 }
@@ -649,6 +651,8 @@ fn below(node: &TreeNode, trees: &mut Ahead, out: &mut Vec<ObjectId>) {
 struct Loader<'a, S: ?Sized> {
     /// Threads a large file's chunks are verified on.
     threads: usize,
+    /// Where the buffers of large files assembled from lent bytes come from.
+    pool: Option<BufferPool>,
     source: &'a S,
     commit: ObjectId,
     limits: Limits,
@@ -1137,10 +1141,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             // One batched read per window (ObjectSource::get_many).
             for (c, stored) in window.iter().zip(self.fetch_window(window)?) {
                 versions.push(check_chunk(&c.id, &stored, c.len as usize, self.hash)?);
-                data.push(stored, size);
+                data.push(stored, size, self.pool.as_ref());
             }
         }
-        Ok((data.finish(), versions))
+        Ok((data.finish(self.pool.as_ref()), versions))
     }
 
     /// [`assemble`](Self::assemble) on `threads` threads, started once for the file:
@@ -1163,13 +1167,19 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         use std::sync::mpsc;
         let threads = self.threads;
         let hash = self.hash;
+        let pool = self.pool.clone();
         let first = self.fetch_window(&chunks[..chunks.len().min(CHECKOUT_WINDOW)])?;
-        // Lent bytes (a map's) are copied into one buffer of the file's size, zeroed
+        // Lent bytes (a map's) are copied into one buffer of the file's size, from
+        // the workspace's pool when one fits (touched before: no faults), else zeroed
         // by the allocator (fresh pages from the kernel for a large file: no fill),
         // each thread copying, and so faulting in, its own parts of it; handed-over
         // ones are kept as they are.
         let lent = matches!(first.first(), Some(Cow::Borrowed(_)));
-        let mut buffer = if lent { vec![0u8; size] } else { Vec::new() };
+        let mut buffer = if lent {
+            buffer_to_fill(pool.as_ref(), size)
+        } else {
+            Vec::new()
+        };
         let failed = AtomicBool::new(false);
         // One run: its chunks (id, stored bytes, length) and where their bodies go.
         type Run<'s, 'b> = (Vec<(ObjectId, Cow<'s, [u8]>, usize)>, Option<&'b mut [u8]>);
@@ -1277,7 +1287,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 let (v, kept) = done?;
                 versions.extend(v);
                 for stored in kept {
-                    data.push(stored, size);
+                    data.push(stored, size, pool.as_ref());
                 }
             }
             match fetch_error {
@@ -1286,9 +1296,9 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             }
         })?;
         let data = if lent {
-            FileBytes::from(buffer)
+            FileBytes::pooled(buffer, pool.as_ref())
         } else {
-            kept.finish()
+            kept.finish(pool.as_ref())
         };
         Ok((data, versions))
     }

@@ -39,6 +39,7 @@ use crate::id::ObjectId;
 use crate::limits::{check_symlink_target, Limits};
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::reads::ExternalRead;
+use crate::pool::BufferPool;
 use crate::tree::Layout;
 
 /// Most threads a commit uses.
@@ -365,6 +366,8 @@ pub struct Workspace {
     /// Ids of the objects [`Workspace::hand_over`] emitted since the last commit:
     /// the caller persists them, so the commit counts them as held.
     pub(crate) handed: Arc<hashbrown::HashSet<ObjectId>>,
+    /// Where large buffers this workspace copies bytes into come from and go back to.
+    pub(crate) buffers: Option<BufferPool>,
 }
 
 impl Default for Workspace {
@@ -393,6 +396,7 @@ impl Workspace {
                 1
             },
             handed: Arc::default(),
+            buffers: None,
         }
     }
 
@@ -411,6 +415,22 @@ impl Workspace {
         } else {
             1
         };
+    }
+
+    /// The pool this workspace takes large buffers from, if any (none by default).
+    pub fn buffer_pool(&self) -> Option<&BufferPool> {
+        self.buffers.as_ref()
+    }
+
+    /// Sets the pool this workspace (and the clones made from it afterwards) takes
+    /// the buffers of large files from, or none. With a pool, the buffer of each file
+    /// of 1 MiB or more that [`write`](Self::write) or a checkout copies in comes
+    /// from the pool when one fits, and goes back to it when the last holder of the
+    /// bytes drops them: a caller that writes or checks out large files turn after
+    /// turn (in this workspace or in others sharing the pool) reuses memory it
+    /// touched before instead of faulting in fresh pages. See [`BufferPool`].
+    pub fn set_buffer_pool(&mut self, pool: Option<BufferPool>) {
+        self.buffers = pool;
     }
 
     /// The commit this workspace last made or checked out, if any.
@@ -747,18 +767,15 @@ impl Workspace {
     ///
     /// The bytes are copied: a large file (4 MiB or more) on up to
     /// [`parallelism`](Self::parallelism) threads, each copying its share into (and so
-    /// faulting in) the new buffer. [`write_owned`](Self::write_owned) and
-    /// [`write_shared`](Self::write_shared) take bytes the caller hands over without
-    /// copying them.
+    /// faulting in) the new buffer; a file of 1 MiB or more into a buffer from the
+    /// workspace's [`BufferPool`] when it has one that fits (no fresh pages to fault
+    /// in). [`write_owned`](Self::write_owned) and [`write_shared`](Self::write_shared)
+    /// take bytes the caller hands over without copying them.
     pub fn write(&mut self, path: &str, data: impl AsRef<[u8]>) -> Result<(), FsError> {
         let data = data.as_ref();
-        let threads = self.parallelism;
+        let (threads, pool) = (self.parallelism, self.buffers.clone());
         self.put(path, data.len(), || {
-            if threads > 1 && data.len() >= crate::content::PARALLEL_FILE_MIN {
-                FileBytes::from(crate::content::parallel_copy(data, threads))
-            } else {
-                FileBytes::from(Arc::<[u8]>::from(data))
-            }
+            FileBytes::copy_of(data, threads, pool.as_ref())
         })
     }
 
