@@ -702,7 +702,7 @@ impl Workspace {
         // Parents that are not 64 hex digits each: `null`, before anything is done, and
         // the JavaScript `commit` hands its options to the native `commit`, which
         // reports them.
-        if parents.len() % 64 != 0 {
+        if !parents.len().is_multiple_of(64) {
             return Null.into_unknown(env).map_err(napi);
         }
         let Ok(parents) = parents
