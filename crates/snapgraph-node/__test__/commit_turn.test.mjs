@@ -158,3 +158,30 @@ test('a commit above 16 MiB gets a Buffer per object, through the JavaScript com
   out.checkout(c.id, c.objects)
   assert.ok(out.read('/big.bin').equals(big))
 })
+
+test('a have batch of more than 30 questions (answered as a string) and one of fewer (as the bits of a number) give the native results', () => {
+  const content = (i, tag) => Buffer.from(`${tag} ${i} `.repeat(600))
+  const fast = new Workspace()
+  const slow = new Workspace()
+  for (const ws of [fast, slow]) for (let i = 0; i < 50; i++) ws.write(`/f${i}`, content(i, 'first'))
+  const a = fast.commit()
+  assert.deepEqual(shape(a), shape(slow.commit(native())))
+  const store = new Map(Object.entries(a.objects))
+  let asked = 0
+  const have = { has: (id) => (asked++, store.has(id)) }
+  // 45 files in new directories, every other one with content the store holds: one
+  // batch of dozens of questions, answers of both kinds at every bit position.
+  for (const [turn, files] of [[1, 45], [2, 9]]) {
+    for (const ws of [fast, slow]) {
+      for (let i = 0; i < files; i++) ws.write(`/t${turn}/n${i}/g`, i % 2 ? content(i, `turn ${turn}`) : content(i, 'first'))
+    }
+    asked = 0
+    const c = fast.commit({ parents: [fast.head()], have })
+    const fastAsked = asked
+    const d = slow.commit(native({ parents: [slow.head()], have }))
+    assert.deepEqual(shape(c), shape(d))
+    assert.equal(c.isComplete, false)
+    assert.ok(turn === 1 ? fastAsked > 30 : fastAsked <= 30, `asked ${fastAsked}`)
+    for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
+  }
+})

@@ -31,17 +31,19 @@ function prng(seed) {
   }
 }
 const path = (i) => `/d${String(i % DIRS).padStart(4, '0')}/f${String(i).padStart(6, '0')}.bin`
+// Made once, as the Rust loop's `Turns` does: a turn indexes them, formats none.
+const paths = Array.from({ length: FILES }, (_, i) => path(i))
 
 const fill = prng(1)
 const ws = new sg.Workspace()
-for (let i = 0; i < FILES; i++) ws.write(path(i), fill(Buffer.alloc(SIZE)))
+for (let i = 0; i < FILES; i++) ws.write(paths[i], fill(Buffer.alloc(SIZE)))
 const first = ws.commit()
 const store = new Map(Object.entries(first.objects))
 let head = first.id
 const data = []
 for (let i = 0; i < warm + 300; i++) data.push(fill(Buffer.alloc(SIZE)))
 for (let i = 0; i < warm + turns; i++) {
-  ws.write(path(i % FILES), data[i])
+  ws.write(paths[i % FILES], data[i])
   const c = ws.commit({ parents: [head], have: store })
   for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
   head = c.id

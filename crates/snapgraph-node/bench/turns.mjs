@@ -51,17 +51,19 @@ function prng(seed) {
 
 const median = (v) => [...v].sort((x, y) => x - y)[v.length >> 1]
 const path = (i) => `/d${String(i % DIRS).padStart(4, '0')}/f${String(i).padStart(6, '0')}.bin`
+// Made once, as the Rust peer's `Turns` does: a turn indexes them, formats none.
+const paths = Array.from({ length: FILES }, (_, i) => path(i))
 
 function nodeRound(seed) {
   const fill = prng(seed)
   const ws = new sg.Workspace()
-  for (let i = 0; i < FILES; i++) ws.write(path(i), fill(Buffer.alloc(SIZE)))
+  for (let i = 0; i < FILES; i++) ws.write(paths[i], fill(Buffer.alloc(SIZE)))
   const first = ws.commit()
   const store = new Map(Object.entries(first.objects))
   let head = first.id
   let edit = 0
   const turn = (data) => {
-    ws.write(path(edit++ % FILES), data)
+    ws.write(paths[edit++ % FILES], data)
     const c = ws.commit({ parents: [head], have: store })
     for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
     head = c.id

@@ -33,21 +33,32 @@ const COMMIT: &str = r#"(function commitResult(id, generation, objectCount, stor
   return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
 })"#;
 
-/// `this.has(id)` for each 64-digit id of `ids`, as a string of `'0'`/`'1'`: `'1'`
-/// only for `true`, as a per-id `has` call converted to a boolean reads it (any other
-/// answer fails that conversion, and a failed question counts as "not held"). A `has`
-/// that throws gives `'!'` and the message instead: the exception is caught here, so
-/// none is left pending on the environment (a commit whose `have` fails to answer
-/// emits what it would have pruned, and returns).
+/// `this.has(id)` for each 64-digit id of `ids`: up to [`BITS`] ids, a number whose bit
+/// `i` is set only for `true` (as a per-id `has` call converted to a boolean reads it:
+/// any other answer fails that conversion, and a failed question counts as "not
+/// held"); more, a string of `'0'`/`'1'`. A number crosses back without a string
+/// built by concatenation and converted to UTF-8 twice. A `has` that throws gives
+/// `'!'` and the message instead: the exception is caught here, so none is left
+/// pending on the environment (a commit whose `have` fails to answer emits what it
+/// would have pruned, and returns).
 const HAS_MANY: &str = r#"(function hasMany(ids) {
-  let out = ''
+  const n = ids.length >>> 6
   try {
+    if (n <= 30) {
+      let bits = 0
+      for (let i = 0; i < n; i++) if (this.has(ids.slice(i << 6, (i + 1) << 6)) === true) bits |= 1 << i
+      return bits
+    }
+    let out = ''
     for (let i = 0; i < ids.length; i += 64) out += this.has(ids.slice(i, i + 64)) === true ? '1' : '0'
+    return out
   } catch (e) {
     return '!' + String(e && e.message !== undefined ? e.message : e)
   }
-  return out
 })"#;
+
+/// Most ids [`HAS_MANY`] answers as the bits of one number.
+pub const BITS: usize = 30;
 
 /// Installed once per environment at module load: `Workspace.prototype.commit`
 /// becomes a JavaScript function that reads the options itself (property reads in
@@ -57,8 +68,10 @@ const HAS_MANY: &str = r#"(function hasMany(ids) {
 /// returns (`value::commit_encoded`) into the `CommitResult`. Options it does not
 /// read (`parentSource`, `meta`, `excludeFiles`, `excludeState`), a `have` that is
 /// not an object with a `has` method (an id list, a record, a function, a `Store`,
-/// a `Repo`), a parent that is not 64 hex digits, and anything unexpected go to the
-/// native `commit` unchanged, which classifies and validates them as before.
+/// a `Repo`), a parent that is not a string of 64 characters, and anything unexpected
+/// go to the native `commit` unchanged, which classifies and validates them as before;
+/// so do parents of 64 characters that are not hex digits, for which `_commitTurn`
+/// returns `null` before it does anything (no regular expression runs per turn).
 const INSTALL: &str = r#"(function install(exports) {
   const proto = exports.Workspace && exports.Workspace.prototype
   if (!proto) return
@@ -67,29 +80,40 @@ const INSTALL: &str = r#"(function install(exports) {
   const descriptor = Object.getOwnPropertyDescriptor(proto, 'commit')
   if (typeof native !== 'function' || typeof turn !== 'function' || !descriptor) return
   Reflect.deleteProperty(proto, '_commitTurn')
-  const HEX = /^[0-9a-fA-F]{64}$/
   const TRAILER = 32
+  // The Buffer's own `latin1Slice` (what `toString('latin1', a, b)` ends in) when
+  // this Node has it.
+  const latin1 = typeof Buffer.prototype.latin1Slice === 'function'
+    ? (b, from, to) => b.latin1Slice(from, to)
+    : (b, from, to) => b.toString('latin1', from, to)
+  // Little-endian u32 by index reads (no Buffer method call, none of its checks:
+  // every offset is inside `out`).
+  function u32(b, at) {
+    return (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0
+  }
   function decode(out) {
     if (!(out instanceof Uint8Array)) return out
     const end = out.length - TRAILER
-    const generation = out.readDoubleLE(end)
-    const storedBytes = out.readDoubleLE(end + 8)
-    const n = out.readUInt32LE(end + 16)
-    const packedLen = out.readUInt32LE(end + 20)
-    const flags = out.readUInt32LE(end + 24)
+    const generation = u32(out, end) + u32(out, end + 4) * 4294967296
+    const storedBytes = u32(out, end + 8) + u32(out, end + 12) * 4294967296
+    const n = u32(out, end + 16)
+    const packedLen = u32(out, end + 20)
+    const flags = u32(out, end + 24)
     const hexAt = end - 64 * (n + 1)
-    const hex = out.toString('latin1', hexAt, end)
+    const hex = latin1(out, hexAt, end)
     let sizeAt = hexAt - 4 * n
     const objects = Object.create(null)
     let at = 0
     for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
-      const size = out.readUInt32LE(sizeAt)
+      const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
       objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
       at += size
     }
     const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
     return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
   }
+  // `_commitTurn` gives `null` for parents that are not 64 hex digits each, before it
+  // does anything: the native `commit` then reports them.
   function commit(options) {
     if (options === undefined) return decode(turn.call(this, '', undefined, undefined, undefined))
     if (typeof options !== 'object' || options === null) return native.call(this, options)
@@ -104,16 +128,21 @@ const INSTALL: &str = r#"(function install(exports) {
       if (!Array.isArray(parents)) return native.call(this, options)
       for (let i = 0; i < parents.length; i++) {
         const id = parents[i]
-        if (typeof id !== 'string' || !HEX.test(id)) return native.call(this, options)
+        if (typeof id !== 'string' || id.length !== 64) return native.call(this, options)
       }
       ids = parents.length === 1 ? parents[0] : parents.join('')
     }
-    if (have === undefined) return decode(turn.call(this, ids, undefined, undefined, undefined))
-    if (typeof have !== 'object' || have === null || Array.isArray(have)) return native.call(this, options)
-    const has = have.has
-    if (typeof has !== 'function') return native.call(this, options)
-    const get = have.get
-    return decode(turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has))
+    let out
+    if (have === undefined) {
+      out = turn.call(this, ids, undefined, undefined, undefined)
+    } else {
+      if (typeof have !== 'object' || have === null || Array.isArray(have)) return native.call(this, options)
+      const has = have.has
+      if (typeof has !== 'function') return native.call(this, options)
+      const get = have.get
+      out = turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has)
+    }
+    return out === null ? native.call(this, options) : decode(out)
   }
   Object.defineProperty(proto, 'commit', { ...descriptor, value: commit })
 })"#;
@@ -131,12 +160,12 @@ pub fn install(env: &Env, exports: Object<'_>) {
 /// The compiled helpers of one environment.
 pub struct Helpers {
     commit: FunctionRef<CommitArgs, Unknown<'static>>,
-    has_many: FunctionRef<String, String>,
+    has_many: FunctionRef<String, Unknown<'static>>,
 }
 
 fn compile(env: &Env) -> napi::Result<Helpers> {
     let commit: Function<CommitArgs, Unknown<'static>> = env.run_script(COMMIT)?;
-    let has_many: Function<String, String> = env.run_script(HAS_MANY)?;
+    let has_many: Function<String, Unknown<'static>> = env.run_script(HAS_MANY)?;
     Ok(Helpers {
         commit: commit.create_ref()?,
         has_many: has_many.create_ref()?,
@@ -170,7 +199,10 @@ impl Helpers {
     }
 
     /// The batched `has`.
-    pub fn has_many<'env>(&self, env: &'env Env) -> napi::Result<Function<'env, String, String>> {
+    pub fn has_many<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<Function<'env, String, Unknown<'static>>> {
         self.has_many.borrow_back(env)
     }
 }

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{
-    ClassInstance, Either3, Either4, Function, JsObjectValue, JsValue, Null, Object,
+    ClassInstance, Either3, Either4, FromNapiValue, Function, JsObjectValue, JsValue, Null, Object,
     Uint8ArraySlice, Undefined, Unknown,
 };
 use napi::{Env, Status, ValueType};
@@ -226,10 +226,21 @@ fn has_many(
         // Writing into a `String` cannot fail.
         let _ = write!(hex, "{id}");
     }
+    let failed = |e: napi::Error| BoxError::from(format!("objects has() failed: {}", e.reason));
     let answer = helpers
         .has_many(&env)
         .and_then(|f| f.apply(object, hex))
-        .map_err(|e| BoxError::from(format!("objects has() failed: {}", e.reason)))?;
+        .map_err(failed)?;
+    // Up to `BITS` ids the helper answers with a number (bit `i` for `ids[i]`), else
+    // (and when `has` threw) with a string.
+    if answer.get_type().map_err(failed)? == ValueType::Number {
+        if ids.len() > helpers::BITS {
+            return Err("objects has() answered a batch with the wrong shape".into());
+        }
+        let bits = u32::from_unknown(answer).map_err(failed)?;
+        return Ok((0..ids.len()).map(|i| bits & (1 << i) != 0).collect());
+    }
+    let answer = String::from_unknown(answer).map_err(failed)?;
     if let Some(message) = answer.strip_prefix('!') {
         return Err(format!("objects has() threw: {message}").into());
     }

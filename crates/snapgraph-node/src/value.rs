@@ -79,8 +79,8 @@ pub fn commit(env: &Env, c: snapgraph::Commit) -> Result<Unknown<'_>> {
     }
 }
 
-/// Bytes at the end of [`commit_encoded`]'s buffer: generation (f64), storedBytes
-/// (f64), objectCount (u32), the packed snapshot's length (u32), flags (u32: 1 =
+/// Bytes at the end of [`commit_encoded`]'s buffer: generation (u64), storedBytes
+/// (u64; both below 2^53, so exact as JavaScript numbers), objectCount (u32), the packed snapshot's length (u32), flags (u32: 1 =
 /// complete, 2 = has a packed snapshot), 4 bytes of padding; all little endian.
 pub const TRAILER: usize = 32;
 
@@ -115,8 +115,9 @@ pub fn commit_encoded(env: &Env, c: snapgraph::Commit) -> Result<Unknown<'_>> {
         let _ = write!(data, "{oid}");
     }
     let flags = u32::from(c.is_complete()) | if packed.is_some() { 2 } else { 0 };
-    data.extend_from_slice(&(c.generation() as f64).to_le_bytes());
-    data.extend_from_slice(&(c.stored_bytes() as f64).to_le_bytes());
+    // Each as two u32 (low, high): the decoder reads bytes by index, not as a double.
+    data.extend_from_slice(&c.generation().to_le_bytes());
+    data.extend_from_slice(&c.stored_bytes().to_le_bytes());
     data.extend_from_slice(&(count as u32).to_le_bytes());
     data.extend_from_slice(&(packed_len as u32).to_le_bytes());
     data.extend_from_slice(&flags.to_le_bytes());

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, Function, JsObjectValue, JsValue, Null, Object, Uint8ArraySlice,
-    Unknown,
+    AsyncTask, Buffer, Either, Function, JsObjectValue, JsValue, Null, Object, ToNapiValue,
+    Uint8ArraySlice, Unknown,
 };
 use napi::{Env, ValueType};
 use napi_derive::napi;
@@ -688,7 +688,8 @@ impl Workspace {
     /// puts on the prototype (it takes this method off the prototype): the parents'
     /// ids one after the other (each 64 hex digits), `have` and its `get` and `has`
     /// methods as the JavaScript read them (`has` a function, or `have` undefined).
-    /// Returns `value::commit_encoded`'s buffer.
+    /// Returns `value::commit_encoded`'s buffer, or `null` (nothing done) when the
+    /// parents are not 64 hex digits each.
     #[napi(skip_typescript, js_name = "_commitTurn")]
     pub fn commit_turn<'env>(
         &self,
@@ -698,11 +699,20 @@ impl Workspace {
         get: Option<Function<'_, String, Bytes<'_>>>,
         has: Option<Function<'_, String, bool>>,
     ) -> Result<Unknown<'env>> {
-        let parents = parents
+        // Parents that are not 64 hex digits each: `null`, before anything is done, and
+        // the JavaScript `commit` hands its options to the native `commit`, which
+        // reports them.
+        if !parents.len().is_multiple_of(64) {
+            return Null.into_unknown(env).map_err(napi);
+        }
+        let Ok(parents) = parents
             .as_bytes()
             .chunks(64)
-            .map(|hex| convert::id(&String::from_utf8_lossy(hex)))
-            .collect::<Result<Vec<_>>>()?;
+            .map(ObjectId::from_hex)
+            .collect::<std::result::Result<Vec<_>, _>>()
+        else {
+            return Null.into_unknown(env).map_err(napi);
+        };
         let have_in = have.map(|object| JsSource::Object { object, get, has });
         let mut opts = RsCommitOptions::new().parents(parents);
         if let Some(s) = &have_in {
