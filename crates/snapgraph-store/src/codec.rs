@@ -32,7 +32,8 @@ use crate::store::ReadCheck;
 
 /// The tag of a record holding the stored bytes as they are.
 pub const RAW: u8 = 0;
-const ZSTD: u8 = 1;
+/// The tag of a record holding one zstd frame of the stored bytes.
+pub const ZSTD: u8 = 1;
 const DELTA: u8 = 2;
 /// Tag, depth, base id.
 const DELTA_HEADER: usize = 1 + 1 + 32;
