@@ -5,6 +5,7 @@
 //! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode, or a pack reference
 //! packs(pack INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- records back to back (schema 3)
 //! pack_live(pack INTEGER PRIMARY KEY, live INTEGER NOT NULL)   -- objects rows naming the pack
+//! dicts(dict INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- zstd dictionaries by key (schema 3)
 //! refs(name TEXT PRIMARY KEY, id BLOB NOT NULL)
 //! reflog(seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,
 //!        old BLOB, new BLOB, message TEXT NOT NULL)           -- index on (name, seq)
@@ -67,7 +68,7 @@
 //! pack per batch of new records), and reads still verify every object.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
@@ -98,7 +99,11 @@ pub const PACK_MAX: usize = 64 * 1024;
 pub const PACK_SIZE: usize = 1 << 20;
 
 /// The tables schema 3 adds.
-const PACK_TABLES: &str = "CREATE TABLE IF NOT EXISTS packs (
+const PACK_TABLES: &str = "CREATE TABLE IF NOT EXISTS dicts (
+         dict INTEGER PRIMARY KEY,
+         data BLOB NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS packs (
          pack INTEGER PRIMARY KEY,
          data BLOB NOT NULL
      );
@@ -160,6 +165,27 @@ pub struct SqliteStore {
     /// The file, as errors name it (`:memory:` for an in-memory database).
     path: String,
     compression: Compression,
+    /// The dictionaries read from `dicts` (or written by this handle), by key.
+    dicts: Mutex<Dicts>,
+}
+
+/// The dictionaries a store handle knows.
+#[derive(Debug, Default)]
+struct Dicts {
+    /// Whether `dicts` was read at least once.
+    loaded: bool,
+    by_key: hashbrown::HashMap<u32, Arc<codec::Dictionary>>,
+}
+
+impl Dicts {
+    /// The dictionary new records are compressed against: the one of smallest key
+    /// (several exist only when writers raced to make the first).
+    fn for_writing(&self) -> Option<Arc<codec::Dictionary>> {
+        self.by_key
+            .iter()
+            .min_by_key(|(k, _)| **k)
+            .map(|(_, d)| Arc::clone(d))
+    }
 }
 
 impl SqliteStore {
@@ -318,6 +344,7 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             path,
             compression: options.compression,
+            dicts: Mutex::new(Dicts::default()),
         })
     }
 
@@ -421,12 +448,86 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// The dictionaries of the store, re-read from `dicts` when `want` is a key this
+    /// handle has not seen (another handle may have written it).
+    fn dictionaries(&self, want: Option<u32>) -> Result<MutexGuard<'_, Dicts>, StoreError> {
+        let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = !dicts.loaded || want.is_some_and(|k| !dicts.by_key.contains_key(&k));
+        if stale {
+            let fail = self.fail("read dictionaries");
+            let rows: Vec<(i64, Vec<u8>)> = {
+                let conn = self.lock();
+                let mut stmt = conn
+                    .prepare_cached("SELECT dict, data FROM dicts")
+                    .map_err(&fail)?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(&fail)?;
+                rows.collect::<Result<_, _>>().map_err(&fail)?
+            };
+            for (key, bytes) in rows {
+                let Ok(key) = u32::try_from(key) else {
+                    return Err(self.malformed(format!("dicts row {key}"), "key is not a u32"));
+                };
+                if dicts.by_key.contains_key(&key) {
+                    continue;
+                }
+                if codec::dictionary_key(&bytes) != key {
+                    return Err(self.malformed(
+                        format!("dicts row {key:08x}"),
+                        "the dictionary's bytes do not hash to its key",
+                    ));
+                }
+                let dict = codec::Dictionary::new(bytes, self.level())
+                    .map_err(|reason| self.malformed(format!("dicts row {key:08x}"), reason))?;
+                dicts.by_key.insert(key, Arc::new(dict));
+            }
+            dicts.loaded = true;
+        }
+        Ok(dicts)
+    }
+
+    /// The zstd level of this handle's writes (1 when it does not compress).
+    fn level(&self) -> i32 {
+        match self.compression {
+            Compression::Zstd { level } => level,
+            Compression::None => 1,
+        }
+    }
+
+    /// The stored bytes of a tag 3 record of `id`, not yet verified.
+    fn undict(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let key = codec::dict_key(record).ok_or_else(|| StoreError::Corrupt {
+            id: *id,
+            reason: "dictionary record shorter than its header".into(),
+        })?;
+        let dict = self.dictionaries(Some(key))?.by_key.get(&key).cloned();
+        match dict {
+            Some(d) => codec::decode_dict(id, record, &d),
+            None => Err(StoreError::Corrupt {
+                id: *id,
+                reason: format!(
+                    "record names dictionary {key:08x}, which {} lacks",
+                    self.path
+                ),
+            }),
+        }
+    }
+
     /// The records of `ids` as blobs (a row of another type is corrupt).
     fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         ids.iter()
             .zip(self.get_raw(ids, false)?)
             .map(|(id, raw)| match raw {
                 None => Ok(None),
+                Some(Raw::Bytes(b)) if b.first() == Some(&codec::DICT) => {
+                    // The codec reads no dictionary: hand it the tag 0 equivalent.
+                    let stored = self.undict(id, &b)?;
+                    let mut record = Vec::with_capacity(stored.len() + 1);
+                    record.push(codec::RAW);
+                    record.extend_from_slice(&stored);
+                    Ok(Some(record))
+                }
                 Some(Raw::Bytes(b)) => Ok(Some(b)),
                 Some(Raw::Plain(mut b)) => {
                     b.insert(0, codec::RAW);
@@ -540,7 +641,8 @@ fn read_packed<'c>(
 
 /// Whether `record` goes into a pack rather than inline.
 fn packable(record: &[u8]) -> bool {
-    record.first() == Some(&codec::ZSTD) && (PACK_MIN..=PACK_MAX).contains(&record.len())
+    matches!(record.first(), Some(&codec::ZSTD | &codec::DICT))
+        && (PACK_MIN..=PACK_MAX).contains(&record.len())
 }
 
 fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
@@ -575,6 +677,9 @@ impl ObjectStore for SqliteStore {
             out.push(match r {
                 None => None,
                 Some(Raw::Plain(stored)) => Some(codec::finish(id, stored, check)?),
+                Some(Raw::Bytes(record)) if record.first() == Some(&codec::DICT) => {
+                    Some(codec::finish(id, self.undict(id, &record)?, check)?)
+                }
                 Some(Raw::Bytes(record)) => {
                     rest.push((i, record));
                     None
@@ -648,14 +753,62 @@ impl ObjectStore for SqliteStore {
         }
         let mut hints = bases.to_vec();
         hints.resize(objects.len(), None);
-        let encoded = codec::encode_many(objects, &hints, self.compression, &mut |ids| {
-            self.records(ids)
-        })?;
+        // The store's dictionary, or a new one sampled from this batch when the store
+        // has none and the batch is large enough (a first commit): written in the
+        // same transaction as the records that need it.
+        let mut new_dict = None;
+        let dict = match self.compression {
+            Compression::None => None,
+            Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
+                Some(d) => Some(d),
+                None => match codec::Dictionary::sample(objects) {
+                    Some(bytes) => {
+                        let d =
+                            Arc::new(codec::Dictionary::new(bytes, level).map_err(|reason| {
+                                StoreError::backend(
+                                    format!("sqlite put_many into {}", self.path),
+                                    reason,
+                                )
+                            })?);
+                        new_dict = Some(Arc::clone(&d));
+                        Some(d)
+                    }
+                    None => None,
+                },
+            },
+        };
+        let encoded = codec::encode_many_with(
+            objects,
+            &hints,
+            self.compression,
+            dict.as_deref(),
+            &mut |ids| self.records(ids),
+        )?;
         let fail = self.fail("put_many");
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
+        if let Some(d) = &new_dict {
+            tx.execute(
+                "INSERT OR IGNORE INTO dicts (dict, data) VALUES (?1, ?2)",
+                params![i64::from(d.key()), d.bytes()],
+            )
+            .map_err(&fail)?;
+            let kept: Vec<u8> = tx
+                .query_row(
+                    "SELECT data FROM dicts WHERE dict = ?1",
+                    [i64::from(d.key())],
+                    |r| r.get(0),
+                )
+                .map_err(&fail)?;
+            if kept != d.bytes() {
+                return Err(self.malformed(
+                    format!("dicts row {:08x}", d.key()),
+                    "another dictionary has the same key",
+                ));
+            }
+        }
         {
             let put_fail = |id: &ObjectId| {
                 let context = format!("sqlite put_many of object {id} into {}", self.path);
@@ -726,7 +879,13 @@ impl ObjectStore for SqliteStore {
                     .map_err(put_fail(id))?;
             }
         }
-        tx.commit().map_err(&fail)
+        tx.commit().map_err(&fail)?;
+        drop(conn); // the dictionaries' lock is never taken under the connection's
+        if let Some(d) = new_dict {
+            let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+            dicts.by_key.entry(d.key()).or_insert(d);
+        }
+        Ok(())
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
