@@ -861,6 +861,45 @@ mod tests {
     }
 
     #[test]
+    fn dictionary_records_round_trip_and_need_their_dictionary() {
+        let objects: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| format!("object {i} of the store ").repeat(120).into_bytes())
+            .collect();
+        let batch: Vec<(ObjectId, &[u8])> = objects
+            .iter()
+            .map(|b| (ObjectId::hash_stored(b), &b[..]))
+            .collect();
+        assert!(Dictionary::sample(&batch[..DICT_MIN_OBJECTS - 1]).is_none());
+        let bytes = Dictionary::sample(&batch).unwrap();
+        assert_eq!(Dictionary::sample(&batch).unwrap(), bytes, "deterministic");
+        assert!(bytes.len() <= DICT_SIZE);
+        let dict = Dictionary::new(bytes.clone(), 1).unwrap();
+        assert_eq!(dict.key(), dictionary_key(&bytes));
+        let (id, b) = batch[7];
+        let record = encode_with(b, Compression::default(), Some(&dict));
+        assert_eq!(record[0], DICT);
+        assert_eq!(dict_key(&record), Some(dict.key()));
+        assert!(record.len() < encode(b, Compression::default()).len());
+        assert_eq!(decode_dict(&id, &record, &dict).unwrap(), b);
+        // Elsewhere, or against another dictionary, it is a typed error.
+        assert!(matches!(
+            decode(&id, &record),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let other = Dictionary::new(b"another dictionary".to_vec(), 1).unwrap();
+        assert!(matches!(
+            decode_dict(&id, &record, &other),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let mut bad = record.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x5a;
+        assert!(decode_dict(&id, &bad, &dict).map_or(true, |s| s != b));
+        assert!(Dictionary::new(DICT_MAGIC.repeat(4), 1).is_err());
+        assert!(Dictionary::new(vec![b'x'; DICT_SIZE + 1], 1).is_err());
+    }
+
+    #[test]
     fn hostile_records_are_typed_errors() {
         let id = ObjectId::hash_stored(b"x");
         for bad in [
