@@ -609,7 +609,11 @@ fn read_packed<'c>(
     let missing = |e: rusqlite::Error| format!("pack {} cannot be read: {e}", r.pack);
     match blob {
         Some((pack, handle)) if *pack != r.pack => {
-            handle.reopen(r.pack).map_err(missing)?;
+            if let Err(e) = handle.reopen(r.pack) {
+                // A failed reopen leaves the handle aborted: open a fresh one next time.
+                *blob = None;
+                return Err(missing(e));
+            }
             *pack = r.pack;
         }
         Some(_) => {}
