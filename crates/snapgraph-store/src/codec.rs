@@ -161,7 +161,7 @@ impl Dictionary {
 
     /// A dictionary's bytes sampled from a batch being written, or `None` when the
     /// batch is too small ([`DICT_MIN_OBJECTS`], [`DICT_MIN_BYTES`]): the first
-    /// [`DICT_SLICE`] bytes of objects taken at an even stride over the objects of
+    /// 1,024 bytes (`DICT_SLICE`) of objects taken at an even stride over the objects of
     /// at least 128 bytes, up to [`DICT_SIZE`]. Deterministic: the same batch gives
     /// the same dictionary.
     pub fn sample(objects: &[(ObjectId, &[u8])]) -> Option<Vec<u8>> {
