@@ -1,10 +1,14 @@
-//! Writes the current store schema's corpus (a SQLite database and a directory store
-//! holding `corpus/v1/store.pack` with its branches and a labelled snapshot), for
-//! `tests/corpus_stores.rs`: schema 1 went to `corpus/stores-v1/`, schema 2 (delta
-//! records) goes to `corpus/v2/stores/sqlite/store.db` and `corpus/v2/stores/dir/`,
-//! each object written in its own call with a delta hint naming the previous object
-//! of its kind in the dump, so the stores hold delta chains. Refuses to touch an
-//! existing directory: released store layouts are never rewritten.
+//! Writes the current store schema's corpus (a SQLite database, and a directory store
+//! while its layout changed too, holding `corpus/v1/store.pack` with its branches and
+//! a labelled snapshot), for `tests/corpus_stores.rs`: schema 1 went to
+//! `corpus/stores-v1/`, schema 2 (delta records) to `corpus/v2/stores/sqlite/store.db`
+//! and `corpus/v2/stores/dir/` (each object written in its own call with a delta hint
+//! naming the previous object of its kind in the dump), SQLite schema 3 (packs and a
+//! store dictionary) goes to `corpus/v2/stores/sqlite-3/store.db`: the first 24
+//! objects in one batch (a dictionary is sampled from it), the rest in batches of 4
+//! hinted against the previous object of their kind in earlier batches, so it holds
+//! packs, tag 3 records and delta chains. Refuses to touch an existing directory:
+//! released store layouts are never rewritten.
 //!
 //! ```text
 //! cargo run -p snapgraph-store --example gen_store_corpus
@@ -18,7 +22,7 @@ use snapgraph_store::dir::DirStore;
 use snapgraph_store::sqlite::{SqliteStore, SCHEMA_VERSION};
 use snapgraph_store::{Repo, Store};
 
-fn fill(store: &dyn Store, corpus: &Path) {
+fn fill(store: &dyn Store, corpus: &Path, first: usize, then: usize) {
     let dump = std::fs::read(corpus.join("v1/store.pack")).expect("corpus/v1/store.pack");
     let mut rest = &dump[..];
     let mut objects = Vec::new();
@@ -30,13 +34,24 @@ fn fill(store: &dyn Store, corpus: &Path) {
     // The dump is in dependency order: written as is, every prefix is closed. Each
     // object is hinted against the previous one of its kind, already durable.
     let mut last: BTreeMap<u8, ObjectId> = BTreeMap::new();
-    for b in &objects {
-        let id = ObjectId::hash_stored(b);
-        let kind = b.first().copied().unwrap_or(0);
-        store
-            .put_many_with_bases(&[(id, &b[..])], &[last.get(&kind).copied()])
-            .expect("put");
-        last.insert(kind, id);
+    let mut rest = &objects[..];
+    let mut size = first;
+    while !rest.is_empty() {
+        let (batch, more) = rest.split_at(size.min(rest.len()));
+        rest = more;
+        size = then;
+        let items: Vec<(ObjectId, &[u8])> = batch
+            .iter()
+            .map(|b| (ObjectId::hash_stored(b), &b[..]))
+            .collect();
+        let hints: Vec<Option<ObjectId>> = batch
+            .iter()
+            .map(|b| last.get(&b.first().copied().unwrap_or(0)).copied())
+            .collect();
+        store.put_many_with_bases(&items, &hints).expect("put");
+        for (b, (id, _)) in batch.iter().zip(&items) {
+            last.insert(b.first().copied().unwrap_or(0), *id);
+        }
     }
     let refs = std::fs::read_to_string(corpus.join("v1/refs.txt")).expect("refs.txt");
     for (name, id) in refs.lines().filter_map(|l| l.split_once(' ')) {
@@ -54,10 +69,22 @@ fn fill(store: &dyn Store, corpus: &Path) {
 fn main() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
     assert_eq!(
-        SCHEMA_VERSION, 2,
+        SCHEMA_VERSION, 3,
         "a new schema: choose its corpus directory"
     );
-    let out = corpus.join("v2/stores");
+    let v2 = corpus.join("v2/stores");
+    if !v2.exists() {
+        // Schema 2's directory (kept for a checkout that lacks it; never rewritten).
+        std::fs::create_dir_all(v2.join("sqlite")).expect("create");
+        {
+            let sqlite = SqliteStore::open(v2.join("sqlite/store.db")).expect("sqlite");
+            fill(&sqlite, &corpus, 1, 1);
+        }
+        let dir = DirStore::open(v2.join("dir")).expect("dir");
+        fill(&dir, &corpus, 1, 1);
+        println!("wrote {}", v2.display());
+    }
+    let out = v2.join("sqlite-3");
     if out.exists() {
         eprintln!(
             "{} exists: released store layouts are never rewritten",
@@ -65,12 +92,10 @@ fn main() {
         );
         return;
     }
-    std::fs::create_dir_all(out.join("sqlite")).expect("create");
+    std::fs::create_dir_all(&out).expect("create");
     {
-        let sqlite = SqliteStore::open(out.join("sqlite/store.db")).expect("sqlite");
-        fill(&sqlite, &corpus);
+        let sqlite = SqliteStore::open(out.join("store.db")).expect("sqlite");
+        fill(&sqlite, &corpus, 24, 4);
     } // closed: the WAL is checkpointed into store.db and removed
-    let dir = DirStore::open(out.join("dir")).expect("dir");
-    fill(&dir, &corpus);
     println!("wrote {}", out.display());
 }

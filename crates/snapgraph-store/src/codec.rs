@@ -32,10 +32,32 @@ use crate::store::ReadCheck;
 
 /// The tag of a record holding the stored bytes as they are.
 pub const RAW: u8 = 0;
-const ZSTD: u8 = 1;
+/// The tag of a record holding one zstd frame of the stored bytes.
+pub const ZSTD: u8 = 1;
 const DELTA: u8 = 2;
+/// The tag of a record holding one zstd frame compressed against its store's
+/// dictionary (SQLite schema 3 only): `3 || dictionary key (u32 LE) || frame`.
+pub const DICT: u8 = 3;
 /// Tag, depth, base id.
 const DELTA_HEADER: usize = 1 + 1 + 32;
+/// Tag, dictionary key.
+const DICT_HEADER: usize = 1 + 4;
+
+/// The most bytes a store dictionary holds (zstd's default for trained ones).
+pub const DICT_SIZE: usize = 112 * 1024;
+/// A dictionary is sampled only from a batch of at least this many objects that are
+/// worth compressing, holding at least [`DICT_MIN_BYTES`] bytes: a smaller first
+/// batch gives too narrow a sample. (A narrow raw-content dictionary costs little:
+/// it only adds match candidates, so records against it are about level 3's alone.)
+pub const DICT_MIN_OBJECTS: usize = 16;
+/// See [`DICT_MIN_OBJECTS`].
+pub const DICT_MIN_BYTES: usize = 64 * 1024;
+/// How many bytes of each sampled object go into a dictionary.
+const DICT_SLICE: usize = 1024;
+/// The zstd level of records against a dictionary, at least: on the synthetic
+/// releases level 3 against a dictionary compressed as fast as level 1 alone and
+/// 17 % smaller (BENCHMARKS.md, "Repository size: packs and a store dictionary").
+pub const DICT_LEVEL: i32 = 3;
 
 /// Objects smaller than this are never compressed: the frame header eats the gain.
 const MIN_COMPRESS: usize = 128;
@@ -74,10 +96,144 @@ impl Default for Compression {
     }
 }
 
+/// A store's zstd dictionary: raw content (sampled slices of the store's own
+/// objects, see [`Dictionary::sample`]), named by a key derived from its bytes.
+pub struct Dictionary {
+    key: u32,
+    bytes: Vec<u8>,
+    cdict: zstd::zstd_safe::CDict<'static>,
+    ddict: zstd::zstd_safe::DDict<'static>,
+}
+
+impl std::fmt::Debug for Dictionary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dictionary")
+            .field("key", &self.key)
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// The key of a dictionary: the first four bytes (LE) of the BLAKE3 id its bytes
+/// would have as stored bytes.
+pub fn dictionary_key(bytes: &[u8]) -> u32 {
+    let id = ObjectId::hash_stored(bytes);
+    let b = id.as_bytes();
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+impl Dictionary {
+    /// Prepares `bytes` (raw content) for compression at `level` (at least
+    /// [`DICT_LEVEL`]) and for decompression. Refused (with the reason): empty, over
+    /// [`DICT_SIZE`], or starting with the zstd dictionary magic (zstd would parse
+    /// it as a trained dictionary, not raw content).
+    pub fn new(bytes: Vec<u8>, level: i32) -> Result<Self, String> {
+        if bytes.len() < 8 || bytes.len() > DICT_SIZE {
+            return Err(format!(
+                "a dictionary of {} bytes (8 to {DICT_SIZE})",
+                bytes.len()
+            ));
+        }
+        if bytes.starts_with(&DICT_MAGIC) {
+            return Err("a dictionary starting with the zstd dictionary magic".into());
+        }
+        let cdict = zstd::zstd_safe::CDict::try_create(&bytes, level.max(DICT_LEVEL))
+            .ok_or("zstd refused the dictionary")?;
+        let ddict =
+            zstd::zstd_safe::DDict::try_create(&bytes).ok_or("zstd refused the dictionary")?;
+        Ok(Self {
+            key: dictionary_key(&bytes),
+            bytes,
+            cdict,
+            ddict,
+        })
+    }
+
+    /// Its key (recorded in each tag 3 record).
+    pub fn key(&self) -> u32 {
+        self.key
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// A dictionary's bytes sampled from a batch being written, or `None` when the
+    /// batch is too small ([`DICT_MIN_OBJECTS`], [`DICT_MIN_BYTES`]): the first
+    /// 1,024 bytes (`DICT_SLICE`) of objects taken at an even stride over the objects of
+    /// at least 128 bytes, up to [`DICT_SIZE`]. Deterministic: the same batch gives
+    /// the same dictionary.
+    pub fn sample(objects: &[(ObjectId, &[u8])]) -> Option<Vec<u8>> {
+        let worth: Vec<&[u8]> = objects
+            .iter()
+            .map(|(_, b)| *b)
+            .filter(|b| b.len() >= MIN_COMPRESS && !b.starts_with(&DICT_MAGIC))
+            .collect();
+        let total: usize = worth.iter().map(|b| b.len()).sum();
+        if worth.len() < DICT_MIN_OBJECTS || total < DICT_MIN_BYTES {
+            return None;
+        }
+        let stride = (worth.len() * DICT_SLICE).div_ceil(DICT_SIZE).max(1);
+        let mut out = Vec::with_capacity(DICT_SIZE);
+        for b in worth.iter().step_by(stride) {
+            let take = b.len().min(DICT_SLICE).min(DICT_SIZE - out.len());
+            out.extend_from_slice(&b[..take]);
+            if out.len() == DICT_SIZE {
+                break;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The dictionary key a tag 3 record names.
+pub fn dict_key(record: &[u8]) -> Option<u32> {
+    match record {
+        [DICT, a, b, c, d, ..] => Some(u32::from_le_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// The stored bytes of a tag 3 record of `id`, decompressed against `dict` (the
+/// dictionary its key names), not yet verified against the id.
+pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
+    match dict_key(record) {
+        Some(key) if key == dict.key => {}
+        Some(key) => {
+            return Err(corrupt(format!(
+                "record names dictionary {key:08x}, not {:08x}",
+                dict.key
+            )))
+        }
+        None => return Err(corrupt("dictionary record shorter than its header".into())),
+    }
+    decompress_with(&record[DICT_HEADER..], Against::Prepared(&dict.ddict))
+        .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
+}
+
 /// The record to keep at rest for `stored`, without a base.
 pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
+    encode_with(stored, compression, None)
+}
+
+/// [`encode`], against `dict` when there is one (a tag 3 record instead of tag 1).
+pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictionary>) -> Vec<u8> {
     if let Compression::Zstd { level } = compression {
         if stored.len() >= MIN_COMPRESS {
+            if let Some(d) = dict {
+                if let Some(frame) = compress_cdict(stored, &d.cdict) {
+                    if DICT_HEADER + frame.len() + stored.len() / 16 < stored.len() {
+                        let mut out = Vec::with_capacity(DICT_HEADER + frame.len());
+                        out.push(DICT);
+                        out.extend_from_slice(&d.key.to_le_bytes());
+                        out.extend_from_slice(&frame);
+                        return out;
+                    }
+                }
+                return raw(stored);
+            }
             if let Some(packed) = compress(stored, level, None) {
                 if packed.len() + stored.len() / 16 < stored.len() {
                     let mut out = Vec::with_capacity(packed.len() + 1);
@@ -88,6 +244,10 @@ pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
             }
         }
     }
+    raw(stored)
+}
+
+fn raw(stored: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stored.len() + 1);
     out.push(RAW);
     out.extend_from_slice(stored);
@@ -109,7 +269,17 @@ pub struct Base<'a> {
 /// [`encode`]'s record: a delta is made only under zstd compression, when the base's
 /// chain is shorter than [`WRITE_DELTA_DEPTH`] and the delta saves a sixteenth.
 pub fn encode_delta(stored: &[u8], base: &Base<'_>, compression: Compression) -> Vec<u8> {
-    let alone = encode(stored, compression);
+    encode_delta_with(stored, base, compression, None)
+}
+
+/// [`encode_delta`], where the record alone is [`encode_with`]'s against `dict`.
+pub fn encode_delta_with(
+    stored: &[u8],
+    base: &Base<'_>,
+    compression: Compression,
+    dict: Option<&Dictionary>,
+) -> Vec<u8> {
+    let alone = encode_with(stored, compression, dict);
     let Compression::Zstd { level } = compression else {
         return alone;
     };
@@ -170,7 +340,29 @@ fn compress(data: &[u8], level: i32, dict: Option<&[u8]>) -> Option<Vec<u8>> {
     })
 }
 
+fn compress_cdict(data: &[u8], cdict: &zstd::zstd_safe::CDict<'_>) -> Option<Vec<u8>> {
+    CCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let cctx = slot.get_or_insert_with(zstd::zstd_safe::CCtx::create);
+        let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
+        cctx.compress_using_cdict(&mut out, data, cdict)
+            .ok()
+            .map(|_| out)
+    })
+}
+
+/// What a frame is decompressed against.
+enum Against<'a> {
+    Nothing,
+    Raw(&'a [u8]),
+    Prepared(&'a zstd::zstd_safe::DDict<'static>),
+}
+
 fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
+    decompress_with(frame, dict.map_or(Against::Nothing, Against::Raw))
+}
+
+fn decompress_with(frame: &[u8], dict: Against<'_>) -> Result<Vec<u8>, String> {
     // The declared size bounds the allocation; a frame without one, or one above the
     // object size limit, is refused before anything is allocated.
     let size = match zstd::zstd_safe::get_frame_content_size(frame) {
@@ -185,8 +377,9 @@ fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
         let dctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
         let mut out = Vec::with_capacity(size);
         let done = match dict {
-            None => dctx.decompress(&mut out, frame),
-            Some(dict) => dctx.decompress_using_dict(&mut out, frame, dict),
+            Against::Nothing => dctx.decompress(&mut out, frame),
+            Against::Raw(dict) => dctx.decompress_using_dict(&mut out, frame, dict),
+            Against::Prepared(ddict) => dctx.decompress_using_ddict(&mut out, frame, ddict),
         };
         match done {
             Ok(n) if n == out.len() => Ok(out),
@@ -250,6 +443,11 @@ pub fn decode(id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
                 },
                 None => corrupt("delta record shorter than its header".into()),
             })
+        }
+        Some((&DICT, _)) => {
+            return Err(corrupt(
+                "a dictionary record (tag 3) outside a store that keeps its dictionary".into(),
+            ))
         }
         Some((tag, _)) => return Err(corrupt(format!("unknown encoding tag {tag}"))),
         None => return Err(corrupt("empty record".into())),
@@ -495,6 +693,19 @@ pub fn encode_many(
     compression: Compression,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
+    encode_many_with(objects, bases, compression, None, fetch)
+}
+
+/// [`encode_many`], each record without a delta against `dict` when there is one;
+/// `fetch` must return the bases' records with any tag 3 record already turned into
+/// its tag 0 equivalent (the adapter holds the dictionaries).
+pub fn encode_many_with(
+    objects: &[(ObjectId, &[u8])],
+    bases: &[Option<ObjectId>],
+    compression: Compression,
+    dict: Option<&Dictionary>,
+    fetch: &mut FetchRecords<'_>,
+) -> Result<Vec<Vec<u8>>, StoreError> {
     let hint = |i: usize| bases.get(i).copied().flatten();
     let wanted: Vec<ObjectId> = {
         let mut seen = HashSet::new();
@@ -504,12 +715,14 @@ pub fn encode_many(
             .collect()
     };
     if compression == Compression::None || wanted.is_empty() {
-        return Ok(encode_all(objects, |_, b| encode(b, compression)));
+        return Ok(encode_all(objects, |_, b| {
+            encode_with(b, compression, dict)
+        }));
     }
     let found = fetch_bases(&wanted, fetch)?;
     Ok(encode_all(objects, |i, bytes| {
         match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
-            Some((id, (stored, depth))) => encode_delta(
+            Some((id, (stored, depth))) => encode_delta_with(
                 bytes,
                 &Base {
                     id,
@@ -517,8 +730,9 @@ pub fn encode_many(
                     depth: *depth,
                 },
                 compression,
+                dict,
             ),
-            None => encode(bytes, compression),
+            None => encode_with(bytes, compression, dict),
         }
     }))
 }
@@ -644,6 +858,45 @@ mod tests {
             assert_eq!(*r, encode(b, Compression::default()));
             assert_eq!(decode(id, r).unwrap(), *b);
         }
+    }
+
+    #[test]
+    fn dictionary_records_round_trip_and_need_their_dictionary() {
+        let objects: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| format!("object {i} of the store ").repeat(120).into_bytes())
+            .collect();
+        let batch: Vec<(ObjectId, &[u8])> = objects
+            .iter()
+            .map(|b| (ObjectId::hash_stored(b), &b[..]))
+            .collect();
+        assert!(Dictionary::sample(&batch[..DICT_MIN_OBJECTS - 1]).is_none());
+        let bytes = Dictionary::sample(&batch).unwrap();
+        assert_eq!(Dictionary::sample(&batch).unwrap(), bytes, "deterministic");
+        assert!(bytes.len() <= DICT_SIZE);
+        let dict = Dictionary::new(bytes.clone(), 1).unwrap();
+        assert_eq!(dict.key(), dictionary_key(&bytes));
+        let (id, b) = batch[7];
+        let record = encode_with(b, Compression::default(), Some(&dict));
+        assert_eq!(record[0], DICT);
+        assert_eq!(dict_key(&record), Some(dict.key()));
+        assert!(record.len() < encode(b, Compression::default()).len());
+        assert_eq!(decode_dict(&id, &record, &dict).unwrap(), b);
+        // Elsewhere, or against another dictionary, it is a typed error.
+        assert!(matches!(
+            decode(&id, &record),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let other = Dictionary::new(b"another dictionary".to_vec(), 1).unwrap();
+        assert!(matches!(
+            decode_dict(&id, &record, &other),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let mut bad = record.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x5a;
+        assert!(decode_dict(&id, &bad, &dict).map_or(true, |s| s != b));
+        assert!(Dictionary::new(DICT_MAGIC.repeat(4), 1).is_err());
+        assert!(Dictionary::new(vec![b'x'; DICT_SIZE + 1], 1).is_err());
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The SQLite adapter: one database file holding objects, refs and reflogs.
 //!
 //! ```text
-//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 2 (1: upgraded at open)
-//! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode
+//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 3 (1, 2: upgraded at open)
+//! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode, or a pack reference
+//! packs(pack INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- records back to back (schema 3)
+//! pack_live(pack INTEGER PRIMARY KEY, live INTEGER NOT NULL)   -- objects rows naming the pack
+//! dicts(dict INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- zstd dictionaries by key (schema 3)
 //! refs(name TEXT PRIMARY KEY, id BLOB NOT NULL)
 //! reflog(seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,
 //!        old BLOB, new BLOB, message TEXT NOT NULL)           -- index on (name, seq)
@@ -48,9 +51,24 @@
 //! ~1.4 KB, the file was as large as with no compression at all. A rowid table keeps
 //! records up to nearly a page inline; the price is the id stored twice (table and
 //! primary-key index) and two B-tree searches per lookup.
+//!
+//! # Packs (schema 3)
+//!
+//! Records inline in the table's leaf pages fill them badly: compressed chunks of 1 to
+//! 8 KB land next-fit in 8 KiB pages, and the 30 synthetic releases of
+//! `benches/peers/run.sh` left 2.2 MB of 11.7 MB unused that way (`dbstat`), a quarter
+//! of the file for 8.7 MB of records. So a batch's zstd records (tag 1) of
+//! [`PACK_MIN`] to [`PACK_MAX`] bytes are written back to back into rows of `packs`
+//! (at most [`PACK_SIZE`] bytes each: one long blob fills its overflow pages), and
+//! each object's row holds a 17-byte reference instead (FORMAT.md section 12, schema
+//! 3). A read follows the reference through one incremental-blob handle per read
+//! batch, reopened only when the pack changes. Delta records (tag 2) stay inline:
+//! they are small, pack densely in leaves anyway, and `for_each_delta` reads their
+//! headers from the table alone. A commit still writes only its own records (one
+//! pack per batch of new records), and reads still verify every object.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
@@ -63,7 +81,36 @@ use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
+
+/// The first byte of an `objects.data` value that refers to a record in a pack:
+/// `PACKED || pack: u64 LE || start: u32 LE || length: u32 LE` (codec tags are below
+/// 0x80, so the two never meet).
+pub const PACKED: u8 = 0x80;
+const REFERENCE: usize = 1 + 8 + 4 + 4;
+
+/// zstd records (tag 1) at least this long go into packs; shorter ones pack densely in
+/// the table's leaves already and would gain nothing from a 17-byte reference.
+pub const PACK_MIN: usize = 256;
+/// zstd records longer than this stay inline: they fill their own overflow pages.
+pub const PACK_MAX: usize = 64 * 1024;
+/// A pack is closed at this many bytes: a read walks its overflow chain (128 pages of
+/// 8 KiB) to the record's offset.
+pub const PACK_SIZE: usize = 1 << 20;
+
+/// The tables schema 3 adds.
+const PACK_TABLES: &str = "CREATE TABLE IF NOT EXISTS dicts (
+         dict INTEGER PRIMARY KEY,
+         data BLOB NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS packs (
+         pack INTEGER PRIMARY KEY,
+         data BLOB NOT NULL
+     );
+     CREATE TABLE IF NOT EXISTS pack_live (
+         pack INTEGER PRIMARY KEY,
+         live INTEGER NOT NULL
+     );";
 
 /// How long a writer waits for another one to finish before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -118,6 +165,27 @@ pub struct SqliteStore {
     /// The file, as errors name it (`:memory:` for an in-memory database).
     path: String,
     compression: Compression,
+    /// The dictionaries read from `dicts` (or written by this handle), by key.
+    dicts: Mutex<Dicts>,
+}
+
+/// The dictionaries a store handle knows.
+#[derive(Debug, Default)]
+struct Dicts {
+    /// Whether `dicts` was read at least once.
+    loaded: bool,
+    by_key: hashbrown::HashMap<u32, Arc<codec::Dictionary>>,
+}
+
+impl Dicts {
+    /// The dictionary new records are compressed against: the one of smallest key
+    /// (several exist only when writers raced to make the first).
+    fn for_writing(&self) -> Option<Arc<codec::Dictionary>> {
+        self.by_key
+            .iter()
+            .min_by_key(|(k, _)| **k)
+            .map(|(_, d)| Arc::clone(d))
+    }
 }
 
 impl SqliteStore {
@@ -231,10 +299,12 @@ impl SqliteStore {
             }
             Some(SCHEMA_VERSION) => {}
             Some(_) => {
-                // Schema 1 differs only in lacking delta records (tag 2): every
-                // record it holds reads the same, so the upgrade is the version
-                // number, written before any delta can be, so that older builds
-                // refuse the file instead of finding deltas they cannot read.
+                // Schema 1 lacks delta records (tag 2), schema 2 lacks packs: every
+                // record either holds reads the same, so the upgrade is the pack
+                // tables and the version number, written before any delta or pack
+                // reference can be, so that older builds refuse the file instead of
+                // finding records they cannot read.
+                tx.execute_batch(PACK_TABLES).map_err(fail)?;
                 tx.execute(
                     "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
                     [SCHEMA_VERSION],
@@ -261,6 +331,7 @@ impl SqliteStore {
                      CREATE INDEX IF NOT EXISTS reflog_by_name ON reflog (name, seq);",
                 )
                 .map_err(fail)?;
+                tx.execute_batch(PACK_TABLES).map_err(fail)?;
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
                     [SCHEMA_VERSION],
@@ -273,6 +344,7 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             path,
             compression: options.compression,
+            dicts: Mutex::new(Dicts::default()),
         })
     }
 
@@ -338,6 +410,7 @@ impl SqliteStore {
             let mut stmt = tx
                 .prepare_cached("SELECT data FROM objects WHERE id = ?1")
                 .map_err(&fail)?;
+            let mut packed = Vec::new();
             for id in ids {
                 let mut rows = stmt.query([&id.as_bytes()[..]]).map_err(&fail)?;
                 out.push(match rows.next().map_err(&fail)? {
@@ -346,14 +419,99 @@ impl SqliteStore {
                         ValueRef::Blob([codec::RAW, stored @ ..]) if plain => {
                             Raw::Plain(stored.to_vec())
                         }
+                        ValueRef::Blob(b @ [PACKED, ..]) => match PackRef::parse(b) {
+                            Some(r) => {
+                                packed.push((out.len(), r));
+                                Raw::Bytes(Vec::new())
+                            }
+                            None => Raw::Bad(format!(
+                                "pack reference of {} bytes, not {REFERENCE}",
+                                b.len()
+                            )),
+                        },
                         ValueRef::Blob(b) | ValueRef::Text(b) => Raw::Bytes(b.to_vec()),
                         other => Raw::NotBlob(other.data_type().to_string()),
                     }),
                 });
             }
+            // Records in packs, read in pack order through one blob handle.
+            packed.sort_by_key(|(_, r)| (r.pack, r.start));
+            let mut blob: Option<(i64, rusqlite::blob::Blob<'_>)> = None;
+            for (at, r) in packed {
+                out[at] = Some(match read_packed(&tx, &mut blob, &r) {
+                    Ok(record) => Raw::Bytes(record),
+                    Err(reason) => Raw::Bad(reason),
+                });
+            }
         }
         tx.finish().map_err(&fail)?;
         Ok(out)
+    }
+
+    /// The dictionaries of the store, re-read from `dicts` when `want` is a key this
+    /// handle has not seen (another handle may have written it).
+    fn dictionaries(&self, want: Option<u32>) -> Result<MutexGuard<'_, Dicts>, StoreError> {
+        let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = !dicts.loaded || want.is_some_and(|k| !dicts.by_key.contains_key(&k));
+        if stale {
+            let fail = self.fail("read dictionaries");
+            let rows: Vec<(i64, Vec<u8>)> = {
+                let conn = self.lock();
+                let mut stmt = conn
+                    .prepare_cached("SELECT dict, data FROM dicts")
+                    .map_err(&fail)?;
+                let rows = stmt
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(&fail)?;
+                rows.collect::<Result<_, _>>().map_err(&fail)?
+            };
+            for (key, bytes) in rows {
+                let Ok(key) = u32::try_from(key) else {
+                    return Err(self.malformed(format!("dicts row {key}"), "key is not a u32"));
+                };
+                if dicts.by_key.contains_key(&key) {
+                    continue;
+                }
+                if codec::dictionary_key(&bytes) != key {
+                    return Err(self.malformed(
+                        format!("dicts row {key:08x}"),
+                        "the dictionary's bytes do not hash to its key",
+                    ));
+                }
+                let dict = codec::Dictionary::new(bytes, self.level())
+                    .map_err(|reason| self.malformed(format!("dicts row {key:08x}"), reason))?;
+                dicts.by_key.insert(key, Arc::new(dict));
+            }
+            dicts.loaded = true;
+        }
+        Ok(dicts)
+    }
+
+    /// The zstd level of this handle's writes (1 when it does not compress).
+    fn level(&self) -> i32 {
+        match self.compression {
+            Compression::Zstd { level } => level,
+            Compression::None => 1,
+        }
+    }
+
+    /// The stored bytes of a tag 3 record of `id`, not yet verified.
+    fn undict(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let key = codec::dict_key(record).ok_or_else(|| StoreError::Corrupt {
+            id: *id,
+            reason: "dictionary record shorter than its header".into(),
+        })?;
+        let dict = self.dictionaries(Some(key))?.by_key.get(&key).cloned();
+        match dict {
+            Some(d) => codec::decode_dict(id, record, &d),
+            None => Err(StoreError::Corrupt {
+                id: *id,
+                reason: format!(
+                    "record names dictionary {key:08x}, which {} lacks",
+                    self.path
+                ),
+            }),
+        }
     }
 
     /// The records of `ids` as blobs (a row of another type is corrupt).
@@ -362,6 +520,14 @@ impl SqliteStore {
             .zip(self.get_raw(ids, false)?)
             .map(|(id, raw)| match raw {
                 None => Ok(None),
+                Some(Raw::Bytes(b)) if b.first() == Some(&codec::DICT) => {
+                    // The codec reads no dictionary: hand it the tag 0 equivalent.
+                    let stored = self.undict(id, &b)?;
+                    let mut record = Vec::with_capacity(stored.len() + 1);
+                    record.push(codec::RAW);
+                    record.extend_from_slice(&stored);
+                    Ok(Some(record))
+                }
                 Some(Raw::Bytes(b)) => Ok(Some(b)),
                 Some(Raw::Plain(mut b)) => {
                     b.insert(0, codec::RAW);
@@ -370,6 +536,10 @@ impl SqliteStore {
                 Some(Raw::NotBlob(kind)) => Err(StoreError::Corrupt {
                     id: *id,
                     reason: format!("record in {} is of type {kind}, not a blob", self.path),
+                }),
+                Some(Raw::Bad(reason)) => Err(StoreError::Corrupt {
+                    id: *id,
+                    reason: format!("record in {}: {reason}", self.path),
                 }),
             })
             .collect()
@@ -396,6 +566,87 @@ enum Raw {
     /// The stored bytes of a tag 0 record.
     Plain(Vec<u8>),
     NotBlob(String),
+    /// A pack reference that does not lead to a record: why.
+    Bad(String),
+}
+
+/// Where a packed record is: `objects.data` = [`PACKED`] `|| pack || start || length`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackRef {
+    pack: i64,
+    start: u32,
+    len: u32,
+}
+
+impl PackRef {
+    fn parse(b: &[u8]) -> Option<Self> {
+        if b.len() != REFERENCE || b[0] != PACKED {
+            return None;
+        }
+        let pack = i64::from_le_bytes(b[1..9].try_into().ok()?);
+        let start = u32::from_le_bytes(b[9..13].try_into().ok()?);
+        let len = u32::from_le_bytes(b[13..17].try_into().ok()?);
+        Some(Self { pack, start, len })
+    }
+
+    fn encode(&self) -> [u8; REFERENCE] {
+        let mut out = [0u8; REFERENCE];
+        out[0] = PACKED;
+        out[1..9].copy_from_slice(&self.pack.to_le_bytes());
+        out[9..13].copy_from_slice(&self.start.to_le_bytes());
+        out[13..17].copy_from_slice(&self.len.to_le_bytes());
+        out
+    }
+}
+
+/// The record `r` names, through `blob` (kept open on the last pack read). The reason
+/// when the pack is absent or the range is outside it.
+fn read_packed<'c>(
+    conn: &'c Connection,
+    blob: &mut Option<(i64, rusqlite::blob::Blob<'c>)>,
+    r: &PackRef,
+) -> Result<Vec<u8>, String> {
+    let missing = |e: rusqlite::Error| format!("pack {} cannot be read: {e}", r.pack);
+    match blob {
+        Some((pack, handle)) if *pack != r.pack => {
+            if let Err(e) = handle.reopen(r.pack) {
+                // A failed reopen leaves the handle aborted: open a fresh one next time.
+                *blob = None;
+                return Err(missing(e));
+            }
+            *pack = r.pack;
+        }
+        Some(_) => {}
+        None => {
+            let handle = conn
+                .blob_open(rusqlite::MAIN_DB, c"packs", c"data", r.pack, true)
+                .map_err(missing)?;
+            *blob = Some((r.pack, handle));
+        }
+    }
+    let Some((_, handle)) = blob else {
+        return Err(format!("pack {} is not open", r.pack));
+    };
+    let (start, len) = (r.start as usize, r.len as usize);
+    if len == 0 || start.checked_add(len).is_none_or(|end| end > handle.len()) {
+        return Err(format!(
+            "pack {} holds {} bytes, the reference names {start}..{}",
+            r.pack,
+            handle.len(),
+            start as u64 + len as u64
+        ));
+    }
+    let mut record = vec![0u8; len];
+    handle
+        .read_at_exact(&mut record, start)
+        .map_err(|e| format!("pack {} bytes {start}+{len}: {e}", r.pack))?;
+    Ok(record)
+}
+
+/// Whether `record` goes into a pack rather than inline.
+fn packable(record: &[u8]) -> bool {
+    matches!(record.first(), Some(&codec::ZSTD | &codec::DICT))
+        && (PACK_MIN..=PACK_MAX).contains(&record.len())
 }
 
 fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
@@ -430,6 +681,9 @@ impl ObjectStore for SqliteStore {
             out.push(match r {
                 None => None,
                 Some(Raw::Plain(stored)) => Some(codec::finish(id, stored, check)?),
+                Some(Raw::Bytes(record)) if record.first() == Some(&codec::DICT) => {
+                    Some(codec::finish(id, self.undict(id, &record)?, check)?)
+                }
                 Some(Raw::Bytes(record)) => {
                     rest.push((i, record));
                     None
@@ -438,6 +692,12 @@ impl ObjectStore for SqliteStore {
                     return Err(StoreError::Corrupt {
                         id: *id,
                         reason: format!("record in {} is of type {kind}, not a blob", self.path),
+                    })
+                }
+                Some(Raw::Bad(reason)) => {
+                    return Err(StoreError::Corrupt {
+                        id: *id,
+                        reason: format!("record in {}: {reason}", self.path),
                     })
                 }
             });
@@ -497,29 +757,139 @@ impl ObjectStore for SqliteStore {
         }
         let mut hints = bases.to_vec();
         hints.resize(objects.len(), None);
-        let encoded = codec::encode_many(objects, &hints, self.compression, &mut |ids| {
-            self.records(ids)
-        })?;
+        // The store's dictionary, or a new one sampled from this batch when the store
+        // has none and the batch is large enough (a first commit): written in the
+        // same transaction as the records that need it.
+        let mut new_dict = None;
+        let dict = match self.compression {
+            Compression::None => None,
+            Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
+                Some(d) => Some(d),
+                None => match codec::Dictionary::sample(objects) {
+                    Some(bytes) => {
+                        let d =
+                            Arc::new(codec::Dictionary::new(bytes, level).map_err(|reason| {
+                                StoreError::backend(
+                                    format!("sqlite put_many into {}", self.path),
+                                    reason,
+                                )
+                            })?);
+                        new_dict = Some(Arc::clone(&d));
+                        Some(d)
+                    }
+                    None => None,
+                },
+            },
+        };
+        let encoded = codec::encode_many_with(
+            objects,
+            &hints,
+            self.compression,
+            dict.as_deref(),
+            &mut |ids| self.records(ids),
+        )?;
         let fail = self.fail("put_many");
         let mut conn = self.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
+        if let Some(d) = &new_dict {
+            tx.execute(
+                "INSERT OR IGNORE INTO dicts (dict, data) VALUES (?1, ?2)",
+                params![i64::from(d.key()), d.bytes()],
+            )
+            .map_err(&fail)?;
+            let kept: Vec<u8> = tx
+                .query_row(
+                    "SELECT data FROM dicts WHERE dict = ?1",
+                    [i64::from(d.key())],
+                    |r| r.get(0),
+                )
+                .map_err(&fail)?;
+            if kept != d.bytes() {
+                return Err(self.malformed(
+                    format!("dicts row {:08x}", d.key()),
+                    "another dictionary has the same key",
+                ));
+            }
+        }
         {
+            let put_fail = |id: &ObjectId| {
+                let context = format!("sqlite put_many of object {id} into {}", self.path);
+                move |e| StoreError::backend(context, e)
+            };
+            // Packable records of objects the store lacks (each id once) go into
+            // packs; an object already present keeps its row and its bytes are not
+            // written again.
+            let mut present = tx
+                .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
+                .map_err(&fail)?;
+            let mut seen = hashbrown::HashSet::new();
+            let mut into_packs: Vec<usize> = Vec::new();
+            for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
+                if packable(data)
+                    && seen.insert(*id)
+                    && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
+                {
+                    into_packs.push(i);
+                }
+            }
+            let mut refs: Vec<Option<[u8; REFERENCE]>> = vec![None; objects.len()];
+            let mut insert_pack = tx
+                .prepare_cached("INSERT INTO packs (data) VALUES (?1)")
+                .map_err(&fail)?;
+            let mut insert_live = tx
+                .prepare_cached("INSERT INTO pack_live (pack, live) VALUES (?1, ?2)")
+                .map_err(&fail)?;
+            let mut rest = &into_packs[..];
+            while !rest.is_empty() {
+                let mut size = 0;
+                let n = rest
+                    .iter()
+                    .take_while(|&&i| {
+                        size += encoded[i].len();
+                        size <= PACK_SIZE
+                    })
+                    .count()
+                    .max(1);
+                let (these, more) = rest.split_at(n);
+                rest = more;
+                let pack_bytes: Vec<u8> = these
+                    .iter()
+                    .flat_map(|&i| &encoded[i][..])
+                    .copied()
+                    .collect();
+                insert_pack.execute([&pack_bytes]).map_err(&fail)?;
+                let pack = tx.last_insert_rowid();
+                insert_live
+                    .execute(params![pack, these.len() as i64])
+                    .map_err(&fail)?;
+                let mut start = 0u32;
+                for &i in these {
+                    let len = encoded[i].len() as u32;
+                    refs[i] = Some(PackRef { pack, start, len }.encode());
+                    start += len;
+                }
+            }
             let mut stmt = tx
                 .prepare_cached("INSERT OR IGNORE INTO objects (id, data) VALUES (?1, ?2)")
                 .map_err(&fail)?;
-            for ((id, _), data) in objects.iter().zip(&encoded) {
-                stmt.execute(params![&id.as_bytes()[..], data])
-                    .map_err(|e| {
-                        StoreError::backend(
-                            format!("sqlite put_many of object {id} into {}", self.path),
-                            e,
-                        )
-                    })?;
+            for (((id, _), data), r) in objects.iter().zip(&encoded).zip(&refs) {
+                let value: &[u8] = match r {
+                    Some(r) => r,
+                    None => data,
+                };
+                stmt.execute(params![&id.as_bytes()[..], value])
+                    .map_err(put_fail(id))?;
             }
         }
-        tx.commit().map_err(&fail)
+        tx.commit().map_err(&fail)?;
+        drop(conn); // the dictionaries' lock is never taken under the connection's
+        if let Some(d) = new_dict {
+            let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+            dicts.by_key.entry(d.key()).or_insert(d);
+        }
+        Ok(())
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
@@ -532,11 +902,56 @@ impl ObjectStore for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
         {
+            // A pack goes with the last object row that names it.
+            let mut reference = tx
+                .prepare_cached(
+                    "SELECT data FROM objects WHERE id = ?1
+                     AND length(data) = 17 AND substr(data, 1, 1) = x'80'",
+                )
+                .map_err(&fail)?;
             let mut stmt = tx
                 .prepare_cached("DELETE FROM objects WHERE id = ?1")
                 .map_err(&fail)?;
+            let mut unlive = tx
+                .prepare_cached("UPDATE pack_live SET live = live - 1 WHERE pack = ?1")
+                .map_err(&fail)?;
+            let mut dead = tx
+                .prepare_cached("SELECT live FROM pack_live WHERE pack = ?1")
+                .map_err(&fail)?;
+            let mut drop_pack = tx
+                .prepare_cached("DELETE FROM packs WHERE pack = ?1")
+                .map_err(&fail)?;
+            let mut drop_live = tx
+                .prepare_cached("DELETE FROM pack_live WHERE pack = ?1")
+                .map_err(&fail)?;
             for id in ids {
-                stmt.execute([&id.as_bytes()[..]]).map_err(&fail)?;
+                let key = &id.as_bytes()[..];
+                let packed: Option<Vec<u8>> = reference
+                    .query_row([key], |r| r.get(0))
+                    .map(Some)
+                    .or_else(|e| match e {
+                        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                        e => Err(e),
+                    })
+                    .map_err(&fail)?;
+                if stmt.execute([key]).map_err(&fail)? == 0 {
+                    continue;
+                }
+                if let Some(r) = packed.as_deref().and_then(PackRef::parse) {
+                    unlive.execute([r.pack]).map_err(&fail)?;
+                    let live: Option<i64> = dead
+                        .query_row([r.pack], |row| row.get(0))
+                        .map(Some)
+                        .or_else(|e| match e {
+                            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                            e => Err(e),
+                        })
+                        .map_err(&fail)?;
+                    if live.is_some_and(|n| n <= 0) {
+                        drop_pack.execute([r.pack]).map_err(&fail)?;
+                        drop_live.execute([r.pack]).map_err(&fail)?;
+                    }
+                }
             }
         }
         tx.commit().map_err(&fail)

@@ -1,5 +1,6 @@
-//! Stores written by every released store schema stay readable: `corpus/stores-v1/`
-//! and `corpus/v2/stores/{sqlite,dir}` hold a SQLite database and a directory store
+//! Stores written by every released store schema stay readable: `corpus/stores-v1/`,
+//! `corpus/v2/stores/{sqlite,dir}` and `corpus/v2/stores/sqlite-3` (packs and a
+//! dictionary) hold a SQLite database and a directory store
 //! made from `corpus/v1/store.pack` (the format corpus's whole history) with its refs
 //! and a labelled snapshot; schema 2's hold delta records. Each is opened (from a
 //! copy, which the open upgrades in place), verified, and compared object by object
@@ -147,6 +148,70 @@ fn schema_2_stores_with_delta_records_stay_readable() {
         "the v2 directory corpus holds deltas"
     );
     check(&files, "corpus/v2/stores/dir");
+}
+
+fn count(path: &Path, sql: &str) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn the_schema_3_sqlite_store_with_packs_and_a_dictionary_stays_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.db");
+    std::fs::copy(corpus().join("v2/stores/sqlite-3/store.db"), &db).unwrap();
+    // What only schema 3 holds: a dictionary, packs, references, tag 3 records.
+    assert_eq!(
+        count(&db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+        3
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM dicts"), 1);
+    assert!(count(&db, "SELECT count(*) FROM packs") >= 1);
+    assert!(
+        count(
+            &db,
+            "SELECT count(*) FROM objects WHERE substr(data, 1, 1) = x'80'"
+        ) >= 5
+    );
+    assert!(
+        count(
+            &db,
+            "SELECT count(*) FROM packs WHERE substr(data, 1, 1) = x'03'"
+        ) > 0
+    );
+    let sqlite = SqliteStore::open(&db).unwrap();
+    assert!(delta_count(&sqlite) > 0, "the schema 3 corpus holds deltas");
+    check(&sqlite, "corpus/v2/stores/sqlite-3");
+}
+
+#[test]
+fn opening_a_schema_2_sqlite_store_upgrades_it_to_3_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("store.db");
+    std::fs::copy(corpus().join("v2/stores/sqlite/store.db"), &db).unwrap();
+    assert_eq!(
+        count(&db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+        2
+    );
+    drop(SqliteStore::open(&db).unwrap());
+    assert_eq!(
+        count(&db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+        3
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM packs"), 0);
+    assert_eq!(count(&db, "SELECT count(*) FROM dicts"), 0);
+    // A newer schema is refused, naming the file.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("UPDATE meta SET value = 4 WHERE key = 'schema_version'", [])
+        .unwrap();
+    let err = SqliteStore::open(&db).unwrap_err().to_string();
+    assert!(
+        err.contains("schema version 4") && err.contains("store.db"),
+        "{err}"
+    );
 }
 
 #[test]

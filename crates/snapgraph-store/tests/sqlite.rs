@@ -236,7 +236,12 @@ fn compression_shrinks_text_at_rest() {
         drop(store);
         let conn = Connection::open(&path).unwrap();
         let at_rest: i64 = conn
-            .query_row("SELECT sum(length(data)) FROM objects", [], |r| r.get(0))
+            .query_row(
+                "SELECT (SELECT sum(length(data)) FROM objects)
+                      + coalesce((SELECT sum(length(data)) FROM packs), 0)",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .unwrap();
@@ -740,4 +745,166 @@ fn tamper(
         "memory" => memory.corrupt(id, bytes.to_vec()),
         other => panic!("no tampering for {other}"),
     }
+}
+
+/// The rows of `objects` holding a pack reference (schema 3), as (id, reference).
+fn references(path: &Path) -> Vec<(ObjectId, Vec<u8>)> {
+    let conn = Connection::open(path).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT id, data FROM objects WHERE substr(data, 1, 1) = x'80' ORDER BY id")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let id: Vec<u8> = r.get(0)?;
+            Ok((
+                ObjectId::from_bytes(id.try_into().unwrap()),
+                r.get::<_, Vec<u8>>(1)?,
+            ))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+fn count(path: &Path, sql: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_first_batch_makes_a_dictionary_and_packs_that_later_writes_and_deletes_keep_straight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    // 300 objects of 4 KiB: a dictionary is sampled, records go into packs.
+    let first: Vec<Vec<u8>> = (0..300).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
+    let later: Vec<Vec<u8>> = (1000..1003).map(|i| text(i, 2048)).collect();
+    let small: Vec<(ObjectId, &[u8])> = later.iter().map(|b| (id_of(b), &b[..])).collect();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_many(&batch).unwrap();
+        // Written again: nothing new lands in a pack.
+        store.put_many(&batch[..10]).unwrap();
+        store.put_many(&small).unwrap();
+    }
+    assert_eq!(count(&path, "SELECT count(*) FROM dicts"), 1);
+    let packs = count(&path, "SELECT count(*) FROM packs");
+    assert!(packs >= 2, "{packs} packs");
+    assert_eq!(references(&path).len(), 303);
+    assert_eq!(
+        count(&path, "SELECT sum(live) FROM pack_live"),
+        303,
+        "each packed object counted once"
+    );
+    // Records against the dictionary (tag 3), inside the packs.
+    let conn = Connection::open(&path).unwrap();
+    let (pack, start): (i64, i64) = {
+        let r = &references(&path)[0].1;
+        (
+            i64::from_le_bytes(r[1..9].try_into().unwrap()),
+            i64::from(u32::from_le_bytes(r[9..13].try_into().unwrap())),
+        )
+    };
+    let tag: Vec<u8> = conn
+        .query_row(
+            "SELECT substr(data, ?2 + 1, 1) FROM packs WHERE pack = ?1",
+            rusqlite::params![pack, start],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tag, [3]);
+    drop(conn);
+
+    // A new handle reads the dictionary from the file.
+    let store = SqliteStore::open(&path).unwrap();
+    let ids: Vec<ObjectId> = batch.iter().chain(&small).map(|(id, _)| *id).collect();
+    let got = snapgraph_store::ObjectStore::get_many(&store, &ids).unwrap();
+    for (b, g) in first.iter().chain(&later).zip(got) {
+        assert_eq!(g.as_deref(), Some(&b[..]));
+    }
+    // Deleting the first batch drops its packs with their last object, not before.
+    store.delete_many(&ids[..150]).unwrap();
+    assert_eq!(count(&path, "SELECT count(*) FROM packs"), packs);
+    store.delete_many(&ids[150..300]).unwrap();
+    assert_eq!(count(&path, "SELECT count(*) FROM packs"), 1);
+    assert_eq!(count(&path, "SELECT count(*) FROM pack_live"), 1);
+    assert_eq!(
+        snapgraph_store::ObjectStore::get_many(&store, &ids[300..]).unwrap(),
+        later.iter().map(|b| Some(b.clone())).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let first: Vec<Vec<u8>> = (0..100).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
+    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
+    let refs = references(&path);
+    assert_eq!(refs.len(), 100);
+    let raw = Connection::open(&path).unwrap();
+    let set = |id: &ObjectId, data: &[u8]| {
+        raw.execute(
+            "UPDATE objects SET data = ?1 WHERE id = ?2",
+            rusqlite::params![data, &id.as_bytes()[..]],
+        )
+        .unwrap();
+    };
+    // A range past the pack's end, a pack that does not exist, a reference of the
+    // wrong length, and a flipped byte inside a pack.
+    let mut past = refs[0].1.clone();
+    past[13..17].copy_from_slice(&u32::MAX.to_le_bytes());
+    set(&refs[0].0, &past);
+    let mut elsewhere = refs[1].1.clone();
+    elsewhere[1..9].copy_from_slice(&999i64.to_le_bytes());
+    set(&refs[1].0, &elsewhere);
+    set(&refs[2].0, &refs[2].1[..9]);
+    let pack = i64::from_le_bytes(refs[3].1[1..9].try_into().unwrap());
+    let at = u32::from_le_bytes(refs[3].1[9..13].try_into().unwrap()) as usize + 20;
+    let mut bytes: Vec<u8> = raw
+        .query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    bytes[at] ^= 0x55;
+    raw.execute(
+        "UPDATE packs SET data = ?1 WHERE pack = ?2",
+        rusqlite::params![bytes, pack],
+    )
+    .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    for (id, _) in &refs[..4] {
+        match snapgraph_store::ObjectStore::get_many(&store, &[*id]) {
+            Err(StoreError::Corrupt { id: bad, .. }) => assert_eq!(bad, *id),
+            other => panic!("expected Corrupt for {id}, got {other:?}"),
+        }
+    }
+    drop(store);
+    // Without its dictionary, a tag 3 record is corrupt, naming the dictionary.
+    raw.execute("DELETE FROM dicts", []).unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    match snapgraph_store::ObjectStore::get_many(&store, &[refs[5].0]) {
+        Err(StoreError::Corrupt { id, reason }) => {
+            assert_eq!(id, refs[5].0);
+            assert!(reason.contains("dictionary"), "{reason}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    // A dictionary whose bytes do not match its key is refused, naming the file.
+    raw.execute(
+        "INSERT INTO dicts (dict, data) VALUES (7, x'0102030405060708090a')",
+        [],
+    )
+    .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    let err = snapgraph_store::ObjectStore::get_many(&store, &[refs[5].0]).unwrap_err();
+    assert!(
+        matches!(
+            backend_source::<SqliteError>(&err),
+            Some(SqliteError::Malformed { .. })
+        ),
+        "{err:?}"
+    );
 }
