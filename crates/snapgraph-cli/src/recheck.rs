@@ -276,15 +276,12 @@ mod tests {
 
     use super::*;
 
-    fn bytes(len: usize, mut seed: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(len + 8);
-        while out.len() < len {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            out.extend_from_slice(&seed.to_le_bytes());
-        }
-        out.truncate(len);
+    /// `len` deterministic incompressible bytes (BLAKE3's output stream of `seed`).
+    fn bytes(len: usize, seed: u64) -> Vec<u8> {
+        let mut out = vec![0; len];
+        let mut h = blake3::Hasher::new();
+        h.update(&seed.to_le_bytes());
+        h.finalize_xof().fill(&mut out);
         out
     }
 
