@@ -171,7 +171,7 @@ peaked() {
 }
 
 declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
-declare -A TOTAL SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU PEAK
+declare -A TOTAL TOTAL_CPU SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU PEAK
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
@@ -186,6 +186,7 @@ for tool in "${TOOLS[@]}"; do
     timed times peaked "${p}_snap" "$v"
   done
   TOTAL[$tool]=$(sum "${times[@]}")
+  TOTAL_CPU[$tool]=$(sum "${times_cpu[@]}")
   SIZE[$tool]=$(du -sb "$R" | cut -f1)
   times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
@@ -239,16 +240,16 @@ for sg in snapgraph-before snapgraph; do
 done
 
 echo
-echo "CPU time (user + system, medians of $REPEAT): what a shared machine disturbs least"
+echo "CPU time (user + system; the store column summed, the others medians of $REPEAT): what a shared machine disturbs least"
 echo
-echo "| tool | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
-echo "|---|---:|---:|---:|"
+echo "| tool | store $COUNT versions (s) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
+echo "|---|---:|---:|---:|---:|"
 for tool in "${TOOLS[@]}"; do
-  echo "| $tool | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | ${RESTORE_CPU[$tool]} |"
+  echo "| $tool | ${TOTAL_CPU[$tool]} | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | ${RESTORE_CPU[$tool]} |"
 done
 for sg in snapgraph-before snapgraph; do
   if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
-    echo "| git / $sg | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
+    echo "| git / $sg | $(ratio "${TOTAL_CPU[git]}" "${TOTAL_CPU[$sg]}")x | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
   fi
 done
 # 2. A big tree: throughput and peak memory.
@@ -281,9 +282,10 @@ PY
     /usr/bin/time -v -o "$BIG/time.txt" bash -c "$(declare -f "$1"); $*"
     local secs
     secs=$(elapsed "$t0" "$EPOCHREALTIME")
-    local kib
+    local kib cpu
     kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$BIG/time.txt")
-    BIG_ROWS+=("| $label | $secs | $(python3 -c "print(f'{$big_bytes / $secs / 1e9:.2f}')") | $((kib / 1024)) |")
+    cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$BIG/time.txt")
+    BIG_ROWS+=("| $label | $secs | $(python3 -c "print(f'{$big_bytes / $secs / 1e9:.2f}')") | $cpu | $((kib / 1024)) |")
   }
   big_sg_commit() { cd "$BIG/tree" && "$SG" init --store "sqlite:$BIG/sg.db" >/dev/null && "$SG" commit -q -m big >/dev/null; }
   big_sg_checkout() { cd "$BIG/tree" && "$SG" checkout -q main --to "$BIG/out" >/dev/null; }
@@ -312,8 +314,8 @@ PY
   echo
   echo "A tree of $((big_bytes / 1048576)) MiB ($big_files files of 4 KiB to 8 MiB, random bytes), tmpfs, /usr/bin/time -v"
   echo
-  echo "| operation | time (s) | GB/s | peak memory (MiB) |"
-  echo "|---|---:|---:|---:|"
+  echo "| operation | time (s) | GB/s | CPU, user + system (s) | peak memory (MiB) |"
+  echo "|---|---:|---:|---:|---:|"
   printf '%s\n' "${BIG_ROWS[@]}"
 fi
 rm -rf "$SHM"

@@ -11,6 +11,7 @@ pub mod materialize;
 pub mod meta;
 pub mod output;
 pub mod progress;
+pub mod recheck;
 pub mod repo;
 pub mod rev;
 pub mod scan;

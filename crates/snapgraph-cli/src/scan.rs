@@ -55,6 +55,10 @@ pub struct ScanReport {
     pub changed: bool,
     /// Files re-read whose size did not change (their bytes may be the same).
     pub reread: u64,
+    /// Files whose stat changed found byte for byte the tip's by its chunk ids
+    /// ([`crate::recheck`]): read (and counted in `files_read`), not cut, their
+    /// directories not loaded.
+    pub files_compared: u64,
 }
 
 /// An entry a scan recorded.
@@ -497,6 +501,9 @@ pub fn scan_batched(
     let shown = !progress.is_hidden();
     // Files to read: (full path, workspace path, size, mode).
     let mut to_read: Vec<(PathBuf, String, u64, u32)> = Vec::new();
+    // Files whose stat changed where the tip has a file of the same size and mode:
+    // compared with the tip's content before anything is loaded (lazy scans only).
+    let mut to_compare: Vec<crate::recheck::Candidate> = Vec::new();
     let mut bytes_to_read = 0u64;
     let nested = walk(root, options.skip, options.only, &mut |w| {
         let (full, path) = (w.full, w.path);
@@ -523,6 +530,18 @@ pub fn scan_batched(
                     report
                         .stats
                         .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
+                    return Ok(true);
+                }
+                if lazy.is_some()
+                    && s.size == stat.size
+                    && file_mode(s.mode) == file_mode(stat.mode)
+                {
+                    to_compare.push(crate::recheck::Candidate {
+                        full: full.to_path_buf(),
+                        path: path.to_string(),
+                        stat,
+                        digest: digest.clone(),
+                    });
                     return Ok(true);
                 }
             }
@@ -627,6 +646,43 @@ pub fn scan_batched(
         }
         Ok(true)
     })?;
+    if let (Some(source), false) = (lazy, to_compare.is_empty()) {
+        let compared_bytes = to_compare.iter().map(|c| c.stat.size).sum();
+        crate::progress::phase(progress, "comparing", compared_bytes);
+        let same = crate::recheck::same_as_tip(&to_compare, source, ws.parallelism())?;
+        progress.set_position(compared_bytes);
+        for (c, same) in to_compare.into_iter().zip(same) {
+            if same {
+                report.files_read += 1;
+                report.bytes_read += c.stat.size;
+                report.files_compared += 1;
+                report
+                    .stats
+                    .insert(c.path, Seen::File(c.stat, Some(c.digest)));
+                continue;
+            }
+            // Not proven the tip's: the ordinary path for a file read again (its
+            // directory loaded, what the tip holds there compared by the commit).
+            ws.load_dir(&c.path, source)?;
+            let mode = file_mode(c.stat.mode);
+            let current = ws.metadata(&c.path).ok();
+            match &current {
+                Some(m) if m.kind == EntryKind::File && m.size == c.stat.size => {
+                    report.reread += 1;
+                    if m.mode != mode {
+                        report.changed = true;
+                    }
+                }
+                _ => report.changed = true,
+            }
+            if current.as_ref().is_some_and(|m| m.kind != EntryKind::File) {
+                ws.remove(&c.path)?;
+            }
+            bytes_to_read += c.stat.size;
+            to_read.push((c.full, c.path.clone(), c.stat.size, mode));
+            report.stats.insert(c.path, Seen::File(c.stat, None));
+        }
+    }
     let files_to_read = to_read.len() as u64;
     crate::progress::phase(progress, "reading", bytes_to_read);
     for (full, path, _, mode) in to_read {

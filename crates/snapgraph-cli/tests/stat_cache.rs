@@ -85,6 +85,70 @@ fn a_same_size_edit_with_the_old_mtime_is_seen() {
     assert_eq!(run_in(t.path(), &["cat", "main:d/b.txt"]).stdout, b"BRAVO");
 }
 
+/// A release unpacked over the tree: every file rewritten (new mtimes), a few with
+/// same-size edits. The files whose bytes are still the tip's are proven so by the
+/// tip's own ids (inline bytes, one chunk, a one-leaf manifest of at most one chunk's
+/// size, a larger one, one of several levels) without being cut; the edited ones are
+/// committed; nothing is missed, and the next commit trusts the new stats.
+#[test]
+fn rewritten_files_with_the_tips_bytes_are_compared_not_cut() {
+    let t = repo();
+    let small = pseudo_random(60_000, 2);
+    assert!(
+        snapgraph::chunk::cut_points(&small).len() > 1,
+        "several chunks in at most CHUNK_MAX bytes"
+    );
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("tiny.txt", b"tiny".to_vec()),
+        ("one/chunk.bin", pseudo_random(3000, 1)),
+        ("one/small.bin", small),
+        ("two/large.bin", pseudo_random(300_000, 3)),
+        ("two/deep/huge.bin", pseudo_random(4 << 20, 4)),
+    ];
+    let edited: Vec<(&str, Vec<u8>)> = vec![
+        ("e/tiny.txt", b"tiny".to_vec()),
+        ("e/chunk.bin", pseudo_random(3000, 5)),
+        ("e/small.bin", pseudo_random(60_000, 2)),
+        ("e/large.bin", pseudo_random(300_000, 6)),
+    ];
+    for (rel, data) in files.iter().chain(&edited) {
+        write(t.path(), rel, data);
+    }
+    write(t.path(), "kept.txt", b"not rewritten");
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "one"]);
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    // The release: the same bytes written again, and same-size edits (the first
+    // byte, a middle one, the last one).
+    for (rel, data) in &files {
+        write(t.path(), rel, data);
+    }
+    for (i, (rel, data)) in edited.iter().enumerate() {
+        let mut data = data.clone();
+        let at = [0, data.len() / 2, 30_000, data.len() - 1][i];
+        data[at] ^= 0x20;
+        write(t.path(), rel, &data);
+    }
+    // Every stat changes (the untouched file's ctime too): nothing is trusted.
+    age(t.path());
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_compared"], files.len() + 1, "{out}");
+    assert_eq!(out["files_read"], files.len() + 1 + edited.len(), "{out}");
+    assert_eq!(out["files_modified"], edited.len(), "{out}");
+    assert_eq!(out["files_skipped"], 0, "{out}");
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+    // Rewritten again with nothing edited: nothing to commit, every file compared.
+    for (rel, data) in &files {
+        write(t.path(), rel, data);
+    }
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], files.len(), "{none}");
+}
+
 #[test]
 fn added_removed_and_retyped_entries_are_seen() {
     type Edit = fn(&Path);

@@ -263,6 +263,7 @@ pub(super) fn commit(
             "files_read": report.files_read,
             "bytes_read": report.bytes_read,
             "files_skipped": report.files_skipped,
+            "files_compared": report.files_compared,
             "files_changed": changed(&d),
             "files_added": d.files_added.len(),
             "files_modified": d.files_modified.len(),
