@@ -37,7 +37,7 @@ for spec in $SG_BINS; do
   (cd "$W" && "$bin" init --store "sqlite:$R/store.db" >/dev/null)
   total=0
   for v in "${VERSIONS[@]}"; do
-    rsync -a --delete --exclude=/.snapgraph "$TREES/$v/" "$W/"
+    rsync -a --delete --modify-window=-1 --exclude=/.snapgraph "$TREES/$v/" "$W/"
     t0=$(now)
     (cd "$W" && "$bin" commit -m "$v" >/dev/null && "$bin" tag "v$v" >/dev/null)
     t1=$(now)
@@ -54,7 +54,7 @@ W=$SHM/git-tree R=$SHM/git-repo
 mkdir -p "$W" && git init -q --bare "$R" && git --git-dir="$R" config core.bare false
 total=0
 for v in "${VERSIONS[@]}"; do
-  rsync -a --delete "$TREES/$v/" "$W/"
+  rsync -a --delete --modify-window=-1 "$TREES/$v/" "$W/"
   t0=$(now)
   git --git-dir="$R" --work-tree="$W" add -A && git --git-dir="$R" --work-tree="$W" commit -q -m "$v"
   git --git-dir="$R" tag "v$v"
