@@ -199,6 +199,24 @@ impl SqliteStore {
             .map_err(fail)?;
         conn.set_prepared_statement_cache_capacity(32);
 
+        // A database of this schema needs no write, so no write lock: its version is
+        // read first (a read transaction). Anything else (no schema yet, an older or
+        // newer one, an error) is decided under the write lock below, which reads it
+        // again.
+        let current: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if current == Some(SCHEMA_VERSION) {
+            return Ok(Self {
+                conn: Mutex::new(conn),
+                path,
+                compression: options.compression,
+            });
+        }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;
