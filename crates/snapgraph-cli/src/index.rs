@@ -57,9 +57,14 @@
 //! a commit that changed a few paths writes a few records instead of the whole cache:
 //!
 //! - base: `SGINDEX\0` (the skeleton: `SGSKEL\0\0`), the version ([`INDEX_VERSION`],
-//!   u32 little-endian), the body's length (u64 little-endian), the BLAKE3 hash of the
-//!   body, then the body: the postcard encoding of the root, `probe_ns`, `tip` and the
-//!   entries sorted by path (the skeleton: its objects sorted by id);
+//!   u32 little-endian), the CRC-32 (IEEE, u32 little-endian) of everything after it
+//!   up to the body's end, the body's length (u64 little-endian), the BLAKE3 hash of
+//!   the body, then the body: the postcard encoding of the root, `probe_ns`, `tip` and
+//!   the entries sorted by path (the skeleton: its objects sorted by id). A reader
+//!   checks the CRC, which catches damage at a fifth of BLAKE3's instructions per byte (it
+//!   is paid by every command); the BLAKE3 hash, computed when the base is written, is
+//!   not recomputed: it names the base for the journal's chain (version 3 checked
+//!   the base by recomputing it);
 //! - each record: its payload's length (u32 little-endian), a chain hash, then the
 //!   payload. The chain hash of a record is BLAKE3 of the previous link's hash (the
 //!   base's body hash for the first record) followed by the payload, so a record
@@ -82,8 +87,13 @@
 //! keeps every object appended until it is rewritten, which happens once it holds
 //! more than twice the objects the last checkout read.
 //!
+//! A per-turn commit (a lazy scan, see [`crate::scan::ScanReport::partial`]) knows
+//! its change without comparing indexes: it appends the record built from what the
+//! scan did not vouch for ([`Index::save_delta`]), so its cost follows the change.
+//!
 //! Only ever a cache: a missing, unreadable, corrupted, older (version 1 was JSON,
-//! version 2 had no journal) or foreign one (another root) means every file is read.
+//! version 2 had no journal, version 3 a BLAKE3 checksum) or foreign one (another
+//! root) means every file is read.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -633,10 +643,8 @@ impl Index {
         self.save_entries_after(path, old)
     }
 
-    /// [`save_after`](Self::save_after) of the entries alone, leaving the skeleton
-    /// file as it is (a per-turn commit that read no skeleton: the file stays a
-    /// valid, if older, cache of content-addressed objects).
-    pub fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
+    /// [`save_after`](Self::save_after) of the entries alone.
+    fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
         match old.and_then(|o| self.delta_after(o)) {
             Some(bytes) => append(path, &bytes),
             None => crate::repo::write_atomic(path, &self.to_bytes()),

@@ -25,7 +25,9 @@
 //! writes them under one lock, and concurrent writers (threads of one process sharing
 //! the store, other [`SqliteStore`]s, other processes) serialize instead of failing.
 //! A busy database is waited for up to 30 seconds (`busy_timeout`) before the call
-//! fails with a backend error. Readers never block writers (WAL).
+//! fails with a backend error. Readers never block writers (WAL). Opening a
+//! database whose schema is current reads its version and writes nothing, so a
+//! command that only reads takes no write lock.
 //!
 //! One connection behind a mutex serves all threads of one `SqliteStore`: SQLite
 //! serializes writers anyway, and objects are decoded and verified outside the lock.
