@@ -57,9 +57,14 @@
 //! a commit that changed a few paths writes a few records instead of the whole cache:
 //!
 //! - base: `SGINDEX\0` (the skeleton: `SGSKEL\0\0`), the version ([`INDEX_VERSION`],
-//!   u32 little-endian), the body's length (u64 little-endian), the BLAKE3 hash of the
-//!   body, then the body: the postcard encoding of the root, `probe_ns`, `tip` and the
-//!   entries sorted by path (the skeleton: its objects sorted by id);
+//!   u32 little-endian), the CRC-32 (IEEE, u32 little-endian) of everything after it
+//!   up to the body's end, the body's length (u64 little-endian), the BLAKE3 hash of
+//!   the body, then the body: the postcard encoding of the root, `probe_ns`, `tip` and
+//!   the entries sorted by path (the skeleton: its objects sorted by id). A reader
+//!   checks the CRC, which catches damage at a fifth of BLAKE3's instructions per byte (it
+//!   is paid by every command); the BLAKE3 hash, computed when the base is written, is
+//!   not recomputed: it names the base for the journal's chain (version 3 checked
+//!   the base by recomputing it);
 //! - each record: its payload's length (u32 little-endian), a chain hash, then the
 //!   payload. The chain hash of a record is BLAKE3 of the previous link's hash (the
 //!   base's body hash for the first record) followed by the payload, so a record
@@ -82,8 +87,13 @@
 //! keeps every object appended until it is rewritten, which happens once it holds
 //! more than twice the objects the last checkout read.
 //!
+//! A per-turn commit (a lazy scan, see [`crate::scan::ScanReport::partial`]) knows
+//! its change without comparing indexes: it appends the record built from what the
+//! scan did not vouch for ([`Index::save_delta`]), so its cost follows the change.
+//!
 //! Only ever a cache: a missing, unreadable, corrupted, older (version 1 was JSON,
-//! version 2 had no journal) or foreign one (another root) means every file is read.
+//! version 2 had no journal, version 3 a BLAKE3 checksum) or foreign one (another
+//! root) means every file is read.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -134,7 +144,7 @@ pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
 }
 
 /// Format version of the index file.
-pub const INDEX_VERSION: u32 = 3;
+pub const INDEX_VERSION: u32 = 4;
 
 /// A journal shorter than this many bytes is appended to whatever its base's size.
 pub const JOURNAL_MIN: u64 = 64 * 1024;
@@ -296,16 +306,19 @@ struct DeltaIn {
     upserts: Vec<(String, IndexEntry)>,
 }
 
-/// `magic || version || len(body) || BLAKE3(body) || body`, and the body's hash (the
-/// chain's first link).
+/// `magic || version || CRC-32(rest) || rest` where `rest` is `len(body) ||
+/// BLAKE3(body) || body`, and the body's hash (the chain's first link).
 fn frame(magic: &[u8; 8], body: &[u8]) -> (Vec<u8>, [u8; 32]) {
     let sum = *blake3::hash(body).as_bytes();
-    let mut out = Vec::with_capacity(body.len() + 52);
+    let mut out = Vec::with_capacity(body.len() + 56);
     out.extend_from_slice(magic);
     out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(&sum);
     out.extend_from_slice(body);
+    let crc = crc32fast::hash(&out[16..]);
+    out[12..16].copy_from_slice(&crc.to_le_bytes());
     (out, sum)
 }
 
@@ -382,14 +395,17 @@ fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> std::result::Result<Log<'a>,
     if found != INDEX_VERSION {
         return Err(IndexError::Version { found });
     }
-    let (len, rest) = rest.split_first_chunk::<8>().ok_or_else(short)?;
+    let (crc, framed) = rest.split_first_chunk::<4>().ok_or_else(short)?;
+    let (len, rest) = framed.split_first_chunk::<8>().ok_or_else(short)?;
     let (sum, rest) = rest.split_first_chunk::<32>().ok_or_else(short)?;
     let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|_| short())?;
     if len > rest.len() {
         return Err(short());
     }
     let (body, mut journal) = rest.split_at(len);
-    if blake3::hash(body).as_bytes() != sum {
+    // The CRC covers the length, the body's BLAKE3 (which is not recomputed: it
+    // names the base for the journal's chain) and the body.
+    if crc32fast::hash(&framed[..40 + len]) != u32::from_le_bytes(*crc) {
         return Err(IndexError::Checksum);
     }
     let base_len = (bytes.len() - journal.len()) as u64;
@@ -627,13 +643,62 @@ impl Index {
         self.save_entries_after(path, old)
     }
 
-    /// [`save_after`](Self::save_after) of the entries alone, leaving the skeleton
-    /// file as it is (a per-turn commit that read no skeleton: the file stays a
-    /// valid, if older, cache of content-addressed objects).
-    pub fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
+    /// [`save_after`](Self::save_after) of the entries alone.
+    fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
         match old.and_then(|o| self.delta_after(o)) {
             Some(bytes) => append(path, &bytes),
             None => crate::repo::write_atomic(path, &self.to_bytes()),
+        }
+    }
+}
+
+/// A change of an index that is known as such (a lazy scan's report): the new
+/// `probe_ns` and `tip`, the paths removed and the entries added or changed. Saved as
+/// one journal record, it costs what changed, not what the index holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// The file system's clock before the stats were taken (ns).
+    pub probe_ns: i64,
+    /// The commit whose whole tree the entries then are, if they are one.
+    pub tip: Option<ObjectId>,
+    /// Paths no longer recorded.
+    pub removed: Vec<String>,
+    /// Entries added or changed.
+    pub upserts: Vec<(String, IndexEntry)>,
+}
+
+impl Index {
+    /// `self` with `delta` applied (removals first, as a journal record is read).
+    pub fn apply(&mut self, delta: Delta) {
+        self.probe_ns = delta.probe_ns;
+        self.tip = delta.tip;
+        for p in &delta.removed {
+            self.entries.remove(p);
+        }
+        self.entries.extend(delta.upserts);
+    }
+
+    /// Saves `self` (the index read from `path` by this command) with `delta`
+    /// applied, leaving the skeleton file as it is: one journal record when the file
+    /// may be appended to, else a new base (see the module docs).
+    pub fn save_delta(&self, path: &Path, delta: Delta) -> Result<()> {
+        let record = self.log.appendable().and_then(|head| {
+            let payload = postcard::to_allocvec(&DeltaOut {
+                probe_ns: delta.probe_ns,
+                tip: delta.tip,
+                removed: delta.removed.iter().map(String::as_str).collect(),
+                upserts: delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect(),
+            })
+            .ok()?;
+            Some(record(&head, &payload)?.0)
+        });
+        match record {
+            Some(bytes) => append(path, &bytes),
+            None => {
+                let mut next = self.clone();
+                next.apply(delta);
+                crate::repo::write_atomic(path, &next.to_bytes())
+            }
         }
     }
 }
@@ -951,7 +1016,7 @@ mod tests {
         assert_eq!(Index::read(&b, w), Err(IndexError::Version { found: 2 }));
         // A declared length beyond the file, or one that overflows.
         let mut b = bytes.clone();
-        b[12..20].copy_from_slice(&u64::MAX.to_le_bytes());
+        b[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(matches!(
             Index::read(&b, w),
             Err(IndexError::Truncated { .. })

@@ -46,8 +46,19 @@ pub struct ScanReport {
     pub files_skipped: u64,
     /// Entries seen (files, directories, symlinks).
     pub entries: u64,
-    /// Every entry recorded, by workspace path (files and symlinks with their stat).
+    /// Every entry recorded, by workspace path (files and symlinks with their stat);
+    /// after a lazy scan ([`ScanOptions::lazy`]), only those the index did not vouch
+    /// for (see [`ScanReport::partial`]).
     pub stats: BTreeMap<String, Seen>,
+    /// Whether [`ScanReport::stats`] leaves out the entries the index vouched for (a
+    /// lazy scan: the index is complete for the workspace's head). Those are exactly
+    /// as the index records them, so the next index is the old one with `stats`
+    /// applied and [`ScanReport::removed`] taken out, and the scan pays nothing per
+    /// unchanged entry.
+    pub partial: bool,
+    /// After a lazy scan: the index's entries the walk did not see (removed from the
+    /// directory, newly ignored or inside a nested repository), sorted.
+    pub removed: Vec<String>,
     /// Directories skipped because they hold a repository of their own.
     pub nested: Vec<std::path::PathBuf>,
     /// Whether the workspace certainly changed (an entry added, removed or of
@@ -497,6 +508,11 @@ pub fn scan_batched(
         ));
     }
     let mut indexed_seen = 0usize;
+    // A lazy scan records only what the index does not vouch for; the paths it
+    // vouched for (borrowed from the index) are kept for the removals, which need
+    // them only when some entry of the index was not seen.
+    report.partial = lazy.is_some();
+    let mut vouched: Vec<&str> = Vec::new();
     // A hidden bar (`-q`, no terminal) is not ticked per entry.
     let shown = !progress.is_hidden();
     // Files to read: (full path, workspace path, size, mode).
@@ -520,16 +536,22 @@ pub fn scan_batched(
         }
         if let Some(ix) = complete {
             // One look-up: counted as seen, and trusted if it is a clean file.
-            let recorded = ix.entries.get(path);
-            indexed_seen += usize::from(recorded.is_some());
-            if let (Found::File, Some(stat), Some(IndexEntry::File { stat: s, digest })) =
+            // (Something that is not a file, directory or symlink is not recorded: a
+            // recorded entry replaced by one counts as unseen, so it is removed.)
+            let recorded = ix.entries.get_key_value(path);
+            indexed_seen += usize::from(recorded.is_some() && w.found != Found::Other);
+            if let (Found::File, Some(stat), Some((key, IndexEntry::File { stat: s, digest }))) =
                 (w.found, w.stat, recorded)
             {
                 if ix.trusted(s, &stat) {
                     report.files_skipped += 1;
-                    report
-                        .stats
-                        .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
+                    if report.partial {
+                        vouched.push(key);
+                    } else {
+                        report
+                            .stats
+                            .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
+                    }
                     return Ok(true);
                 }
                 if lazy.is_some()
@@ -547,8 +569,10 @@ pub fn scan_batched(
             }
             // A directory where the tip has one: nothing to do in the workspace (its
             // mode is always the default), so a lazy one stays unloaded.
-            if lazy.is_some() && w.found == Found::Dir && recorded == Some(&IndexEntry::Dir) {
-                report.stats.insert(path.to_string(), Seen::Dir);
+            if let (true, Found::Dir, Some((key, IndexEntry::Dir))) =
+                (report.partial, w.found, recorded)
+            {
+                vouched.push(key);
                 return Ok(true);
             }
         }
@@ -705,8 +729,10 @@ pub fn scan_batched(
     if let (false, Some(source), Some(ix)) = (all_seen, lazy, complete) {
         // The index lists exactly the workspace's entries: what it lists and the walk
         // did not see is gone (after an ancestor's removal, `exists` says no).
+        let vouched: std::collections::HashSet<&str> = vouched.into_iter().collect();
         for path in ix.entries.keys() {
-            if !report.stats.contains_key(path) {
+            if !report.stats.contains_key(path) && !vouched.contains(path.as_str()) {
+                report.removed.push(path.clone());
                 ws.load_dir(parent_of(path), source)?;
                 if ws.exists(path) {
                     ws.remove(path)?;

@@ -152,7 +152,7 @@ fn rewritten_files_with_the_tips_bytes_are_compared_not_cut() {
 #[test]
 fn added_removed_and_retyped_entries_are_seen() {
     type Edit = fn(&Path);
-    let edits: [(&str, Edit); 8] = [
+    let edits: [(&str, Edit); 9] = [
         ("an empty file added", |r| write(r, "d/new.txt", b"")),
         ("a file removed", |r| {
             std::fs::remove_file(r.join("d/e/c.txt")).unwrap()
@@ -178,6 +178,11 @@ fn added_removed_and_retyped_entries_are_seen() {
         ("a directory replaced by a file", |r| {
             std::fs::remove_dir(r.join("empty")).unwrap();
             write(r, "empty", b"now a file");
+        }),
+        // Not recorded (skipped with a warning): the file it replaced is removed.
+        ("a file replaced by a FIFO", |r| {
+            std::fs::remove_file(r.join("d/b.txt")).unwrap();
+            mkfifo(&r.join("d/b.txt"));
         }),
     ];
     for (what, edit) in edits {
@@ -541,6 +546,11 @@ enum Edit {
     Ignore {
         file: usize,
     },
+    /// Replace a file (or create one) by a FIFO, which is not recorded: the file
+    /// leaves the snapshot.
+    Fifo {
+        file: usize,
+    },
     /// Cut the stat cache's last `cut` bytes (a crash during a journal append, or
     /// a damaged file): an earlier state, or none.
     TearIndex {
@@ -563,6 +573,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         1 => (f.clone(), f.clone()).prop_map(|(file, target)| Edit::Link { file, target }),
         1 => f.prop_map(|file| Edit::Ignore { file }),
         1 => any::<u8>().prop_map(|cut| Edit::TearIndex { cut }),
+        1 => (0..FILES.len()).prop_map(|file| Edit::Fifo { file }),
     ]
 }
 
@@ -619,6 +630,16 @@ fn apply(root: &Path, e: &Edit) {
             let name = FILES[*file].rsplit('/').next().unwrap_or_default();
             std::fs::write(p(".snapgraphignore"), format!("{name}\n")).unwrap();
         }
+        Edit::Fifo { file } => {
+            let rel = FILES[*file];
+            if std::fs::symlink_metadata(p(rel)).is_ok_and(|m| m.is_dir())
+                || p(rel).parent().is_some_and(|d| !d.is_dir())
+            {
+                return;
+            }
+            let _ = std::fs::remove_file(p(rel));
+            mkfifo(&p(rel));
+        }
         Edit::TearIndex { cut } => {
             for name in ["index", "index.skeleton"] {
                 let path = p(".snapgraph").join(name);
@@ -631,10 +652,22 @@ fn apply(root: &Path, e: &Edit) {
     }
 }
 
+/// Makes a FIFO at `path` (never opened: an open would wait for a writer).
+fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
 /// Every regular file's mtime set to `when`: the timestamps say nothing.
 fn force_mtimes(root: &Path, when: SystemTime) {
     for (path, kind) in walk(root) {
-        if kind == Kind::File {
+        if kind == Kind::File && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
             let f = std::fs::File::options().write(true).open(&path).unwrap();
             f.set_modified(when).unwrap();
         }

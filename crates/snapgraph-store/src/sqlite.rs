@@ -28,7 +28,9 @@
 //! writes them under one lock, and concurrent writers (threads of one process sharing
 //! the store, other [`SqliteStore`]s, other processes) serialize instead of failing.
 //! A busy database is waited for up to 30 seconds (`busy_timeout`) before the call
-//! fails with a backend error. Readers never block writers (WAL).
+//! fails with a backend error. Readers never block writers (WAL). Opening a
+//! database whose schema is current reads its version and writes nothing, so a
+//! command that only reads takes no write lock.
 //!
 //! One connection behind a mutex serves all threads of one `SqliteStore`: SQLite
 //! serializes writers anyway, and objects are decoded and verified outside the lock.
@@ -267,6 +269,24 @@ impl SqliteStore {
             .map_err(fail)?;
         conn.set_prepared_statement_cache_capacity(32);
 
+        // A database of this schema needs no write, so no write lock: its version is
+        // read first (a read transaction). Anything else (no schema yet, an older or
+        // newer one, an error) is decided under the write lock below, which reads it
+        // again.
+        let current: Option<i64> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if current == Some(SCHEMA_VERSION) {
+            return Ok(Self {
+                conn: Mutex::new(conn),
+                path,
+                compression: options.compression,
+            });
+        }
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(fail)?;

@@ -38,7 +38,7 @@ use super::{
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Index, IndexEntry, SkeletonSource};
+use crate::index::{Delta, Index, IndexEntry, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanOptions};
@@ -205,13 +205,50 @@ pub(super) fn commit(
         next.skeleton = skeleton.clone();
         next
     };
-    let save = |next: &Index| match lazy_turn {
-        true => next.save_entries_after(&index_path, index.as_ref()),
-        false => next.save_after(&index_path, index.as_ref()),
+    // After a lazy scan the next index is the old one with the scan's changes (it
+    // recorded nothing else): one journal record built from them alone; the
+    // skeleton file is left as it is.
+    let delta_of = |ws: &Workspace, at: Option<ObjectId>, old: &Index| {
+        let mut delta = Delta {
+            probe_ns,
+            tip: None,
+            removed: report.removed.clone(),
+            upserts: Vec::new(),
+        };
+        let mut complete = true;
+        for (path, seen) in &report.stats {
+            match scan::index_entry(ws, path, seen) {
+                Some(e) if old.entries.get(path) != Some(&e) => {
+                    delta.upserts.push((path.clone(), e))
+                }
+                Some(_) => {}
+                None => {
+                    complete = false;
+                    if old.entries.contains_key(path) {
+                        delta.removed.push(path.clone());
+                    }
+                }
+            }
+        }
+        delta.tip = at.filter(|_| complete);
+        delta
+    };
+    let save = |ws: &Workspace, at: Option<ObjectId>, read: HashMap<ObjectId, Vec<u8>>| {
+        match (report.partial, &index) {
+            (true, Some(old)) => old.save_delta(&index_path, delta_of(ws, at, old)),
+            _ => {
+                let mut next = index_entries(ws, at);
+                next.skeleton.extend(read);
+                let saved = next.save_after(&index_path, index.as_ref());
+                // Not freed entry by entry: the process ends (see below).
+                std::mem::forget(next);
+                saved
+            }
+        }
     };
     if !allow_empty {
         if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
-            save(&index_entries(&probe, tip))?;
+            save(&probe, tip, HashMap::new())?;
             return nothing_to_commit(
                 ctx,
                 &branch,
@@ -248,9 +285,7 @@ pub(super) fn commit(
     // (the commit is made).
     let diff_source = SkeletonSource::new(&skeleton, store);
     let d = diff_of(committed.previous, committed.id, &diff_source);
-    let mut next = index_entries(&ws, Some(committed.id));
-    next.skeleton.extend(diff_source.into_read());
-    save(&next)?;
+    save(&ws, Some(committed.id), diff_source.into_read())?;
     let d = d?;
     if detached.is_some() {
         wd.set_head_branch(&branch)?;
@@ -291,7 +326,6 @@ pub(super) fn commit(
     // files), not to the change; so does freeing the indexes and the scan's
     // record of every entry (about 15 % of a lazy one-file commit).
     std::mem::forget(ws);
-    std::mem::forget(next);
     std::mem::forget(index);
     std::mem::forget(report);
     printed
