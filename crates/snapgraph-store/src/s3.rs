@@ -55,8 +55,9 @@
 //! - **Commit:** one `put_many` is one PUT per 64 MiB in layout 3 (a pack carrying its
 //!   index), two in layout 2 (a pack, its index object); packs are bounded by
 //!   [`S3Options::pack_limit`]. `has_many` answers from the
-//!   cached indexes. A writer's lease is followed by one request, the
-//!   [fence](ObjectStore::fence) (see below): a HEAD of `gc-epoch`, or a LIST of the
+//!   cached indexes. A writer's lease is followed by the
+//!   [fence](ObjectStore::fence) (see below): no request when no collection ran since
+//!   this client's last fence, else one, a HEAD of `gc-epoch`, or a LIST of the
 //!   indexes when the last listing is older than [`S3Options::refresh_after`] (then
 //!   objects other clients wrote are found, not written twice). Without a fence,
 //!   `has_many` lists when it would answer "absent" from a listing older than that,
@@ -66,8 +67,9 @@
 //!   through [`Repo`](crate::Repo) in layout 3 with refs in the bucket is three PUTs:
 //!   the `refs` object taking the lease, the pack, the `refs` object publishing (see
 //!   "Refs in the bucket" below for why no GET and no HEAD are needed); with refs in
-//!   PostgreSQL it is two S3 requests (the fence's HEAD or LIST, the pack). Layout 2
-//!   adds the index object's PUT to each (four and three).
+//!   PostgreSQL it is one S3 request, the pack (the fence needs none while no
+//!   collection ran: "A fence without a request" below). Layout 2 adds the index
+//!   object's PUT to each (four and two).
 //! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
 //!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
 //!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
@@ -157,17 +159,21 @@
 //!   workspace). Both go into a guarded update whose `If-Match` is the copy's ETag:
 //!   if anyone wrote `refs` since, the PUT fails with 412, the update re-reads and
 //!   decides on the bucket's `refs`, so a stale copy costs a retry, never a wrong
-//!   update. And the [fence](ObjectStore::fence) after a lease taken in the bucket
-//!   needs no request when the token the lease saw is the token the lease of this
-//!   client's last fence that read the bucket saw (the previous fence at time F was
-//!   under a lease taken at A' <= F; this lease is taken at A). Every sweep changes
-//!   the token when it begins and again when it ends, tokens never repeat, and a
-//!   lease is only granted with no sweep marker: so with the same token at A' and
-//!   A, no sweep began in between and none was running at A', and deletions happen
-//!   only inside sweeps. The cache was current at F, nothing was deleted in
-//!   [F, A], so it is current at A. Any other case (a different token, a lease not
-//!   taken in this bucket's `refs`, refs in PostgreSQL) fences with a request as
-//!   described above.
+//!   update.
+//!
+//!   **A fence without a request** (refs in the bucket or elsewhere).
+//!   [`Repo`](crate::Repo) and [`sync`](crate::sync()) fence with
+//!   [`ObjectStore::fence_leased`], passing the collection token their lease was
+//!   granted under ([`crate::gc::Lease::token`]); the fence needs no request when it
+//!   is the token of the lease under which this client last fenced with a request
+//!   (that fence at time F was under a lease taken at A' <= F; this lease is taken
+//!   at A). Every sweep changes the token when it begins and again when it ends,
+//!   tokens never repeat, and a lease is only granted, atomically with the check of
+//!   its token, while there is no sweep marker: so with the same token at A' and A,
+//!   no sweep began in between and none was running at A', and deletions happen only
+//!   inside sweeps. The cache was current at F, nothing was deleted in [F, A], so it
+//!   is current at A. Any other case (another token: a collection ran; a fence
+//!   without a token) fences with a request as described above.
 //! - **Refs elsewhere** (`s3://…?refs=postgres://…`): the other store's guarantees
 //!   (a PostgreSQL transaction); objects are durable when `put_many` returns, and refs
 //!   move only afterwards ([`Paired`](crate::Paired)).
@@ -467,9 +473,9 @@ struct Cache {
     /// When a writer last fenced the store ([`ObjectStore::fence`]) with this cache
     /// current: until `refresh_after` later, "present" needs no `gc-epoch` read.
     fenced: Option<Instant>,
-    /// The collection token (`snapgraph/gc`) in the bucket's `refs` as this client's
-    /// lease made it, at the last fence that read the bucket (`None` outside: that
-    /// fence was not under a lease taken here, in the bucket's `refs`).
+    /// The collection token (`snapgraph/gc`) the writer's lease was granted under,
+    /// at the last fence that read the bucket ([`ObjectStore::fence_leased`]; `None`
+    /// outside: that fence was told no token).
     lease_token: Option<Option<ObjectId>>,
 }
 
@@ -663,11 +669,6 @@ pub struct S3Store {
     /// Streams started by [`ObjectStore::will_read`], oldest first (at most
     /// [`PREFETCHES`]).
     prefetches: Mutex<Vec<Prefetch>>,
-    /// Set by a ref update that took a writer's lease in the bucket's `refs`: when,
-    /// and the collection token the `refs` object then held (for [`fence`]).
-    ///
-    /// [`fence`]: ObjectStore::fence
-    leased: Mutex<Option<(Instant, Option<ObjectId>)>>,
     /// The bucket's layout (2 or 3), as its `layout` marker says.
     layout: u8,
 }
@@ -767,7 +768,6 @@ impl S3Store {
             cache: Mutex::new(Cache::default()),
             refs: Mutex::new(None),
             prefetches: Mutex::new(Vec::new()),
-            leased: Mutex::new(None),
             layout: 0,
         };
         let mut store = store;
@@ -1553,6 +1553,33 @@ impl S3Store {
         left
     }
 
+    /// The fence, trusting the cache without a request when `leased` (the writer's
+    /// lease's collection token) is the token of the lease under which the cache was
+    /// last made current.
+    fn fence_with(&self, leased: Option<Option<ObjectId>>) -> Result<(), StoreError> {
+        let mut cache = self.lock_cache();
+        // Under a lease whose token is the one this client's last fence with a
+        // request was under, no sweep ran in between: nothing was deleted since the
+        // cache was current (module docs, "A fence without a request").
+        if leased.is_some() && leased == cache.lease_token {
+            cache.fenced = Some(Instant::now());
+            return Ok(());
+        }
+        cache.fenced = None;
+        cache.lease_token = None;
+        match cache.listed {
+            // A listing after the lease shows every earlier deletion done (see
+            // the module docs), and other clients' new indexes.
+            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
+                self.current_for_presence(&mut cache)?
+            }
+            _ => self.relist(&mut cache, false)?,
+        }
+        cache.fenced = Some(Instant::now());
+        cache.lease_token = leased;
+        Ok(())
+    }
+
     fn lock_prefetches(&self) -> MutexGuard<'_, Vec<Prefetch>> {
         self.prefetches.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -2113,34 +2140,14 @@ impl ObjectStore for S3Store {
     /// `has_many` calls then answer from the cache until `refresh_after` has passed
     /// (module docs, "Consistency").
     fn fence(&self) -> Result<(), StoreError> {
-        let leased = self
-            .leased
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .filter(|(at, _)| at.elapsed() < self.options.refresh_after)
-            .map(|(_, token)| token);
-        let mut cache = self.lock_cache();
-        // Under a lease in the bucket's refs whose token is the one this client's
-        // last fenced lease saw, no sweep ran in between: nothing was deleted since
-        // the cache was current (module docs, "Refs in the bucket").
-        if leased.is_some() && leased == cache.lease_token {
-            cache.fenced = Some(Instant::now());
-            return Ok(());
-        }
-        cache.fenced = None;
-        cache.lease_token = None;
-        match cache.listed {
-            // A listing after the lease shows every earlier deletion done (see
-            // the module docs), and other clients' new indexes.
-            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
-                self.current_for_presence(&mut cache)?
-            }
-            _ => self.relist(&mut cache, false)?,
-        }
-        cache.fenced = Some(Instant::now());
-        cache.lease_token = leased;
-        Ok(())
+        self.fence_with(None)
+    }
+
+    /// [`fence`](Self::fence), or no request at all when `token` is the token of
+    /// the lease under which this client last fenced with a request (module docs,
+    /// "A fence without a request").
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.fence_with(Some(token))
     }
 
     /// Packs no index names, older than [`S3Options::orphan_grace`]: written by a
@@ -2221,17 +2228,6 @@ impl RefStore for S3Store {
 
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         check_batch(updates)?;
-        *self.leased.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // A batch creating a lease: the fence after it may trust the token it saw.
-        let leasing = updates.iter().any(|u| {
-            u.name.starts_with(crate::gc::LEASES) && u.expected.is_none() && u.new.is_some()
-        });
-        let lease_seen = |doc: &RefDoc| {
-            if leasing && !doc.refs.contains_key(crate::gc::GC_SWEEP) {
-                *self.leased.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((Instant::now(), doc.refs.get(crate::gc::GC_TOKEN).copied()));
-            }
-        };
         let mut slot = self.refs.lock().unwrap_or_else(|p| p.into_inner());
         let (mut state, mut fresh) = match slot.take() {
             Some(s) => (s, false),
@@ -2273,7 +2269,6 @@ impl RefStore for S3Store {
             };
             match self.put_key("refs", encode_refs(&next), mode) {
                 Ok(v) => {
-                    lease_seen(&next);
                     *slot = Some((Some(v), next));
                     return Ok(());
                 }
@@ -2283,7 +2278,6 @@ impl RefStore for S3Store {
                     state = self.load_refs()?;
                     fresh = true;
                     if state.1.nonce == next.nonce {
-                        lease_seen(&state.1);
                         *slot = Some(state);
                         return Ok(());
                     }
