@@ -430,6 +430,10 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A pack as reads name it: its digest and the length of the index it carries (0 in
+/// layout 2), which together make its key ([`pack_key`]).
+type PackRef = ([u8; 32], u32);
+
 /// Where an object is: its pack (digest, and the length of the index the pack
 /// carries: 0 in layout 2), offset and length there.
 #[derive(Debug, Clone, Copy)]
@@ -1160,7 +1164,7 @@ impl S3Store {
     /// pack is gone.
     async fn read_ranges(
         &self,
-        (digest, tail): ([u8; 32], u32),
+        (digest, tail): PackRef,
         ranges: Vec<Range<u64>>,
     ) -> Result<Option<Vec<Bytes>>, StoreError> {
         let key = pack_key(&digest, tail);
@@ -1222,11 +1226,11 @@ impl S3Store {
     /// The records at `locs` (grouped by pack, each pack's ranges in one call, all
     /// packs at once); `None` for those whose pack is gone.
     fn fetch(&self, locs: &[Loc]) -> Result<Vec<Option<Bytes>>, StoreError> {
-        let mut by_pack: HashMap<([u8; 32], u32), Vec<usize>> = HashMap::new();
+        let mut by_pack: HashMap<PackRef, Vec<usize>> = HashMap::new();
         for (i, loc) in locs.iter().enumerate() {
             by_pack.entry((loc.pack, loc.tail)).or_default().push(i);
         }
-        let groups: Vec<(([u8; 32], u32), Vec<usize>)> = by_pack.into_iter().collect();
+        let groups: Vec<(PackRef, Vec<usize>)> = by_pack.into_iter().collect();
         if locs.is_empty() {
             return Ok(Vec::new());
         }
@@ -1455,7 +1459,7 @@ impl S3Store {
         /// Records of a run: id, range from the run's start.
         type Members = Vec<(ObjectId, Range<usize>)>;
         /// A run: its pack, its range in the pack, its records.
-        type Run = (([u8; 32], u32), Range<u64>, Members);
+        type Run = (PackRef, Range<u64>, Members);
         let mut runs: Vec<Run> = Vec::new();
         for (id, loc) in order {
             let end = loc.offset + u64::from(loc.len);
