@@ -303,6 +303,12 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
         self.remote.fence().map_err(|e| remote_err("fence", e))
     }
 
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.remote
+            .fence_leased(token)
+            .map_err(|e| remote_err("fence", e))
+    }
+
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         let remote = self
             .remote

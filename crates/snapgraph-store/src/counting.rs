@@ -162,6 +162,10 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         self.add(OTHER, 1);
         self.inner.fence()
     }
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.add(OTHER, 1);
+        self.inner.fence_leased(token)
+    }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.add(OTHER, 1);
         self.inner.remove_orphans()

@@ -216,6 +216,9 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn fence(&self) -> Result<(), StoreError> {
         self.inner.fence()
     }
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.inner.fence_leased(token)
+    }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.inner.remove_orphans()
     }

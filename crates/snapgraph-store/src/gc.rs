@@ -659,6 +659,12 @@ impl Lease {
         ]
     }
 
+    /// The collection token (`snapgraph/gc`) the lease was granted under: what
+    /// [`ObjectStore::fence_leased`] is told.
+    pub fn token(&self) -> Option<ObjectId> {
+        self.token
+    }
+
     /// Whether a ref conflict on `name` is about the lease protocol (a sweep began)
     /// rather than the caller's own refs.
     pub fn is_protocol_ref(name: &str) -> bool {

@@ -638,11 +638,11 @@ impl<S: Store> Repo<S> {
     }
 
     /// Takes a writer's lease, waiting while a collection sweeps.
-    /// The store is fenced ([`ObjectStore::fence`]) once the lease is held.
+    /// The store is fenced ([`ObjectStore::fence_leased`]) once the lease is held.
     fn lease(&self) -> Result<Lease, RepoError> {
         let lease = Lease::acquire(&self.store, self.gc_wait)?
             .map_err(|marker| RepoError::GcInProgress { marker })?;
-        if let Err(e) = self.store.fence() {
+        if let Err(e) = self.store.fence_leased(lease.token()) {
             lease.release(&self.store);
             return Err(e.into());
         }

@@ -1,6 +1,6 @@
-//! An S3-compatible object store: objects in bounded packs with an index object per
-//! pack, refs in the bucket by conditional writes (or in another store, through
-//! [`Paired`](crate::Paired)).
+//! An S3-compatible object store: objects in bounded packs, each carrying its index
+//! (layout 3; layout 2 keeps an index object beside each pack), refs in the bucket by
+//! conditional writes (or in another store, through [`Paired`](crate::Paired)).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -14,44 +14,62 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Layout (docs/FORMAT.md section 12, format 2)
+//! # Layouts (docs/FORMAT.md section 12, "S3 layout" and "S3 layout 3")
 //!
-//! Every key is under `PREFIX/` (no prefix: the bucket's root):
+//! Every key is under `PREFIX/` (no prefix: the bucket's root). A bucket keeps the
+//! layout its `layout` marker names, written by its first client
+//! ([`S3Options::layout`]: 3 by default) and checked on open; this version reads and
+//! writes both.
 //!
 //! | key | what |
 //! |---|---|
-//! | `layout` | `snapgraph-s3 2\n`: the layout version, written once, checked on open |
-//! | `packs/HEX.pack` | a pack: a header, then objects as the codec keeps them at rest; `HEX` is BLAKE3 of the whole pack |
-//! | `meta/HEX.SUM.idx` | the index of pack `HEX`: every object's id, offset and length, sorted by id; `SUM` names the index's own checksum |
-//! | `meta/SUM.del` | a tombstone: (pack, id) pairs deleted but not yet compacted away |
+//! | `layout` | `snapgraph-s3 3\n` (or `2`): the layout version |
+//! | `packs/HEX.N.pack` | layout 3: a pack: a header with a nonce, the objects as the codec keeps them at rest, then their index (every object's id, offset and length, sorted by id) in its last `N` bytes; `HEX` is BLAKE3 of what precedes the index |
+//! | `packs/HEX.pack` | layout 2: a pack: a header, then the objects; `HEX` is BLAKE3 of the whole pack |
+//! | `meta/HEX.SUM.idx` | layout 2: the index of pack `HEX`; `SUM` names the index's own checksum |
+//! | `packs/SUM.del` | layout 3: a tombstone: (pack, id) pairs deleted, in packs not yet rewritten or removed |
+//! | `meta/SUM.del` | layout 2: a tombstone: (pack, id) pairs deleted but not yet compacted away |
 //! | `refs` | every ref and the reflog, one object changed by compare-and-swap |
 //! | `gc-epoch` | rewritten by every deletion, so cached indexes are re-read after one |
 //!
-//! A pack is visible once its index is: [`ObjectStore::put_many`] writes the pack,
-//! then its index, so a crash leaves at worst an unindexed pack (bytes, never a
-//! dangling entry). Packs and indexes are immutable; a deletion writes a new index or
-//! a new pack and removes the old one. An unindexed pack left by a writer that died
-//! is removed by a collection's sweep once older than [`S3Options::orphan_grace`]
-//! ([`ObjectStore::remove_orphans`]).
+//! **Layout 3.** A pack and its index are one object, written by one PUT: a commit's
+//! objects cost one request per 64 MiB, and a crash leaves nothing unindexed. A client
+//! finds packs and tombstones by listing `packs/` and reads each new pack's index with one
+//! suffix-range GET (`Range: bytes=-N`, `N` from the key), as layout 2 reads each new
+//! index object with one GET. Since an index cannot change without its pack, a
+//! deletion that leaves a pack above [`S3Options::repack_below`] keeps a tombstone
+//! naming the pack's dead entries until a later deletion repacks or empties it (one
+//! tombstone for all such packs, rewritten by each deletion); the header's nonce
+//! makes every pack distinct, so a tombstone never hides a later write of the same
+//! records.
+//!
+//! **Layout 2.** A pack is visible once its index is: [`ObjectStore::put_many`] writes
+//! the pack, then its index, so a crash leaves at worst an unindexed pack (bytes,
+//! never a dangling entry). Packs and indexes are immutable; a deletion writes a new
+//! index or a new pack and removes the old one. An unindexed pack left by a writer
+//! that died is removed by a collection's sweep once older than
+//! [`S3Options::orphan_grace`] ([`ObjectStore::remove_orphans`]).
 //!
 //! # Costs
 //!
-//! - **Commit:** one `put_many` is one PUT of a pack and one of its index per 64 MiB
-//!   (packs are bounded by [`S3Options::pack_limit`]); `has_many` answers from the
-//!   cached indexes. A writer's lease is followed by one request, the
-//!   [fence](ObjectStore::fence) (see below): a HEAD of `gc-epoch`, or a LIST of the
+//! - **Commit:** one `put_many` is one PUT per 64 MiB in layout 3 (a pack carrying its
+//!   index), two in layout 2 (a pack, its index object); packs are bounded by
+//!   [`S3Options::pack_limit`]. `has_many` answers from the
+//!   cached indexes. A writer's lease is followed by the
+//!   [fence](ObjectStore::fence) (see below): no request when no collection ran since
+//!   this client's last fence, else one, a HEAD of `gc-epoch`, or a LIST of the
 //!   indexes when the last listing is older than [`S3Options::refresh_after`] (then
 //!   objects other clients wrote are found, not written twice). Without a fence,
 //!   `has_many` lists when it would answer "absent" from a listing older than that,
 //!   and costs a HEAD when it would answer "present". The store
 //!   keeps no deltas ([`ObjectStore::keeps_deltas`] is false), so
 //!   [`Repo`](crate::Repo) reads no parent trees for delta hints. A per-turn commit
-//!   through [`Repo`](crate::Repo) with refs in PostgreSQL is three S3 requests (the
-//!   fence's HEAD, a pack, its index). With refs in the bucket it is four PUTs: the
-//!   `refs` object taking the lease, the pack, its index, the `refs` object
-//!   publishing (see "Refs in the bucket" below for why no GET and no HEAD are
-//!   needed). Three would need the index inside the pack object (a layout change
-//!   left open: listing would then read each new pack's tail).
+//!   through [`Repo`](crate::Repo) in layout 3 with refs in the bucket is three PUTs:
+//!   the `refs` object taking the lease, the pack, the `refs` object publishing (see
+//!   "Refs in the bucket" below for why no GET and no HEAD are needed); with refs in
+//!   PostgreSQL it is one S3 request, the pack (the fence needs none while no
+//!   collection ran: "A fence without a request" below). Layout 2 adds the index
+//!   object's PUT to each (four and two).
 //! - **Checkout:** `get_many` groups ids by pack and fetches all ranges of one call at
 //!   once (concurrent ranged GETs, adjacent ranges merged): one round trip per call,
 //!   plus two on a store's first call (LIST with the epoch's HEAD, then the new
@@ -81,7 +99,9 @@
 //! - **GC:** `delete_many` writes one tombstone (all ids of the call hidden at once),
 //!   then compacts each pack it touched: a pack whose live bytes fall below
 //!   [`S3Options::repack_below`] of its size is rewritten with only its live objects;
-//!   otherwise only its index is rewritten (the dead bytes stay until it falls below).
+//!   otherwise, in layout 2, only its index is rewritten, and in layout 3 the pack
+//!   stays and the tombstone left at the end names its dead entries (the dead bytes
+//!   stay until it falls below).
 //!
 //! # Consistency
 //!
@@ -139,17 +159,21 @@
 //!   workspace). Both go into a guarded update whose `If-Match` is the copy's ETag:
 //!   if anyone wrote `refs` since, the PUT fails with 412, the update re-reads and
 //!   decides on the bucket's `refs`, so a stale copy costs a retry, never a wrong
-//!   update. And the [fence](ObjectStore::fence) after a lease taken in the bucket
-//!   needs no request when the token the lease saw is the token the lease of this
-//!   client's last fence that read the bucket saw (the previous fence at time F was
-//!   under a lease taken at A' <= F; this lease is taken at A). Every sweep changes
-//!   the token when it begins and again when it ends, tokens never repeat, and a
-//!   lease is only granted with no sweep marker: so with the same token at A' and
-//!   A, no sweep began in between and none was running at A', and deletions happen
-//!   only inside sweeps. The cache was current at F, nothing was deleted in
-//!   [F, A], so it is current at A. Any other case (a different token, a lease not
-//!   taken in this bucket's `refs`, refs in PostgreSQL) fences with a request as
-//!   described above.
+//!   update.
+//!
+//!   **A fence without a request** (refs in the bucket or elsewhere).
+//!   [`Repo`](crate::Repo) and [`sync`](crate::sync()) fence with
+//!   [`ObjectStore::fence_leased`], passing the collection token their lease was
+//!   granted under ([`crate::gc::Lease::token`]); the fence needs no request when it
+//!   is the token of the lease under which this client last fenced with a request
+//!   (that fence at time F was under a lease taken at A' <= F; this lease is taken
+//!   at A). Every sweep changes the token when it begins and again when it ends,
+//!   tokens never repeat, and a lease is only granted, atomically with the check of
+//!   its token, while there is no sweep marker: so with the same token at A' and A,
+//!   no sweep began in between and none was running at A', and deletions happen only
+//!   inside sweeps. The cache was current at F, nothing was deleted in [F, A], so it
+//!   is current at A. Any other case (another token: a collection ran; a fence
+//!   without a token) fences with a request as described above.
 //! - **Refs elsewhere** (`s3://…?refs=postgres://…`): the other store's guarantees
 //!   (a PostgreSQL transaction); objects are durable when `put_many` returns, and refs
 //!   move only afterwards ([`Paired`](crate::Paired)).
@@ -189,15 +213,25 @@ use crate::error::StoreError;
 use crate::refs::{apply_updates, check_batch, logged};
 use crate::store::{validate_ref_name, ObjectStore, RefStore, RefUpdate, ReflogEntry};
 
-/// The layout marker's content.
-pub const LAYOUT: &[u8] = b"snapgraph-s3 2\n";
+/// The layout marker a new bucket gets ([`S3Options::layout`] 3, the default): each
+/// pack carries its index.
+pub const LAYOUT: &[u8] = b"snapgraph-s3 3\n";
+/// The marker of layout 2 (an index object beside each pack): read, and written to
+/// buckets created with [`S3Options::layout`] 2.
+pub const LAYOUT_2: &[u8] = b"snapgraph-s3 2\n";
 const PACK_MAGIC: &[u8; 4] = b"SNPK";
 const INDEX_MAGIC: &[u8; 4] = b"SNIX";
 const TOMB_MAGIC: &[u8; 4] = b"SNTB";
 const REFS_MAGIC: &[u8; 4] = b"SNRF";
+/// Version byte of index, tombstone and `refs` objects (both layouts) and of a layout-2
+/// pack's header.
 const VERSION: u8 = 2;
+/// Version byte of a layout-3 pack's header: its index follows its records.
+const PACK_VERSION_3: u8 = 3;
 /// Pack header: magic, version, three zero bytes.
 const PACK_HEADER: usize = 8;
+/// Layout-3 pack header: magic, version 3, three zero bytes, a 16-byte nonce.
+const PACK_HEADER_3: usize = 24;
 /// Index: header (8), pack digest (32), pack length (8), count (4), entries, checksum (32).
 const INDEX_FIXED: usize = 8 + 32 + 8 + 4 + 32;
 const INDEX_ENTRY: usize = 32 + 8 + 4;
@@ -241,6 +275,11 @@ pub struct S3Options {
     /// Bytes a prefetch ([`ObjectStore::will_read`]) may hold at once (32 MiB): its
     /// ranged GETs in flight, and the records that arrived before they are asked for.
     pub prefetch_bytes: usize,
+    /// The layout a bucket without a `layout` marker is created with: 3 (the
+    /// default; each pack carries its index, so a pack is one PUT) or 2 (an index
+    /// object beside each pack, for readers older than layout 3). A bucket that has a
+    /// marker keeps its layout whatever this says.
+    pub layout: u8,
 }
 
 impl Default for S3Options {
@@ -255,6 +294,7 @@ impl Default for S3Options {
             concurrency: 16,
             orphan_grace: Duration::from_secs(15 * 60),
             prefetch_bytes: 32 << 20,
+            layout: 3,
         }
     }
 }
@@ -390,19 +430,31 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// Where an object is: its pack, offset and length there.
+/// A pack as reads name it: its digest and the length of the index it carries (0 in
+/// layout 2), which together make its key ([`pack_key`]).
+type PackRef = ([u8; 32], u32);
+
+/// Where an object is: its pack (digest, and the length of the index the pack
+/// carries: 0 in layout 2), offset and length there.
 #[derive(Debug, Clone, Copy)]
 struct Loc {
     pack: [u8; 32],
+    tail: u32,
     offset: u64,
     len: u32,
 }
 
-/// A parsed index object.
+/// A parsed index: an index object (layout 2) or the index a pack carries after its
+/// records (layout 3).
 #[derive(Debug)]
 struct Index {
     pack: [u8; 32],
+    /// Bytes of the pack's header and records (the index a layout-3 pack carries
+    /// starts here).
     pack_len: u64,
+    /// Layout 3: the length of the index the pack carries (its key names it); 0 in
+    /// layout 2.
+    tail: u32,
     entries: Vec<(ObjectId, u64, u32)>,
 }
 
@@ -425,9 +477,9 @@ struct Cache {
     /// When a writer last fenced the store ([`ObjectStore::fence`]) with this cache
     /// current: until `refresh_after` later, "present" needs no `gc-epoch` read.
     fenced: Option<Instant>,
-    /// The collection token (`snapgraph/gc`) in the bucket's `refs` as this client's
-    /// lease made it, at the last fence that read the bucket (`None` outside: that
-    /// fence was not under a lease taken here, in the bucket's `refs`).
+    /// The collection token (`snapgraph/gc`) the writer's lease was granted under,
+    /// at the last fence that read the bucket ([`ObjectStore::fence_leased`]; `None`
+    /// outside: that fence was told no token).
     lease_token: Option<Option<ObjectId>>,
 }
 
@@ -446,6 +498,7 @@ impl Cache {
                         id,
                         Loc {
                             pack: index.pack,
+                            tail: index.tail,
                             offset,
                             len,
                         },
@@ -461,6 +514,7 @@ impl Cache {
                 id,
                 Loc {
                     pack: index.pack,
+                    tail: index.tail,
                     offset,
                     len,
                 },
@@ -619,11 +673,8 @@ pub struct S3Store {
     /// Streams started by [`ObjectStore::will_read`], oldest first (at most
     /// [`PREFETCHES`]).
     prefetches: Mutex<Vec<Prefetch>>,
-    /// Set by a ref update that took a writer's lease in the bucket's `refs`: when,
-    /// and the collection token the `refs` object then held (for [`fence`]).
-    ///
-    /// [`fence`]: ObjectStore::fence
-    leased: Mutex<Option<(Instant, Option<ObjectId>)>>,
+    /// The bucket's layout (2 or 3), as its `layout` marker says.
+    layout: u8,
 }
 
 impl fmt::Debug for S3Store {
@@ -721,9 +772,10 @@ impl S3Store {
             cache: Mutex::new(Cache::default()),
             refs: Mutex::new(None),
             prefetches: Mutex::new(Vec::new()),
-            leased: Mutex::new(None),
+            layout: 0,
         };
-        store.check_layout()?;
+        let mut store = store;
+        store.layout = store.check_layout()?;
         Ok(store)
     }
 
@@ -857,11 +909,22 @@ impl S3Store {
         }
     }
 
-    fn check_layout(&self) -> Result<(), StoreError> {
+    /// The bucket's layout, creating its marker (of [`S3Options::layout`]) if absent.
+    fn check_layout(&self) -> Result<u8, StoreError> {
+        let wanted = match self.options.layout {
+            2 => LAYOUT_2,
+            3 => LAYOUT,
+            n => {
+                return Err(self.err(
+                    "layout",
+                    format!("S3Options::layout is {n}: this version writes layout 2 or 3"),
+                ))
+            }
+        };
         let found = match self.get_key("layout")? {
             Some((b, _)) => b,
-            None => match self.put_key("layout", LAYOUT.to_vec(), PutMode::Create) {
-                Ok(_) => return Ok(()),
+            None => match self.put_key("layout", wanted.to_vec(), PutMode::Create) {
+                Ok(_) => return Ok(self.options.layout),
                 // Another client created it first: read what it wrote.
                 Err(Failure::Precondition) => match self.get_key("layout")? {
                     Some((b, _)) => b,
@@ -870,17 +933,35 @@ impl S3Store {
                 Err(f) => return Err(self.fail("layout", f)),
             },
         };
-        if found.as_ref() != LAYOUT {
-            return Err(self.err(
+        match found.as_ref() {
+            LAYOUT => Ok(3),
+            LAYOUT_2 => Ok(2),
+            _ => Err(self.err(
                 "layout",
                 format!(
-                    "holds {:?}, this version reads {:?}",
+                    "holds {:?}, this version reads {:?} and {:?}",
                     String::from_utf8_lossy(&found[..found.len().min(64)]),
+                    String::from_utf8_lossy(LAYOUT_2),
                     String::from_utf8_lossy(LAYOUT)
                 ),
-            ));
+            )),
         }
-        Ok(())
+    }
+
+    /// Where the listing looks: `meta` (layout 2: index objects and tombstones) or
+    /// `packs` (layout 3: packs, each its own index, and tombstones).
+    fn dir(&self) -> &'static str {
+        if self.layout == 2 {
+            "meta"
+        } else {
+            "packs"
+        }
+    }
+
+    /// The bucket's layout: 2 (an index object beside each pack) or 3 (each pack
+    /// carries its index); see the module docs.
+    pub fn layout(&self) -> u8 {
+        self.layout
     }
 
     /// The ETag of `gc-epoch` (`None`: absent).
@@ -913,7 +994,10 @@ impl S3Store {
     /// `with_epoch` (else the cache's epoch is unknown: the next "present" without a
     /// fence re-lists).
     fn relist(&self, cache: &mut Cache, with_epoch: bool) -> Result<(), StoreError> {
-        let meta = self.path("meta");
+        // Layout 2: the index and tombstone objects, under `meta/`. Layout 3: the
+        // packs (each its own index) and the tombstones, under `packs/`.
+        let what = self.dir();
+        let root = self.path(what);
         let (epoch, keys) = self.run(async {
             let epoch = async {
                 if with_epoch {
@@ -925,10 +1009,10 @@ impl S3Store {
             let list = async {
                 let metas: Vec<object_store::ObjectMeta> = self
                     .client
-                    .list(Some(&meta))
+                    .list(Some(&root))
                     .try_collect()
                     .await
-                    .map_err(|e| self.err("meta/", e))?;
+                    .map_err(|e| self.err(&format!("{what}/"), e))?;
                 bump(
                     &self.tally.lists,
                     1 + metas.len().saturating_sub(1) as u64 / 1000,
@@ -940,37 +1024,62 @@ impl S3Store {
         })?;
         let epoch = epoch?;
         let mut listed: HashSet<String> = HashSet::new();
-        let mut new: Vec<String> = Vec::new();
+        // Keys to read: the key, the size the listing gave, and for a layout-3
+        // pack the length of the index it carries (read by a suffix range).
+        let mut new: Vec<(String, u64, Option<u32>)> = Vec::new();
         for m in keys {
             let full = m.location.as_ref().to_string();
             let Some(key) = full.strip_prefix(&self.prefix) else {
                 continue;
             };
             let key = key.to_string();
-            if !(key.ends_with(".idx") || key.ends_with(".del")) {
-                continue;
-            }
+            let tail = if self.layout == 2 {
+                if !(key.ends_with(".idx") || key.ends_with(".del")) {
+                    continue;
+                }
+                None
+            } else if key.ends_with(".del") {
+                None
+            } else {
+                // Keys of neither kind (a layout-2 pack key, anything a tool left)
+                // are not the store's objects.
+                match parse_pack_key(&key) {
+                    Some((_, tail)) if tail > 0 => Some(tail),
+                    _ => continue,
+                }
+            };
             if !cache.indexes.contains_key(&key) && !cache.tombs.contains_key(&key) {
-                new.push(key.clone());
+                new.push((key.clone(), m.size, tail));
             }
             listed.insert(key);
         }
-        let got: Vec<(String, Option<Bytes>)> = if new.is_empty() {
+        let got: Vec<(String, u64, Option<Bytes>)> = if new.is_empty() {
             Vec::new()
         } else {
             self.run(async {
-                futures::stream::iter(new.into_iter().map(|key| async move {
+                futures::stream::iter(new.into_iter().map(|(key, size, tail)| async move {
                     bump(&self.tally.gets, 1);
-                    match self.client.get(&self.path(&key)).await {
+                    let path = self.path(&key);
+                    let got = match tail {
+                        None => self.client.get(&path).await,
+                        Some(n) => {
+                            let opts = object_store::GetOptions {
+                                range: Some(object_store::GetRange::Suffix(u64::from(n))),
+                                ..Default::default()
+                            };
+                            self.client.get_opts(&path, opts).await
+                        }
+                    };
+                    match got {
                         Ok(r) => match r.bytes().await {
                             Ok(b) => {
                                 bump(&self.tally.received, b.len() as u64);
-                                Ok((key, Some(b)))
+                                Ok((key, size, Some(b)))
                             }
                             Err(e) => Err(self.err(&key, e)),
                         },
                         // Removed by a compaction since the listing.
-                        Err(object_store::Error::NotFound { .. }) => Ok((key, None)),
+                        Err(object_store::Error::NotFound { .. }) => Ok((key, size, None)),
                         Err(e) => Err(self.err(&key, e)),
                     }
                 }))
@@ -981,13 +1090,17 @@ impl S3Store {
         };
         cache.indexes.retain(|k, _| listed.contains(k));
         cache.tombs.retain(|k, _| listed.contains(k));
-        for (key, bytes) in got {
+        for (key, size, bytes) in got {
             let Some(bytes) = bytes else { continue };
             if key.ends_with(".idx") {
                 let index = parse_index(&key, &bytes).map_err(|why| self.err(&key, why))?;
                 cache.indexes.insert(key, Arc::new(index));
+            } else if key.ends_with(".pack") {
+                let index = parse_tail(&key, &bytes, size).map_err(|why| self.err(&key, why))?;
+                cache.indexes.insert(key, Arc::new(index));
             } else {
-                let tomb = parse_tomb(&key, &bytes).map_err(|why| self.err(&key, why))?;
+                let tomb =
+                    parse_tomb(&key, self.dir(), &bytes).map_err(|why| self.err(&key, why))?;
                 cache.tombs.insert(key, Arc::new(tomb));
             }
         }
@@ -997,12 +1110,22 @@ impl S3Store {
         Ok(())
     }
 
-    /// Writes one pack and then its index; returns the index's key and contents.
+    /// Writes one pack: in layout 3 one PUT of the pack with its index after its
+    /// records; in layout 2 the pack, then its index object. Returns the key the
+    /// cache keeps the index under (the pack's in layout 3) and the index.
     fn write_pack(&self, records: &[(ObjectId, &[u8])]) -> Result<(String, Index), StoreError> {
         let total: usize = records.iter().map(|(_, r)| r.len()).sum();
-        let mut pack = Vec::with_capacity(PACK_HEADER + total);
+        let mut pack =
+            Vec::with_capacity(PACK_HEADER_3 + total + INDEX_FIXED + records.len() * INDEX_ENTRY);
         pack.extend_from_slice(PACK_MAGIC);
-        pack.extend_from_slice(&[VERSION, 0, 0, 0]);
+        if self.layout == 2 {
+            pack.extend_from_slice(&[VERSION, 0, 0, 0]);
+        } else {
+            // A nonce makes every pack a pack of its own, even of records another
+            // pack holds: a tombstone naming (pack, id) never hides a later write.
+            pack.extend_from_slice(&[PACK_VERSION_3, 0, 0, 0]);
+            pack.extend_from_slice(&nonce());
+        }
         let mut entries = Vec::with_capacity(records.len());
         for (id, record) in records {
             entries.push((*id, pack.len() as u64, record.len() as u32));
@@ -1011,28 +1134,40 @@ impl S3Store {
         entries.sort_unstable_by_key(|e| e.0);
         entries.dedup_by_key(|e| e.0);
         let digest = *blake3::hash(&pack).as_bytes();
-        let index = Index {
+        let mut index = Index {
             pack: digest,
             pack_len: pack.len() as u64,
+            tail: 0,
             entries,
         };
-        let pack_key = pack_key(&digest);
-        self.put_key(&pack_key, pack, PutMode::Overwrite)
-            .map_err(|f| self.fail(&pack_key, f))?;
-        let (key, bytes) = encode_index(&index);
-        self.put_key(&key, bytes, PutMode::Overwrite)
+        let (index_key, bytes) = encode_index(&index);
+        if self.layout == 2 {
+            let pack_key = pack_key(&digest, 0);
+            self.put_key(&pack_key, pack, PutMode::Overwrite)
+                .map_err(|f| self.fail(&pack_key, f))?;
+            self.put_key(&index_key, bytes, PutMode::Overwrite)
+                .map_err(|f| self.fail(&index_key, f))?;
+            return Ok((index_key, index));
+        }
+        let tail = u32::try_from(bytes.len())
+            .map_err(|_| self.err(&pack_key(&digest, 0), "index longer than 4 GiB"))?;
+        index.tail = tail;
+        pack.extend_from_slice(&bytes);
+        let key = pack_key(&digest, tail);
+        self.put_key(&key, pack, PutMode::Overwrite)
             .map_err(|f| self.fail(&key, f))?;
         Ok((key, index))
     }
 
-    /// Reads `ranges` of pack `digest`, one GET per run of ranges less than
-    /// [`MERGE_GAP`] apart, all at once; `None`: the pack is gone.
+    /// Reads `ranges` of pack `digest` (carrying an index of `tail` bytes), one GET
+    /// per run of ranges less than [`MERGE_GAP`] apart, all at once; `None`: the
+    /// pack is gone.
     async fn read_ranges(
         &self,
-        digest: [u8; 32],
+        (digest, tail): PackRef,
         ranges: Vec<Range<u64>>,
     ) -> Result<Option<Vec<Bytes>>, StoreError> {
-        let key = pack_key(&digest);
+        let key = pack_key(&digest, tail);
         let path = self.path(&key);
         let mut order: Vec<usize> = (0..ranges.len()).collect();
         order.sort_unstable_by_key(|&i| ranges[i].start);
@@ -1091,11 +1226,11 @@ impl S3Store {
     /// The records at `locs` (grouped by pack, each pack's ranges in one call, all
     /// packs at once); `None` for those whose pack is gone.
     fn fetch(&self, locs: &[Loc]) -> Result<Vec<Option<Bytes>>, StoreError> {
-        let mut by_pack: HashMap<[u8; 32], Vec<usize>> = HashMap::new();
+        let mut by_pack: HashMap<PackRef, Vec<usize>> = HashMap::new();
         for (i, loc) in locs.iter().enumerate() {
-            by_pack.entry(loc.pack).or_default().push(i);
+            by_pack.entry((loc.pack, loc.tail)).or_default().push(i);
         }
-        let groups: Vec<([u8; 32], Vec<usize>)> = by_pack.into_iter().collect();
+        let groups: Vec<(PackRef, Vec<usize>)> = by_pack.into_iter().collect();
         if locs.is_empty() {
             return Ok(Vec::new());
         }
@@ -1122,7 +1257,13 @@ impl S3Store {
         Ok(out)
     }
 
-    /// Rewrites the packs in `packs` without the objects their tombstones name.
+    /// Rewrites the packs in `packs` without the objects their tombstones name: a
+    /// pack with no live entry goes (in layout 2 its index objects first); one whose
+    /// live bytes fall below [`S3Options::repack_below`] is rewritten (the new pack
+    /// first, then the old one goes); any other gets a new index object of its live
+    /// entries in layout 2, and stays as it is in layout 3 (the index a pack carries
+    /// cannot change without the pack: `delete_many` keeps a tombstone for its dead
+    /// entries instead).
     fn compact(&self, cache: &mut Cache, packs: &HashSet<[u8; 32]>) -> Result<(), StoreError> {
         let dead: HashSet<([u8; 32], ObjectId)> = cache
             .tombs
@@ -1136,13 +1277,17 @@ impl S3Store {
                 .filter(|(_, i)| i.pack == *pack)
                 .map(|(k, _)| k.clone())
                 .collect();
-            let pack_key = pack_key(pack);
             let Some(first) = keys.first() else {
-                // Its indexes went before the pack did (an interrupted compaction).
-                self.delete_key(&pack_key)?;
+                if self.layout == 2 {
+                    // Its indexes went before the pack did (an interrupted compaction).
+                    self.delete_key(&pack_key(pack, 0))?;
+                }
+                // Layout 3: not listed, so gone (its index went with it).
                 continue;
             };
-            let pack_len = cache.indexes[first].pack_len;
+            let (pack_len, tail) = (cache.indexes[first].pack_len, cache.indexes[first].tail);
+            // In layout 3 the pack's key is also its index's (the only one of `keys`).
+            let pack_key = pack_key(pack, tail);
             let mut live: BTreeMap<ObjectId, (u64, u32)> = BTreeMap::new();
             for k in &keys {
                 for &(id, offset, len) in &cache.indexes[k].entries {
@@ -1154,7 +1299,9 @@ impl S3Store {
             let live_bytes: u64 = live.values().map(|&(_, len)| u64::from(len)).sum();
             if live.is_empty() {
                 for k in &keys {
-                    self.delete_key(k)?;
+                    if *k != pack_key {
+                        self.delete_key(k)?;
+                    }
                     cache.indexes.remove(k);
                 }
                 self.delete_key(&pack_key)?;
@@ -1164,6 +1311,7 @@ impl S3Store {
                     .values()
                     .map(|&(offset, len)| Loc {
                         pack: *pack,
+                        tail,
                         offset,
                         len,
                     })
@@ -1181,16 +1329,21 @@ impl S3Store {
                 let (key, index) = self.write_pack(&kept)?;
                 for k in &keys {
                     if *k != key {
-                        self.delete_key(k)?;
+                        if *k != pack_key {
+                            self.delete_key(k)?;
+                        }
                         cache.indexes.remove(k);
                     }
                 }
-                self.delete_key(&pack_key)?;
+                if key != pack_key {
+                    self.delete_key(&pack_key)?;
+                }
                 cache.add_index(key, Arc::new(index));
-            } else {
+            } else if self.layout == 2 {
                 let index = Index {
                     pack: *pack,
                     pack_len,
+                    tail: 0,
                     entries: live.into_iter().map(|(id, (o, l))| (id, o, l)).collect(),
                 };
                 let (key, bytes) = encode_index(&index);
@@ -1306,13 +1459,13 @@ impl S3Store {
         /// Records of a run: id, range from the run's start.
         type Members = Vec<(ObjectId, Range<usize>)>;
         /// A run: its pack, its range in the pack, its records.
-        type Run = ([u8; 32], Range<u64>, Members);
+        type Run = (PackRef, Range<u64>, Members);
         let mut runs: Vec<Run> = Vec::new();
         for (id, loc) in order {
             let end = loc.offset + u64::from(loc.len);
             match runs.last_mut() {
                 Some((pack, range, members))
-                    if *pack == loc.pack
+                    if *pack == (loc.pack, loc.tail)
                         && loc.offset >= range.end
                         && loc.offset <= range.end + MERGE_GAP
                         && end - range.start <= PREFETCH_PIECE =>
@@ -1321,7 +1474,11 @@ impl S3Store {
                     members.push((id, at..at + loc.len as usize));
                     range.end = end;
                 }
-                _ => runs.push((loc.pack, loc.offset..end, vec![(id, 0..loc.len as usize)])),
+                _ => runs.push((
+                    (loc.pack, loc.tail),
+                    loc.offset..end,
+                    vec![(id, 0..loc.len as usize)],
+                )),
             }
         }
         while prefetches.len() >= PREFETCHES {
@@ -1333,7 +1490,9 @@ impl S3Store {
         let (client, tally) = (self.client.clone(), self.tally.clone());
         let runs: Vec<(Path, Range<u64>, Members)> = runs
             .into_iter()
-            .map(|(pack, range, members)| (self.path(&pack_key(&pack)), range, members))
+            .map(|((pack, tail), range, members)| {
+                (self.path(&pack_key(&pack, tail)), range, members)
+            })
             .collect();
         // One wave: every GET below is known now; the channel paces them.
         bump(&self.tally.round_trips, 1);
@@ -1398,6 +1557,33 @@ impl S3Store {
         left
     }
 
+    /// The fence, trusting the cache without a request when `leased` (the writer's
+    /// lease's collection token) is the token of the lease under which the cache was
+    /// last made current.
+    fn fence_with(&self, leased: Option<Option<ObjectId>>) -> Result<(), StoreError> {
+        let mut cache = self.lock_cache();
+        // Under a lease whose token is the one this client's last fence with a
+        // request was under, no sweep ran in between: nothing was deleted since the
+        // cache was current (module docs, "A fence without a request").
+        if leased.is_some() && leased == cache.lease_token {
+            cache.fenced = Some(Instant::now());
+            return Ok(());
+        }
+        cache.fenced = None;
+        cache.lease_token = None;
+        match cache.listed {
+            // A listing after the lease shows every earlier deletion done (see
+            // the module docs), and other clients' new indexes.
+            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
+                self.current_for_presence(&mut cache)?
+            }
+            _ => self.relist(&mut cache, false)?,
+        }
+        cache.fenced = Some(Instant::now());
+        cache.lease_token = leased;
+        Ok(())
+    }
+
     fn lock_prefetches(&self) -> MutexGuard<'_, Vec<Prefetch>> {
         self.prefetches.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -1436,8 +1622,28 @@ pub struct S3Usage {
     pub tombstones: u64,
 }
 
-fn pack_key(digest: &[u8; 32]) -> String {
-    format!("packs/{}.pack", hex::encode(digest))
+/// The key of pack `digest`: `packs/HEX.pack` in layout 2 (`tail` 0), and in layout 3
+/// `packs/HEX.N.pack`, `N` the decimal length of the index the pack carries.
+fn pack_key(digest: &[u8; 32], tail: u32) -> String {
+    if tail == 0 {
+        format!("packs/{}.pack", hex::encode(digest))
+    } else {
+        format!("packs/{}.{tail}.pack", hex::encode(digest))
+    }
+}
+
+/// The digest and index length (0: none, layout 2) a pack key names; `None`: not a
+/// pack key in its canonical form.
+fn parse_pack_key(key: &str) -> Option<([u8; 32], u32)> {
+    let name = key.strip_prefix("packs/")?.strip_suffix(".pack")?;
+    let (hex_digest, tail) = match name.split_once('.') {
+        None => (name, 0),
+        Some((h, n)) => (h, n.parse::<u32>().ok().filter(|&n| n > 0)?),
+    };
+    let mut digest = [0; 32];
+    hex::decode_to_slice(hex_digest, &mut digest).ok()?;
+    // Canonical only: lowercase hex, no sign or leading zeros in N.
+    (pack_key(&digest, tail) == key).then_some((digest, tail))
 }
 
 fn encode_index(index: &Index) -> (String, Vec<u8>) {
@@ -1519,18 +1725,47 @@ fn framed<'a>(
     Ok((count, checksum(bytes)?))
 }
 
+/// An index object of layout 2 at `key`.
 fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
-    let (count, body) = framed(bytes, INDEX_MAGIC, INDEX_FIXED, 48, INDEX_ENTRY)?;
-    let mut pack = [0; 32];
-    pack.copy_from_slice(&body[8..40]);
+    let index = parse_index_bytes(bytes)?;
     let expected = format!(
         "meta/{}.{}.idx",
-        hex::encode(pack),
+        hex::encode(index.pack),
         hex::encode(&bytes[bytes.len() - 32..bytes.len() - 24])
     );
     if key != expected {
         return Err(format!("its contents name it {expected}"));
     }
+    Ok(index)
+}
+
+/// The index a layout-3 pack at `key` of `size` bytes carries: `bytes`, its last
+/// bytes (as many as the key names).
+fn parse_tail(key: &str, bytes: &[u8], size: u64) -> Result<Index, String> {
+    let mut index = parse_index_bytes(bytes)?;
+    let tail = u32::try_from(bytes.len()).map_err(|_| "index longer than 4 GiB".to_string())?;
+    let expected = pack_key(&index.pack, tail);
+    if key != expected {
+        return Err(format!("the index it ends with names it {expected}"));
+    }
+    if let Some((id, ..)) = index.entries.iter().find(|e| e.1 < PACK_HEADER_3 as u64) {
+        return Err(format!("entry {id} lies inside the pack's header"));
+    }
+    if index.pack_len.checked_add(u64::from(tail)) != Some(size) {
+        return Err(format!(
+            "{size} bytes, but its index says {} bytes of records and {tail} of index",
+            index.pack_len
+        ));
+    }
+    index.tail = tail;
+    Ok(index)
+}
+
+/// An index's bytes (the same in both layouts), checked field by field.
+fn parse_index_bytes(bytes: &[u8]) -> Result<Index, String> {
+    let (count, body) = framed(bytes, INDEX_MAGIC, INDEX_FIXED, 48, INDEX_ENTRY)?;
+    let mut pack = [0; 32];
+    pack.copy_from_slice(&body[8..40]);
     let pack_len = le_u64(&body[40..]);
     let mut entries = Vec::with_capacity(count);
     for e in body[52..].chunks_exact(INDEX_ENTRY) {
@@ -1553,11 +1788,13 @@ fn parse_index(key: &str, bytes: &[u8]) -> Result<Index, String> {
     Ok(Index {
         pack,
         pack_len,
+        tail: 0,
         entries,
     })
 }
 
-fn encode_tomb(entries: &[([u8; 32], ObjectId)]) -> (String, Vec<u8>) {
+/// A tombstone of `entries` and its key in `dir` (`meta` in layout 2, `packs` in 3).
+fn encode_tomb(entries: &[([u8; 32], ObjectId)], dir: &str) -> (String, Vec<u8>) {
     let mut out = Vec::with_capacity(TOMB_FIXED + entries.len() * TOMB_ENTRY);
     out.extend_from_slice(TOMB_MAGIC);
     out.extend_from_slice(&[VERSION, 0, 0, 0]);
@@ -1568,13 +1805,13 @@ fn encode_tomb(entries: &[([u8; 32], ObjectId)]) -> (String, Vec<u8>) {
     }
     let sum = *blake3::hash(&out).as_bytes();
     out.extend_from_slice(&sum);
-    (format!("meta/{}.del", hex::encode(&sum[..16])), out)
+    (format!("{dir}/{}.del", hex::encode(&sum[..16])), out)
 }
 
-fn parse_tomb(key: &str, bytes: &[u8]) -> Result<Tomb, String> {
+fn parse_tomb(key: &str, dir: &str, bytes: &[u8]) -> Result<Tomb, String> {
     let (_, body) = framed(bytes, TOMB_MAGIC, TOMB_FIXED, 8, TOMB_ENTRY)?;
     let expected = format!(
-        "meta/{}.del",
+        "{dir}/{}.del",
         hex::encode(&bytes[bytes.len() - 32..bytes.len() - 16])
     );
     if key != expected {
@@ -1844,7 +2081,7 @@ impl ObjectStore for S3Store {
         // One tombstone hides every id of the call at once: a deletion interrupted
         // later never leaves a referrer without what it references.
         if !hidden.is_empty() {
-            let (key, bytes) = encode_tomb(&hidden);
+            let (key, bytes) = encode_tomb(&hidden, self.dir());
             self.put_key(&key, bytes, PutMode::Overwrite)
                 .map_err(|f| self.fail(&key, f))?;
             cache.tombs.insert(key, Arc::new(Tomb { entries: hidden }));
@@ -1857,8 +2094,35 @@ impl ObjectStore for S3Store {
             .flat_map(|t| t.entries.iter().map(|e| e.0))
             .collect();
         self.compact(&mut cache, &packs)?;
+        // Layout 3: the dead entries of packs that stay remain hidden, by one
+        // tombstone naming them all, written before the others go (in layout 2
+        // their packs got new index objects without them).
+        let mut keep: Vec<([u8; 32], ObjectId)> = Vec::new();
+        if self.layout != 2 {
+            let held: HashSet<[u8; 32]> = cache.indexes.values().map(|i| i.pack).collect();
+            keep = cache
+                .tombs
+                .values()
+                .flat_map(|t| t.entries.iter().copied())
+                .filter(|(pack, _)| held.contains(pack))
+                .collect();
+            keep.sort_unstable();
+            keep.dedup();
+        }
+        let mut kept = None;
+        if !keep.is_empty() {
+            let (key, bytes) = encode_tomb(&keep, self.dir());
+            if !cache.tombs.contains_key(&key) {
+                self.put_key(&key, bytes, PutMode::Overwrite)
+                    .map_err(|f| self.fail(&key, f))?;
+                cache
+                    .tombs
+                    .insert(key.clone(), Arc::new(Tomb { entries: keep }));
+            }
+            kept = Some(key);
+        }
         let tombs: Vec<String> = cache.tombs.keys().cloned().collect();
-        for key in tombs {
+        for key in tombs.into_iter().filter(|k| Some(k) != kept.as_ref()) {
             self.delete_key(&key)?;
             cache.tombs.remove(&key);
         }
@@ -1880,44 +2144,33 @@ impl ObjectStore for S3Store {
     /// `has_many` calls then answer from the cache until `refresh_after` has passed
     /// (module docs, "Consistency").
     fn fence(&self) -> Result<(), StoreError> {
-        let leased = self
-            .leased
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .filter(|(at, _)| at.elapsed() < self.options.refresh_after)
-            .map(|(_, token)| token);
-        let mut cache = self.lock_cache();
-        // Under a lease in the bucket's refs whose token is the one this client's
-        // last fenced lease saw, no sweep ran in between: nothing was deleted since
-        // the cache was current (module docs, "Refs in the bucket").
-        if leased.is_some() && leased == cache.lease_token {
-            cache.fenced = Some(Instant::now());
-            return Ok(());
-        }
-        cache.fenced = None;
-        cache.lease_token = None;
-        match cache.listed {
-            // A listing after the lease shows every earlier deletion done (see
-            // the module docs), and other clients' new indexes.
-            Some(at) if at.elapsed() < self.options.refresh_after && cache.epoch.is_some() => {
-                self.current_for_presence(&mut cache)?
-            }
-            _ => self.relist(&mut cache, false)?,
-        }
-        cache.fenced = Some(Instant::now());
-        cache.lease_token = leased;
-        Ok(())
+        self.fence_with(None)
+    }
+
+    /// [`fence`](Self::fence), or no request at all when `token` is the token of
+    /// the lease under which this client last fenced with a request (module docs,
+    /// "A fence without a request").
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.fence_with(Some(token))
     }
 
     /// Packs no index names, older than [`S3Options::orphan_grace`]: written by a
     /// writer that died before their index. Called by a sweep (no lease held, so
     /// no writer of the protocol is between a pack and its index); the grace
     /// covers writers outside it.
+    ///
+    /// Layout 3 has none (a pack is written with its index in one PUT): no request.
     fn remove_orphans(&self) -> Result<u64, StoreError> {
+        if self.layout != 2 {
+            return Ok(0);
+        }
         let mut cache = self.lock_cache();
         self.refresh(&mut cache)?;
-        let indexed: HashSet<String> = cache.indexes.values().map(|i| pack_key(&i.pack)).collect();
+        let indexed: HashSet<String> = cache
+            .indexes
+            .values()
+            .map(|i| pack_key(&i.pack, i.tail))
+            .collect();
         drop(cache);
         let packs = self.path("packs");
         let metas: Vec<object_store::ObjectMeta> = self
@@ -1979,17 +2232,6 @@ impl RefStore for S3Store {
 
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         check_batch(updates)?;
-        *self.leased.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // A batch creating a lease: the fence after it may trust the token it saw.
-        let leasing = updates.iter().any(|u| {
-            u.name.starts_with(crate::gc::LEASES) && u.expected.is_none() && u.new.is_some()
-        });
-        let lease_seen = |doc: &RefDoc| {
-            if leasing && !doc.refs.contains_key(crate::gc::GC_SWEEP) {
-                *self.leased.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((Instant::now(), doc.refs.get(crate::gc::GC_TOKEN).copied()));
-            }
-        };
         let mut slot = self.refs.lock().unwrap_or_else(|p| p.into_inner());
         let (mut state, mut fresh) = match slot.take() {
             Some(s) => (s, false),
@@ -2031,7 +2273,6 @@ impl RefStore for S3Store {
             };
             match self.put_key("refs", encode_refs(&next), mode) {
                 Ok(v) => {
-                    lease_seen(&next);
                     *slot = Some((Some(v), next));
                     return Ok(());
                 }
@@ -2041,7 +2282,6 @@ impl RefStore for S3Store {
                     state = self.load_refs()?;
                     fresh = true;
                     if state.1.nonce == next.nonce {
-                        lease_seen(&state.1);
                         *slot = Some(state);
                         return Ok(());
                     }
@@ -2177,6 +2417,7 @@ mod tests {
         let index = Index {
             pack: [7; 32],
             pack_len: 38,
+            tail: 0,
             entries,
         };
         let (key, bytes) = encode_index(&index);
@@ -2188,12 +2429,16 @@ mod tests {
         assert!(parse_index("meta/other.idx", &bytes).is_err());
         assert!(parse_index(&key, &bytes[..bytes.len() - 1]).is_err());
 
-        let (tkey, tbytes) = encode_tomb(&[([7; 32], ids[0])]);
+        let (tkey, tbytes) = encode_tomb(&[([7; 32], ids[0])], "meta");
         assert_eq!(
-            parse_tomb(&tkey, &tbytes).unwrap().entries,
+            parse_tomb(&tkey, "meta", &tbytes).unwrap().entries,
             vec![([7; 32], ids[0])]
         );
-        assert!(parse_tomb(&tkey, &tbytes[1..]).is_err());
+        assert!(parse_tomb(&tkey, "meta", &tbytes[1..]).is_err());
+        assert!(
+            parse_tomb(&tkey, "packs", &tbytes).is_err(),
+            "a tombstone of the other layout"
+        );
 
         let mut doc = RefDoc {
             nonce: [1; 16],
@@ -2213,6 +2458,57 @@ mod tests {
         for cut in [0, 8, 30, bytes.len() - 1] {
             assert!(decode_refs(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_layout_3_pack_carries_its_index_and_its_key_names_it() {
+        let ids: Vec<ObjectId> = (0u8..2).map(|i| ObjectId::hash_stored(&[i])).collect();
+        let mut entries: Vec<(ObjectId, u64, u32)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (*id, 24 + 10 * i as u64, 10))
+            .collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        let index = Index {
+            pack: [9; 32],
+            pack_len: 44,
+            tail: 0,
+            entries,
+        };
+        let (_, tail) = encode_index(&index);
+        let n = tail.len() as u32;
+        assert_eq!(tail.len(), INDEX_FIXED + 2 * INDEX_ENTRY);
+        let key = pack_key(&[9; 32], n);
+        assert_eq!(key, format!("packs/{}.{n}.pack", "09".repeat(32)));
+        assert_eq!(parse_pack_key(&key), Some(([9; 32], n)));
+        assert_eq!(parse_pack_key(&pack_key(&[9; 32], 0)), Some(([9; 32], 0)));
+        for bad in [
+            format!("packs/{}.0{n}.pack", "09".repeat(32)),
+            format!("packs/{}.+{n}.pack", "09".repeat(32)),
+            format!("packs/{}.0.pack", "09".repeat(32)),
+            format!("packs/{}.{n}.pack", "0A".repeat(32)),
+            format!("packs/{}.{n}.pack", "09".repeat(31)),
+            format!("meta/{}.{n}.pack", "09".repeat(32)),
+        ] {
+            assert_eq!(parse_pack_key(&bad), None, "{bad}");
+        }
+        let back = parse_tail(&key, &tail, 44 + u64::from(n)).unwrap();
+        assert_eq!((back.entries, back.tail), (index.entries.clone(), n));
+        // The size must be the records' and the index's, the key the contents'.
+        assert!(parse_tail(&key, &tail, 45 + u64::from(n)).is_err());
+        assert!(parse_tail(&pack_key(&[8; 32], n), &tail, 44 + u64::from(n)).is_err());
+        assert!(parse_tail(&pack_key(&[9; 32], n + 1), &tail, 44 + u64::from(n)).is_err());
+        let mut flipped = tail.clone();
+        flipped[60] ^= 1;
+        assert!(parse_tail(&key, &flipped, 44 + u64::from(n)).is_err());
+        // An entry inside the 24-byte header of a layout-3 pack is refused.
+        let low = Index {
+            entries: vec![(ids[0], 8, 10)],
+            ..index
+        };
+        let (_, tail) = encode_index(&low);
+        let key = pack_key(&[9; 32], tail.len() as u32);
+        assert!(parse_tail(&key, &tail, 44 + tail.len() as u64).is_err());
     }
 
     #[test]

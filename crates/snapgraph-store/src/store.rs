@@ -147,6 +147,20 @@ pub trait ObjectStore: Send + Sync {
         Ok(())
     }
 
+    /// [`fence`](Self::fence) for a writer whose lease was granted under the
+    /// collection token `token` ([`crate::gc::Lease::token`]: the value of
+    /// `snapgraph/gc` its lease's guarded update checked). Every sweep changes the
+    /// token when it begins and again when it ends, tokens never repeat, and a lease
+    /// is granted only while no sweep runs: so if the lease under which this store
+    /// last fenced with a request had the same token, nothing was deleted since, and
+    /// a store that caches what it holds may skip the fence's request (the S3 store
+    /// then sends none). Pass only the token of a lease just granted and still held.
+    /// Default: [`fence`](Self::fence). Wrappers forward it.
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        let _ = token;
+        self.fence()
+    }
+
     /// A hint that `ids` will soon be asked of [`get_many`](Self::get_many), in about
     /// this order ([`snapgraph::ObjectSource::will_read`], which stores get through
     /// [`impl_object_source!`](crate::impl_object_source)): the S3 store starts
@@ -300,6 +314,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     }
     fn fence(&self) -> Result<(), StoreError> {
         self.objects.fence()
+    }
+    fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+        self.objects.fence_leased(token)
     }
     fn will_read(&self, ids: &[ObjectId]) {
         self.objects.will_read(ids)
@@ -557,6 +574,9 @@ macro_rules! forward_store {
             }
             fn fence(&self) -> Result<(), StoreError> {
                 (**self).fence()
+            }
+            fn fence_leased(&self, token: Option<ObjectId>) -> Result<(), StoreError> {
+                (**self).fence_leased(token)
             }
             fn will_read(&self, ids: &[ObjectId]) {
                 (**self).will_read(ids)

@@ -234,7 +234,7 @@ pub fn sync_with(
         let lease = Lease::acquire(dst, options.gc_wait)
             .map_err(dst_err)?
             .map_err(|marker| SyncError::GcInProgress { marker })?;
-        if let Err(e) = dst.fence() {
+        if let Err(e) = dst.fence_leased(lease.token()) {
             lease.release(dst);
             return Err(dst_err(e));
         }
