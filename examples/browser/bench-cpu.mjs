@@ -11,8 +11,7 @@
 
 import { readFileSync, readdirSync } from "node:fs";
 
-import { serve } from "./serve.mjs";
-import { launch } from "./test/chromium.mjs";
+import { openPage } from "./bench-page.mjs";
 
 const [rounds, turns, warmup] = [15, 200, 1000].map((d, i) => Number(process.argv[2 + i] ?? d));
 
@@ -31,13 +30,9 @@ function rendererThreads() {
   return out;
 }
 
-const server = await serve(new URL(".", import.meta.url).pathname);
-const chrome = await launch();
+const { page, close } = await openPage();
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 try {
-  const page = await chrome.context.newPage();
-  await page.goto(`http://127.0.0.1:${server.address().port}/`);
-  await page.waitForSelector("body[data-ready='1']");
   await page.evaluate(async () => {
     const m = await import("./app.js");
     window.__loop = m.turnLoop();
@@ -85,6 +80,5 @@ try {
   );
   await page.evaluate(() => window.__loop.free());
 } finally {
-  await chrome.close();
-  server.close();
+  await close();
 }

@@ -10,17 +10,12 @@
 
 import { writeFileSync } from "node:fs";
 
-import { serve } from "./serve.mjs";
-import { launch } from "./test/chromium.mjs";
+import { openPage } from "./bench-page.mjs";
 
 const out = process.argv[2];
 const options = JSON.parse(process.argv[3] ?? "{}");
-const server = await serve(new URL(".", import.meta.url).pathname);
-const chrome = await launch();
+const { chrome, page, close } = await openPage();
 try {
-  const page = await chrome.context.newPage();
-  await page.goto(`http://127.0.0.1:${server.address().port}/`);
-  await page.waitForSelector("body[data-ready='1']");
   const cdp = await chrome.context.newCDPSession(page);
   const events = [];
   cdp.on("Tracing.dataCollected", (e) => events.push(...e.value));
@@ -97,6 +92,5 @@ try {
     }, null, 1),
   );
 } finally {
-  await chrome.close();
-  server.close();
+  await close();
 }
