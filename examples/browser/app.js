@@ -15,6 +15,9 @@ const HISTORY_LIMIT = 500;
 /** Limits for snapshots opened from a file (bytes from outside a trust boundary). */
 const PACK_LIMITS = { maxFiles: 1_000_000, maxBytes: 1 << 30, maxUnpackedBytes: 1 << 30 };
 
+/** The module's exports (its `memory`), once `init` has run. */
+let wasmExports = null;
+
 const $ = (id) => document.getElementById(id);
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const short = (id) => id.slice(0, 12);
@@ -502,15 +505,14 @@ function fillRandom(buf) {
 }
 
 /**
- * 2,000 files of 4,000 B in 20 directories, committed once; then per turn one file
- * rewritten and committed against an in-memory store, its new objects added to the
- * store: what `commitTurn` does short of IndexedDB (a `Map` of the objects and a
- * `HaveSet` of their ids as `have`, as `ObjectCache` keeps them). Timed: write +
- * commit + store insert (content made beforehand), like the native figure
- * (`crates/snapgraph-wasm/examples/turns_native.rs`). Turns run in batches of 10 so the
- * timer's resolution does not matter.
+ * The benchmark's workspace: 2,000 files of 4,000 B in 20 directories, committed once;
+ * then per turn one file rewritten and committed against an in-memory store, its new
+ * objects added to the store: what `commitTurn` does short of IndexedDB (a `Map` of the
+ * objects and a `HaveSet` of their ids as `have`, as `ObjectCache` keeps them).
+ * `prepare(n)` makes the content of the next `n` turns, `run()` runs them (write +
+ * commit + store insert, like `crates/snapgraph-wasm/examples/turns_native.rs`).
  */
-export function benchmark({ files = 2000, dirs = 20, size = 4000, warmup = 50, batches = 40, batch = 10 } = {}) {
+export function turnLoop({ files = 2000, dirs = 20, size = 4000 } = {}) {
   const ws = new Workspace();
   const store = new Map();
   const held = new HaveSet();
@@ -529,29 +531,67 @@ export function benchmark({ files = 2000, dirs = 20, size = 4000, warmup = 50, b
     ws.write(path(i), data);
     keep(ws.commit({ parents: [ws.head()], have: held }).objects);
   };
-  const fresh = (n) => Array.from({ length: n }, () => fillRandom(new Uint8Array(size)));
-  for (const d of fresh(warmup)) turn(d);
+  let next = [];
+  return {
+    files,
+    firstMs,
+    get storeObjects() {
+      return store.size;
+    },
+    prepare(n) {
+      next = Array.from({ length: n }, () => fillRandom(new Uint8Array(size)));
+    },
+    run() {
+      for (const d of next) turn(d);
+      next = [];
+    },
+    free() {
+      ws.free();
+      held.free();
+    },
+  };
+}
+
+/**
+ * The page's per-turn figure: `turnLoop()`, 1,000 warm-up turns, then `batches` batches
+ * of `batch` timed turns (content made before each batch). Turns run in batches of 10
+ * so the timer's resolution does not matter. The warm-up is long because Chromium
+ * compiles a module's hot functions with its optimizing tier while they run (dynamic
+ * tiering): after 50 turns, tier-ups still overlapped half of the timed batches
+ * (`bench-trace.mjs`; BENCHMARKS.md, "The page's tail"). `marks`: a
+ * `performance.measure("batch")` per batch (for a trace).
+ */
+export function benchmark({ warmup = 1000, batches = 40, batch = 10, marks = false, ...shape } = {}) {
+  const loop = turnLoop(shape);
+  const memoryAt = () => wasmExports?.memory.buffer.byteLength ?? 0;
+  loop.prepare(warmup);
+  loop.run();
+  const memoryBefore = memoryAt();
   const perTurn = [];
   for (let k = 0; k < batches; k++) {
-    const data = fresh(batch);
+    loop.prepare(batch);
     const s = performance.now();
-    for (const d of data) turn(d);
-    perTurn.push((performance.now() - s) / batch);
+    loop.run();
+    const e = performance.now();
+    perTurn.push((e - s) / batch);
+    if (marks) performance.measure("batch", { start: s, end: e });
   }
-  ws.free();
-  held.free();
+  const storeObjects = loop.storeObjects;
+  loop.free();
   perTurn.sort((x, y) => x - y);
   const median = perTurn[perTurn.length >> 1];
   const mean = perTurn.reduce((x, y) => x + y, 0) / perTurn.length;
   return {
-    files,
+    files: loop.files,
     turns: batches * batch,
     medianUs: Math.round(median * 1000),
     meanUs: Math.round(mean * 1000),
     minUs: Math.round(perTurn[0] * 1000),
     maxUs: Math.round(perTurn[perTurn.length - 1] * 1000),
-    firstCommitMs: Math.round(firstMs),
-    storeObjects: store.size,
+    firstCommitMs: Math.round(loop.firstMs),
+    storeObjects,
+    memoryBefore,
+    memoryAfter: memoryAt(),
   };
 }
 
@@ -569,7 +609,7 @@ async function runBenchmark() {
 // ----- wiring -----
 
 async function main() {
-  await init();
+  wasmExports = await init();
   $("engine").textContent = `engine format v${formatVersion()}`;
   app.store = await IdbStore.open(DB_NAME);
   app.cache = new ObjectCache(app.store);

@@ -2,9 +2,11 @@
 //! the same protocol, so `scripts/browser-bench` can print the two side by side.
 //!
 //! 2,000 files of 4,000 random bytes in 20 directories, written and committed once;
-//! then 50 warm-up turns and 40 batches of 10 timed turns, each turn rewriting one
-//! file (its content made beforehand), committing against the store (`have_in`) and
-//! inserting the new objects. One thread, as in the browser. Prints one JSON line.
+//! then 1,000 warm-up turns (as many as the page, whose module Chromium is still
+//! compiling with its optimizing tier before that) and 40 batches of 10 timed turns,
+//! each turn rewriting one file (its content made beforehand), committing against the
+//! store (`have_in`) and inserting the new objects. One thread, as in the browser.
+//! Prints one JSON line.
 //!
 //! `cargo run --release -p snapgraph-wasm --example turns_native`
 //!
@@ -12,6 +14,11 @@
 //! instead, with their content made up front for 300 turns, and prints nothing: the
 //! native half of `crates/snapgraph-wasm/bench/instructions.sh` (callgrind, 0 and N
 //! turns; the difference over N is one turn).
+//!
+//! `turns_native cpu [ROUNDS = 15] [TURNS = 200] [WARMUP = 1000]`: the page's CPU-time
+//! protocol (`examples/browser/bench-cpu.mjs`): WARMUP turns, then ROUNDS rounds of
+//! TURNS turns, each timed by this thread's CPU time (Linux: `/proc/thread-self/schedstat`,
+//! nanoseconds on a CPU); prints one JSON line of the per-turn median and minimum.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -21,7 +28,7 @@ use snapgraph::{CommitOptions, ObjectId, Workspace};
 const FILES: usize = 2000;
 const DIRS: usize = 20;
 const SIZE: usize = 4000;
-const WARMUP: usize = 50;
+const WARMUP: usize = 1000;
 const BATCHES: usize = 40;
 const BATCH: usize = 10;
 
@@ -43,6 +50,14 @@ fn random(state: &mut u64) -> Vec<u8> {
     out
 }
 
+/// Nanoseconds this thread has run on a CPU (0 where /proc/thread-self is missing).
+fn thread_cpu_ns() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 fn main() -> Result<(), snapgraph::Error> {
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let mut ws = Workspace::new();
@@ -56,7 +71,40 @@ fn main() -> Result<(), snapgraph::Error> {
     store.extend(first.into_objects());
     let first_ms = t0.elapsed().as_secs_f64() * 1e3;
 
-    if let Some(n) = std::env::args().nth(1) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("cpu") {
+        let arg = |i: usize, d: usize| args.get(i).and_then(|a| a.parse().ok()).unwrap_or(d);
+        let (rounds, turns, warmup) = (arg(1, 15).max(1), arg(2, 200).max(1), arg(3, 1000));
+        let mut edit = 0usize;
+        let mut run = |ws: &mut Workspace, data: Vec<Vec<u8>>| -> Result<(), snapgraph::Error> {
+            for d in data {
+                ws.write(&path((edit * 7919) % FILES), d)?;
+                edit += 1;
+                let head = ws.head().into_iter();
+                let c = ws.commit(CommitOptions::new().parents(head).have_in(&store))?;
+                store.extend(c.into_objects());
+            }
+            Ok(())
+        };
+        let data = (0..warmup).map(|_| random(&mut rng)).collect();
+        run(&mut ws, data)?;
+        let mut per_turn = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let data = (0..turns).map(|_| random(&mut rng)).collect();
+            let c0 = thread_cpu_ns();
+            run(&mut ws, data)?;
+            per_turn.push((thread_cpu_ns() - c0) / turns as f64 / 1e3);
+        }
+        per_turn.sort_by(f64::total_cmp);
+        println!(
+            "{{\"files\": {FILES}, \"rounds\": {rounds}, \"turns\": {turns}, \"warmup\": {warmup}, \"cpuMedianUs\": {:.0}, \"cpuMinUs\": {:.0}}}",
+            per_turn[rounds / 2],
+            per_turn[0],
+        );
+        return Ok(());
+    }
+
+    if let Some(n) = args.first() {
         let n: usize = n.parse().unwrap_or(0).min(300);
         let data: Vec<Vec<u8>> = (0..300).map(|_| random(&mut rng)).collect();
         for (k, d) in data.into_iter().take(n).enumerate() {
