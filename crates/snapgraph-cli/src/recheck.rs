@@ -285,9 +285,12 @@ mod tests {
         out
     }
 
+    /// The candidates, the store they were committed to, and their contents.
+    type Fixture = (Vec<Candidate>, HashMap<ObjectId, Vec<u8>>, Vec<Vec<u8>>);
+
     /// Files of every representation, committed to a map store, written to a
     /// directory; their candidates (with the digests the commit gave them).
-    fn setup(dir: &std::path::Path) -> (Vec<Candidate>, HashMap<ObjectId, Vec<u8>>, Vec<Vec<u8>>) {
+    fn setup(dir: &std::path::Path) -> Fixture {
         let datas = vec![
             b"inline".to_vec(),
             bytes(3000, 1),

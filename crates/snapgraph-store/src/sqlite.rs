@@ -285,6 +285,7 @@ impl SqliteStore {
                 conn: Mutex::new(conn),
                 path,
                 compression: options.compression,
+                dicts: Mutex::new(Dicts::default()),
             });
         }
         let tx = conn
