@@ -296,7 +296,7 @@ mod tests {
             bytes(3000, 1),
             bytes(60_000, 2),
             bytes(300_000, 3),
-            bytes(3 << 20, 4),
+            bytes(12 << 20, 4),
         ];
         let mut ws = Workspace::new();
         for (i, d) in datas.iter().enumerate() {
@@ -360,7 +360,11 @@ mod tests {
             .filter(|(_, b)| b[0] == ObjectKind::Manifest as u8)
             .map(|(id, _)| *id)
             .collect();
-        assert!(manifests.len() >= 4, "one-leaf manifests and a deeper one");
+        assert!(
+            manifests.len() >= 4,
+            "one-leaf manifests and a deeper one: {} manifests",
+            manifests.len()
+        );
         let chunks_only: HashMap<ObjectId, Vec<u8>> = store
             .iter()
             .filter(|(_, b)| b[0] == ObjectKind::Chunk as u8)
