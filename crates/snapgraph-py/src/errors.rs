@@ -166,6 +166,13 @@ pub mod classes {
         "A garbage collection and a writer met: a sweep in progress (`id`: its marker), \
          leases still held (`leases`), or objects swept under a commit (`id`, `missing`)."
     );
+    create_exception!(
+        snapgraph,
+        PrunedError,
+        Error,
+        "A hollow commit (`id`): retention or a shallow sync let its snapshot go. Its history \
+         is kept (`log` works), its files are not: check out a newer commit."
+    );
 }
 
 use classes::*;
@@ -763,6 +770,9 @@ fn repo(py: Python<'_>, e: RepoError) -> PyErr {
         RepoError::Reserved { name } => {
             raise::<InvalidRefNameError>(py, msg, "reserved", vec![("name", val(py, name))], None)
         }
+        RepoError::Pruned { commit } => {
+            raise::<PrunedError>(py, msg, "pruned", vec![("id", hex(py, commit))], None)
+        }
         other => raise::<Error>(py, other.to_string(), "other", vec![], None),
     }
 }
@@ -917,7 +927,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         InvalidRefNameError,
         RefConflictError,
         UnknownRevisionError,
-        GcConflictError
+        GcConflictError,
+        PrunedError
     );
     Ok(())
 }

@@ -214,3 +214,34 @@ def test_bytes_put_under_a_wrong_id_are_refused_when_read(url):
     assert e.value.id == c.id
     with pytest.raises(snapgraph.ObjectError):
         snapgraph.Workspace().checkout(c.id, store)
+
+
+def test_checkout_of_a_pruned_commit_raises_pruned_error(tmp_path):
+    # A commit another tool made hollow (the CLI's retention, or a shallow sync): the
+    # store keeps the commit object and the record `snapgraph/hollow/ID` (docs/FORMAT.md,
+    # "Hollow commits"), not its snapshot. The record and the missing snapshot are
+    # written here the way the directory store lays them out.
+    root = tmp_path / "objs"
+    repo = snapgraph.Repo(snapgraph.open(f"dir:{root}"))
+    ws = snapgraph.Workspace()
+    ws.write("/notes.txt", b"turn 1")
+    first = repo.commit(ws, "main", message="turn 1").id
+    ws = repo.checkout("main")
+    ws.write("/notes.txt", b"turn 2")
+    second = repo.commit(ws, "main", message="turn 2").id
+    keep = {first, second}
+    for p in (root / "objects").rglob("*"):
+        if p.is_file() and p.parent.name + p.name not in keep:
+            p.unlink()
+    hollow = root / "refs" / "snapgraph" / "hollow"
+    hollow.mkdir(parents=True)
+    for c in keep:
+        (hollow / c).write_text(c + "\n")
+    repo = snapgraph.Repo.open(f"dir:{root}")
+    with pytest.raises(snapgraph.PrunedError) as e:
+        repo.checkout("main")
+    assert e.value.code == "pruned" and e.value.id == second
+    assert second in str(e.value)
+    assert isinstance(e.value, snapgraph.Error)
+    # Its history is kept.
+    assert [c.id for c in repo.log("main")] == [second, first]
