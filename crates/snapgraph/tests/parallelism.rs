@@ -274,3 +274,99 @@ fn checkout_reports_the_first_bad_chunk_in_order_while_reading_ahead() {
         );
     }
 }
+
+mod one_pass_write {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Large data of random size (over the 4 MiB segment threshold, so `write` on
+    /// several threads cuts, hashes and copies in one pass), pseudo-random or with
+    /// runs of one byte (cuts at the minimum and maximum chunk sizes, segments that
+    /// meet late).
+    fn large() -> impl Strategy<Value = Vec<u8>> {
+        ((4usize << 20)..(7 << 20), any::<u64>(), any::<bool>()).prop_map(|(len, seed, runs)| {
+            let mut d = pseudo_random(len, seed);
+            if runs {
+                let period = 10_000 + (seed as usize % 400_000);
+                for (k, byte) in d.iter_mut().enumerate() {
+                    if (k / period) % 2 == 1 {
+                        *byte = 0;
+                    }
+                }
+            }
+            d
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(6))]
+
+        /// `write` of a large new file on several threads (with and without a pool
+        /// whose buffers hold other bytes) reads back as written, commits and hands
+        /// over as on one thread, and an edit written over it after the commit (or
+        /// before it) re-chunks to the one-thread ids; the commit round-trips
+        /// through a checkout.
+        #[test]
+        fn one_pass_write_round_trips(
+            data in large(),
+            threads in 2usize..5,
+            pooled in any::<bool>(),
+            edit_at in any::<u32>(),
+            edit_before_commit in any::<bool>(),
+        ) {
+            let pool = BufferPool::new(64 << 20);
+            if pooled {
+                // A stale buffer of another file's bytes, for the write to take.
+                let mut warm = Workspace::new();
+                warm.set_buffer_pool(Some(pool.clone()));
+                warm.set_parallelism(threads);
+                warm.write("/w.bin", vec![0xEE; data.len()]).unwrap();
+                drop(warm);
+                prop_assert!(pool.held_bytes() >= data.len());
+            }
+            let mut edited = data.clone();
+            let at = edit_at as usize % edited.len();
+            edited[at] ^= 0x5A;
+            let run = |threads: usize, pool: Option<&BufferPool>| {
+                let mut ws = Workspace::new();
+                ws.set_parallelism(threads);
+                ws.set_buffer_pool(pool.cloned());
+                ws.write("/dir/f.bin", &data).unwrap();
+                assert!(ws.read("/dir/f.bin").unwrap() == &data[..]);
+                let mut store = Store::new();
+                if edit_before_commit {
+                    ws.write("/dir/f.bin", &edited).unwrap();
+                }
+                let first = persist(&mut store, ws.commit(CommitOptions::new()).unwrap());
+                ws.write("/dir/f.bin", &edited).unwrap();
+                let second =
+                    persist(&mut store, ws.commit(CommitOptions::new().parent(first)).unwrap());
+                assert!(ws.read("/dir/f.bin").unwrap() == &edited[..]);
+                // Handed over before the commit: the same commit.
+                let mut handed = Workspace::new();
+                handed.set_parallelism(threads);
+                handed.set_buffer_pool(pool.cloned());
+                handed.write("/dir/f.bin", &data).unwrap();
+                let objects = handed.hand_over(None);
+                let commit = handed.commit(CommitOptions::new()).unwrap();
+                (first, second, commit.id(), store, objects.len() + commit.object_count())
+            };
+            let (first, second, handed, store, handed_objects) = run(threads, pooled.then_some(&pool));
+            let (first1, second1, handed1, _, handed_objects1) = run(1, None);
+            prop_assert_eq!(first, first1);
+            prop_assert_eq!(second, second1);
+            prop_assert_eq!(handed, handed1);
+            if !edit_before_commit {
+                prop_assert_eq!(handed, first);
+            }
+            prop_assert_eq!(handed_objects, handed_objects1);
+            let mut out = Workspace::new();
+            out.set_parallelism(threads);
+            out.checkout(second, &store, CheckoutPolicy::default())
+                .unwrap()
+                .verify(|_| None)
+                .unwrap();
+            prop_assert!(out.read("/dir/f.bin").unwrap() == &edited[..]);
+        }
+    }
+}

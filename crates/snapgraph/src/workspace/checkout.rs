@@ -8,7 +8,7 @@ use super::{
     path, ContentRule, DirNode, FileNode, FsError, Node, SymlinkNode, UnloadedDir, Workspace,
 };
 use crate::chunk::{CHUNK_MAX, CHUNK_MIN};
-use crate::content::{ChunkList, ContentObjects, FileBytes, Span};
+use crate::content::{append, copy_into, ChunkList, ContentObjects, FileBytes, Span};
 use crate::drift::{DriftPolicy, Restore};
 use crate::id::ObjectId;
 use crate::limits::{Budget, LimitError, Limits};
@@ -604,28 +604,6 @@ fn check_chunk(id: &ObjectId, stored: &[u8], len: usize, hash: bool) -> Result<u
         ));
     }
     Ok(version)
-}
-
-/// Bytes copied per `memcpy` call when assembling a file from lent chunks. glibc's
-/// `memcpy` moves a copy of more than about 2 KiB (and less than the L2 cache) with
-/// `rep movsb`, which is fast but which valgrind's callgrind counts as one
-/// instruction per byte; pieces of this size run as a vector loop (about 40 bytes
-/// an instruction), so the instruction-count harness counts the copy for what it
-/// costs in time next to hashing, not 16 KiB chunk copies as 64 M instructions.
-const COPY_PIECE: usize = 2048;
-
-/// Copies `from` into `to` (of the same length), [`COPY_PIECE`] bytes at a time.
-fn copy_into(to: &mut [u8], from: &[u8]) {
-    for (t, f) in to.chunks_mut(COPY_PIECE).zip(from.chunks(COPY_PIECE)) {
-        t.copy_from_slice(f);
-    }
-}
-
-/// Appends `from` to `to`, [`COPY_PIECE`] bytes at a time.
-fn append(to: &mut Vec<u8>, from: &[u8]) {
-    for f in from.chunks(COPY_PIECE) {
-        to.extend_from_slice(f);
-    }
 }
 
 /// Queues the tree nodes `node` references (index children, subdirectories) that

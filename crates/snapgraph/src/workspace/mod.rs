@@ -180,6 +180,8 @@ pub(crate) struct FileNode {
     pub objects: Option<Arc<ContentObjects>>,
     /// After a write over a large committed file: its previous bytes and objects, so
     /// the commit re-chunks only the changed region (see `ContentObjects::rebuild`).
+    /// After a `write` that built the objects as it copied: `data` itself and those
+    /// objects (the rebuild of the same bytes is the objects, without a compare).
     pub prev: Option<Arc<Previous>>,
 }
 
@@ -766,36 +768,49 @@ impl Workspace {
     /// mode; a new one gets `0o644`.
     ///
     /// The bytes are copied: a large file (4 MiB or more) on up to
-    /// [`parallelism`](Self::parallelism) threads, each copying its share into (and so
-    /// faulting in) the new buffer; a file of 1 MiB or more into a buffer from the
-    /// workspace's [`BufferPool`] when it has one that fits (no fresh pages to fault
-    /// in). [`write_owned`](Self::write_owned) and [`write_shared`](Self::write_shared)
-    /// take bytes the caller hands over without copying them.
+    /// [`parallelism`](Self::parallelism) threads; a file of 1 MiB or more into a
+    /// buffer from the workspace's [`BufferPool`] when it has one that fits (no fresh
+    /// pages to fault in). A large new file (or one replacing a small one) on more
+    /// than one thread is cut and hashed as it is copied: each thread copies each
+    /// chunk of its share right after hashing it, while it is in cache, so the bytes
+    /// are read from memory once and the next commit does not hash them again (a
+    /// large file over a large committed one is copied only, for the commit to
+    /// re-chunk around the change). [`write_owned`](Self::write_owned) and
+    /// [`write_shared`](Self::write_shared) take bytes the caller hands over without
+    /// copying them.
     pub fn write(&mut self, path: &str, data: impl AsRef<[u8]>) -> Result<(), FsError> {
         let data = data.as_ref();
         let (threads, pool) = (self.parallelism, self.buffers.clone());
-        self.put(path, data.len(), || {
-            FileBytes::copy_of(data, threads, pool.as_ref())
+        self.put(path, data.len(), |reuses| {
+            if !reuses && threads > 1 && data.len() >= crate::content::PARALLEL_FILE_MIN {
+                let (bytes, objects) = FileBytes::copy_and_build(data, threads, pool.as_ref());
+                (bytes, Some(objects))
+            } else {
+                (FileBytes::copy_of(data, threads, pool.as_ref()), None)
+            }
         })
     }
 
     /// Like [`write`](Self::write), taking shared bytes without copying them.
     pub fn write_shared(&mut self, path: &str, data: Arc<[u8]>) -> Result<(), FsError> {
-        self.put(path, data.len(), || FileBytes::from(data))
+        self.put(path, data.len(), |_| (FileBytes::from(data), None))
     }
 
     /// Like [`write`](Self::write), taking the caller's buffer over without copying it.
     pub fn write_owned(&mut self, path: &str, data: Vec<u8>) -> Result<(), FsError> {
-        self.put(path, data.len(), || FileBytes::from(data))
+        self.put(path, data.len(), |_| (FileBytes::from(data), None))
     }
 
     /// Writes the file at `path` with the `len` bytes `data` makes, once the path is
-    /// known to be writable.
+    /// known to be writable. `data` is told whether the file keeps its previous
+    /// version for the commit to reuse; it may return the objects of the bytes it
+    /// makes, built already, which the commit then takes as they are (kept as the
+    /// file's previous version: the same bytes, so the rebuild is the objects).
     fn put(
         &mut self,
         path: &str,
         len: usize,
-        data: impl FnOnce() -> FileBytes,
+        data: impl FnOnce(bool) -> (FileBytes, Option<ContentObjects>),
     ) -> Result<(), FsError> {
         let comps = path::parse(path)?;
         let (name, parent) = comps
@@ -816,7 +831,11 @@ impl Workspace {
             }
             None => (DEFAULT_FILE_MODE, None),
         };
-        let data = data();
+        let (data, built) = data(prev.is_some());
+        let prev = match built {
+            Some(objects) => Some(Arc::new((data.clone(), Arc::new(objects)))),
+            None => prev,
+        };
         let dir = self.dir_mut(parent);
         dir.dirty.insert(name.clone());
         dir.entries.insert(
