@@ -41,6 +41,12 @@ use crate::index::{Digest, FileStat};
 /// its own).
 pub const BATCH_BYTES: u64 = 32 << 20;
 
+/// A file of more bytes than this is compared with the tip's chunk list first (when
+/// the tip's object is a manifest), not hashed whole first: FastCDC (4 KiB minimum,
+/// 16 KiB average) cuts most files of twice the average size or more into several
+/// chunks, and hashing one whole then span by span hashed its bytes twice.
+pub const MANIFEST_LIKELY: u64 = 2 * snapgraph::chunk::CHUNK_AVG as u64;
+
 /// Below this many bytes in a batch, the files are compared on the calling thread.
 const PARALLEL_MIN: u64 = 1 << 20;
 
@@ -97,12 +103,13 @@ fn same_in_batches(
             end += 1;
         }
         let batch = &candidates[start..end];
-        // Files larger than one chunk have a manifest: its chunk list first, so that
-        // each is read once.
+        // Files larger than one chunk have a manifest, and most larger than
+        // [`MANIFEST_LIKELY`] too: their chunk list first, so that each is hashed
+        // once (a file of one chunk there costs a read of that chunk, then its hash).
         let lists: Vec<Option<Vec<ChunkRef>>> = batch
             .iter()
             .map(|c| match &c.digest {
-                Digest::Content(id) if c.stat.size > CHUNK_MAX as u64 => {
+                Digest::Content(id) if c.stat.size > MANIFEST_LIKELY => {
                     chunk_list(*id, c.stat.size, source)
                 }
                 _ => None,
@@ -297,6 +304,9 @@ mod tests {
             bytes(60_000, 2),
             bytes(300_000, 3),
             bytes(12 << 20, 4),
+            // One chunk above `MANIFEST_LIKELY` (zeros never cut before the maximum):
+            // its chunk list is tried first and is no list.
+            vec![0; 50_000],
         ];
         let mut ws = Workspace::new();
         for (i, d) in datas.iter().enumerate() {
@@ -327,6 +337,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let (candidates, store, datas) = setup(t.path());
         assert!(snapgraph::chunk::cut_points(&datas[2]).len() > 1);
+        assert_eq!(snapgraph::chunk::cut_points(&datas[5]).len(), 1);
         // In one batch or one file a batch, on one thread or two.
         for (threads, batch, parallel) in
             [(1, BATCH_BYTES, PARALLEL_MIN), (2, 1, 0), (2, 70_000, 0)]
@@ -372,7 +383,7 @@ mod tests {
             .collect();
         assert_eq!(
             same_as_tip(&candidates, &chunks_only, 1).unwrap(),
-            vec![true, true, false, false, false]
+            vec![true, true, false, false, false, true]
         );
         for id in &manifests {
             let mut damaged = store.clone();
