@@ -766,7 +766,7 @@ pub fn encode_many_known(
 }
 
 /// Batches of at least this many bytes are compressed on two threads.
-const PARALLEL_ENCODE: usize = 256 * 1024;
+const PARALLEL_ENCODE: usize = 64 * 1024;
 
 /// `encode(i, bytes)` of every object, in order: on two threads (each half of the
 /// bytes) when the batch is large enough and the machine has two cores. Compression
