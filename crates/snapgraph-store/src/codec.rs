@@ -253,6 +253,12 @@ pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictio
     raw(stored)
 }
 
+/// Whether [`encode_with`] would try to compress `stored` (objects shorter than 128
+/// bytes are kept as they are: a frame header eats the gain).
+pub fn compressible(stored: &[u8]) -> bool {
+    stored.len() >= MIN_COMPRESS
+}
+
 fn raw(stored: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stored.len() + 1);
     out.push(RAW);

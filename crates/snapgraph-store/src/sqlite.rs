@@ -843,6 +843,10 @@ impl ObjectStore for SqliteStore {
         let mut new_dict = None;
         let dict = match self.compression {
             Compression::None => None,
+            // Nothing to compress (a tag, a ref's commit): no dictionary to prepare.
+            Compression::Zstd { .. } if !objects.iter().any(|(_, b)| codec::compressible(b)) => {
+                None
+            }
             Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
                 Some(d) => Some(d),
                 None => match codec::Dictionary::sample(objects) {
