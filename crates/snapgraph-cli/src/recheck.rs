@@ -41,6 +41,12 @@ use crate::index::{Digest, FileStat};
 /// its own).
 pub const BATCH_BYTES: u64 = 32 << 20;
 
+/// A file of more bytes than this is compared with the tip's chunk list first (when
+/// the tip's object is a manifest), not hashed whole first: FastCDC (4 KiB minimum,
+/// 16 KiB average) cuts most files of twice the average size or more into several
+/// chunks, and hashing one whole then span by span hashed its bytes twice.
+pub const MANIFEST_LIKELY: u64 = 2 * snapgraph::chunk::CHUNK_AVG as u64;
+
 /// Below this many bytes in a batch, the files are compared on the calling thread.
 const PARALLEL_MIN: u64 = 1 << 20;
 
@@ -97,21 +103,8 @@ fn same_in_batches(
             end += 1;
         }
         let batch = &candidates[start..end];
-        // Files larger than one chunk have a manifest: its chunk list first, so that
-        // each is read once.
-        let lists: Vec<Option<Vec<ChunkRef>>> = batch
-            .iter()
-            .map(|c| match &c.digest {
-                Digest::Content(id) if c.stat.size > CHUNK_MAX as u64 => {
-                    chunk_list(*id, c.stat.size, source)
-                }
-                _ => None,
-            })
-            .collect();
         let threads = if bytes < parallel_min { 1 } else { threads };
-        let outcomes = par_map(batch.len(), threads, |i| {
-            compare(&batch[i], lists[i].as_deref())
-        })?;
+        let outcomes = compare_batch(batch, source, threads)?;
         // A file of at most one chunk's size that did not hash as one chunk may still
         // be several: compared against its chunk list, if the tip's object is one.
         let mut unsure: Vec<(usize, Vec<u8>, Vec<ChunkRef>)> = Vec::new();
@@ -143,6 +136,55 @@ fn same_in_batches(
         start = end;
     }
     Ok(same)
+}
+
+/// [`compare`] of every candidate of `batch`, in order, on up to `threads` threads.
+/// Files larger than one chunk have a manifest, and most larger than
+/// [`MANIFEST_LIKELY`] too: their chunk list is read first, so that each is hashed
+/// once (a file of one chunk there costs a read of that chunk, then its hash). The
+/// store is read on the calling thread only, while the other threads already read and
+/// hash the files that need no list; then it joins them.
+fn compare_batch(
+    batch: &[Candidate],
+    source: &dyn ObjectSource,
+    threads: usize,
+) -> Result<Vec<Outcome>> {
+    let listed =
+        |c: &Candidate| matches!(c.digest, Digest::Content(_)) && c.stat.size > MANIFEST_LIKELY;
+    let plain: Vec<usize> = (0..batch.len()).filter(|&i| !listed(&batch[i])).collect();
+    let next = AtomicUsize::new(0);
+    let take_plain = |done: &mut Vec<(usize, Result<Outcome>)>| {
+        while let Some(&i) = plain.get(next.fetch_add(1, Ordering::Relaxed)) {
+            done.push((i, compare(&batch[i], None)));
+        }
+    };
+    let mut done: Vec<(usize, Result<Outcome>)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads.clamp(1, batch.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    take_plain(&mut done);
+                    done
+                })
+            })
+            .collect();
+        let mut mine = Vec::new();
+        for (i, c) in batch.iter().enumerate().filter(|(_, c)| listed(c)) {
+            let list = match &c.digest {
+                Digest::Content(id) => chunk_list(*id, c.stat.size, source),
+                Digest::Inline(_) => None,
+            };
+            mine.push((i, compare(c, list.as_deref())));
+        }
+        take_plain(&mut mine);
+        for h in helpers {
+            mine.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        mine
+    });
+    // Every index was taken exactly once: in order again.
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Reads `c` and compares it with what the index recorded (`list`: the tip's chunk
@@ -297,6 +339,9 @@ mod tests {
             bytes(60_000, 2),
             bytes(300_000, 3),
             bytes(12 << 20, 4),
+            // One chunk above `MANIFEST_LIKELY` (zeros never cut before the maximum):
+            // its chunk list is tried first and is no list.
+            vec![0; 50_000],
         ];
         let mut ws = Workspace::new();
         for (i, d) in datas.iter().enumerate() {
@@ -327,6 +372,7 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let (candidates, store, datas) = setup(t.path());
         assert!(snapgraph::chunk::cut_points(&datas[2]).len() > 1);
+        assert_eq!(snapgraph::chunk::cut_points(&datas[5]).len(), 1);
         // In one batch or one file a batch, on one thread or two.
         for (threads, batch, parallel) in
             [(1, BATCH_BYTES, PARALLEL_MIN), (2, 1, 0), (2, 70_000, 0)]
@@ -372,7 +418,7 @@ mod tests {
             .collect();
         assert_eq!(
             same_as_tip(&candidates, &chunks_only, 1).unwrap(),
-            vec![true, true, false, false, false]
+            vec![true, true, false, false, false, true]
         );
         for id in &manifests {
             let mut damaged = store.clone();

@@ -70,6 +70,12 @@ pub const MAX_DELTA_DEPTH: u8 = 64;
 /// per level (see BENCHMARKS.md for the figures that chose 10).
 pub const WRITE_DELTA_DEPTH: u8 = 10;
 
+/// A delta record of at most this fraction of its object's stored bytes is written
+/// without compressing the object alone to compare: the record alone would have to
+/// shrink the object more than this many times (and then by another sixteenth) to
+/// win, which a zstd frame of source text or a tree node does not.
+pub const DELTA_SURE: usize = 8;
+
 /// The first four bytes of a zstd dictionary: `ZSTD_decompress_usingDict` would parse
 /// a base starting with them as a dictionary instead of raw content, so such a base is
 /// never used (no stored object starts with them: byte 0 is the kind).
@@ -247,6 +253,12 @@ pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictio
     raw(stored)
 }
 
+/// Whether [`encode_with`] would try to compress `stored` (objects shorter than 128
+/// bytes are kept as they are: a frame header eats the gain).
+pub fn compressible(stored: &[u8]) -> bool {
+    stored.len() >= MIN_COMPRESS
+}
+
 fn raw(stored: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(stored.len() + 1);
     out.push(RAW);
@@ -267,7 +279,8 @@ pub struct Base<'a> {
 
 /// The record to keep at rest for `stored`, against `base` where that is smaller than
 /// [`encode`]'s record: a delta is made only under zstd compression, when the base's
-/// chain is shorter than [`WRITE_DELTA_DEPTH`] and the delta saves a sixteenth.
+/// chain is shorter than [`WRITE_DELTA_DEPTH`] and the delta saves a sixteenth (or is
+/// at most a [`DELTA_SURE`]th of the stored bytes).
 pub fn encode_delta(stored: &[u8], base: &Base<'_>, compression: Compression) -> Vec<u8> {
     encode_delta_with(stored, base, compression, None)
 }
@@ -279,23 +292,29 @@ pub fn encode_delta_with(
     compression: Compression,
     dict: Option<&Dictionary>,
 ) -> Vec<u8> {
-    let alone = encode_with(stored, compression, dict);
     let Compression::Zstd { level } = compression else {
-        return alone;
+        return encode_with(stored, compression, dict);
     };
     if base.depth >= WRITE_DELTA_DEPTH
         || base.stored.starts_with(&DICT_MAGIC)
         || base.stored.is_empty()
         || stored.len() < MIN_COMPRESS / 2
     {
-        return alone;
+        return encode_with(stored, compression, dict);
     }
     let Some(frame) = compress(stored, level, Some(base.stored)) else {
-        return alone;
+        return encode_with(stored, compression, dict);
     };
     let size = DELTA_HEADER + frame.len();
-    if size + alone.len() / 16 >= alone.len() {
-        return alone;
+    // The record alone is compressed only when the delta might lose to it: a delta
+    // of at most a [`DELTA_SURE`]th of the stored bytes is kept without (most of a
+    // commit's store writes are small edits of big objects, and the record alone
+    // against the dictionary cost more than the delta itself).
+    if size.saturating_mul(DELTA_SURE) > stored.len() {
+        let alone = encode_with(stored, compression, dict);
+        if size + alone.len() / 16 >= alone.len() {
+            return alone;
+        }
     }
     let mut out = Vec::with_capacity(size);
     out.push(DELTA);
@@ -706,6 +725,21 @@ pub fn encode_many_with(
     dict: Option<&Dictionary>,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
+    encode_many_known(objects, bases, compression, dict, &|_| None, fetch)
+}
+
+/// [`encode_many_with`], taking the stored bytes of a base from `known` when it has
+/// them (bytes the adapter verified earlier: an id's bytes never change) instead of
+/// decoding the base's record and its chain. The records are still fetched: a base's
+/// depth is its record's, which may have changed since (deleted and written again).
+pub fn encode_many_known(
+    objects: &[(ObjectId, &[u8])],
+    bases: &[Option<ObjectId>],
+    compression: Compression,
+    dict: Option<&Dictionary>,
+    known: &dyn Fn(&ObjectId) -> Option<Vec<u8>>,
+    fetch: &mut FetchRecords<'_>,
+) -> Result<Vec<Vec<u8>>, StoreError> {
     let hint = |i: usize| bases.get(i).copied().flatten();
     let wanted: Vec<ObjectId> = {
         let mut seen = HashSet::new();
@@ -719,7 +753,7 @@ pub fn encode_many_with(
             encode_with(b, compression, dict)
         }));
     }
-    let found = fetch_bases(&wanted, fetch)?;
+    let found = fetch_bases(&wanted, known, fetch)?;
     Ok(encode_all(objects, |i, bytes| {
         match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
             Some((id, (stored, depth))) => encode_delta_with(
@@ -738,7 +772,7 @@ pub fn encode_many_with(
 }
 
 /// Batches of at least this many bytes are compressed on two threads.
-const PARALLEL_ENCODE: usize = 256 * 1024;
+const PARALLEL_ENCODE: usize = 64 * 1024;
 
 /// `encode(i, bytes)` of every object, in order: on two threads (each half of the
 /// bytes) when the batch is large enough and the machine has two cores. Compression
@@ -776,6 +810,7 @@ fn encode_all(
 /// read; unreadable ones are left out (backend errors are returned).
 fn fetch_bases(
     ids: &[ObjectId],
+    known: &dyn Fn(&ObjectId) -> Option<Vec<u8>>,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<HashMap<ObjectId, (Vec<u8>, u8)>, StoreError> {
     let records = fetch(ids)?;
@@ -783,6 +818,29 @@ fn fetch_bases(
         .iter()
         .map(|r| r.as_deref().map_or(0, depth))
         .collect();
+    // Bases whose bytes are known need only their record's depth (and presence).
+    let mut out = HashMap::new();
+    let mut rest_ids = Vec::new();
+    let mut rest_records = Vec::new();
+    for ((id, r), d) in ids.iter().zip(records).zip(&depths) {
+        match (r, known(id)) {
+            (Some(_), Some(stored)) => {
+                out.insert(*id, (stored, *d));
+            }
+            (r, _) => {
+                rest_ids.push(*id);
+                rest_records.push(r);
+            }
+        }
+    }
+    if rest_ids.is_empty() {
+        return Ok(out);
+    }
+    let depths: Vec<u8> = rest_records
+        .iter()
+        .map(|r| r.as_deref().map_or(0, depth))
+        .collect();
+    let (ids, records) = (&rest_ids[..], rest_records);
     let stored = match decode_many(ids, records.clone(), fetch) {
         Ok(s) => s,
         Err(e @ StoreError::Backend { .. }) => return Err(e),
@@ -799,12 +857,13 @@ fn fetch_bases(
             out
         }
     };
-    Ok(ids
-        .iter()
-        .zip(stored)
-        .zip(depths)
-        .filter_map(|((id, s), d)| s.map(|s| (*id, (s, d))))
-        .collect())
+    out.extend(
+        ids.iter()
+            .zip(stored)
+            .zip(depths)
+            .filter_map(|((id, s), d)| s.map(|s| (*id, (s, d)))),
+    );
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub mod error;
 pub mod fault;
 pub mod gc;
 pub mod hollow;
+#[cfg(feature = "sqlite")]
+mod known;
 pub mod memory;
 pub mod open;
 pub mod pgpass;

@@ -79,6 +79,7 @@ use snapgraph::ObjectId;
 
 use crate::codec::{self, Compression};
 use crate::error::StoreError;
+use crate::known::Known;
 use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
@@ -169,6 +170,8 @@ pub struct SqliteStore {
     compression: Compression,
     /// The dictionaries read from `dicts` (or written by this handle), by key.
     dicts: Mutex<Dicts>,
+    /// Trees and manifest nodes this handle verified ([`crate::known`]).
+    known: Known,
 }
 
 /// The dictionaries a store handle knows.
@@ -286,6 +289,7 @@ impl SqliteStore {
                 path,
                 compression: options.compression,
                 dicts: Mutex::new(Dicts::default()),
+                known: Known::default(),
             });
         }
         let tx = conn
@@ -366,6 +370,7 @@ impl SqliteStore {
             path,
             compression: options.compression,
             dicts: Mutex::new(Dicts::default()),
+            known: Known::default(),
         })
     }
 
@@ -425,10 +430,10 @@ impl SqliteStore {
     fn get_raw(&self, ids: &[ObjectId], plain: bool) -> Result<Vec<Option<Raw>>, StoreError> {
         let fail = self.fail("get_many");
         let mut out = Vec::with_capacity(ids.len());
-        let mut conn = self.lock();
-        let tx = conn.transaction().map_err(&fail)?;
+        let conn = self.lock();
+        let tx = ReadTransaction::begin(&conn).map_err(&fail)?;
         {
-            let mut stmt = tx
+            let mut stmt = conn
                 .prepare_cached("SELECT data FROM objects WHERE id = ?1")
                 .map_err(&fail)?;
             let mut packed = Vec::new();
@@ -459,13 +464,13 @@ impl SqliteStore {
             packed.sort_by_key(|(_, r)| (r.pack, r.start));
             let mut blob: Option<(i64, rusqlite::blob::Blob<'_>)> = None;
             for (at, r) in packed {
-                out[at] = Some(match read_packed(&tx, &mut blob, &r) {
+                out[at] = Some(match read_packed(&conn, &mut blob, &r) {
                     Ok(record) => Raw::Bytes(record),
                     Err(reason) => Raw::Bad(reason),
                 });
             }
         }
-        tx.finish().map_err(&fail)?;
+        tx.commit().map_err(&fail)?;
         Ok(out)
     }
 
@@ -664,6 +669,39 @@ fn read_packed<'c>(
     Ok(record)
 }
 
+/// A read transaction begun and ended by cached statements: rusqlite's
+/// `Connection::transaction` parses `BEGIN` and `COMMIT` again on every call, about
+/// 2,900 instructions a read (a tenth of a tree node's read) when a commit reads its
+/// trees one by one. Dropped without [`commit`](Self::commit) (an error on the way),
+/// it rolls back.
+struct ReadTransaction<'c> {
+    conn: &'c Connection,
+    open: bool,
+}
+
+impl<'c> ReadTransaction<'c> {
+    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        Ok(Self { conn, open: true })
+    }
+
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.open = false;
+        self.conn.prepare_cached("COMMIT")?.execute([]).map(|_| ())
+    }
+}
+
+impl Drop for ReadTransaction<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let _ = self
+                .conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut s| s.execute([]));
+        }
+    }
+}
+
 /// Whether `record` goes into a pack rather than inline.
 fn packable(record: &[u8]) -> bool {
     matches!(record.first(), Some(&codec::ZSTD | &codec::DICT))
@@ -693,6 +731,20 @@ impl ObjectStore for SqliteStore {
         ids: &[ObjectId],
         check: ReadCheck,
     ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        // Nodes this handle verified before answer without a read ([`crate::known`]);
+        // the others are read (where another thread may just have kept some).
+        if let Some((hits, missing)) = self.known.split(ids) {
+            let mut read = if missing.is_empty() {
+                Vec::new()
+            } else {
+                self.get_many_checked(&missing, check)?
+            }
+            .into_iter();
+            return Ok(hits
+                .into_iter()
+                .map(|h| h.or_else(|| read.next().flatten()))
+                .collect());
+        }
         // Tag 0 records come out of SQLite as their stored bytes; the others are
         // decoded (decompressed, deltas resolved) outside the lock.
         let raw = self.get_raw(ids, true)?;
@@ -735,6 +787,13 @@ impl ObjectStore for SqliteStore {
             )?;
             for (i, d) in at.into_iter().zip(decoded) {
                 out[i] = d;
+            }
+        }
+        if check == ReadCheck::Store {
+            for (id, stored) in ids.iter().zip(&out) {
+                if let Some(stored) = stored {
+                    self.known.keep_verified(id, stored);
+                }
             }
         }
         Ok(out)
@@ -784,6 +843,10 @@ impl ObjectStore for SqliteStore {
         let mut new_dict = None;
         let dict = match self.compression {
             Compression::None => None,
+            // Nothing to compress (a tag, a ref's commit): no dictionary to prepare.
+            Compression::Zstd { .. } if !objects.iter().any(|(_, b)| codec::compressible(b)) => {
+                None
+            }
             Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
                 Some(d) => Some(d),
                 None => match codec::Dictionary::sample(objects) {
@@ -802,11 +865,12 @@ impl ObjectStore for SqliteStore {
                 },
             },
         };
-        let encoded = codec::encode_many_with(
+        let encoded = codec::encode_many_known(
             objects,
             &hints,
             self.compression,
             dict.as_deref(),
+            &|id| self.known.get(id),
             &mut |ids| self.records(ids),
         )?;
         let fail = self.fail("put_many");
@@ -910,6 +974,11 @@ impl ObjectStore for SqliteStore {
             let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
             dicts.by_key.entry(d.key()).or_insert(d);
         }
+        // Written nodes answer this handle's later reads (hashed first: the caller
+        // named their ids).
+        for (id, stored) in objects {
+            self.known.keep_written(id, stored);
+        }
         Ok(())
     }
 
@@ -917,6 +986,7 @@ impl ObjectStore for SqliteStore {
         if ids.is_empty() {
             return Ok(());
         }
+        self.known.forget(ids);
         let fail = self.fail("delete_many");
         let mut conn = self.lock();
         let tx = conn

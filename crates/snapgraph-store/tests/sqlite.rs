@@ -122,6 +122,61 @@ fn corrupt_rows_are_corrupt_errors_naming_the_id() {
     assert!(store.has_many(&ids).unwrap().is_empty());
 }
 
+/// A handle keeps the tree and manifest nodes it verified (read and re-hashed, or
+/// hashed when written) for its later reads; bytes written under another id are not
+/// kept, and a node deleted through the handle is forgotten.
+#[test]
+fn a_handle_answers_from_the_nodes_it_verified_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let node = |seed: u64| {
+        let mut b = vec![snapgraph::ObjectKind::Tree.byte(), 1];
+        b.extend(text(seed, 2000));
+        b
+    };
+    let (good, other) = (node(1), node(2));
+    let good_id = id_of(&good);
+    // `other`'s bytes under an id they do not hash to.
+    let wrong_id = id_of(&node(3));
+    store
+        .put_many(&[(good_id, &good[..]), (wrong_id, &other[..])])
+        .unwrap();
+    assert_eq!(
+        ObjectStore::get_many(&store, &[good_id]).unwrap(),
+        vec![Some(good.clone())]
+    );
+    match ObjectStore::get_many(&store, &[wrong_id]) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, wrong_id),
+        other => panic!("expected Corrupt for {wrong_id}, got {other:?}"),
+    }
+    // The row damaged behind the handle's back: a new handle sees it, this one
+    // answers with the bytes it verified (an id's bytes never change).
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "UPDATE objects SET data = x'00' WHERE id = ?1",
+        [&good_id.as_bytes()[..]],
+    )
+    .unwrap();
+    let fresh = SqliteStore::open(&path).unwrap();
+    assert!(ObjectStore::get_many(&fresh, &[good_id]).is_err());
+    // A batch of a kept node and a corrupt row still fails, naming the row.
+    match ObjectStore::get_many(&store, &[good_id, wrong_id]) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, wrong_id),
+        other => panic!("expected Corrupt for {wrong_id}, got {other:?}"),
+    }
+    assert_eq!(
+        ObjectStore::get_many(&store, &[good_id]).unwrap(),
+        vec![Some(good)]
+    );
+    // Deleted through the handle: gone for it too.
+    store.delete_many(&[good_id]).unwrap();
+    assert_eq!(
+        ObjectStore::get_many(&store, &[good_id]).unwrap(),
+        vec![None]
+    );
+}
+
 #[test]
 fn a_file_that_is_not_sqlite_is_refused_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
