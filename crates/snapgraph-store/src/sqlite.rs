@@ -499,7 +499,7 @@ impl SqliteStore {
                         "the dictionary's bytes do not hash to its key",
                     ));
                 }
-                let dict = codec::Dictionary::new(bytes, self.level())
+                let dict = codec::Dictionary::with_key(key, bytes, self.level())
                     .map_err(|reason| self.malformed(format!("dicts row {key:08x}"), reason))?;
                 dicts.by_key.insert(key, Arc::new(dict));
             }
@@ -802,6 +802,9 @@ impl ObjectStore for SqliteStore {
                 },
             },
         };
+        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+        let dict = dict
+            .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
         let encoded = codec::encode_many_with(
             objects,
             &hints,
