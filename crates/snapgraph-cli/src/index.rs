@@ -87,6 +87,11 @@
 //! keeps every object appended until it is rewritten, which happens once it holds
 //! more than twice the objects the last checkout read.
 //!
+//! The bodies are written by postcard and read by a decoder written out for them
+//! (`Wire`: the same bytes, the same values or an error, checked against postcard's
+//! decoder by a proptest), into a vector sorted by path ([`Entries`]): a body whose
+//! paths are not strictly increasing is no index.
+//!
 //! A per-turn commit (a lazy scan, see [`crate::scan::ScanReport::partial`]) knows
 //! its change without comparing indexes: it appends the record built from what the
 //! scan did not vouch for ([`Index::save_delta`]), so its cost follows the change.
@@ -95,7 +100,7 @@
 //! version 2 had no journal, version 3 a BLAKE3 checksum) or foreign one (another
 //! root) means every file is read.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -228,6 +233,186 @@ pub enum IndexEntry {
     Dir,
 }
 
+/// An index's entries: sorted by path, as the file stores them, so that reading
+/// them is one decode into a vector (no tree of nodes built entry by entry) and a
+/// look-up that follows a walk is one comparison (see [`Entries::get`]).
+#[derive(Clone, Default)]
+pub struct Entries {
+    /// Strictly increasing paths.
+    sorted: Vec<(String, IndexEntry)>,
+    /// Where the next look-up is tried first: just after the last one found.
+    hint: Cell<usize>,
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Self) -> bool {
+        self.sorted == other.sorted
+    }
+}
+
+impl Eq for Entries {}
+
+impl std::fmt::Debug for Entries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.sorted.iter().map(|(p, e)| (p, e)))
+            .finish()
+    }
+}
+
+impl Entries {
+    /// The entries of `v`, sorted by path; of two with one path the later wins.
+    pub fn from_unsorted(mut v: Vec<(String, IndexEntry)>) -> Self {
+        // Stable: equal paths keep their order, and the last of each run is kept.
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut sorted: Vec<(String, IndexEntry)> = Vec::with_capacity(v.len());
+        for e in v {
+            match sorted.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => sorted.push(e),
+            }
+        }
+        Self {
+            sorted,
+            hint: Cell::new(0),
+        }
+    }
+
+    /// `v` if its paths are strictly increasing (as every index file stores them).
+    fn from_sorted(v: Vec<(String, IndexEntry)>) -> Option<Self> {
+        v.windows(2).all(|w| w[0].0 < w[1].0).then_some(Self {
+            sorted: v,
+            hint: Cell::new(0),
+        })
+    }
+
+    /// The position of `path`: tried first where the last look-up left off (a walk
+    /// asks for a directory's entries in order), then by binary search.
+    fn find(&self, path: &str) -> std::result::Result<usize, usize> {
+        let h = self.hint.get();
+        let found = match self.sorted.get(h) {
+            Some((p, _)) if p == path => Ok(h),
+            _ => self.sorted.binary_search_by(|(p, _)| p.as_str().cmp(path)),
+        };
+        if let Ok(i) = found {
+            self.hint.set(i + 1);
+        }
+        found
+    }
+
+    /// The entry at `path`.
+    pub fn get(&self, path: &str) -> Option<&IndexEntry> {
+        self.get_key_value(path).map(|(_, e)| e)
+    }
+
+    /// The recorded path and entry at `path`.
+    pub fn get_key_value(&self, path: &str) -> Option<(&String, &IndexEntry)> {
+        let i = self.find(path).ok()?;
+        let (p, e) = &self.sorted[i];
+        Some((p, e))
+    }
+
+    /// Whether `path` is recorded.
+    pub fn contains_key(&self, path: &str) -> bool {
+        self.find(path).is_ok()
+    }
+
+    /// Records `entry` at `path`, returning the entry it replaces (cheap at the end,
+    /// a move of the entries after it elsewhere).
+    pub fn insert(&mut self, path: String, entry: IndexEntry) -> Option<IndexEntry> {
+        if self.sorted.last().is_none_or(|(p, _)| *p < path) {
+            self.sorted.push((path, entry));
+            return None;
+        }
+        match self.find(&path) {
+            Ok(i) => Some(std::mem::replace(&mut self.sorted[i].1, entry)),
+            Err(i) => {
+                self.sorted.insert(i, (path, entry));
+                None
+            }
+        }
+    }
+
+    /// Removes the entry at `path`.
+    pub fn remove(&mut self, path: &str) -> Option<IndexEntry> {
+        let i = self.find(path).ok()?;
+        self.hint.set(i);
+        Some(self.sorted.remove(i).1)
+    }
+
+    /// How many entries.
+    pub fn len(&self) -> usize {
+        self.sorted.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sorted.is_empty()
+    }
+
+    /// The entries in path order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &IndexEntry)> {
+        self.sorted.iter().map(|(p, e)| (p, e))
+    }
+
+    /// The paths in order.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.sorted.iter().map(|(p, _)| p)
+    }
+
+    /// `self` with `changes` applied in one merge: for each path, `None` removes it,
+    /// `Some` records that entry.
+    fn merge(&mut self, changes: BTreeMap<String, Option<IndexEntry>>) {
+        if changes.is_empty() {
+            return;
+        }
+        let old = std::mem::take(&mut self.sorted);
+        let mut out = Vec::with_capacity(old.len() + changes.len());
+        let mut changes = changes.into_iter().peekable();
+        for (p, e) in old {
+            while let Some((c, _)) = changes.peek() {
+                if *c >= p {
+                    break;
+                }
+                if let Some((c, Some(e))) = changes.next() {
+                    out.push((c, e));
+                }
+            }
+            match changes.peek() {
+                Some((c, _)) if *c == p => {
+                    if let Some((c, Some(e))) = changes.next() {
+                        out.push((c, e));
+                    }
+                }
+                _ => out.push((p, e)),
+            }
+        }
+        out.extend(changes.filter_map(|(c, e)| Some((c, e?))));
+        self.sorted = out;
+        self.hint.set(0);
+    }
+}
+
+impl std::ops::Index<&str> for Entries {
+    type Output = IndexEntry;
+
+    fn index(&self, path: &str) -> &IndexEntry {
+        self.get(path).expect("no index entry at that path")
+    }
+}
+
+impl<'a> IntoIterator for &'a Entries {
+    type Item = (&'a String, &'a IndexEntry);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, IndexEntry)>,
+        fn(&'a (String, IndexEntry)) -> (&'a String, &'a IndexEntry),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.sorted.iter().map(|(p, e)| (p, e))
+    }
+}
+
 /// The stat cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Index {
@@ -241,7 +426,7 @@ pub struct Index {
     pub tip: Option<ObjectId>,
     /// Entries by workspace path (`/a/b`): every one the scan recorded when
     /// [`Index::tip`] is set, files only otherwise.
-    pub entries: BTreeMap<String, IndexEntry>,
+    pub entries: Entries,
     /// Stored bytes of the commit and tree nodes a shallow checkout of the branch
     /// tip read (see the module docs).
     pub skeleton: HashMap<ObjectId, Vec<u8>>,
@@ -281,6 +466,7 @@ impl Tail {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct Body {
     root: Vec<u8>,
     probe_ns: i64,
@@ -299,11 +485,183 @@ struct DeltaOut<'a> {
 
 /// An index journal record, as read.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct DeltaIn {
     probe_ns: i64,
     tip: Option<ObjectId>,
     removed: Vec<String>,
     upserts: Vec<(String, IndexEntry)>,
+}
+
+/// A reader of the postcard encoding of [`Body`] and [`DeltaIn`], written out for
+/// the two types (what serde's generic visitors do byte by byte, per field, is most
+/// of a no-change command's instructions): the same bytes give the same values or
+/// an error, which a test checks against postcard's own decoder. Varints as
+/// postcard writes them (7 bits a byte, at most 10 for a u64 and 5 for a u32, no
+/// bits past the type's width), signed integers zigzagged, an `Option` one byte (0
+/// or 1), an enum its variant as a u32 varint, sequences and strings their length
+/// first, an id its 32 bytes.
+struct Wire<'a> {
+    rest: &'a [u8],
+}
+
+/// Why [`Wire`] stopped.
+#[derive(Debug)]
+struct WireError(&'static str);
+
+type WireResult<T> = std::result::Result<T, WireError>;
+
+impl<'a> Wire<'a> {
+    fn byte(&mut self) -> WireResult<u8> {
+        let (&b, rest) = self.rest.split_first().ok_or(WireError("cut short"))?;
+        self.rest = rest;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> WireResult<&'a [u8]> {
+        if n > self.rest.len() {
+            return Err(WireError("cut short"));
+        }
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(head)
+    }
+
+    /// A varint of at most `bytes` bytes whose last byte is at most `last_max`.
+    fn varint(&mut self, bytes: usize, last_max: u8) -> WireResult<u64> {
+        let mut out = 0u64;
+        for (i, &b) in self.rest.iter().take(bytes).enumerate() {
+            out |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                if i == bytes - 1 && b > last_max {
+                    return Err(WireError("varint overflows"));
+                }
+                self.rest = &self.rest[i + 1..];
+                return Ok(out);
+            }
+        }
+        Err(WireError(if self.rest.len() < bytes {
+            "cut short"
+        } else {
+            "varint too long"
+        }))
+    }
+
+    fn u64(&mut self) -> WireResult<u64> {
+        self.varint(10, 0x01)
+    }
+
+    fn u32(&mut self) -> WireResult<u32> {
+        self.varint(5, 0x0f).map(|v| v as u32)
+    }
+
+    fn i64(&mut self) -> WireResult<i64> {
+        let n = self.u64()?;
+        Ok(((n >> 1) as i64) ^ -((n & 1) as i64))
+    }
+
+    fn len(&mut self) -> WireResult<usize> {
+        usize::try_from(self.u64()?).map_err(|_| WireError("length overflows"))
+    }
+
+    fn bytes(&mut self) -> WireResult<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    fn string(&mut self) -> WireResult<String> {
+        let b = self.bytes()?;
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|_| WireError("a path is not UTF-8"))
+    }
+
+    fn id(&mut self) -> WireResult<ObjectId> {
+        let b = self.take(32)?;
+        let mut a = [0u8; 32];
+        a.copy_from_slice(b);
+        Ok(ObjectId::from_bytes(a))
+    }
+
+    fn option_id(&mut self) -> WireResult<Option<ObjectId>> {
+        match self.byte()? {
+            0 => Ok(None),
+            1 => self.id().map(Some),
+            _ => Err(WireError("bad option tag")),
+        }
+    }
+
+    fn stat(&mut self) -> WireResult<FileStat> {
+        Ok(FileStat {
+            size: self.u64()?,
+            mtime_ns: self.i64()?,
+            ctime_ns: self.i64()?,
+            ino: self.u64()?,
+            dev: self.u64()?,
+            mode: self.u32()?,
+        })
+    }
+
+    fn entry(&mut self) -> WireResult<IndexEntry> {
+        match self.u32()? {
+            0 => {
+                let stat = self.stat()?;
+                let digest = match self.u32()? {
+                    0 => Digest::Content(self.id()?),
+                    1 => Digest::Inline(self.bytes()?.to_vec()),
+                    _ => return Err(WireError("bad digest variant")),
+                };
+                Ok(IndexEntry::File { stat, digest })
+            }
+            1 => Ok(IndexEntry::Symlink { stat: self.stat()? }),
+            2 => Ok(IndexEntry::Dir),
+            _ => Err(WireError("bad entry variant")),
+        }
+    }
+
+    /// A sequence's length, and a capacity no hostile length can inflate (every
+    /// element takes at least one byte).
+    fn seq(&mut self) -> WireResult<(usize, usize)> {
+        let n = self.len()?;
+        Ok((n, n.min(self.rest.len())))
+    }
+
+    fn entries(&mut self) -> WireResult<Vec<(String, IndexEntry)>> {
+        let (n, cap) = self.seq()?;
+        let mut out = Vec::with_capacity(cap);
+        for _ in 0..n {
+            let path = self.string()?;
+            out.push((path, self.entry()?));
+        }
+        Ok(out)
+    }
+
+    fn body(bytes: &'a [u8]) -> WireResult<Body> {
+        let mut w = Wire { rest: bytes };
+        Ok(Body {
+            root: w.bytes()?.to_vec(),
+            probe_ns: w.i64()?,
+            tip: w.option_id()?,
+            entries: w.entries()?,
+        })
+    }
+
+    fn delta(bytes: &'a [u8]) -> WireResult<DeltaIn> {
+        let mut w = Wire { rest: bytes };
+        let probe_ns = w.i64()?;
+        let tip = w.option_id()?;
+        let (n, cap) = w.seq()?;
+        let mut removed = Vec::with_capacity(cap);
+        for _ in 0..n {
+            removed.push(w.string()?);
+        }
+        Ok(DeltaIn {
+            probe_ns,
+            tip,
+            removed,
+            upserts: w.entries()?,
+        })
+    }
 }
 
 /// `magic || version || CRC-32(rest) || rest` where `rest` is `len(body) ||
@@ -504,8 +862,8 @@ impl Index {
     /// not an error: reading stops before it (an earlier complete state).
     pub fn read(bytes: &[u8], root: &Path) -> std::result::Result<Index, IndexError> {
         let log = unframe(MAGIC, bytes)?;
-        let body: Body = postcard::from_bytes(log.body).map_err(|e| IndexError::Decode {
-            reason: e.to_string(),
+        let body = Wire::body(log.body).map_err(|e| IndexError::Decode {
+            reason: e.0.to_string(),
         })?;
         if body.root != root.as_os_str().as_bytes() {
             return Err(IndexError::ForeignRoot {
@@ -516,13 +874,18 @@ impl Index {
             root: body.root,
             probe_ns: body.probe_ns,
             tip: body.tip,
-            entries: body.entries.into_iter().collect(),
+            entries: Entries::from_sorted(body.entries).ok_or_else(|| IndexError::Decode {
+                reason: "entries not in strictly increasing path order".into(),
+            })?,
             skeleton: HashMap::new(),
             log: log.tail,
             skeleton_log: Tail::default(),
         };
+        // The records' changes, the last one for each path winning, applied to the
+        // sorted entries in one merge.
+        let mut changes: BTreeMap<String, Option<IndexEntry>> = BTreeMap::new();
         for payload in log.records {
-            let Ok(delta) = postcard::from_bytes::<DeltaIn>(payload) else {
+            let Ok(delta) = Wire::delta(payload) else {
                 // Hashed but not decodable: written by something else. Stop here and
                 // rewrite on the next save.
                 ix.log = Tail::default();
@@ -531,10 +894,13 @@ impl Index {
             ix.probe_ns = delta.probe_ns;
             ix.tip = delta.tip;
             for p in delta.removed {
-                ix.entries.remove(&p);
+                changes.insert(p, None);
             }
-            ix.entries.extend(delta.upserts);
+            for (p, e) in delta.upserts {
+                changes.insert(p, Some(e));
+            }
         }
+        ix.entries.merge(changes);
         Ok(ix)
     }
 
@@ -672,10 +1038,14 @@ impl Index {
     pub fn apply(&mut self, delta: Delta) {
         self.probe_ns = delta.probe_ns;
         self.tip = delta.tip;
-        for p in &delta.removed {
-            self.entries.remove(p);
+        let mut changes: BTreeMap<String, Option<IndexEntry>> = BTreeMap::new();
+        for p in delta.removed {
+            changes.insert(p, None);
         }
-        self.entries.extend(delta.upserts);
+        for (p, e) in delta.upserts {
+            changes.insert(p, Some(e));
+        }
+        self.entries.merge(changes);
     }
 
     /// Saves `self` (the index read from `path` by this command) with `delta`
@@ -831,6 +1201,163 @@ mod tests {
         );
         ix.entries.insert("/d".into(), IndexEntry::Dir);
         ix
+    }
+
+    fn any_stat() -> impl proptest::strategy::Strategy<Value = FileStat> {
+        use proptest::prelude::*;
+        (
+            any::<u64>(),
+            any::<i64>(),
+            any::<i64>(),
+            any::<u64>(),
+            any::<u64>(),
+            any::<u32>(),
+        )
+            .prop_map(|(size, mtime_ns, ctime_ns, ino, dev, mode)| FileStat {
+                size,
+                mtime_ns,
+                ctime_ns,
+                ino,
+                dev,
+                mode,
+            })
+    }
+
+    fn any_entries() -> impl proptest::strategy::Strategy<Value = Vec<(String, IndexEntry)>> {
+        use proptest::prelude::*;
+        let entry = prop_oneof![
+            (any_stat(), any::<[u8; 32]>()).prop_map(|(stat, id)| IndexEntry::File {
+                stat,
+                digest: Digest::Content(ObjectId::from_bytes(id)),
+            }),
+            (any_stat(), proptest::collection::vec(any::<u8>(), 0..80)).prop_map(|(stat, b)| {
+                IndexEntry::File {
+                    stat,
+                    digest: Digest::Inline(b),
+                }
+            }),
+            any_stat().prop_map(|stat| IndexEntry::Symlink { stat }),
+            Just(IndexEntry::Dir),
+        ];
+        proptest::collection::vec(("/[a-zé]{0,6}", entry), 0..12)
+    }
+
+    proptest::proptest! {
+        /// The index's own reader decodes what postcard wrote exactly as postcard's
+        /// decoder does, and any byte changed or cut gives both the same answer
+        /// (the same value, or an error), never a panic.
+        #[test]
+        fn the_wire_reader_is_postcards_decoder(
+            root in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20),
+            probe_ns in proptest::prelude::any::<i64>(),
+            tip in proptest::option::of(proptest::prelude::any::<[u8; 32]>()),
+            entries in any_entries(),
+            removed in proptest::collection::vec("/[a-z]{0,5}", 0..4),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), 1u8..=255), 0..4),
+            cut in proptest::prelude::any::<usize>(),
+        ) {
+            let tip = tip.map(ObjectId::from_bytes);
+            let body = Body { root, probe_ns, tip, entries: entries.clone() };
+            let bytes = postcard::to_allocvec(&body).unwrap();
+            proptest::prop_assert_eq!(Wire::body(&bytes).unwrap(), body);
+            let delta = postcard::to_allocvec(&DeltaOut {
+                probe_ns,
+                tip,
+                removed: removed.iter().map(String::as_str).collect(),
+                upserts: entries.iter().map(|(p, e)| (p.as_str(), e)).collect(),
+            })
+            .unwrap();
+            let expected: DeltaIn = postcard::from_bytes(&delta).unwrap();
+            proptest::prop_assert_eq!(Wire::delta(&delta).unwrap(), expected);
+            for b in [bytes, delta] {
+                let mut hostile = b.clone();
+                for (at, x) in &flips {
+                    let i = at % hostile.len();
+                    hostile[i] ^= x;
+                }
+                hostile.truncate(hostile.len() - cut % (hostile.len() + 1));
+                proptest::prop_assert_eq!(
+                    Wire::body(&hostile).ok(),
+                    postcard::from_bytes::<Body>(&hostile).ok()
+                );
+                proptest::prop_assert_eq!(
+                    Wire::delta(&hostile).ok(),
+                    postcard::from_bytes::<DeltaIn>(&hostile).ok()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn entries_out_of_order_are_no_index() {
+        let mut ix = sample();
+        ix.entries.insert("/b".into(), IndexEntry::Dir);
+        let body = Body {
+            root: ix.root.clone(),
+            probe_ns: 1,
+            tip: None,
+            entries: vec![
+                ("/b".into(), IndexEntry::Dir),
+                ("/a".into(), IndexEntry::Dir),
+            ],
+        };
+        let (framed, _) = frame(MAGIC, &postcard::to_allocvec(&body).unwrap());
+        assert!(matches!(
+            Index::read(&framed, Path::new("/w")),
+            Err(IndexError::Decode { .. })
+        ));
+    }
+
+    #[test]
+    fn entries_follow_a_walk_and_merge_like_a_map() {
+        let e = |n: u8| IndexEntry::File {
+            stat: stat(i64::from(n)),
+            digest: Digest::Inline(vec![n]),
+        };
+        let mut map = BTreeMap::new();
+        let mut entries = Entries::default();
+        for (i, p) in ["/b", "/a", "/b/c", "/a.x", "/b", "/c"].iter().enumerate() {
+            map.insert(p.to_string(), e(i as u8));
+            entries.insert(p.to_string(), e(i as u8));
+        }
+        let same = |entries: &Entries, map: &BTreeMap<String, IndexEntry>| {
+            assert_eq!(entries.len(), map.len());
+            assert!(entries.iter().eq(map.iter()));
+            for p in ["/", "/a", "/a.x", "/b", "/b/c", "/c", "/d", "/a", "/c"] {
+                assert_eq!(entries.get(p), map.get(p), "{p}");
+            }
+        };
+        same(&entries, &map);
+        assert_eq!(entries.remove("/a.x"), map.remove("/a.x"));
+        assert_eq!(entries.remove("/zz"), None);
+        same(&entries, &map);
+        let changes: BTreeMap<String, Option<IndexEntry>> = [
+            ("/0".to_string(), Some(e(9))),
+            ("/a".to_string(), None),
+            ("/b/c".to_string(), Some(e(8))),
+            ("/bb".to_string(), None),
+            ("/z".to_string(), Some(e(7))),
+        ]
+        .into();
+        for (p, c) in &changes {
+            match c {
+                Some(v) => {
+                    map.insert(p.clone(), v.clone());
+                }
+                None => {
+                    map.remove(p);
+                }
+            }
+        }
+        entries.merge(changes);
+        same(&entries, &map);
+        let unsorted = Entries::from_unsorted(vec![
+            ("/b".into(), e(1)),
+            ("/a".into(), e(2)),
+            ("/b".into(), e(3)),
+        ]);
+        assert_eq!(unsorted.get("/b"), Some(&e(3)), "the later one wins");
+        assert_eq!(unsorted.len(), 2);
     }
 
     #[test]

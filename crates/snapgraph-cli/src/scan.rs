@@ -248,12 +248,15 @@ pub fn walk(
     // name pushed and truncated again (no allocation per entry).
     let mut full: Vec<u8> = Vec::new();
     let mut path = String::new();
+    // The listing's buffer, reused by every directory: `RawDir` hands out names
+    // borrowed from it (no allocation per entry, as `Dir`'s owned names were).
+    let mut dirents: Vec<u8> = Vec::with_capacity(DIRENT_BUFFER);
     while let Some((dir, dir_path, dir_scope, parent_rules)) = stack.pop() {
-        let mut listing =
-            rustix::fs::Dir::new(open_dir(&dir)?).map_err(|e| CliError::io(&dir, e.into()))?;
+        let fd = open_dir(&dir)?;
         name_bytes.clear();
         names.clear();
-        while let Some(e) = listing.read() {
+        let mut listing = rustix::fs::RawDir::new(&fd, dirents.spare_capacity_mut());
+        while let Some(e) = listing.next() {
             let e = e.map_err(|e| CliError::io(&dir, e.into()))?;
             let name = e.file_name().to_bytes();
             if name == b"." || name == b".." {
@@ -261,9 +264,8 @@ pub fn walk(
             }
             let kind = match e.file_type() {
                 rustix::fs::FileType::Unknown => {
-                    let fd = listing.fd().map_err(|e| CliError::io(&dir, e.into()))?;
                     let st =
-                        rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                        rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
                             CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into())
                         })?;
                     Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
@@ -274,7 +276,7 @@ pub fn walk(
             name_bytes.extend_from_slice(name);
             names.push((start, name_bytes.len(), kind));
         }
-        let fd = listing.fd().map_err(|e| CliError::io(&dir, e.into()))?;
+        let fd = &fd;
         let name_of = |&(start, end, _): &(usize, usize, Kind)| &name_bytes[start..end];
         if !dir_path.is_empty() {
             if names
@@ -392,6 +394,10 @@ pub fn walk(
     nested.sort();
     Ok(nested)
 }
+
+/// Bytes of the buffer a directory is listed into (one `getdents64` fills it with
+/// a few hundred entries; a larger directory takes more calls).
+const DIRENT_BUFFER: usize = 32 * 1024;
 
 /// An entry's type as a directory listing gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -59,6 +59,13 @@ const DICT_SLICE: usize = 1024;
 /// 17 % smaller (BENCHMARKS.md, "Repository size: packs and a store dictionary").
 pub const DICT_LEVEL: i32 = 3;
 
+/// A batch of fewer bytes is not compressed against the dictionary unless the
+/// dictionary's compression tables are already built (by an earlier, larger batch
+/// of the same handle): building them costs more than such a batch's whole write
+/// (a per-turn commit's few tree nodes, mostly deltas anyway). Its records are what a
+/// store without a dictionary writes; every reader reads both.
+pub const DICT_TABLES_MIN: usize = 16 * 1024;
+
 /// Objects smaller than this are never compressed: the frame header eats the gain.
 const MIN_COMPRESS: usize = 128;
 
@@ -107,7 +114,13 @@ impl Default for Compression {
 pub struct Dictionary {
     key: u32,
     bytes: Vec<u8>,
-    cdict: zstd::zstd_safe::CDict<'static>,
+    /// zstd level of the compression tables.
+    level: i32,
+    /// The compression tables, built at the first record compressed against the
+    /// dictionary: filling them is about 2.5 M instructions for 112 KiB (a small
+    /// turn's whole store write costs less), and a reader never needs them. `None`
+    /// when zstd refused: records are then kept raw.
+    cdict: std::sync::OnceLock<Option<zstd::zstd_safe::CDict<'static>>>,
     ddict: zstd::zstd_safe::DDict<'static>,
 }
 
@@ -134,6 +147,12 @@ impl Dictionary {
     /// [`DICT_SIZE`], or starting with the zstd dictionary magic (zstd would parse
     /// it as a trained dictionary, not raw content).
     pub fn new(bytes: Vec<u8>, level: i32) -> Result<Self, String> {
+        Self::with_key(dictionary_key(&bytes), bytes, level)
+    }
+
+    /// [`Dictionary::new`] for bytes whose key the caller computed
+    /// ([`dictionary_key`]), so that they are hashed once.
+    pub fn with_key(key: u32, bytes: Vec<u8>, level: i32) -> Result<Self, String> {
         if bytes.len() < 8 || bytes.len() > DICT_SIZE {
             return Err(format!(
                 "a dictionary of {} bytes (8 to {DICT_SIZE})",
@@ -143,16 +162,28 @@ impl Dictionary {
         if bytes.starts_with(&DICT_MAGIC) {
             return Err("a dictionary starting with the zstd dictionary magic".into());
         }
-        let cdict = zstd::zstd_safe::CDict::try_create(&bytes, level.max(DICT_LEVEL))
-            .ok_or("zstd refused the dictionary")?;
         let ddict =
             zstd::zstd_safe::DDict::try_create(&bytes).ok_or("zstd refused the dictionary")?;
         Ok(Self {
-            key: dictionary_key(&bytes),
+            key,
             bytes,
-            cdict,
+            level: level.max(DICT_LEVEL),
+            cdict: std::sync::OnceLock::new(),
             ddict,
         })
+    }
+
+    /// Whether the compression tables are built (a record compressed against the
+    /// dictionary costs only its own compression then).
+    pub fn tables_built(&self) -> bool {
+        self.cdict.get().is_some()
+    }
+
+    /// The compression tables, built on first use.
+    fn cdict(&self) -> Option<&zstd::zstd_safe::CDict<'static>> {
+        self.cdict
+            .get_or_init(|| zstd::zstd_safe::CDict::try_create(&self.bytes, self.level))
+            .as_ref()
     }
 
     /// Its key (recorded in each tag 3 record).
@@ -229,7 +260,7 @@ pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictio
     if let Compression::Zstd { level } = compression {
         if stored.len() >= MIN_COMPRESS {
             if let Some(d) = dict {
-                if let Some(frame) = compress_cdict(stored, &d.cdict) {
+                if let Some(frame) = d.cdict().and_then(|c| compress_cdict(stored, c)) {
                     if DICT_HEADER + frame.len() + stored.len() / 16 < stored.len() {
                         let mut out = Vec::with_capacity(DICT_HEADER + frame.len());
                         out.push(DICT);
@@ -935,7 +966,11 @@ mod tests {
         let dict = Dictionary::new(bytes.clone(), 1).unwrap();
         assert_eq!(dict.key(), dictionary_key(&bytes));
         let (id, b) = batch[7];
+        // Decoding needs no compression tables: they are built by the first record
+        // compressed against the dictionary.
+        assert!(!dict.tables_built());
         let record = encode_with(b, Compression::default(), Some(&dict));
+        assert!(dict.tables_built());
         assert_eq!(record[0], DICT);
         assert_eq!(dict_key(&record), Some(dict.key()));
         assert!(record.len() < encode(b, Compression::default()).len());

@@ -504,7 +504,7 @@ impl SqliteStore {
                         "the dictionary's bytes do not hash to its key",
                     ));
                 }
-                let dict = codec::Dictionary::new(bytes, self.level())
+                let dict = codec::Dictionary::with_key(key, bytes, self.level())
                     .map_err(|reason| self.malformed(format!("dicts row {key:08x}"), reason))?;
                 dicts.by_key.insert(key, Arc::new(dict));
             }
@@ -865,6 +865,9 @@ impl ObjectStore for SqliteStore {
                 },
             },
         };
+        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+        let dict = dict
+            .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
         let encoded = codec::encode_many_known(
             objects,
             &hints,

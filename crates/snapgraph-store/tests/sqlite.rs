@@ -890,6 +890,68 @@ fn a_first_batch_makes_a_dictionary_and_packs_that_later_writes_and_deletes_keep
     );
 }
 
+/// The tag of the record of `id` (in its row, or in its pack when the row holds a
+/// pack reference, tag 0x80).
+fn tag_of(path: &Path, id: &ObjectId) -> u8 {
+    let conn = Connection::open(path).unwrap();
+    let data: Vec<u8> = conn
+        .query_row(
+            "SELECT data FROM objects WHERE id = ?1",
+            [id.as_bytes()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    if data[0] == 0x80 {
+        let pack = i64::from_le_bytes(data[1..9].try_into().unwrap());
+        let start = i64::from(u32::from_le_bytes(data[9..13].try_into().unwrap()));
+        let tag: Vec<u8> = conn
+            .query_row(
+                "SELECT substr(data, ?2 + 1, 1) FROM packs WHERE pack = ?1",
+                rusqlite::params![pack, start],
+                |r| r.get(0),
+            )
+            .unwrap();
+        return tag[0];
+    }
+    data[0]
+}
+
+#[test]
+fn a_small_batch_of_a_fresh_handle_skips_the_dictionary_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let first: Vec<Vec<u8>> = (0..300).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
+    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
+    assert_eq!(count(&path, "SELECT count(*) FROM dicts"), 1);
+    // A per-turn commit's batch (a few small objects) in a new process: compressed
+    // without the dictionary (its compression tables would cost more than the
+    // write), so tag 1, not 3.
+    let small = text(2000, 1024);
+    let large: Vec<Vec<u8>> = (3000..3010).map(|i| text(i, 2048)).collect();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.put_many(&[(id_of(&small), &small[..])]).unwrap();
+        assert_eq!(tag_of(&path, &id_of(&small)), 1);
+        // A batch of 16 KiB or more uses it; then so does any batch of that handle.
+        let b: Vec<(ObjectId, &[u8])> = large.iter().map(|b| (id_of(b), &b[..])).collect();
+        store.put_many(&b).unwrap();
+        assert_eq!(tag_of(&path, &id_of(&large[0])), 3);
+        let again = text(2001, 1024);
+        store.put_many(&[(id_of(&again), &again[..])]).unwrap();
+        assert_eq!(tag_of(&path, &id_of(&again)), 3);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    for b in std::iter::once(&small).chain(&large) {
+        assert_eq!(
+            snapgraph::ObjectSource::get(&store, &id_of(b))
+                .unwrap()
+                .as_deref(),
+            Some(&b[..])
+        );
+    }
+}
+
 #[test]
 fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
     let dir = tempfile::tempdir().unwrap();

@@ -403,6 +403,8 @@ pub(super) fn write_index_after_checkout(
     let probe_ns = crate::index::fs_now(&wd.dot)?;
     let mut index = Index::new(&wd.root, probe_ns);
     let mut complete = true;
+    // In the walk's order (parents before children): sorted once at the end.
+    let mut recorded = Vec::with_capacity(entries.len());
     for (path, kind, digest) in entries {
         let full = wd.root.join(path.trim_start_matches('/'));
         let entry = match (kind, digest) {
@@ -420,12 +422,11 @@ pub(super) fn write_index_after_checkout(
             _ => None,
         };
         match entry {
-            Some(e) => {
-                index.entries.insert(path.clone(), e);
-            }
+            Some(e) => recorded.push((path.clone(), e)),
             None => complete = false,
         }
     }
+    index.entries = crate::index::Entries::from_unsorted(recorded);
     index.tip = Some(id).filter(|_| complete);
     index.save(&wd.dot.join("index"))
 }

@@ -181,6 +181,8 @@ pub(super) fn commit(
     // kept from the last one; only a whole-tree scan makes it complete for `at`.
     let index_entries = |ws: &Workspace, at: Option<ObjectId>| {
         let mut next = Index::new(&root, probe_ns);
+        // Two sorted runs (the kept entries, then the scan's): sorted once.
+        let mut recorded = Vec::with_capacity(report.stats.len());
         if let (Some(only), Some(old)) = (&only, &index) {
             for (p, e) in &old.entries {
                 if matches!(e, IndexEntry::File { .. })
@@ -188,19 +190,18 @@ pub(super) fn commit(
                         .iter()
                         .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
                 {
-                    next.entries.insert(p.clone(), e.clone());
+                    recorded.push((p.clone(), e.clone()));
                 }
             }
         }
         let mut complete = only.is_none();
         for (path, seen) in &report.stats {
             match scan::index_entry(ws, path, seen) {
-                Some(e) => {
-                    next.entries.insert(path.clone(), e);
-                }
+                Some(e) => recorded.push((path.clone(), e)),
                 None => complete = false,
             }
         }
+        next.entries = crate::index::Entries::from_unsorted(recorded);
         next.tip = at.filter(|_| complete);
         next.skeleton = skeleton.clone();
         next
