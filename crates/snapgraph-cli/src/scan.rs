@@ -722,7 +722,8 @@ pub fn scan_batched(
         progress.inc(data.len() as u64);
         progress.set_message(format!("{}/{files_to_read} files", report.files_read));
         let len = data.len() as u64;
-        ws.write(&path, data)?;
+        // The read buffer becomes the file's bytes (no copy into fresh memory).
+        ws.write_owned(&path, data)?;
         if ws.metadata(&path)?.mode != mode {
             ws.set_mode(&path, mode)?;
         }

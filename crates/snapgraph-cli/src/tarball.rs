@@ -213,8 +213,10 @@ pub fn import<R: Read>(
                         &format!("declares {size} bytes, more than the workspace limit of {budget} bytes (with the {total} bytes before it)"),
                     ));
                 }
-                // Grow with what arrives: a header's size is only a claim.
-                let mut data = Vec::with_capacity(size.min(1 << 20) as usize);
+                // Grow with what arrives past 64 MiB: a header's size is only a
+                // claim (a reservation it does not fill is never touched, so it
+                // costs address space, not memory).
+                let mut data = Vec::with_capacity(size.min(64 << 20) as usize);
                 (&mut entry).take(size).read_to_end(&mut data).at(file)?;
                 if data.len() as u64 != size {
                     return Err(bad(
@@ -226,7 +228,9 @@ pub fn import<R: Read>(
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
                     ws.remove(&path)?;
                 }
-                ws.write(&path, data)?;
+                // The buffer becomes the file's bytes (no copy into fresh memory).
+                data.shrink_to_fit();
+                ws.write_owned(&path, data)?;
                 ws.set_mode(&path, crate::index::file_mode(mode))?;
                 after_file(&mut ws, size)?;
             }

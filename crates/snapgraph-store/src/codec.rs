@@ -250,6 +250,75 @@ pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Ve
         .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
 
+/// Objects of at least this many bytes are first probed ([`incompressible`]): a
+/// sample is compressed, and when it does not shrink the object is kept raw without
+/// compressing the rest.
+pub const PROBE_MIN: usize = 12 * 1024;
+/// The bytes of an object a probe compresses (from its middle).
+const PROBE: usize = 4 * 1024;
+
+/// Whether `stored` (at least [`PROBE_MIN`] bytes) looks incompressible: its middle
+/// [`PROBE`] bytes, compressed as the whole would be (`level`, or against `dict`),
+/// save less than a thirty-second. Random or already-compressed content (media,
+/// archives, encrypted files) then costs a quarter or less of a full attempt, which
+/// on such data spends about 7 instructions a byte to find nothing (BENCHMARKS.md,
+/// "cliingest"). A misjudged object is only stored larger: ids cover stored bytes and
+/// a tag 0 record reads as any other.
+fn incompressible(stored: &[u8], level: i32, dict: Option<&Dictionary>) -> bool {
+    if stored.len() < PROBE_MIN {
+        return false;
+    }
+    let from = (stored.len() - PROBE) / 2;
+    let sample = &stored[from..from + PROBE];
+    let frame = match dict {
+        Some(d) => d.cdict().and_then(|c| compress_cdict(sample, c)),
+        None => compress(sample, level, None),
+    };
+    frame.is_none_or(|f| f.len() + PROBE / 32 >= PROBE)
+}
+
+/// A record to keep at rest, as [`encode_many_records`] makes it: a tag 0 record may
+/// stay the caller's bytes, so an adapter that can write the tag and the bytes
+/// separately (SQLite's incremental blob I/O) never copies them into a record first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    /// A tag 0 record: [`RAW`] followed by these stored bytes.
+    Raw(&'a [u8]),
+    /// Any record, whole (tag byte included).
+    Encoded(Vec<u8>),
+}
+
+impl Record<'_> {
+    /// The record's length (tag byte included).
+    pub fn len(&self) -> usize {
+        match self {
+            Record::Raw(b) => 1 + b.len(),
+            Record::Encoded(r) => r.len(),
+        }
+    }
+
+    /// Whether it is empty (never, for a record the codec made).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its tag byte.
+    pub fn tag(&self) -> Option<u8> {
+        match self {
+            Record::Raw(_) => Some(RAW),
+            Record::Encoded(r) => r.first().copied(),
+        }
+    }
+
+    /// The whole record (a copy for [`Record::Raw`]).
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            Record::Raw(b) => raw(b),
+            Record::Encoded(r) => r,
+        }
+    }
+}
+
 /// The record to keep at rest for `stored`, without a base.
 pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
     encode_with(stored, compression, None)
@@ -257,8 +326,17 @@ pub fn encode(stored: &[u8], compression: Compression) -> Vec<u8> {
 
 /// [`encode`], against `dict` when there is one (a tag 3 record instead of tag 1).
 pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictionary>) -> Vec<u8> {
+    encode_record(stored, compression, dict).into_vec()
+}
+
+/// [`encode_with`], a tag 0 record left as the caller's bytes.
+fn encode_record<'a>(
+    stored: &'a [u8],
+    compression: Compression,
+    dict: Option<&Dictionary>,
+) -> Record<'a> {
     if let Compression::Zstd { level } = compression {
-        if stored.len() >= MIN_COMPRESS {
+        if stored.len() >= MIN_COMPRESS && !incompressible(stored, level, dict) {
             if let Some(d) = dict {
                 if let Some(frame) = d.cdict().and_then(|c| compress_cdict(stored, c)) {
                     if DICT_HEADER + frame.len() + stored.len() / 16 < stored.len() {
@@ -266,22 +344,22 @@ pub fn encode_with(stored: &[u8], compression: Compression, dict: Option<&Dictio
                         out.push(DICT);
                         out.extend_from_slice(&d.key.to_le_bytes());
                         out.extend_from_slice(&frame);
-                        return out;
+                        return Record::Encoded(out);
                     }
                 }
-                return raw(stored);
+                return Record::Raw(stored);
             }
             if let Some(packed) = compress(stored, level, None) {
                 if packed.len() + stored.len() / 16 < stored.len() {
                     let mut out = Vec::with_capacity(packed.len() + 1);
                     out.push(ZSTD);
                     out.extend_from_slice(&packed);
-                    return out;
+                    return Record::Encoded(out);
                 }
             }
         }
     }
-    raw(stored)
+    Record::Raw(stored)
 }
 
 /// Whether [`encode_with`] would try to compress `stored` (objects shorter than 128
@@ -323,18 +401,28 @@ pub fn encode_delta_with(
     compression: Compression,
     dict: Option<&Dictionary>,
 ) -> Vec<u8> {
+    encode_delta_record(stored, base, compression, dict).into_vec()
+}
+
+/// [`encode_delta_with`], a tag 0 record left as the caller's bytes.
+fn encode_delta_record<'a>(
+    stored: &'a [u8],
+    base: &Base<'_>,
+    compression: Compression,
+    dict: Option<&Dictionary>,
+) -> Record<'a> {
     let Compression::Zstd { level } = compression else {
-        return encode_with(stored, compression, dict);
+        return encode_record(stored, compression, dict);
     };
     if base.depth >= WRITE_DELTA_DEPTH
         || base.stored.starts_with(&DICT_MAGIC)
         || base.stored.is_empty()
         || stored.len() < MIN_COMPRESS / 2
     {
-        return encode_with(stored, compression, dict);
+        return encode_record(stored, compression, dict);
     }
     let Some(frame) = compress(stored, level, Some(base.stored)) else {
-        return encode_with(stored, compression, dict);
+        return encode_record(stored, compression, dict);
     };
     let size = DELTA_HEADER + frame.len();
     // The record alone is compressed only when the delta might lose to it: a delta
@@ -342,7 +430,7 @@ pub fn encode_delta_with(
     // commit's store writes are small edits of big objects, and the record alone
     // against the dictionary cost more than the delta itself).
     if size.saturating_mul(DELTA_SURE) > stored.len() {
-        let alone = encode_with(stored, compression, dict);
+        let alone = encode_record(stored, compression, dict);
         if size + alone.len() / 16 >= alone.len() {
             return alone;
         }
@@ -352,7 +440,7 @@ pub fn encode_delta_with(
     out.push(base.depth + 1);
     out.extend_from_slice(base.id.as_bytes());
     out.extend_from_slice(&frame);
-    out
+    Record::Encoded(out)
 }
 
 /// The base and depth a record names, if it is a delta (tag 2). Malformed headers read
@@ -756,21 +844,27 @@ pub fn encode_many_with(
     dict: Option<&Dictionary>,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<Vec<Vec<u8>>, StoreError> {
-    encode_many_known(objects, bases, compression, dict, &|_| None, fetch)
+    Ok(
+        encode_many_records(objects, bases, compression, dict, &|_| None, fetch)?
+            .into_iter()
+            .map(Record::into_vec)
+            .collect(),
+    )
 }
 
-/// [`encode_many_with`], taking the stored bytes of a base from `known` when it has
-/// them (bytes the adapter verified earlier: an id's bytes never change) instead of
-/// decoding the base's record and its chain. The records are still fetched: a base's
-/// depth is its record's, which may have changed since (deleted and written again).
-pub fn encode_many_known(
-    objects: &[(ObjectId, &[u8])],
+/// [`encode_many_with`], tag 0 records left as the objects' bytes ([`Record::Raw`]),
+/// taking the stored bytes of a base from `known` when it has them (bytes the adapter
+/// verified earlier: an id's bytes never change) instead of decoding the base's record
+/// and its chain. The records are still fetched: a base's depth is its record's, which
+/// may have changed since (deleted and written again).
+pub fn encode_many_records<'a>(
+    objects: &[(ObjectId, &'a [u8])],
     bases: &[Option<ObjectId>],
     compression: Compression,
     dict: Option<&Dictionary>,
     known: &dyn Fn(&ObjectId) -> Option<Vec<u8>>,
     fetch: &mut FetchRecords<'_>,
-) -> Result<Vec<Vec<u8>>, StoreError> {
+) -> Result<Vec<Record<'a>>, StoreError> {
     let hint = |i: usize| bases.get(i).copied().flatten();
     let wanted: Vec<ObjectId> = {
         let mut seen = HashSet::new();
@@ -781,13 +875,13 @@ pub fn encode_many_known(
     };
     if compression == Compression::None || wanted.is_empty() {
         return Ok(encode_all(objects, |_, b| {
-            encode_with(b, compression, dict)
+            encode_record(b, compression, dict)
         }));
     }
     let found = fetch_bases(&wanted, known, fetch)?;
     Ok(encode_all(objects, |i, bytes| {
         match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
-            Some((id, (stored, depth))) => encode_delta_with(
+            Some((id, (stored, depth))) => encode_delta_record(
                 bytes,
                 &Base {
                     id,
@@ -797,7 +891,7 @@ pub fn encode_many_known(
                 compression,
                 dict,
             ),
-            None => encode_with(bytes, compression, dict),
+            None => encode_record(bytes, compression, dict),
         }
     }))
 }
@@ -808,13 +902,13 @@ const PARALLEL_ENCODE: usize = 64 * 1024;
 /// `encode(i, bytes)` of every object, in order: on two threads (each half of the
 /// bytes) when the batch is large enough and the machine has two cores. Compression
 /// is most of a commit's store write; the records are the same either way.
-fn encode_all(
-    objects: &[(ObjectId, &[u8])],
-    encode: impl Fn(usize, &[u8]) -> Vec<u8> + Sync,
-) -> Vec<Vec<u8>> {
+fn encode_all<'a>(
+    objects: &[(ObjectId, &'a [u8])],
+    encode: impl Fn(usize, &'a [u8]) -> Record<'a> + Sync,
+) -> Vec<Record<'a>> {
     let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let one = |range: std::ops::Range<usize>| -> Vec<Vec<u8>> {
+    let one = |range: std::ops::Range<usize>| -> Vec<Record<'a>> {
         range.map(|i| encode(i, objects[i].1)).collect()
     };
     if cores < 2 || objects.len() < 2 || total < PARALLEL_ENCODE {
@@ -924,6 +1018,63 @@ mod tests {
         assert_eq!(kept[0], RAW);
         assert_eq!(decode(&rid, &kept).unwrap(), random);
         assert_eq!(encode(&text, Compression::None)[0], RAW);
+    }
+
+    fn xorshift(seed: u64, len: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_probe_keeps_incompressible_objects_raw_and_records_borrow_them() {
+        let random = xorshift(7, 64 * 1024);
+        let small_random = xorshift(8, PROBE_MIN - 1);
+        let text = b"a line of text, again and again; ".repeat(2000);
+        // Text with a random middle is what the probe misjudges: kept raw.
+        let mut mixed = text.clone();
+        let mid = (mixed.len() - PROBE) / 2;
+        mixed[mid..mid + PROBE].copy_from_slice(&xorshift(9, PROBE));
+        let objects: Vec<(ObjectId, &[u8])> = [&random[..], &small_random, &text, &mixed]
+            .iter()
+            .map(|b| (ObjectId::hash_stored(b), *b))
+            .collect();
+        assert!(incompressible(&random, 1, None));
+        assert!(
+            !incompressible(&small_random, 1, None),
+            "below the probe size"
+        );
+        assert!(!incompressible(&text, 1, None));
+        let dict = Dictionary::new(text[..4096].to_vec(), 1).unwrap();
+        for dict in [None, Some(&dict)] {
+            let records = encode_many_records(
+                &objects,
+                &[],
+                Compression::default(),
+                dict,
+                &|_| None,
+                &mut |_| unreachable!("no hints, no fetch"),
+            )
+            .unwrap();
+            assert!(matches!(records[0], Record::Raw(b) if std::ptr::eq(b, &random[..])));
+            assert!(matches!(records[1], Record::Raw(_)));
+            assert!(matches!(&records[2], Record::Encoded(r) if r.len() < text.len() / 4));
+            assert!(matches!(records[3], Record::Raw(_)));
+            for ((id, b), r) in objects.iter().zip(records) {
+                assert_eq!(r.len(), r.clone().into_vec().len());
+                let whole = r.into_vec();
+                assert_eq!(whole, encode_with(b, Compression::default(), dict));
+                if whole[0] != DICT {
+                    assert_eq!(decode(id, &whole).unwrap(), *b);
+                }
+            }
+        }
     }
 
     #[test]

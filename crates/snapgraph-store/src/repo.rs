@@ -1164,6 +1164,16 @@ impl<S: Store> Batched<'_, S> {
     /// written so far stay (garbage until a commit refers to them); `ws` keeps only
     /// references to the content handed over, so give up the commit (drop this).
     pub fn write(&mut self, ws: &mut Workspace) -> Result<(usize, u64), RepoError> {
+        self.write_set(ws.hand_over(None))
+    }
+
+    /// Writes the objects of `set` the store lacks, as [`write`](Self::write) does
+    /// with what it hands over: `set` must come from [`Workspace::hand_over`] (with no
+    /// `have_in`) of the workspace this commit will commit. Split so that a caller may
+    /// write one batch on another thread while it reads and hands over the next
+    /// (`Batched` is `Send` when the store is): the CLI's first commit and `import`
+    /// do.
+    pub fn write_set(&mut self, set: snapgraph::ObjectSet) -> Result<(usize, u64), RepoError> {
         if self.lease.is_none() {
             self.lease = Some(self.repo.lease()?);
         }
@@ -1172,7 +1182,7 @@ impl<S: Store> Batched<'_, S> {
         let (mut count, mut bytes) = (0, 0);
         let mut batch: Vec<(ObjectId, Vec<u8>)> = Vec::new();
         let mut batch_bytes = 0u64;
-        for (id, stored) in ws.hand_over(None) {
+        for (id, stored) in set {
             batch_bytes += stored.len() as u64;
             batch.push((id, stored));
             if batch.len() >= BATCH || batch_bytes >= PUT_BYTES {

@@ -101,6 +101,11 @@ pub const PACK_MAX: usize = 64 * 1024;
 /// 8 KiB) to the record's offset.
 pub const PACK_SIZE: usize = 1 << 20;
 
+/// Tag 0 records of at least this many stored bytes are written through an
+/// incremental-blob handle into a row of zeros (one copy of the bytes instead of
+/// four); smaller ones, which fit a page or two, are bound as values.
+pub const BLOB_WRITE_MIN: usize = 8 * 1024;
+
 /// The tables schema 3 adds.
 const PACK_TABLES: &str = "CREATE TABLE IF NOT EXISTS dicts (
          dict INTEGER PRIMARY KEY,
@@ -703,8 +708,8 @@ impl Drop for ReadTransaction<'_> {
 }
 
 /// Whether `record` goes into a pack rather than inline.
-fn packable(record: &[u8]) -> bool {
-    matches!(record.first(), Some(&codec::ZSTD | &codec::DICT))
+fn packable(record: &codec::Record<'_>) -> bool {
+    matches!(record.tag(), Some(codec::ZSTD | codec::DICT))
         && (PACK_MIN..=PACK_MAX).contains(&record.len())
 }
 
@@ -868,7 +873,7 @@ impl ObjectStore for SqliteStore {
         let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
         let dict = dict
             .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
-        let encoded = codec::encode_many_known(
+        let encoded = codec::encode_many_records(
             objects,
             &hints,
             self.compression,
@@ -942,11 +947,16 @@ impl ObjectStore for SqliteStore {
                     .max(1);
                 let (these, more) = rest.split_at(n);
                 rest = more;
-                let pack_bytes: Vec<u8> = these
-                    .iter()
-                    .flat_map(|&i| &encoded[i][..])
-                    .copied()
-                    .collect();
+                let mut pack_bytes: Vec<u8> = Vec::with_capacity(size.min(PACK_SIZE));
+                for &i in these {
+                    match &encoded[i] {
+                        codec::Record::Encoded(r) => pack_bytes.extend_from_slice(r),
+                        codec::Record::Raw(b) => {
+                            pack_bytes.push(codec::RAW);
+                            pack_bytes.extend_from_slice(b);
+                        }
+                    }
+                }
                 insert_pack.execute([&pack_bytes]).map_err(&fail)?;
                 let pack = tx.last_insert_rowid();
                 insert_live
@@ -962,13 +972,57 @@ impl ObjectStore for SqliteStore {
             let mut stmt = tx
                 .prepare_cached("INSERT OR IGNORE INTO objects (id, data) VALUES (?1, ?2)")
                 .map_err(&fail)?;
-            for (((id, _), data), r) in objects.iter().zip(&encoded).zip(&refs) {
-                let value: &[u8] = match r {
-                    Some(r) => r,
-                    None => data,
+            // Large tag 0 records: a row of zeros first, then the tag and the bytes
+            // written into its pages through one incremental-blob handle, so the
+            // bytes are copied once (into the pages) instead of into a record, a
+            // bound value and SQLite's own record before the pages.
+            let mut zeroed = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO objects (id, data) VALUES (?1, zeroblob(?2))",
+                )
+                .map_err(&fail)?;
+            let mut to_fill: Vec<(i64, usize)> = Vec::new();
+            for (i, (((id, _), data), r)) in objects.iter().zip(&encoded).zip(&refs).enumerate() {
+                let key = &id.as_bytes()[..];
+                match (r, data) {
+                    (Some(r), _) => {
+                        stmt.execute(params![key, &r[..]]).map_err(put_fail(id))?;
+                    }
+                    (None, codec::Record::Raw(b)) if b.len() >= BLOB_WRITE_MIN => {
+                        let len = 1 + b.len() as i64;
+                        if zeroed.execute(params![key, len]).map_err(put_fail(id))? == 1 {
+                            to_fill.push((tx.last_insert_rowid(), i));
+                        }
+                    }
+                    (None, codec::Record::Raw(b)) => {
+                        let mut record = Vec::with_capacity(1 + b.len());
+                        record.push(codec::RAW);
+                        record.extend_from_slice(b);
+                        stmt.execute(params![key, record]).map_err(put_fail(id))?;
+                    }
+                    (None, codec::Record::Encoded(r)) => {
+                        stmt.execute(params![key, r]).map_err(put_fail(id))?;
+                    }
+                }
+            }
+            let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
+            for (row, i) in to_fill {
+                let id = &objects[i].0;
+                let codec::Record::Raw(bytes) = &encoded[i] else {
+                    continue; // only tag 0 records are filled
                 };
-                stmt.execute(params![&id.as_bytes()[..], value])
-                    .map_err(put_fail(id))?;
+                let handle = match &mut blob {
+                    Some(h) => {
+                        h.reopen(row).map_err(put_fail(id))?;
+                        h
+                    }
+                    None => blob.insert(
+                        tx.blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, false)
+                            .map_err(put_fail(id))?,
+                    ),
+                };
+                handle.write_at(&[codec::RAW], 0).map_err(put_fail(id))?;
+                handle.write_at(bytes, 1).map_err(put_fail(id))?;
             }
         }
         tx.commit().map_err(&fail)?;

@@ -187,15 +187,20 @@ pub(super) fn import(
     let pb = ctx.bar(None, "import");
     // Bounded memory: content is written to the store (under the commit's lease)
     // whenever the bytes read reach the budget; the workspace keeps references.
+    // Each batch is written on a writer thread while the next is read
+    // (`super::pipelined`): two batches may be in memory, so each is half the budget.
     let mut batched = wd.repo.batched();
     let mut unwritten = 0u64;
-    let mut ws = crate::tarball::import(reader, &file, &pb, &mut |ws, n| {
-        unwritten += n;
-        if unwritten >= batch_bytes {
-            batched.write(ws)?;
-            unwritten = 0;
-        }
-        Ok(())
+    let half = (batch_bytes / 2).max(1);
+    let mut ws = super::pipelined(&mut batched, |hand| {
+        crate::tarball::import(reader, &file, &pb, &mut |ws, n| {
+            unwritten += n;
+            if unwritten >= half {
+                hand(ws)?;
+                unwritten = 0;
+            }
+            Ok(())
+        })
     })?;
     pb.finish_and_clear();
     let branch = match branch {

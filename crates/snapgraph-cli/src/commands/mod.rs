@@ -214,6 +214,53 @@ pub fn run(cli: Cli) -> Result<()> {
 
 // ------------------------------------------------------------------ helpers
 
+/// Runs `read` (a scan or an import) with `hand`, a callback that takes a
+/// workspace's content handed over ([`Workspace::hand_over`]) to a writer thread,
+/// which writes each set under `batched`'s lease while `read` goes on reading and
+/// cutting the next: the store's write (encoding, SQLite's single-threaded insert)
+/// overlaps the next batch's read, FastCDC and BLAKE3 instead of following them.
+/// The thread starts at the first hand-over (a commit of small changes starts none).
+/// The channel holds nothing: a set waits in `hand` until the writer takes it, so at
+/// most two batches' bytes are in memory (callers hand over at half their budget).
+/// A writer's error is the one returned (the read stops at its next hand-over).
+pub(super) fn pipelined<S: snapgraph_store::Store, T>(
+    batched: &mut snapgraph_store::Batched<'_, S>,
+    read: impl FnOnce(&mut dyn FnMut(&mut Workspace) -> Result<()>) -> Result<T>,
+) -> Result<T> {
+    type Writer<'s> = (
+        std::sync::mpsc::SyncSender<snapgraph::ObjectSet>,
+        std::thread::ScopedJoinHandle<'s, Result<()>>,
+    );
+    std::thread::scope(|scope| {
+        let mut batched = Some(batched);
+        let mut writer: Option<Writer<'_>> = None;
+        let mut hand = |ws: &mut Workspace| -> Result<()> {
+            if let Some(b) = batched.take() {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<snapgraph::ObjectSet>(0);
+                let handle = scope.spawn(move || -> Result<()> {
+                    for set in rx {
+                        b.write_set(set)?;
+                    }
+                    Ok(())
+                });
+                writer = Some((tx, handle));
+            }
+            let stopped = || CliError::Usage("the store writer stopped".into());
+            let (tx, _) = writer.as_ref().ok_or_else(stopped)?;
+            // A failed send: the writer stopped on an error, which `join` returns.
+            tx.send(ws.hand_over(None)).map_err(|_| stopped())
+        };
+        let read = read(&mut hand);
+        if let Some((tx, handle)) = writer {
+            drop(tx);
+            handle
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        }
+        read
+    })
+}
+
 pub(super) fn parse_pairs(pairs: &[String], what: &str) -> Result<BTreeMap<String, String>> {
     pairs
         .iter()

@@ -154,27 +154,32 @@ pub(super) fn commit(
     let pb = ctx.bar(None, "scanning");
     // Bounded memory: whenever the bytes read reach the budget, their content is
     // handed over and written (under the commit's lease), keeping only references.
+    // Each batch is written on a writer thread while the next is read
+    // (`super::pipelined`): two batches may be in memory, so each is half the budget.
     let mut batched = wd.repo.batched();
     let mut unwritten = 0u64;
-    let report = scan::scan_batched(
-        &root,
-        &mut ws,
-        ScanOptions {
-            index: index.as_ref(),
-            skip: &wd.dot,
-            only: only.as_deref(),
-            lazy: lazy_turn.then_some(store),
-        },
-        &pb,
-        &mut |ws, n| {
-            unwritten += n;
-            if unwritten >= batch_bytes {
-                batched.write(ws)?;
-                unwritten = 0;
-            }
-            Ok(())
-        },
-    )?;
+    let half = (batch_bytes / 2).max(1);
+    let report = super::pipelined(&mut batched, |hand| {
+        scan::scan_batched(
+            &root,
+            &mut ws,
+            ScanOptions {
+                index: index.as_ref(),
+                skip: &wd.dot,
+                only: only.as_deref(),
+                lazy: lazy_turn.then_some(store),
+            },
+            &pb,
+            &mut |ws, n| {
+                unwritten += n;
+                if unwritten >= half {
+                    hand(ws)?;
+                    unwritten = 0;
+                }
+                Ok(())
+            },
+        )
+    })?;
     pb.finish_and_clear();
     warn_nested(&report.nested);
     // The stat cache for the next commit: entries outside the committed paths are
