@@ -68,6 +68,13 @@
 //! they are small, pack densely in leaves anyway, and `for_each_delta` reads their
 //! headers from the table alone. A commit still writes only its own records (one
 //! pack per batch of new records), and reads still verify every object.
+//!
+//! # Repacking
+//!
+//! [`ObjectStore::repack`] (`snapgraph gc`) compresses records again at a higher
+//! level and moves live records out of packs that are mostly dead, then vacuums; it
+//! rewrites encodings only, never which objects are held or a delta's depth, so it
+//! runs beside writers and collectors (the `repack` submodule's docs).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -81,6 +88,8 @@ use crate::codec::{self, Compression};
 use crate::error::StoreError;
 use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
+
+mod repack;
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -911,6 +920,13 @@ impl ObjectStore for SqliteStore {
             dicts.by_key.entry(d.key()).or_insert(d);
         }
         Ok(())
+    }
+
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.repack_store(options).map(Some)
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
