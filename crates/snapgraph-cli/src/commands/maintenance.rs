@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 use snapgraph::ObjectId;
-use snapgraph_store::{ObjectStore, VerifyReport};
+use snapgraph_store::VerifyReport;
 
 use super::Ctx;
 use crate::error::{CliError, Result};

@@ -327,17 +327,14 @@ impl SqliteStore {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(StoreError::backend(
-                            format!("sqlite repack of {}", self.path),
-                            "an encoding thread panicked",
-                        ))
-                    })
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(StoreError::backend(
+                        format!("sqlite repack of {}", self.path),
+                        "an encoding thread panicked",
+                    ))
                 })
-                .collect::<Result<(), StoreError>>()
+            })
         })
     }
 
