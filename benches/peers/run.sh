@@ -19,7 +19,11 @@
 # working tree's files with the next release is done the same way for every tool,
 # with rsync, and not timed). Then: the repository's size on disk, a snapshot with
 # nothing changed, one incremental snapshot after a one-line change to one file, and
-# restoring the middle version into an empty directory; the peak memory column is
+# restoring the middle version into an empty directory; then each tool's own
+# maintenance (`snapgraph gc`: collect, repack at zstd 19, vacuum; `git gc`;
+# `restic prune`; `borg compact`), timed once, and the size and a restore after it
+# (git's size after `git gc` is its figure of record, so ours is after our gc too);
+# the peak memory column is
 # the largest maximum resident set size of the snapshot commands (/usr/bin/time). The short operations run
 # PEERS_REPEAT times (default 5) and the median is shown. Times are taken with bash's
 # $EPOCHREALTIME (no process start of a clock around them). The machine may be shared:
@@ -140,6 +144,12 @@ sg_snap() { (cd "$W" && "$SG" commit -q -m "$1" >/dev/null && "$SG" tag -q "v$1"
 # (`-C` instead of `cd`: a fork of this bash was a millisecond of every turn).
 sg_time() { "$SG" -C "$W" commit -q -m "$1" >/dev/null; }
 sg_restore() { (cd "$W" && "$SG" checkout -q "v$1" --to "$2" >/dev/null); }
+# gc: a tool's own maintenance step. snapgraph-before is a build without repack
+# (stop 28): its gc is the collection alone.
+sg_gc() {
+  if [ "$tool" = snapgraph-before ]; then (cd "$W" && "$SG" gc -q >/dev/null)
+  else (cd "$W" && "$SG" gc -q --repack full >/dev/null); fi
+}
 
 git_init() { git init -q --bare "$R" && git --git-dir="$R" config core.bare false; }
 g() { git --git-dir="$R" --work-tree="$W" "$@"; }
@@ -147,6 +157,7 @@ git_snap() { g add -A && g commit -q -m "$1" && g tag "v$1"; }
 # With nothing changed, `git commit` reports it and exits 1: not an error here.
 git_time() { g add -A && { g commit -q -m "$1" >/dev/null || g diff --cached --quiet; }; }
 git_restore() { mkdir -p "$2" && git --git-dir="$R" archive "v$1" | tar -x -C "$2"; }
+git_gc() { git --git-dir="$R" gc -q; }
 
 restic_init() { restic -q -r "$R" init >/dev/null; }
 restic_snap() { (cd "$W" && restic -q -r "$R" backup --tag "v$1" . >/dev/null); }
@@ -156,11 +167,13 @@ restic_restore() {
   id=$(restic -q -r "$R" snapshots --tag "v$1" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["short_id"])')
   restic -q -r "$R" restore "$id" --target "$2" >/dev/null
 }
+restic_gc() { restic -q -r "$R" prune >/dev/null; }
 
 borg_init() { borg init -e none "$R"; }
 borg_snap() { (cd "$W" && borg create "$R::v$1" .); }
 borg_time() { (cd "$W" && borg create "$R::edit-$RANDOM$RANDOM" .); }
 borg_restore() { mkdir -p "$2" && (cd "$2" && borg extract "$R::v$1"); }
+borg_gc() { borg compact "$R" >/dev/null; }
 
 # peaked CMD...: runs CMD (a shell function) under /usr/bin/time and keeps the
 # largest maximum resident set size seen (KiB) in PEAK[$tool]. The wrapper (a bash
@@ -174,6 +187,7 @@ peaked() {
 
 declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
 declare -A TOTAL TOTAL_CPU SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU PEAK
+declare -A GC GC_CPU SIZE_GC RESTORE_GC RESTORE_GC_CPU
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
@@ -214,6 +228,20 @@ for tool in "${TOOLS[@]}"; do
   done
   RESTORE[$tool]=$(median "${times[@]}")
   RESTORE_CPU[$tool]=$(median "${times_cpu[@]}")
+  # The tool's own maintenance, once, then the size and restores after it.
+  times=() times_cpu=()
+  timed times "${p}_gc"
+  GC[$tool]=${times[0]} GC_CPU[$tool]=${times_cpu[0]}
+  SIZE_GC[$tool]=$(du -sb "$R" | cut -f1)
+  times=() times_cpu=()
+  for ((i = 0; i < REPEAT; i++)); do
+    out=$SHM/$tool-restore-$i
+    timed times "${p}_restore" "$MIDDLE" "$out"
+    diff -r -q "$TREES/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE after gc differs" >&2
+    rm -rf "$out"
+  done
+  RESTORE_GC[$tool]=$(median "${times[@]}")
+  RESTORE_GC_CPU[$tool]=$(median "${times_cpu[@]}")
   rm -rf "$W" "$R"
   echo "$tool done: total ${TOTAL[$tool]} s" >&2
 done
@@ -256,6 +284,20 @@ done
 for sg in snapgraph-before snapgraph; do
   if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
     echo "| git / $sg | $(ratio "${TOTAL_CPU[git]}" "${TOTAL_CPU[$sg]}")x | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
+  fi
+done
+
+echo
+echo "Repository size as the run leaves it and after each tool's own maintenance (snapgraph gc: collect, repack at zstd 19, vacuum; git gc; restic prune; borg compact), that step's time (one run) and a restore of $MIDDLE after it (median of $REPEAT; CPU = user + system)"
+echo
+echo "| tool | size as left (MiB) | size after gc (MiB) | gc (s) | gc CPU (s) | restore $MIDDLE after gc (s) | its CPU (s) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for tool in "${TOOLS[@]}"; do
+  echo "| $tool | $(python3 -c "print(f'{${SIZE[$tool]} / 1048576:.2f}')") | $(python3 -c "print(f'{${SIZE_GC[$tool]} / 1048576:.2f}')") | ${GC[$tool]} | ${GC_CPU[$tool]} | ${RESTORE_GC[$tool]} | ${RESTORE_GC_CPU[$tool]} |"
+done
+for sg in snapgraph-before snapgraph; do
+  if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
+    echo "| git / $sg (sizes: higher is smaller) | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${SIZE_GC[git]}" "${SIZE_GC[$sg]}")x | $(ratio "${GC[git]}" "${GC[$sg]}")x | $(ratio "${GC_CPU[git]}" "${GC_CPU[$sg]}")x | $(ratio "${RESTORE_GC[git]}" "${RESTORE_GC[$sg]}")x | $(ratio "${RESTORE_GC_CPU[git]}" "${RESTORE_GC_CPU[$sg]}")x |"
   fi
 done
 # 2. A big tree: throughput and peak memory.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Repository size only: the releases of `run.sh` (its download cache, target/peers/tree)
 # stored in sequence by one or more snapgraph binaries (SQLite store) and by git, on
-# tmpfs; then git's size after `git gc`. Prints a markdown table with the size, the
+# tmpfs; then each one's size after its own gc (`snapgraph gc`, `git gc`). Prints a markdown table with the size, the
 # total time of the 30 commits and the time to restore the middle version.
 #
 #   benches/peers/size.sh                         # target/release/snapgraph vs git
@@ -25,7 +25,7 @@ for ((i = 1; i <= COUNT; i++)); do VERSIONS+=("4.2.$i"); done
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
-mib() { python3 -c "print(f'{$1 / 1048576:.1f}')"; }
+mib() { python3 -c "print(f'{$1 / 1048576:.2f}')"; }
 export GIT_AUTHOR_NAME=peers GIT_AUTHOR_EMAIL=p@example.invalid GIT_COMMITTER_NAME=peers GIT_COMMITTER_EMAIL=p@example.invalid
 
 rows=()
@@ -47,6 +47,13 @@ for spec in $SG_BINS; do
   t0=$(now); (cd "$W" && "$bin" checkout "v$MIDDLE" --to "$SHM/$name-restore" >/dev/null); t1=$(now)
   diff -r -q "$TREES/$MIDDLE" "$SHM/$name-restore" >/dev/null || echo "warning: $name restore of $MIDDLE differs" >&2
   rows+=("| snapgraph ($name) | $(mib "$size") | $total | $(elapsed "$t0" "$t1") |")
+  # Its own gc (a build without --repack collects only), then the size and a restore.
+  (cd "$W" && { "$bin" gc -q --repack full >/dev/null 2>&1 || "$bin" gc -q >/dev/null; })
+  size=$(du -sb "$R" | cut -f1)
+  rm -rf "$SHM/$name-restore"
+  t0=$(now); (cd "$W" && "$bin" checkout "v$MIDDLE" --to "$SHM/$name-restore" >/dev/null); t1=$(now)
+  diff -r -q "$TREES/$MIDDLE" "$SHM/$name-restore" >/dev/null || echo "warning: $name restore of $MIDDLE after gc differs" >&2
+  rows+=("| snapgraph ($name) after \`snapgraph gc\` | $(mib "$size") | | $(elapsed "$t0" "$t1") |")
   echo "$name done" >&2
 done
 

@@ -210,6 +210,15 @@ pub enum Command {
         /// Only list what would be dropped and how many objects would go.
         #[arg(long, short = 'n')]
         dry_run: bool,
+        /// Then repack the store (SQLite): `full` compresses every compressed record
+        /// again at --level (kept when smaller) and moves records out of packs below
+        /// half live; `sparse` only moves those; `none` skips it. Either rebuilds the
+        /// file when pages are free. Objects are verified as they are rewritten.
+        #[arg(long, value_name = "HOW", default_value = "full", value_parser = ["full", "sparse", "none"])]
+        repack: String,
+        /// The zstd level of a full repack (1 to 22).
+        #[arg(long, default_value_t = snapgraph_store::repack::DEFAULT_LEVEL, value_parser = clap::value_parser!(i32).range(1..=22))]
+        level: i32,
     },
     /// Re-hash objects and check every ref's history is complete; with SNAPSHOT
     /// (a snapshot, branch or commit), only its closure.

@@ -317,6 +317,14 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
         Ok(remote + self.local.remove_orphans()?)
     }
 
+    /// The local cache is repacked; the remote store is left to its own maintenance.
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.local.repack(options)
+    }
+
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         {
             let mut pending = self.pending();

@@ -820,6 +820,41 @@ pub fn decode_many_checked(
         .collect()
 }
 
+/// A delta record (tag 2) of `id` made again at zstd `level` by a repack (with
+/// `None`, only verified): decoded
+/// against `base` (its base's stored bytes, verified by the caller) and re-hashed
+/// against `id`, then compressed again against the same base with the same depth and
+/// base id, so that every record above it stays valid. `None` when the new record is
+/// not smaller. A record that is not a delta, or does not decode to `id`'s bytes, is
+/// [`StoreError::Corrupt`] naming `id`.
+pub fn recompress_delta(
+    id: &ObjectId,
+    record: &[u8],
+    base: &[u8],
+    level: Option<i32>,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    if delta_base(record).is_none() {
+        return Err(StoreError::Corrupt {
+            id: *id,
+            reason: "not a delta record".into(),
+        });
+    }
+    let stored = decode_delta(id, record, base, ReadCheck::Store)?;
+    let Some(level) = level else {
+        return Ok(None);
+    };
+    let Some(frame) = compress(&stored, level, Some(base)) else {
+        return Ok(None);
+    };
+    if DELTA_HEADER + frame.len() >= record.len() {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(DELTA_HEADER + frame.len());
+    out.extend_from_slice(&record[..DELTA_HEADER]);
+    out.extend_from_slice(&frame);
+    Ok(Some(out))
+}
+
 /// The records to write for `objects`, each against its hinted base (`bases[i]`, an
 /// object the store already holds, or `None`) where that pays. The bases' records come
 /// from `fetch` (one call, plus one per level of their chains); an absent or unreadable

@@ -170,6 +170,13 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         self.add(OTHER, 1);
         self.inner.remove_orphans()
     }
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.add(OTHER, 1);
+        self.inner.repack(options)
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.delete_many(ids)

@@ -222,6 +222,12 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.inner.remove_orphans()
     }
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.inner.repack(options)
+    }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         let half = || self.inner.delete_many(&ids[..ids.len() / 2]);
         self.call("delete_many", true, half, || self.inner.delete_many(ids))

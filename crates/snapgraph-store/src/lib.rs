@@ -60,6 +60,7 @@ pub mod pgpass;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod refs;
+pub mod repack;
 pub mod repo;
 pub mod retention;
 #[cfg(feature = "s3")]
@@ -77,6 +78,7 @@ pub use error::{DeltaProblem, StoreError};
 pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use open::open;
+pub use repack::{RepackOptions, RepackReport};
 pub use repo::{
     Batched, CommitProgress, Committed, ProgressHook, ReindexReport, Repo, RepoCommitOptions,
     RepoError, SnapshotInfo,

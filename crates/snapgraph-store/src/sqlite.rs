@@ -68,6 +68,13 @@
 //! they are small, pack densely in leaves anyway, and `for_each_delta` reads their
 //! headers from the table alone. A commit still writes only its own records (one
 //! pack per batch of new records), and reads still verify every object.
+//!
+//! # Repacking
+//!
+//! [`ObjectStore::repack`] (`snapgraph gc`) compresses records again at a higher
+//! level and moves live records out of packs that are mostly dead, then vacuums; it
+//! rewrites encodings only, never which objects are held or a delta's depth, so it
+//! runs beside writers and collectors (the `repack` submodule's docs).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -82,6 +89,8 @@ use crate::error::StoreError;
 use crate::known::Known;
 use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
+
+mod repack;
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -709,8 +718,12 @@ impl Drop for ReadTransaction<'_> {
 
 /// Whether `record` goes into a pack rather than inline.
 fn packable(record: &codec::Record<'_>) -> bool {
-    matches!(record.tag(), Some(codec::ZSTD | codec::DICT))
-        && (PACK_MIN..=PACK_MAX).contains(&record.len())
+    packable_parts(record.tag(), record.len())
+}
+
+/// [`packable`] of a record by its tag and length.
+fn packable_parts(tag: Option<u8>, len: usize) -> bool {
+    matches!(tag, Some(codec::ZSTD | codec::DICT)) && (PACK_MIN..=PACK_MAX).contains(&len)
 }
 
 fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
@@ -1037,6 +1050,13 @@ impl ObjectStore for SqliteStore {
             self.known.keep_written(id, stored);
         }
         Ok(())
+    }
+
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.repack_store(options).map(Some)
     }
 
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {

@@ -179,6 +179,22 @@ pub trait ObjectStore: Send + Sync {
         Ok(0)
     }
 
+    /// Rewrites how objects are kept at rest (recompressed, moved out of sparse
+    /// packs), never which objects are held or a record's delta depth, so it is safe
+    /// beside writers and collectors without a lease ([`crate::repack`]). Every
+    /// record rewritten is decoded and verified first: a damaged one stops the
+    /// repack with its typed error ([`StoreError::Corrupt`] or
+    /// [`StoreError::BadDelta`] naming the id), batches already swapped in staying
+    /// valid. `None`: the store does not repack (the default; only SQLite does).
+    /// Wrappers forward it.
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        let _ = options;
+        Ok(None)
+    }
+
     /// Deletes objects; absent ones are ignored. A caller deleting a delta's base
     /// deletes the delta first or in the same call ([`gc`](crate::gc()) does).
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError>;
@@ -323,6 +339,12 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
+    }
+    fn repack(
+        &self,
+        options: &crate::repack::RepackOptions,
+    ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+        self.objects.repack(options)
     }
     fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
         self.objects.delete_many(ids)
@@ -583,6 +605,12 @@ macro_rules! forward_store {
             }
             fn remove_orphans(&self) -> Result<u64, StoreError> {
                 (**self).remove_orphans()
+            }
+            fn repack(
+                &self,
+                options: &crate::repack::RepackOptions,
+            ) -> Result<Option<crate::repack::RepackReport>, StoreError> {
+                (**self).repack(options)
             }
             fn delete_many(&self, ids: &[ObjectId]) -> Result<(), StoreError> {
                 (**self).delete_many(ids)

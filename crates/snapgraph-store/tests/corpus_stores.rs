@@ -234,3 +234,38 @@ fn opening_a_schema_1_store_upgrades_it_in_place() {
         "{err}"
     );
 }
+
+#[test]
+fn repacking_copies_of_the_sqlite_corpus_stores_keeps_them_whole() {
+    // Schema 1 (upgraded at open), schema 2 (upgraded) and schema 3 (packs and a
+    // dictionary): a full repack, then a sparse one, and everything reads as before.
+    for (from, what) in [
+        (
+            "v2/stores/sqlite-3/store.db",
+            "corpus/v2/stores/sqlite-3 repacked",
+        ),
+        (
+            "v2/stores/sqlite/store.db",
+            "corpus/v2/stores/sqlite repacked",
+        ),
+        ("stores-v1/store.db", "corpus/stores-v1 sqlite repacked"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("store.db");
+        std::fs::copy(corpus().join(from), &db).unwrap();
+        let sqlite = SqliteStore::open(&db).unwrap();
+        let full = snapgraph_store::ObjectStore::repack(
+            &sqlite,
+            &snapgraph_store::RepackOptions::full(19),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(full.skipped, 0, "{what}: {full:?}");
+        snapgraph_store::ObjectStore::repack(&sqlite, &snapgraph_store::RepackOptions::sparse())
+            .unwrap()
+            .unwrap();
+        drop(sqlite);
+        let sqlite = SqliteStore::open(&db).unwrap();
+        check(&sqlite, what);
+    }
+}

@@ -1108,3 +1108,373 @@ fn large_incompressible_objects_are_kept_raw_through_blob_handles_and_read_back(
         other => panic!("{other:?}"),
     }
 }
+
+// Repacking (branch clisize2): `ObjectStore::repack` on schema 3.
+
+/// Version `v` of file `f`: text with a line changed per version, so each version
+/// is a delta against the one before.
+fn version_of(f: u64, v: u64) -> Vec<u8> {
+    let mut body = text(f, 3000 + (f as usize % 5) * 700);
+    let at = body.len() / 2;
+    let line = format!("\nversion {v} of file {f}\n");
+    body.splice(at..at, line.into_bytes());
+    body
+}
+
+/// Eight versions of 60 files committed to `main` through a `Repo`, each
+/// version's workspace kept.
+fn history(store: &SqliteStore) -> Vec<(ObjectId, snapgraph::Workspace)> {
+    let repo = snapgraph_store::Repo::new(store);
+    let mut ws = snapgraph::Workspace::new();
+    let mut out = Vec::new();
+    for v in 0..8u64 {
+        for f in 0..60u64 {
+            if v == 0 || (f + v) % 5 == 0 {
+                ws.write(&format!("/d{}/f{f}.txt", f % 6), version_of(f, v))
+                    .unwrap();
+            }
+        }
+        let c = repo
+            .commit(
+                &mut ws,
+                "main",
+                snapgraph_store::RepoCommitOptions::default(),
+            )
+            .unwrap();
+        out.push((c.id, ws.clone()));
+    }
+    out
+}
+
+fn same_files(a: &snapgraph::Workspace, b: &snapgraph::Workspace) -> bool {
+    let files = |w: &snapgraph::Workspace| -> Vec<(String, Vec<u8>)> {
+        w.walk()
+            .into_iter()
+            .filter(|(_, m)| m.kind == snapgraph::EntryKind::File)
+            .map(|(p, _)| {
+                let bytes = w.read(&p).unwrap().to_vec();
+                (p, bytes)
+            })
+            .collect()
+    };
+    files(a) == files(b)
+}
+
+/// Every object of `store` with its verified bytes.
+fn everything(store: &SqliteStore) -> Vec<(ObjectId, Vec<u8>)> {
+    let ids = all_ids(store);
+    let got = ObjectStore::get_many(store, &ids).unwrap();
+    ids.into_iter()
+        .zip(got)
+        .map(|(id, b)| (id, b.expect("listed, so present")))
+        .collect()
+}
+
+#[test]
+fn a_repack_keeps_every_object_readable_and_verified_and_shrinks_the_file() {
+    use snapgraph_store::RepackOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let versions = history(&store);
+    // Objects outside any history, two thirds deleted: packs below half live.
+    let loose: Vec<Vec<u8>> = (0..300).map(|i| text(5000 + i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = loose.iter().map(|b| (id_of(b), &b[..])).collect();
+    store.put_many(&batch).unwrap();
+    let doomed: Vec<ObjectId> = batch
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| id.as_bytes()[0] % 3 != 0)
+        .collect();
+    store.delete_many(&doomed).unwrap();
+    let deltas = count(
+        &path,
+        "SELECT count(*) FROM objects WHERE substr(data, 1, 1) = x'02'",
+    );
+    assert!(deltas > 50, "{deltas} deltas");
+    let before = everything(&store);
+    let depths: Vec<(Vec<u8>, Vec<u8>)> = {
+        let conn = Connection::open(&path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id, substr(data, 1, 34) FROM objects WHERE substr(data, 1, 1) = x'02' ORDER BY id")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+
+    // Sparse only: records move out of the mostly dead packs, as they are.
+    let sparse = store.repack(&RepackOptions::sparse()).unwrap().unwrap();
+    assert!(sparse.packs_removed >= 1, "{sparse:?}");
+    assert!(
+        sparse.rewritten > 0 && sparse.recompressed == 0,
+        "{sparse:?}"
+    );
+    assert_eq!(everything(&store), before);
+
+    let full = store.repack(&RepackOptions::full(19)).unwrap().unwrap();
+    assert!(full.recompressed > 100, "{full:?}");
+    assert!(full.record_bytes_saved > 0 && full.skipped == 0, "{full:?}");
+    assert!(full.vacuumed, "{full:?}");
+    assert!(full.file_bytes_after < full.file_bytes_before, "{full:?}");
+    assert_eq!(
+        count(&path, "SELECT sum(live) FROM pack_live"),
+        count(
+            &path,
+            "SELECT count(*) FROM objects WHERE substr(data, 1, 1) = x'80' AND length(data) = 17"
+        ),
+        "live counts match the references"
+    );
+    assert_eq!(
+        count(
+            &path,
+            "SELECT count(*) FROM packs WHERE pack NOT IN (SELECT pack FROM pack_live)"
+        ),
+        0
+    );
+    // Same ids, same bytes (verified reads), deltas at the same depth on the same base.
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(everything(&store), before);
+    let after_depths: Vec<(Vec<u8>, Vec<u8>)> = {
+        let conn = Connection::open(&path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT id, substr(data, 1, 34) FROM objects WHERE substr(data, 1, 1) = x'02' ORDER BY id")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    assert_eq!(after_depths, depths);
+    // A second full repack finds nothing smaller and leaves the file alone.
+    let again = store.repack(&RepackOptions::full(19)).unwrap().unwrap();
+    assert_eq!((again.rewritten, again.packs_written), (0, 0), "{again:?}");
+    // The loose text objects are not core objects: verify the history without them.
+    let loose_ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+    store.delete_many(&loose_ids).unwrap();
+    let report = snapgraph_store::verify(&store, true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let repo = snapgraph_store::Repo::new(&store);
+    for (id, ws) in &versions {
+        assert!(
+            same_files(&repo.checkout(&id.to_hex()).unwrap(), ws),
+            "{id}"
+        );
+    }
+    // Later writes still go on the store's dictionary and read back.
+    let later = text(99_999, 5000);
+    store.put_many(&[(id_of(&later), &later[..])]).unwrap();
+    assert_eq!(
+        ObjectStore::get_many(&store, &[id_of(&later)]).unwrap(),
+        vec![Some(later.clone())]
+    );
+}
+
+#[test]
+fn repacks_beside_a_writer_under_its_lease_and_a_collector_lose_nothing() {
+    use snapgraph_store::RepackOptions;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let writer_store = SqliteStore::open(&path).unwrap();
+    let repack_store = SqliteStore::open(&path).unwrap();
+    let repo = snapgraph_store::Repo::new(&writer_store);
+    let mut ws = snapgraph::Workspace::new();
+    for f in 0..40u64 {
+        ws.write(&format!("/d{}/f{f}.txt", f % 4), version_of(f, 0))
+            .unwrap();
+    }
+    repo.commit(
+        &mut ws,
+        "main",
+        snapgraph_store::RepoCommitOptions::default(),
+    )
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    let mut published = Vec::new();
+    std::thread::scope(|s| {
+        let other = s.spawn(|| {
+            let (mut runs, mut rewritten, mut skipped) = (0u64, 0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let how = if runs % 2 == 0 {
+                    RepackOptions::full(9)
+                } else {
+                    RepackOptions::sparse()
+                };
+                let r = repack_store.repack(&how).unwrap().unwrap();
+                rewritten += r.rewritten;
+                skipped += r.skipped;
+                // Garbage: a branch made and dropped, then collected.
+                let scratch = snapgraph_store::Repo::new(&repack_store);
+                let mut junk = snapgraph::Workspace::new();
+                junk.write("/junk", text(runs + 77, 6000)).unwrap();
+                let j = scratch
+                    .commit(
+                        &mut junk,
+                        "scratch",
+                        snapgraph_store::RepoCommitOptions::default(),
+                    )
+                    .unwrap();
+                scratch.delete_branch("scratch", j.id).unwrap();
+                snapgraph_store::gc(&repack_store, &[]).unwrap();
+                runs += 1;
+            }
+            eprintln!("{runs} repacks rewrote {rewritten} records, skipped {skipped}");
+            runs
+        });
+        for v in 1..40u64 {
+            for f in 0..40u64 {
+                if (f + v) % 4 == 0 {
+                    ws.write(&format!("/d{}/f{f}.txt", f % 4), version_of(f, v))
+                        .unwrap();
+                }
+            }
+            loop {
+                match repo.commit(
+                    &mut ws,
+                    "main",
+                    snapgraph_store::RepoCommitOptions::default(),
+                ) {
+                    Ok(c) => {
+                        published.push((c.id, ws.clone()));
+                        break;
+                    }
+                    Err(snapgraph_store::RepoError::Swept { .. }) => continue,
+                    Err(e) => panic!("version {v}: {e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(other.join().unwrap() > 0);
+    });
+    let report = snapgraph_store::verify(&writer_store, true).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let fresh = SqliteStore::open(&path).unwrap();
+    let repo = snapgraph_store::Repo::new(&fresh);
+    for (id, ws) in &published {
+        assert!(
+            same_files(&repo.checkout(&id.to_hex()).unwrap(), ws),
+            "commit {id}"
+        );
+    }
+}
+
+#[test]
+fn a_repack_of_damaged_records_stops_with_a_typed_error_naming_the_object() {
+    use snapgraph_store::RepackOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let first: Vec<Vec<u8>> = (0..100).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
+    store.put_many(&batch).unwrap();
+    // A delta on top of object 0.
+    let mut edited = first[0].clone();
+    edited.extend_from_slice(b"one more line\n");
+    let delta_id = id_of(&edited);
+    store
+        .put_many_with_bases(&[(delta_id, &edited[..])], &[Some(batch[0].0)])
+        .unwrap();
+    assert_eq!(
+        count(
+            &path,
+            "SELECT count(*) FROM objects WHERE substr(data, 1, 1) = x'02'"
+        ),
+        1
+    );
+    drop(store);
+    let refs = references(&path);
+    let raw = Connection::open(&path).unwrap();
+    let read_pack = |pack: i64| -> Vec<u8> {
+        raw.query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    let write_pack = |pack: i64, bytes: &[u8]| {
+        raw.execute(
+            "UPDATE packs SET data = ?1 WHERE pack = ?2",
+            rusqlite::params![bytes, pack],
+        )
+        .unwrap();
+    };
+    let pack = i64::from_le_bytes(refs[7].1[1..9].try_into().unwrap());
+    let original = read_pack(pack);
+    let expect_corrupt = |what: &str, want: ObjectId| {
+        let store = SqliteStore::open(&path).unwrap();
+        match store.repack(&RepackOptions::full(9)) {
+            Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, want, "{what}"),
+            Err(StoreError::BadDelta { id, .. }) => assert_eq!(id, want, "{what}"),
+            other => panic!("{what}: expected a typed error naming {want}, got {other:?}"),
+        }
+    };
+    // A flipped byte inside a packed record: the repack refuses to copy it.
+    let at = u32::from_le_bytes(refs[7].1[9..13].try_into().unwrap()) as usize + 30;
+    let mut bad = original.clone();
+    bad[at] ^= 0x41;
+    write_pack(pack, &bad);
+    expect_corrupt("flipped byte", refs[7].0);
+    write_pack(pack, &original);
+    // A reference past its pack's end.
+    let mut past = refs[9].1.clone();
+    past[13..17].copy_from_slice(&(u32::MAX / 2).to_le_bytes());
+    raw.execute(
+        "UPDATE objects SET data = ?1 WHERE id = ?2",
+        rusqlite::params![past, &refs[9].0.as_bytes()[..]],
+    )
+    .unwrap();
+    expect_corrupt("reference past the end", refs[9].0);
+    raw.execute(
+        "UPDATE objects SET data = ?1 WHERE id = ?2",
+        rusqlite::params![refs[9].1, &refs[9].0.as_bytes()[..]],
+    )
+    .unwrap();
+    // A delta whose base row is gone.
+    let base_row: Vec<u8> = raw
+        .query_row(
+            "SELECT data FROM objects WHERE id = ?1",
+            [&batch[0].0.as_bytes()[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    raw.execute(
+        "DELETE FROM objects WHERE id = ?1",
+        [&batch[0].0.as_bytes()[..]],
+    )
+    .unwrap();
+    expect_corrupt("base missing", delta_id);
+    raw.execute(
+        "INSERT INTO objects (id, data) VALUES (?1, ?2)",
+        rusqlite::params![&batch[0].0.as_bytes()[..], base_row],
+    )
+    .unwrap();
+    // A delta's frame damaged.
+    let delta_row: Vec<u8> = raw
+        .query_row(
+            "SELECT data FROM objects WHERE id = ?1",
+            [&delta_id.as_bytes()[..]],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut bad = delta_row.clone();
+    let n = bad.len();
+    bad[n - 3] ^= 0x7f;
+    raw.execute(
+        "UPDATE objects SET data = ?1 WHERE id = ?2",
+        rusqlite::params![bad, &delta_id.as_bytes()[..]],
+    )
+    .unwrap();
+    expect_corrupt("delta frame", delta_id);
+    raw.execute(
+        "UPDATE objects SET data = ?1 WHERE id = ?2",
+        rusqlite::params![delta_row, &delta_id.as_bytes()[..]],
+    )
+    .unwrap();
+    // Repaired: the repack goes through and every object reads back.
+    let store = SqliteStore::open(&path).unwrap();
+    store.repack(&RepackOptions::full(9)).unwrap().unwrap();
+    let mut ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+    ids.push(delta_id);
+    let got = ObjectStore::get_many(&store, &ids).unwrap();
+    for (want, got) in first.iter().chain(std::iter::once(&edited)).zip(got) {
+        assert_eq!(got.as_deref(), Some(&want[..]));
+    }
+}

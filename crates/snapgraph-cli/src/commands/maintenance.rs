@@ -20,6 +20,8 @@ pub(super) struct GcArgs {
     pub wait: u64,
     pub prune: Option<String>,
     pub dry_run: bool,
+    /// How to repack after collecting (`None`: not at all).
+    pub repack: Option<snapgraph_store::RepackOptions>,
 }
 
 /// `gc`: drops trash refs past the grace period ([`crate::trash`]), removes stale
@@ -82,9 +84,21 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
         ..Default::default()
     };
     let r = snapgraph_store::gc::collect_with(wd.store(), &options)?;
+    // After the sweep (which holds no lock while this runs): a repack adds and
+    // deletes no object, so writers may run beside it.
+    let packed = match &args.repack {
+        Some(how) => wd.store().repack(how)?,
+        None => None,
+    };
     pb.finish_and_clear();
+    let repack_json = packed.as_ref().map(|p| {
+        json!({"rewritten": p.rewritten, "recompressed": p.recompressed, "skipped": p.skipped,
+               "record_bytes_saved": p.record_bytes_saved, "packs_written": p.packs_written,
+               "packs_removed": p.packs_removed, "file_bytes_before": p.file_bytes_before,
+               "file_bytes_after": p.file_bytes_after, "vacuumed": p.vacuumed})
+    });
     ctx.print(
-        json!({"deleted": r.deleted.len(), "kept": r.kept, "refs": r.refs, "expired": expired_json, "problems": r.problems.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>()}),
+        json!({"deleted": r.deleted.len(), "kept": r.kept, "refs": r.refs, "expired": expired_json, "problems": r.problems.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>(), "repack": repack_json}),
         |w| {
             for t in &expired {
                 writeln!(w, "dropped {} (was {})", t.original, t.id)?;
@@ -96,6 +110,20 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
                 r.kept,
                 r.refs
             )?;
+            if let Some(p) = &packed {
+                writeln!(
+                    w,
+                    "repack: {} records rewritten ({} smaller, {} bytes saved), {} packs written, {} removed; file {} -> {} bytes{}",
+                    p.rewritten,
+                    p.recompressed,
+                    p.record_bytes_saved,
+                    p.packs_written,
+                    p.packs_removed,
+                    p.file_bytes_before,
+                    p.file_bytes_after,
+                    if p.vacuumed { " (vacuumed)" } else { "" }
+                )?;
+            }
             for p in &r.problems {
                 writeln!(w, "problem: {p:?}")?;
             }

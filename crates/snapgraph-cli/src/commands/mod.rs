@@ -162,6 +162,8 @@ pub fn run(cli: Cli) -> Result<()> {
             wait,
             prune,
             dry_run,
+            repack,
+            level,
         } => maintenance::gc(
             &ctx,
             maintenance::GcArgs {
@@ -170,6 +172,11 @@ pub fn run(cli: Cli) -> Result<()> {
                 wait,
                 prune,
                 dry_run,
+                repack: match repack.as_str() {
+                    "none" => None,
+                    "sparse" => Some(snapgraph_store::RepackOptions::sparse()),
+                    _ => Some(snapgraph_store::RepackOptions::full(level)),
+                },
             },
         ),
         Command::Verify {
