@@ -1,12 +1,13 @@
 //! `Workspace`, its commit and checkout results, and packed snapshots.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, Either, Function, JsObjectValue, JsValue, Null, Object, ToNapiValue,
-    Uint8ArraySlice, Unknown,
+    AsyncTask, Buffer, BufferSlice, Either, Function, JsObjectValue, JsValue, Null, Object,
+    ToNapiValue, Uint8ArraySlice, Unknown,
 };
 use napi::{Env, ValueType};
 use napi_derive::napi;
@@ -20,7 +21,7 @@ use crate::convert::{self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Rea
 use crate::error::{error, invalid, napi, Result};
 use crate::source::{Bytes, JsSource, ObjectsArg};
 use crate::task::{spawn, spawn_built, spawn_then, Build, Built, Job};
-use crate::value;
+use crate::value::{self, ObjectsAs};
 
 /// Where a workspace lives. A call takes it out for its duration and puts it back,
 /// so a reentrant call (from an `objects` function) or a call while a `…Async` call
@@ -52,6 +53,9 @@ fn put(slot: &Slot, ws: RsWorkspace) {
 #[napi]
 pub struct Workspace {
     slot: Slot,
+    /// The per-turn commit's result between `_commitTurn` and `_commitFill` (see
+    /// `helpers::INSTALL`); only touched on the JavaScript thread.
+    encoded: RefCell<Option<value::Encoded>>,
 }
 
 impl Workspace {
@@ -59,6 +63,7 @@ impl Workspace {
     pub fn wrap(ws: RsWorkspace) -> Self {
         Self {
             slot: Arc::new(Mutex::new(Some(ws))),
+            encoded: RefCell::new(None),
         }
     }
 
@@ -138,7 +143,9 @@ pub struct CommitResult {
     /// Objects to persist, keyed by id, in dependency order (referenced objects
     /// first, the commit last): writing them in this order keeps a store closed. A
     /// null-prototype object (like `querystring.parse`'s): use `Object.entries`,
-    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. Up to
+    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. With the
+    /// commit option `objectsAs: 'map'`, a `Map` in the same order instead
+    /// (`CommitResultOf`). Up to
     /// 16 MiB of objects, each `Buffer` is a view into one buffer per commit (like
     /// Node's pooled small `Buffer`s; `Buffer.from(b)` copies one out).
     pub objects: IndexMap<String, Buffer>,
@@ -260,6 +267,7 @@ struct CommitArgs<'a> {
     meta: BTreeMap<String, String>,
     exclude_files: bool,
     exclude_state: bool,
+    objects_as: ObjectsAs,
 }
 
 /// Option `name` of an options object (`undefined`: `None`).
@@ -297,6 +305,7 @@ impl<'a> CommitArgs<'a> {
             meta: BTreeMap::new(),
             exclude_files: false,
             exclude_state: false,
+            objects_as: ObjectsAs::Record,
         };
         let Some(o) = options else {
             return Ok(args);
@@ -330,6 +339,7 @@ impl<'a> CommitArgs<'a> {
         }
         args.exclude_files = get::<bool>(&o, "excludeFiles")?.unwrap_or(false);
         args.exclude_state = get::<bool>(&o, "excludeState")?.unwrap_or(false);
+        args.objects_as = ObjectsAs::parse(get::<String>(&o, "objectsAs")?.as_deref())?;
         Ok(args)
     }
 
@@ -666,13 +676,15 @@ impl Workspace {
 
     // ----- commit, checkout -----
 
-    /// Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
-    /// lists ids the destination holds (with their closures) or is an `objects`
-    /// value asked about changed paths, in one batch per commit. On error nothing
+    /// Commits the workspace: `{ parents?, have?, parentSource?, meta?, objectsAs? }`.
+    /// `have` lists ids the destination holds (with their closures) or is an
+    /// `objects` value asked about changed paths, in one batch per commit;
+    /// `objectsAs: 'map'` makes the result's `objects` a `Map`. On error nothing
     /// moves.
     #[napi(
-        ts_args_type = "options?: CommitOptions",
-        ts_return_type = "CommitResult"
+        ts_generic_types = "O extends CommitOptions = CommitOptions",
+        ts_args_type = "options?: O",
+        ts_return_type = "CommitResultOf<O>"
     )]
     pub fn commit<'env>(
         &self,
@@ -681,15 +693,16 @@ impl Workspace {
     ) -> Result<Unknown<'env>> {
         let args = CommitArgs::parse(options)?;
         let commit = self.with(|ws| ws.commit(args.options()).or_js())?;
-        value::commit(env, commit)
+        value::commit_as(env, commit, args.objects_as)
     }
 
     /// The per-turn `commit`, called by the JavaScript `commit` that `helpers::INSTALL`
     /// puts on the prototype (it takes this method off the prototype): the parents'
     /// ids one after the other (each 64 hex digits), `have` and its `get` and `has`
     /// methods as the JavaScript read them (`has` a function, or `have` undefined).
-    /// Returns `value::commit_encoded`'s buffer, or `null` (nothing done) when the
-    /// parents are not 64 hex digits each.
+    /// Commits, keeps the result for [`commit_fill`](Self::commit_fill) and returns
+    /// its size in bytes (`value::Encoded`); above 16 MiB the finished result instead;
+    /// `null` (nothing done) when the parents are not 64 hex digits each.
     #[napi(skip_typescript, js_name = "_commitTurn")]
     pub fn commit_turn<'env>(
         &self,
@@ -718,15 +731,40 @@ impl Workspace {
         if let Some(s) = &have_in {
             opts = opts.have_in(s as &dyn ObjectSource);
         }
+        // A result left by a call whose fill never came (none in normal use) goes.
+        self.encoded.borrow_mut().take();
         let commit = self.with(|ws| ws.commit(opts).or_js())?;
-        value::commit_encoded(env, commit)
+        match value::Encoded::new(commit) {
+            Ok(encoded) => {
+                let size = encoded.size() as f64;
+                *self.encoded.borrow_mut() = Some(encoded);
+                size.into_unknown(env).map_err(napi)
+            }
+            Err(large) => value::commit_large(env, large),
+        }
+    }
+
+    /// Writes the result [`commit_turn`](Self::commit_turn) kept into `out`, a
+    /// `Buffer` of the size it answered (the JavaScript `commit` allocates it).
+    /// `INVALID_ARGUMENT` without a kept result or for a buffer of another size (the
+    /// result is then kept).
+    #[napi(skip_typescript, js_name = "_commitFill")]
+    pub fn commit_fill(&self, mut out: BufferSlice<'_>) -> Result<()> {
+        let mut kept = self.encoded.borrow_mut();
+        let encoded = kept
+            .as_ref()
+            .ok_or_else(|| invalid("no commit result is waiting to be written"))?;
+        encoded.write_into(&mut out)?;
+        kept.take();
+        Ok(())
     }
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
     /// snapgraph stores (JavaScript values cannot be read off the event loop).
     #[napi(
-        ts_args_type = "options?: CommitOptions",
-        ts_return_type = "Promise<CommitResult>"
+        ts_generic_types = "O extends CommitOptions = CommitOptions",
+        ts_args_type = "options?: O",
+        ts_return_type = "Promise<CommitResultOf<O>>"
     )]
     pub fn commit_async(
         &self,
@@ -745,7 +783,11 @@ impl Workspace {
             .transpose()?;
         let (parents, have_ids, meta) = (args.parents, args.have_ids, args.meta);
         let (exclude_files, exclude_state) = (args.exclude_files, args.exclude_state);
-        self.lend_built(value::commit, move |ws| {
+        let build: Build<snapgraph::Commit> = match args.objects_as {
+            ObjectsAs::Record => value::commit,
+            ObjectsAs::Map => value::commit_map,
+        };
+        self.lend_built(build, move |ws| {
             let mut opts = RsCommitOptions::new()
                 .parents(parents)
                 .exclude_files(exclude_files)
