@@ -1,6 +1,6 @@
 // Commit option `objectsAs`: 'record' (the default, Bashkit's Record<string, Buffer>)
 // or 'map' (a Map in the same dependency order). Every path gives it: the JavaScript
-// per-turn commit (`_commitTurn` + `_commitFill`), the native commit (options it
+// per-turn commit (`_commitTurn`), the native commit (options it
 // hands over), `commitAsync`, and a commit above 16 MiB (each object its own Buffer).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -25,12 +25,6 @@ function shape(c) {
 
 // An option the JavaScript commit does not read: it sends the call to the native one.
 const native = (options) => ({ ...options, excludeFiles: false })
-
-test('the per-turn fill is not reachable from JavaScript', () => {
-  const ws = new Workspace()
-  assert.equal('_commitFill' in ws, false)
-  assert.equal(Object.getOwnPropertyNames(Workspace.prototype).includes('_commitFill'), false)
-})
 
 test("objectsAs 'map' gives the record's objects, in the same order, on every path", async () => {
   const a = sample()

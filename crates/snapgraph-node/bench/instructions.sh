@@ -30,7 +30,7 @@ count() { # label, command...
     local label=$1
     shift
     valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$tmp/$label" "$@" >"$tmp/$label.log" 2>&1
-    grep -o 'refs: *[0-9,]*' "$tmp/$label.log" | tr -dc 0-9
+    grep -m1 -o 'I *refs: *[0-9,]*' "$tmp/$label.log" | tr -dc 0-9
 }
 # The event totals of one run, named: "Ir=... I1mr=... ..." (callgrind's summary line).
 events() {

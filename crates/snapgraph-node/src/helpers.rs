@@ -77,12 +77,11 @@ pub const BITS: usize = 30;
 /// becomes a JavaScript function that reads the options itself (property reads in
 /// JavaScript cost tens of instructions, through napi about a thousand), calls the
 /// native `_commitTurn` (taken off the prototype here) with the parents' ids in one
-/// string and `have` with its `get`/`has` methods, allocates the result's one
-/// `Buffer` of the size it answers (`Buffer.allocUnsafe`: no napi call, no prototype
-/// change), has the native `_commitFill` (also taken off the prototype) write the
-/// result into it (`value::encode_into`: the objects' bytes copied once), and decodes
-/// it into the `CommitResult`, its `objects` a null-prototype record or, with
-/// `objectsAs: 'map'`, a `Map`. Options it does not read (`parentSource`, `meta`,
+/// string and `have` with its `get`/`has` methods, and decodes the one `Buffer` it
+/// returns (`value::Encoded`) into the `CommitResult`, its `objects` a null-prototype
+/// record or, with `objectsAs: 'map'`, a `Map`. (Writing the result once into a
+/// `Buffer` the JavaScript allocated, in a second native call, cost more than the
+/// copy it saved: BENCHMARKS.md, "node5".) Options it does not read (`parentSource`, `meta`,
 /// `excludeFiles`, `excludeState`), an `objectsAs` other than `'record'`/`'map'`, a
 /// `have` that is not an object with a `has` method (an id list, a record, a
 /// function, a `Store`, a `Repo`), a parent that is not a string of 64 characters,
@@ -95,13 +94,10 @@ const INSTALL: &str = r#"(function install(exports) {
   if (!proto) return
   const native = proto.commit
   const turn = proto._commitTurn
-  const fill = proto._commitFill
   const descriptor = Object.getOwnPropertyDescriptor(proto, 'commit')
-  if (typeof native !== 'function' || typeof turn !== 'function' || typeof fill !== 'function' || !descriptor) return
+  if (typeof native !== 'function' || typeof turn !== 'function' || !descriptor) return
   Reflect.deleteProperty(proto, '_commitTurn')
-  Reflect.deleteProperty(proto, '_commitFill')
   const TRAILER = 32
-  const alloc = Buffer.allocUnsafe
   // The Buffer's own `latin1Slice` (what `toString('latin1', a, b)` ends in) when
   // this Node has it.
   const latin1 = typeof Buffer.prototype.latin1Slice === 'function'
@@ -142,21 +138,17 @@ const INSTALL: &str = r#"(function install(exports) {
     const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
     return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
   }
-  // What `_commitTurn` answered: the size of the result to allocate and fill, or the
-  // finished result (a commit above 16 MiB, its objects each in their own Buffer).
-  function finish(self, size, asMap) {
-    if (typeof size !== 'number') {
-      if (asMap) size.objects = new Map(Object.entries(size.objects))
-      return size
-    }
-    const out = alloc(size)
-    fill.call(self, out)
-    return decode(out, asMap)
+  // What `_commitTurn` answered: the encoded result, or the finished one (a commit
+  // above 16 MiB, its objects each in their own Buffer).
+  function finish(out, asMap) {
+    if (out instanceof Uint8Array) return decode(out, asMap)
+    if (asMap) out.objects = new Map(Object.entries(out.objects))
+    return out
   }
   // `_commitTurn` gives `null` for parents that are not 64 hex digits each, before it
   // does anything: the native `commit` then reports them.
   function commit(options) {
-    if (options === undefined) return finish(this, turn.call(this, '', undefined, undefined, undefined), false)
+    if (options === undefined) return finish(turn.call(this, '', undefined, undefined, undefined), false)
     if (typeof options !== 'object' || options === null) return native.call(this, options)
     const parents = options.parents
     const have = options.have
@@ -175,17 +167,17 @@ const INSTALL: &str = r#"(function install(exports) {
       }
       ids = parents.length === 1 ? parents[0] : parents.join('')
     }
-    let size
+    let out
     if (have === undefined) {
-      size = turn.call(this, ids, undefined, undefined, undefined)
+      out = turn.call(this, ids, undefined, undefined, undefined)
     } else {
       if (typeof have !== 'object' || have === null || Array.isArray(have)) return native.call(this, options)
       const has = have.has
       if (typeof has !== 'function') return native.call(this, options)
       const get = have.get
-      size = turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has)
+      out = turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has)
     }
-    return size === null ? native.call(this, options) : finish(this, size, shape === 'map')
+    return out === null ? native.call(this, options) : finish(out, shape === 'map')
   }
   Object.defineProperty(proto, 'commit', { ...descriptor, value: commit })
 })"#;

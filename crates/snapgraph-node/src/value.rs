@@ -127,10 +127,8 @@ impl ObjectsAs {
     }
 }
 
-/// A commit waiting for [`write_into`](Encoded::write_into): what the JavaScript `commit` of
-/// [`helpers::INSTALL`] gets between `_commitTurn` (which answers its
-/// [`size`](Self::size)) and `_commitFill` (which writes it into the `Buffer` the
-/// JavaScript allocated of that size).
+/// A commit for the JavaScript `commit` of [`helpers::INSTALL`], which decodes it
+/// from one `Buffer` ([`write_into`](Encoded::write_into)).
 pub struct Encoded {
     commit: snapgraph::Commit,
     packed: Option<Vec<u8>>,
@@ -179,7 +177,7 @@ impl Encoded {
     }
 
     /// Writes the result into `out`, which must be exactly [`size`](Self::size) bytes
-    /// (every byte is written: `out` may come from `Buffer.allocUnsafe`); else
+    /// (every byte is written); else
     /// `INVALID_ARGUMENT`, writing nothing.
     pub fn write_into(&self, out: &mut [u8]) -> Result<()> {
         if out.len() != self.len {

@@ -1,13 +1,12 @@
 //! `Workspace`, its commit and checkout results, and packed snapshots.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
 use napi::bindgen_prelude::{
-    AsyncTask, Buffer, BufferSlice, Either, Function, JsObjectValue, JsValue, Null, Object,
-    ToNapiValue, Uint8ArraySlice, Unknown,
+    AsyncTask, Buffer, Either, Function, JsObjectValue, JsValue, Null, Object, ToNapiValue,
+    Uint8ArraySlice, Unknown,
 };
 use napi::{Env, ValueType};
 use napi_derive::napi;
@@ -53,9 +52,6 @@ fn put(slot: &Slot, ws: RsWorkspace) {
 #[napi]
 pub struct Workspace {
     slot: Slot,
-    /// The per-turn commit's result between `_commitTurn` and `_commitFill` (see
-    /// `helpers::INSTALL`); only touched on the JavaScript thread.
-    encoded: RefCell<Option<value::Encoded>>,
 }
 
 impl Workspace {
@@ -63,7 +59,6 @@ impl Workspace {
     pub fn wrap(ws: RsWorkspace) -> Self {
         Self {
             slot: Arc::new(Mutex::new(Some(ws))),
-            encoded: RefCell::new(None),
         }
     }
 
@@ -700,9 +695,8 @@ impl Workspace {
     /// puts on the prototype (it takes this method off the prototype): the parents'
     /// ids one after the other (each 64 hex digits), `have` and its `get` and `has`
     /// methods as the JavaScript read them (`has` a function, or `have` undefined).
-    /// Commits, keeps the result for [`commit_fill`](Self::commit_fill) and returns
-    /// its size in bytes (`value::Encoded`); above 16 MiB the finished result instead;
-    /// `null` (nothing done) when the parents are not 64 hex digits each.
+    /// Returns `value::Encoded`'s buffer (above 16 MiB the finished result instead),
+    /// or `null` (nothing done) when the parents are not 64 hex digits each.
     #[napi(skip_typescript, js_name = "_commitTurn")]
     pub fn commit_turn<'env>(
         &self,
@@ -731,32 +725,15 @@ impl Workspace {
         if let Some(s) = &have_in {
             opts = opts.have_in(s as &dyn ObjectSource);
         }
-        // A result left by a call whose fill never came (none in normal use) goes.
-        self.encoded.borrow_mut().take();
         let commit = self.with(|ws| ws.commit(opts).or_js())?;
         match value::Encoded::new(commit) {
             Ok(encoded) => {
-                let size = encoded.size() as f64;
-                *self.encoded.borrow_mut() = Some(encoded);
-                size.into_unknown(env).map_err(napi)
+                let mut out = vec![0; encoded.size()];
+                encoded.write_into(&mut out)?;
+                Ok(value::buffer(env, out)?.to_unknown())
             }
             Err(large) => value::commit_large(env, large),
         }
-    }
-
-    /// Writes the result [`commit_turn`](Self::commit_turn) kept into `out`, a
-    /// `Buffer` of the size it answered (the JavaScript `commit` allocates it).
-    /// `INVALID_ARGUMENT` without a kept result or for a buffer of another size (the
-    /// result is then kept).
-    #[napi(skip_typescript, js_name = "_commitFill")]
-    pub fn commit_fill(&self, mut out: BufferSlice<'_>) -> Result<()> {
-        let mut kept = self.encoded.borrow_mut();
-        let encoded = kept
-            .as_ref()
-            .ok_or_else(|| invalid("no commit result is waiting to be written"))?;
-        encoded.write_into(&mut out)?;
-        kept.take();
-        Ok(())
     }
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
