@@ -108,9 +108,7 @@ const INSTALL: &str = r#"(function install(exports) {
   function u32(b, at) {
     return (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0
   }
-  // One decoder per shape (a single one with both loops cost the default record
-  // path about 7 k instructions a turn in V8's baseline tier).
-  function decode(out) {
+  function decode(out, asMap) {
     const end = out.length - TRAILER
     const generation = u32(out, end) + u32(out, end + 4) * 4294967296
     const storedBytes = u32(out, end + 8) + u32(out, end + 12) * 4294967296
@@ -120,32 +118,22 @@ const INSTALL: &str = r#"(function install(exports) {
     const hexAt = end - 64 * (n + 1)
     const hex = latin1(out, hexAt, end)
     let sizeAt = hexAt - 4 * n
-    const objects = Object.create(null)
     let at = 0
-    for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
-      const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
-      objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
-      at += size
-    }
-    const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
-    return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
-  }
-  function decodeMap(out) {
-    const end = out.length - TRAILER
-    const generation = u32(out, end) + u32(out, end + 4) * 4294967296
-    const storedBytes = u32(out, end + 8) + u32(out, end + 12) * 4294967296
-    const n = u32(out, end + 16)
-    const packedLen = u32(out, end + 20)
-    const flags = u32(out, end + 24)
-    const hexAt = end - 64 * (n + 1)
-    const hex = latin1(out, hexAt, end)
-    let sizeAt = hexAt - 4 * n
-    const objects = new Map()
-    let at = 0
-    for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
-      const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
-      objects.set(hex.slice(k, k + 64), out.subarray(at, at + size))
-      at += size
+    let objects
+    if (asMap) {
+      objects = new Map()
+      for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
+        const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
+        objects.set(hex.slice(k, k + 64), out.subarray(at, at + size))
+        at += size
+      }
+    } else {
+      objects = Object.create(null)
+      for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
+        const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
+        objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
+        at += size
+      }
     }
     const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
     return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
@@ -153,7 +141,7 @@ const INSTALL: &str = r#"(function install(exports) {
   // What `_commitTurn` answered: the encoded result, or the finished one (a commit
   // above 16 MiB, its objects each in their own Buffer).
   function finish(out, asMap) {
-    if (out instanceof Uint8Array) return asMap ? decodeMap(out) : decode(out)
+    if (out instanceof Uint8Array) return decode(out, asMap)
     if (asMap) out.objects = new Map(Object.entries(out.objects))
     return out
   }
