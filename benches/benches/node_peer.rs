@@ -3,12 +3,13 @@
 //! sides are measured in the same run on the same machine load).
 //!
 //! The protocol of `turns.mjs`, on the shared `Turns` fixture: 2,000 files of 4 KB in
-//! 20 directories, one file rewritten per turn and committed with the store as
+//! 20 directories, `warmup` untimed turns (the same count as the Node side's), one
+//! file rewritten per turn and committed with the store as
 //! `have_in`, the new objects inserted into the store (timed: write + commit +
 //! insert); then checkouts of the head into fresh workspaces (timed: `Workspace::new`
 //! + `checkout`). Prints one JSON line of medians.
 //!
-//! `cargo bench -p snapgraph-benches --bench node_peer -- [turns] [checkouts]`
+//! `cargo bench -p snapgraph-benches --bench node_peer -- [turns] [checkouts] [warmup = 1000]`
 
 mod common;
 
@@ -29,9 +30,10 @@ fn main() {
         .collect();
     let turns = args.first().copied().unwrap_or(200).max(1);
     let checkouts = args.get(1).copied().unwrap_or(10).max(1);
+    let warmup = args.get(2).copied().unwrap_or(1000);
 
-    let mut t = Turns::with_dirs(2_000, 20, turns * 8);
-    for _ in 0..5 {
+    let mut t = Turns::with_dirs(2_000, 20, (warmup + turns) * 8);
+    for _ in 0..warmup {
         let (idx, data) = t.next_edit();
         t.apply(idx, &data);
     }

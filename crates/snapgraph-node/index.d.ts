@@ -32,7 +32,20 @@ export interface CommitOptions {
   excludeFiles?: boolean
   /** Leave the interpreter state out of the commit. */
   excludeState?: boolean
+  /**
+   * How the result holds its objects: `'record'` (the default, Bashkit's
+   * `Record<string, Buffer>`) or `'map'` (a `Map<string, Buffer>` in the same
+   * dependency order; cheaper to build and to iterate per turn). Anything else is
+   * `INVALID_ARGUMENT`.
+   */
+  objectsAs?: 'record' | 'map'
 }
+
+/** A commit result whose `objects` is a `Map` (commit option `objectsAs: 'map'`). */
+export type CommitResultMap = Omit<CommitResult, 'objects'> & { objects: Map<string, Buffer> }
+
+/** What `Workspace.commit` returns for options `O`: `objects` a `Map` with `objectsAs: 'map'`. */
+export type CommitResultOf<O> = O extends { objectsAs: 'map' } ? CommitResultMap : CommitResult
 
 /** Options of `Workspace.checkout` and `Repo.checkoutInto`. */
 export interface CheckoutOptions {
@@ -222,9 +235,27 @@ export declare class Store {
   getMany(ids: Array<string>): Array<Buffer | undefined | null>
   /** `getMany` on the thread pool. */
   getManyAsync(ids: Array<string>): Promise<Array<Buffer | null>>
-  /** The ids among `ids` the store does not hold, in order. */
+  /**
+   * The ids among `ids` the store does not hold, in the order given (Rust's
+   * `Store::has_many`, Python's `Store.missing`).
+   */
+  missing(ids: Array<string>): Array<string>
+  /** `missing` on the thread pool. */
+  missingAsync(ids: Array<string>): Promise<string[]>
+  /**
+   * The same as `missing`: the ids among `ids` the store does
+   * **not** hold (named after Rust's `Store::has_many`; kept for the callers that
+   * use it).
+   *
+   * @deprecated Use `missing`: the name reads as the ids held, the answer is the
+   * ids missing.
+   */
   hasMany(ids: Array<string>): Array<string>
-  /** `hasMany` on the thread pool. */
+  /**
+   * `hasMany` on the thread pool: the ids missing, as `missingAsync`.
+   *
+   * @deprecated Use `missingAsync`.
+   */
   hasManyAsync(ids: Array<string>): Promise<string[]>
   /** Writes objects (a commit's `objects`, in their order); held ones are left. */
   putMany(objects: Record<string, Uint8Array>): void
@@ -322,17 +353,18 @@ export declare class Workspace {
   /** Fetches and verifies the bytes of a file a shallow checkout left in the store. */
   loadContent(path: string, objects: Objects): void
   /**
-   * Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
-   * lists ids the destination holds (with their closures) or is an `objects`
-   * value asked about changed paths, in one batch per commit. On error nothing
+   * Commits the workspace: `{ parents?, have?, parentSource?, meta?, objectsAs? }`.
+   * `have` lists ids the destination holds (with their closures) or is an
+   * `objects` value asked about changed paths, in one batch per commit;
+   * `objectsAs: 'map'` makes the result's `objects` a `Map`. On error nothing
    * moves.
    */
-  commit(options?: CommitOptions): CommitResult
+  commit<O extends CommitOptions = CommitOptions>(options?: O): CommitResultOf<O>
   /**
    * `commit` on the thread pool. `have` and `parentSource` must be id lists or
    * snapgraph stores (JavaScript values cannot be read off the event loop).
    */
-  commitAsync(options?: CommitOptions): Promise<CommitResult>
+  commitAsync<O extends CommitOptions = CommitOptions>(options?: O): Promise<CommitResultOf<O>>
   /**
    * Replaces files and state with those of commit `id`, all or nothing:
    * `{ policy?: 'superset' | 'strict' | 'force', drift?: 'strict' | 'off', shallow? }`.
@@ -438,7 +470,9 @@ export interface CommitResult {
    * Objects to persist, keyed by id, in dependency order (referenced objects
    * first, the commit last): writing them in this order keeps a store closed. A
    * null-prototype object (like `querystring.parse`'s): use `Object.entries`,
-   * `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. Up to
+   * `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. With the
+   * commit option `objectsAs: 'map'`, a `Map` in the same order instead
+   * (`CommitResultOf`). Up to
    * 16 MiB of objects, each `Buffer` is a view into one buffer per commit (like
    * Node's pooled small `Buffer`s; `Buffer.from(b)` copies one out).
    */

@@ -32,7 +32,20 @@ export interface CommitOptions {
   excludeFiles?: boolean
   /** Leave the interpreter state out of the commit. */
   excludeState?: boolean
+  /**
+   * How the result holds its objects: `'record'` (the default, Bashkit's
+   * `Record<string, Buffer>`) or `'map'` (a `Map<string, Buffer>` in the same
+   * dependency order; cheaper to build and to iterate per turn). Anything else is
+   * `INVALID_ARGUMENT`.
+   */
+  objectsAs?: 'record' | 'map'
 }
+
+/** A commit result whose `objects` is a `Map` (commit option `objectsAs: 'map'`). */
+export type CommitResultMap = Omit<CommitResult, 'objects'> & { objects: Map<string, Buffer> }
+
+/** What `Workspace.commit` returns for options `O`: `objects` a `Map` with `objectsAs: 'map'`. */
+export type CommitResultOf<O> = O extends { objectsAs: 'map' } ? CommitResultMap : CommitResult
 
 /** Options of `Workspace.checkout` and `Repo.checkoutInto`. */
 export interface CheckoutOptions {

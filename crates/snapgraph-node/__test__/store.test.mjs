@@ -170,3 +170,50 @@ test('a Repo is an objects source, and a have source', () => {
   const inc = ws.commit({ parents: [c.id], have: repo })
   assert.ok(inc.objectCount <= 4, `only the changed path: ${inc.objectCount}`)
 })
+
+test('Store.missing answers the ids the store does not hold; hasMany is the same call (its old name)', async () => {
+  const store = sg.open('memory:')
+  const c = sample().commit()
+  const ids = Object.keys(c.objects)
+  const absent = '0'.repeat(64)
+  assert.deepEqual(store.missing(ids), ids)
+  store.putMany(c.objects)
+  assert.deepEqual(store.missing([absent, ...ids, absent.replace(/^0/, 'f')]), [absent, absent.replace(/^0/, 'f')])
+  assert.deepEqual(store.missing(ids), [])
+  assert.deepEqual(await store.missingAsync([ids[0], absent]), [absent])
+  for (const probe of [ids, [absent, ids[1]], []]) {
+    assert.deepEqual(store.hasMany(probe), store.missing(probe))
+    assert.deepEqual(await store.hasManyAsync(probe), store.missing(probe))
+  }
+  // Hostile ids: a typed error, from both names, and the store unchanged.
+  throwsCode(() => store.missing(['nope']), 'INVALID_ID', 'nope')
+  throwsCode(() => store.hasMany([ids[0], 'x'.repeat(64)]), 'INVALID_ID')
+  throwsCode(() => store.missingAsync(['zz']), 'INVALID_ID', 'zz')
+  assert.deepEqual(new Set(store.ids()), new Set(ids))
+})
+
+test('checking out a hollow commit is PRUNED (its own code), naming the commit', async () => {
+  const store = sg.open('memory:')
+  const repo = new Repo(store)
+  const ws = new Workspace()
+  ws.write('/old.txt', Buffer.from('old'))
+  const old = repo.commit(ws, 'main', { message: 'old' }).id
+  ws.write('/new.txt', Buffer.from('new'))
+  const tip = repo.commit(ws, 'main', { message: 'new' }).id
+  // Make `old` hollow as retention would: its tree gone, the hollow record written.
+  const tree = sg.SnapshotGraph.commit(old, store).tree
+  store.deleteMany([tree])
+  store.updateRefs([{ name: `snapgraph/hollow/${old}`, expected: null, new: old }], 'hollow')
+  const e = throwsCode(() => repo.checkout(old), 'PRUNED', old)
+  assert.ok(e.message.includes('pruned'))
+  await rejectsCode(repo.checkoutAsync(old), 'PRUNED', old)
+  // History is kept; the tip still checks out.
+  assert.deepEqual(repo.log(tip).map((c) => c.id), [tip, old])
+  assert.equal(repo.checkout(tip).read('/new.txt').toString(), 'new')
+  // A commit whose tree is gone without the hollow record is not PRUNED.
+  ws.write('/third.txt', Buffer.from('3'))
+  const third = repo.commit(ws, 'main', { message: '3' }).id
+  store.deleteMany([sg.SnapshotGraph.commit(third, store).tree])
+  const other = throwsCode(() => repo.checkout(third), 'NOT_FOUND')
+  assert.notEqual(other.code, 'PRUNED')
+})

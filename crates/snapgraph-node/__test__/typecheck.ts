@@ -16,8 +16,16 @@ restore.finish()
 const repo: Repo = Repo.open('memory:')
 const pending: Promise<unknown> = repo.commitAsync(ws, 'main', { message: 'm' })
 open('memory:').putMany(first.objects)
+const asMap = ws.commit({ parents: [second.id], have: new Set([first.id]), objectsAs: 'map' })
+const map: Map<string, Buffer> = asMap.objects
+const asRecord: CommitResult = ws.commit({ objectsAs: 'record' })
+const later: Promise<Map<string, Buffer>> = ws.commitAsync({ objectsAs: 'map' }).then((c) => c.objects)
+// @ts-expect-error: a map-shaped result's objects are not a record
+const notRecord: Record<string, Buffer> = ws.commit({ objectsAs: 'map' }).objects
+// @ts-expect-error: unknown shape
+ws.commit({ objectsAs: 'Map' })
 // @ts-expect-error: a string is not bytes
 ws.write('/c', 'text')
 // @ts-expect-error: unknown policy
 ws.checkout(first.id, objects, { policy: 'lenient' })
-void [packed, added, pending]
+void [packed, added, pending, map, asRecord, later, notRecord]

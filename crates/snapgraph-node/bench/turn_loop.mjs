@@ -42,11 +42,22 @@ const store = new Map(Object.entries(first.objects))
 let head = first.id
 const data = []
 for (let i = 0; i < warm + 300; i++) data.push(fill(Buffer.alloc(SIZE)))
-for (let i = 0; i < warm + turns; i++) {
-  ws.write(paths[i % FILES], data[i])
-  const c = ws.commit({ parents: [head], have: store })
-  for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
-  head = c.id
+// SNAPGRAPH_OBJECTS=record: the default record and `Object.entries` (what a build
+// without `objectsAs` runs); else `objectsAs: 'map'` and a `Map` iterated.
+if (process.env.SNAPGRAPH_OBJECTS === 'record') {
+  for (let i = 0; i < warm + turns; i++) {
+    ws.write(paths[i % FILES], data[i])
+    const c = ws.commit({ parents: [head], have: store })
+    for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
+    head = c.id
+  }
+} else {
+  for (let i = 0; i < warm + turns; i++) {
+    ws.write(paths[i % FILES], data[i])
+    const c = ws.commit({ parents: [head], have: store, objectsAs: 'map' })
+    for (const [id, bytes] of c.objects) store.set(id, bytes)
+    head = c.id
+  }
 }
 // Under `--expose-gc` (instructions.sh), collect once at the end so each run pays for
 // the garbage its turns made, whenever V8 would have collected it.

@@ -2,16 +2,20 @@
 // rounds alternate between this process and the Rust peer
 // (benches/benches/node_peer.rs, same protocol), so both see the same machine load.
 //
-//   node crates/snapgraph-node/bench/turns.mjs [rounds = 3] [turns = 200] [checkouts = 10]
+//   node crates/snapgraph-node/bench/turns.mjs [rounds = 3] [turns = 200] [checkouts = 10] [warmup = 1000]
 //
 // One command: it builds the package first (npm ci if needed, npm run build: a no-op
 // when it is current; SNAPGRAPH_NO_BUILD=1 skips that) and the Rust peer.
 //
 // Protocol: 2,000 files of 4,000 pseudo-random bytes in 20 directories, committed
-// once; 5 warm-up turns; then each turn rewrites one file and commits with the store
-// as `have` and the head as parent, and the new objects go into the store (timed:
-// write + commit + insert). Then checkouts of the head into fresh workspaces (timed:
-// new Workspace + checkout). Medians per round.
+// once; `warmup` turns untimed (the same count on both sides: 1,000 by default, so V8
+// has compiled the per-turn JavaScript with its optimizing tier, as in a session of
+// many turns; with 5 the Node turns ran in the baseline tier); then each turn
+// rewrites one file and commits with the store as `have` and the head as parent, and
+// the new objects go into the store (timed: write + commit + insert; the commit asks
+// for `objectsAs: 'map'`, so the insert iterates a `Map`; SNAPGRAPH_OBJECTS=record
+// takes the default record and `Object.entries`). Then checkouts of the head into
+// fresh workspaces (timed: new Workspace + checkout). Medians per round.
 import { createRequire } from 'node:module'
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -31,7 +35,8 @@ if (!process.env.SNAPGRAPH_NO_BUILD) {
 }
 const sg = require('../index.js')
 
-const [rounds = 3, turns = 200, checkouts = 10] = process.argv.slice(2).map(Number)
+const [rounds = 3, turns = 200, checkouts = 10, warmup = 1000] = process.argv.slice(2).map(Number)
+const asRecord = process.env.SNAPGRAPH_OBJECTS === 'record'
 const FILES = 2000
 const SIZE = 4000
 const DIRS = 20
@@ -62,13 +67,20 @@ function nodeRound(seed) {
   const store = new Map(Object.entries(first.objects))
   let head = first.id
   let edit = 0
-  const turn = (data) => {
-    ws.write(paths[edit++ % FILES], data)
-    const c = ws.commit({ parents: [head], have: store })
-    for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
-    head = c.id
-  }
-  for (let i = 0; i < 5; i++) turn(fill(Buffer.alloc(SIZE)))
+  const turn = asRecord
+    ? (data) => {
+        ws.write(paths[edit++ % FILES], data)
+        const c = ws.commit({ parents: [head], have: store })
+        for (const [id, bytes] of Object.entries(c.objects)) store.set(id, bytes)
+        head = c.id
+      }
+    : (data) => {
+        ws.write(paths[edit++ % FILES], data)
+        const c = ws.commit({ parents: [head], have: store, objectsAs: 'map' })
+        for (const [id, bytes] of c.objects) store.set(id, bytes)
+        head = c.id
+      }
+  for (let i = 0; i < warmup; i++) turn(fill(Buffer.alloc(SIZE)))
   const commitUs = []
   for (let i = 0; i < turns; i++) {
     const data = fill(Buffer.alloc(SIZE))
@@ -94,7 +106,7 @@ function nodeRound(seed) {
 function rustRound() {
   const out = execFileSync(
     'cargo',
-    ['bench', '-q', '-p', 'snapgraph-benches', '--bench', 'node_peer', '--', String(turns), String(checkouts)],
+    ['bench', '-q', '-p', 'snapgraph-benches', '--bench', 'node_peer', '--', String(turns), String(checkouts), String(warmup)],
     { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
   )
   const line = out.trim().split('\n').pop()

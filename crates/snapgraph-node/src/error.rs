@@ -208,6 +208,7 @@ impl Coded for RepoError {
             RepoError::SnapshotInUse { .. } => "IN_USE",
             RepoError::GcInProgress { .. } => "GC_IN_PROGRESS",
             RepoError::Swept { .. } => "SWEPT",
+            RepoError::Pruned { .. } => "PRUNED",
             RepoError::Reserved { .. } => "INVALID_REF",
             _ => "OTHER",
         }

@@ -11,23 +11,36 @@
 use napi::bindgen_prelude::{Buffer, FnArgs, Function, FunctionRef, Object, Unknown};
 use napi::Env;
 
-/// `(id, generation, objectCount, storedBytes, isComplete, packed, keys, data)`:
+/// `(id, generation, objectCount, storedBytes, isComplete, packed, keys, data, asMap)`:
 /// the commit result, with `objects` made of views into `data` (see [`COMMIT`]).
-pub type CommitArgs = FnArgs<(String, f64, u32, f64, bool, Option<Buffer>, String, Buffer)>;
+pub type CommitArgs = FnArgs<(
+    String,
+    f64,
+    u32,
+    f64,
+    bool,
+    Option<Buffer>,
+    String,
+    Buffer,
+    bool,
+)>;
 
 /// Builds the commit result: `keys` holds the objects' hex ids one after the other,
 /// `data` their stored bytes one after the other, then each one's length (u32, little
 /// endian). `objects` is a null-prototype record (V8 keeps it a dictionary from the
-/// start, so a fresh id per commit grows no map transitions); each value a `Buffer`
-/// view into `data`.
-const COMMIT: &str = r#"(function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data) {
-  const objects = Object.create(null)
+/// start, so a fresh id per commit grows no map transitions), or a `Map` with `asMap`;
+/// each value a `Buffer` view into `data`.
+const COMMIT: &str = r#"(function commitResult(id, generation, objectCount, storedBytes, isComplete, packed, keys, data, asMap) {
+  const objects = asMap ? new Map() : Object.create(null)
   const n = keys.length >>> 6
   let at = 0
   let len = data.length - 4 * n
   for (let i = 0; i < n; i++, len += 4) {
     const size = data.readUInt32LE(len)
-    objects[keys.slice(i << 6, (i + 1) << 6)] = data.subarray(at, at + size)
+    const key = keys.slice(i << 6, (i + 1) << 6)
+    const view = data.subarray(at, at + size)
+    if (asMap) objects.set(key, view)
+    else objects[key] = view
     at += size
   }
   return { id, generation, objects, objectCount, storedBytes, packed, isComplete }
@@ -65,13 +78,17 @@ pub const BITS: usize = 30;
 /// JavaScript cost tens of instructions, through napi about a thousand), calls the
 /// native `_commitTurn` (taken off the prototype here) with the parents' ids in one
 /// string and `have` with its `get`/`has` methods, and decodes the one `Buffer` it
-/// returns (`value::commit_encoded`) into the `CommitResult`. Options it does not
-/// read (`parentSource`, `meta`, `excludeFiles`, `excludeState`), a `have` that is
-/// not an object with a `has` method (an id list, a record, a function, a `Store`,
-/// a `Repo`), a parent that is not a string of 64 characters, and anything unexpected
-/// go to the native `commit` unchanged, which classifies and validates them as before;
-/// so do parents of 64 characters that are not hex digits, for which `_commitTurn`
-/// returns `null` before it does anything (no regular expression runs per turn).
+/// returns (`value::Encoded`) into the `CommitResult`, its `objects` a null-prototype
+/// record or, with `objectsAs: 'map'`, a `Map`. (Writing the result once into a
+/// `Buffer` the JavaScript allocated, in a second native call, cost more than the
+/// copy it saved: BENCHMARKS.md, "node5".) Options it does not read (`parentSource`, `meta`,
+/// `excludeFiles`, `excludeState`), an `objectsAs` other than `'record'`/`'map'`, a
+/// `have` that is not an object with a `has` method (an id list, a record, a
+/// function, a `Store`, a `Repo`), a parent that is not a string of 64 characters,
+/// and anything unexpected go to the native `commit` unchanged, which classifies and
+/// validates them as before; so do parents of 64 characters that are not hex digits,
+/// for which `_commitTurn` returns `null` before it does anything (no regular
+/// expression runs per turn).
 const INSTALL: &str = r#"(function install(exports) {
   const proto = exports.Workspace && exports.Workspace.prototype
   if (!proto) return
@@ -91,8 +108,7 @@ const INSTALL: &str = r#"(function install(exports) {
   function u32(b, at) {
     return (b[at] | (b[at + 1] << 8) | (b[at + 2] << 16) | (b[at + 3] << 24)) >>> 0
   }
-  function decode(out) {
-    if (!(out instanceof Uint8Array)) return out
+  function decode(out, asMap) {
     const end = out.length - TRAILER
     const generation = u32(out, end) + u32(out, end + 4) * 4294967296
     const storedBytes = u32(out, end + 8) + u32(out, end + 12) * 4294967296
@@ -102,25 +118,44 @@ const INSTALL: &str = r#"(function install(exports) {
     const hexAt = end - 64 * (n + 1)
     const hex = latin1(out, hexAt, end)
     let sizeAt = hexAt - 4 * n
-    const objects = Object.create(null)
     let at = 0
-    for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
-      const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
-      objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
-      at += size
+    let objects
+    if (asMap) {
+      objects = new Map()
+      for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
+        const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
+        objects.set(hex.slice(k, k + 64), out.subarray(at, at + size))
+        at += size
+      }
+    } else {
+      objects = Object.create(null)
+      for (let i = 0, k = 64; i < n; i++, k += 64, sizeAt += 4) {
+        const size = (out[sizeAt] | (out[sizeAt + 1] << 8) | (out[sizeAt + 2] << 16) | (out[sizeAt + 3] << 24)) >>> 0
+        objects[hex.slice(k, k + 64)] = out.subarray(at, at + size)
+        at += size
+      }
     }
     const packed = (flags & 2) !== 0 ? out.subarray(at, at + packedLen) : null
     return { id: hex.slice(0, 64), generation, objects, objectCount: n, storedBytes, packed, isComplete: (flags & 1) !== 0 }
   }
+  // What `_commitTurn` answered: the encoded result, or the finished one (a commit
+  // above 16 MiB, its objects each in their own Buffer).
+  function finish(out, asMap) {
+    if (out instanceof Uint8Array) return decode(out, asMap)
+    if (asMap) out.objects = new Map(Object.entries(out.objects))
+    return out
+  }
   // `_commitTurn` gives `null` for parents that are not 64 hex digits each, before it
   // does anything: the native `commit` then reports them.
   function commit(options) {
-    if (options === undefined) return decode(turn.call(this, '', undefined, undefined, undefined))
+    if (options === undefined) return finish(turn.call(this, '', undefined, undefined, undefined), false)
     if (typeof options !== 'object' || options === null) return native.call(this, options)
     const parents = options.parents
     const have = options.have
+    const shape = options.objectsAs
     if (options.parentSource !== undefined || options.meta !== undefined ||
-        options.excludeFiles !== undefined || options.excludeState !== undefined) {
+        options.excludeFiles !== undefined || options.excludeState !== undefined ||
+        (shape !== undefined && shape !== 'map' && shape !== 'record')) {
       return native.call(this, options)
     }
     let ids = ''
@@ -142,7 +177,7 @@ const INSTALL: &str = r#"(function install(exports) {
       const get = have.get
       out = turn.call(this, ids, have, typeof get === 'function' ? get : undefined, has)
     }
-    return out === null ? native.call(this, options) : decode(out)
+    return out === null ? native.call(this, options) : finish(out, shape === 'map')
   }
   Object.defineProperty(proto, 'commit', { ...descriptor, value: commit })
 })"#;

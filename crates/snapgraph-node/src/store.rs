@@ -133,17 +133,37 @@ impl Store {
         Ok(spawn(move || get_many(&*store, &ids)))
     }
 
-    /// The ids among `ids` the store does not hold, in order.
+    /// The ids among `ids` the store does not hold, in the order given (Rust's
+    /// `Store::has_many`, Python's `Store.missing`).
     #[napi]
-    pub fn has_many(&self, ids: Vec<String>) -> Result<Vec<String>> {
+    pub fn missing(&self, ids: Vec<String>) -> Result<Vec<String>> {
         Ok(hexes(self.inner.has_many(&convert::ids(&ids)?).or_js()?))
     }
 
-    /// `hasMany` on the thread pool.
+    /// `missing` on the thread pool.
     #[napi(ts_return_type = "Promise<string[]>")]
-    pub fn has_many_async(&self, ids: Vec<String>) -> Result<AsyncTask<Job<Vec<String>>>> {
+    pub fn missing_async(&self, ids: Vec<String>) -> Result<AsyncTask<Job<Vec<String>>>> {
         let (store, ids) = (self.inner.clone(), convert::ids(&ids)?);
         Ok(spawn(move || Ok(hexes(store.has_many(&ids).or_js()?))))
+    }
+
+    /// The same as `missing`: the ids among `ids` the store does
+    /// **not** hold (named after Rust's `Store::has_many`; kept for the callers that
+    /// use it).
+    ///
+    /// @deprecated Use `missing`: the name reads as the ids held, the answer is the
+    /// ids missing.
+    #[napi]
+    pub fn has_many(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        self.missing(ids)
+    }
+
+    /// `hasMany` on the thread pool: the ids missing, as `missingAsync`.
+    ///
+    /// @deprecated Use `missingAsync`.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn has_many_async(&self, ids: Vec<String>) -> Result<AsyncTask<Job<Vec<String>>>> {
+        self.missing_async(ids)
     }
 
     /// Writes objects (a commit's `objects`, in their order); held ones are left.

@@ -20,7 +20,7 @@ use crate::convert::{self, Capabilities, DirEntry, JsLimits, Metadata, OrJs, Rea
 use crate::error::{error, invalid, napi, Result};
 use crate::source::{Bytes, JsSource, ObjectsArg};
 use crate::task::{spawn, spawn_built, spawn_then, Build, Built, Job};
-use crate::value;
+use crate::value::{self, ObjectsAs};
 
 /// Where a workspace lives. A call takes it out for its duration and puts it back,
 /// so a reentrant call (from an `objects` function) or a call while a `…Async` call
@@ -138,7 +138,9 @@ pub struct CommitResult {
     /// Objects to persist, keyed by id, in dependency order (referenced objects
     /// first, the commit last): writing them in this order keeps a store closed. A
     /// null-prototype object (like `querystring.parse`'s): use `Object.entries`,
-    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. Up to
+    /// `Object.hasOwn` or `id in objects`, not `objects.hasOwnProperty`. With the
+    /// commit option `objectsAs: 'map'`, a `Map` in the same order instead
+    /// (`CommitResultOf`). Up to
     /// 16 MiB of objects, each `Buffer` is a view into one buffer per commit (like
     /// Node's pooled small `Buffer`s; `Buffer.from(b)` copies one out).
     pub objects: IndexMap<String, Buffer>,
@@ -260,6 +262,7 @@ struct CommitArgs<'a> {
     meta: BTreeMap<String, String>,
     exclude_files: bool,
     exclude_state: bool,
+    objects_as: ObjectsAs,
 }
 
 /// Option `name` of an options object (`undefined`: `None`).
@@ -297,6 +300,7 @@ impl<'a> CommitArgs<'a> {
             meta: BTreeMap::new(),
             exclude_files: false,
             exclude_state: false,
+            objects_as: ObjectsAs::Record,
         };
         let Some(o) = options else {
             return Ok(args);
@@ -330,6 +334,7 @@ impl<'a> CommitArgs<'a> {
         }
         args.exclude_files = get::<bool>(&o, "excludeFiles")?.unwrap_or(false);
         args.exclude_state = get::<bool>(&o, "excludeState")?.unwrap_or(false);
+        args.objects_as = ObjectsAs::parse(get::<String>(&o, "objectsAs")?.as_deref())?;
         Ok(args)
     }
 
@@ -666,13 +671,15 @@ impl Workspace {
 
     // ----- commit, checkout -----
 
-    /// Commits the workspace: `{ parents?, have?, parentSource?, meta? }`. `have`
-    /// lists ids the destination holds (with their closures) or is an `objects`
-    /// value asked about changed paths, in one batch per commit. On error nothing
+    /// Commits the workspace: `{ parents?, have?, parentSource?, meta?, objectsAs? }`.
+    /// `have` lists ids the destination holds (with their closures) or is an
+    /// `objects` value asked about changed paths, in one batch per commit;
+    /// `objectsAs: 'map'` makes the result's `objects` a `Map`. On error nothing
     /// moves.
     #[napi(
-        ts_args_type = "options?: CommitOptions",
-        ts_return_type = "CommitResult"
+        ts_generic_types = "O extends CommitOptions = CommitOptions",
+        ts_args_type = "options?: O",
+        ts_return_type = "CommitResultOf<O>"
     )]
     pub fn commit<'env>(
         &self,
@@ -681,15 +688,15 @@ impl Workspace {
     ) -> Result<Unknown<'env>> {
         let args = CommitArgs::parse(options)?;
         let commit = self.with(|ws| ws.commit(args.options()).or_js())?;
-        value::commit(env, commit)
+        value::commit_as(env, commit, args.objects_as)
     }
 
     /// The per-turn `commit`, called by the JavaScript `commit` that `helpers::INSTALL`
     /// puts on the prototype (it takes this method off the prototype): the parents'
     /// ids one after the other (each 64 hex digits), `have` and its `get` and `has`
     /// methods as the JavaScript read them (`has` a function, or `have` undefined).
-    /// Returns `value::commit_encoded`'s buffer, or `null` (nothing done) when the
-    /// parents are not 64 hex digits each.
+    /// Returns `value::Encoded`'s buffer (above 16 MiB the finished result instead),
+    /// or `null` (nothing done) when the parents are not 64 hex digits each.
     #[napi(skip_typescript, js_name = "_commitTurn")]
     pub fn commit_turn<'env>(
         &self,
@@ -719,14 +726,22 @@ impl Workspace {
             opts = opts.have_in(s as &dyn ObjectSource);
         }
         let commit = self.with(|ws| ws.commit(opts).or_js())?;
-        value::commit_encoded(env, commit)
+        match value::Encoded::new(commit) {
+            Ok(encoded) => {
+                let mut out = vec![0; encoded.size()];
+                encoded.write_into(&mut out)?;
+                Ok(value::buffer(env, out)?.to_unknown())
+            }
+            Err(large) => value::commit_large(env, large),
+        }
     }
 
     /// `commit` on the thread pool. `have` and `parentSource` must be id lists or
     /// snapgraph stores (JavaScript values cannot be read off the event loop).
     #[napi(
-        ts_args_type = "options?: CommitOptions",
-        ts_return_type = "Promise<CommitResult>"
+        ts_generic_types = "O extends CommitOptions = CommitOptions",
+        ts_args_type = "options?: O",
+        ts_return_type = "Promise<CommitResultOf<O>>"
     )]
     pub fn commit_async(
         &self,
@@ -745,7 +760,11 @@ impl Workspace {
             .transpose()?;
         let (parents, have_ids, meta) = (args.parents, args.have_ids, args.meta);
         let (exclude_files, exclude_state) = (args.exclude_files, args.exclude_state);
-        self.lend_built(value::commit, move |ws| {
+        let build: Build<snapgraph::Commit> = match args.objects_as {
+            ObjectsAs::Record => value::commit,
+            ObjectsAs::Map => value::commit_map,
+        };
+        self.lend_built(build, move |ws| {
             let mut opts = RsCommitOptions::new()
                 .parents(parents)
                 .exclude_files(exclude_files)
