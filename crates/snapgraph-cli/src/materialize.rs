@@ -192,7 +192,7 @@ fn fs_path(base: &Path, components: &[String]) -> PathBuf {
 ///
 /// Directories and symlinks are created first, in walk order; then files are
 /// fetched, verified and written by up to [`WRITERS`] threads, each reading a run
-/// of files' objects in one batch ([`batches`]), then loading one file at a time
+/// of files' objects in one batch, then loading one file at a time
 /// into its own copy-on-write clone of `ws` and dropping it once written, so memory
 /// stays near one batch per thread.
 pub fn materialize<S: ObjectSource + Sync + ?Sized>(
