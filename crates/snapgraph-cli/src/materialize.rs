@@ -314,7 +314,7 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
 /// Threads writing files in [`materialize`] (at most).
 pub const WRITERS: usize = 4;
 
-/// Files read in one batch at most (see [`batches`]).
+/// Files read in one batch at most.
 pub const BATCH_FILES: usize = 256;
 
 /// Recorded bytes read in one batch at most: with [`WRITERS`] threads, a checkout
