@@ -216,10 +216,10 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
     progress: &ProgressBar,
     threads: usize,
 ) -> Result<Materialized> {
-    let planned = plan(
-        commit,
-        ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)),
-    )?;
+    let walked = ws.walk();
+    // Each entry's recorded size, in walk order (the plan's order too).
+    let sizes: Vec<u64> = walked.iter().map(|(_, m)| m.size).collect();
+    let planned = plan(commit, walked.into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
     progress.set_length(planned.len() as u64);
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -227,7 +227,8 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         .at(dest)?;
     let mut done = Materialized::default();
     let mut files: Vec<&PlannedEntry> = Vec::new();
-    for e in &planned {
+    let mut file_sizes: Vec<u64> = Vec::new();
+    for (e, size) in planned.iter().zip(&sizes) {
         let target = fs_path(dest, &e.components);
         match e.kind {
             EntryKind::Dir => {
@@ -246,11 +247,14 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                 done.entries.push((e.path.clone(), e.kind, None));
                 progress.inc(1);
             }
-            EntryKind::File => files.push(e),
+            EntryKind::File => {
+                files.push(e);
+                file_sizes.push(*size);
+            }
         }
     }
     let threads = threads.clamp(1, WRITERS).min(files.len().max(1));
-    let batches = batches(ws, &files);
+    let batches = batches(&file_sizes);
     let umask = process_umask();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -315,31 +319,30 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
 pub const WRITERS: usize = 4;
 
 /// Files read in one batch at most.
-pub const BATCH_FILES: usize = 256;
+pub const BATCH_FILES: usize = 128;
 
 /// Recorded bytes read in one batch at most: with [`WRITERS`] threads, a checkout
 /// holds at most this much fetched and not yet written per thread (plus the file
 /// being written).
-pub const BATCH_BYTES: u64 = 4 << 20;
+pub const BATCH_BYTES: u64 = 2 << 20;
 
-/// `files` (in walk order) cut into runs read with one batched fetch each: at most
+/// Files of `sizes` (recorded, in walk order) cut into runs read with one batched fetch each: at most
 /// [`BATCH_FILES`] files and [`BATCH_BYTES`] recorded bytes a run, a file larger
 /// than that alone in its own (its chunks are fetched a window at a time by the
 /// core). Runs are in walk order, so files of one directory, whose delta bases are
 /// often the same object, share a run.
-fn batches(ws: &Workspace, files: &[&PlannedEntry]) -> Vec<std::ops::Range<usize>> {
+fn batches(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let (mut start, mut bytes) = (0, 0u64);
-    for (i, e) in files.iter().enumerate() {
-        let size = ws.metadata(&e.path).map_or(0, |m| m.size);
+    for (i, &size) in sizes.iter().enumerate() {
         if i > start && (i - start == BATCH_FILES || bytes.saturating_add(size) > BATCH_BYTES) {
             out.push(start..i);
             (start, bytes) = (i, 0);
         }
         bytes = bytes.saturating_add(size);
     }
-    if start < files.len() {
-        out.push(start..files.len());
+    if start < sizes.len() {
+        out.push(start..sizes.len());
     }
     out
 }
