@@ -14,11 +14,14 @@
 //! File modes are written masked to `0o777` (no set-id or sticky bits from a
 //! commit); directory modes are applied last, deepest first, so that a read-only
 //! directory can still be filled. File bytes are fetched, verified and written by a
-//! few threads, each one file at a time, so memory stays near the largest files.
+//! few threads, each taking a run of files in walk order (at most [`BATCH_FILES`]
+//! files and [`BATCH_BYTES`] recorded bytes) whose objects it reads in one batch
+//! and then writes one file at a time, so memory stays near one batch per thread.
 //!
 //! The staging directory is then renamed into place (see [`crate::commands`]):
 //! all or nothing for a new target directory.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -26,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use indicatif::ProgressBar;
-use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
+use snapgraph::{BoxError, EntryKind, ObjectId, ObjectSource, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
 
@@ -188,9 +191,10 @@ fn fs_path(base: &Path, components: &[String]) -> PathBuf {
 /// left for the caller to remove.
 ///
 /// Directories and symlinks are created first, in walk order; then files are
-/// fetched, verified and written by up to [`WRITERS`] threads, each loading one
-/// file at a time into its own copy-on-write clone of `ws` and dropping it once
-/// written, so memory stays near one file per thread.
+/// fetched, verified and written by up to [`WRITERS`] threads, each reading a run
+/// of files' objects in one batch, then loading one file at a time
+/// into its own copy-on-write clone of `ws` and dropping it once written, so memory
+/// stays near one batch per thread.
 pub fn materialize<S: ObjectSource + Sync + ?Sized>(
     ws: &Workspace,
     source: &S,
@@ -212,10 +216,10 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
     progress: &ProgressBar,
     threads: usize,
 ) -> Result<Materialized> {
-    let planned = plan(
-        commit,
-        ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)),
-    )?;
+    let walked = ws.walk();
+    // Each entry's recorded size, in walk order (the plan's order too).
+    let sizes: Vec<u64> = walked.iter().map(|(_, m)| m.size).collect();
+    let planned = plan(commit, walked.into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
     progress.set_length(planned.len() as u64);
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -223,7 +227,8 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         .at(dest)?;
     let mut done = Materialized::default();
     let mut files: Vec<&PlannedEntry> = Vec::new();
-    for e in &planned {
+    let mut file_sizes: Vec<u64> = Vec::new();
+    for (e, size) in planned.iter().zip(&sizes) {
         let target = fs_path(dest, &e.components);
         match e.kind {
             EntryKind::Dir => {
@@ -242,10 +247,14 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                 done.entries.push((e.path.clone(), e.kind, None));
                 progress.inc(1);
             }
-            EntryKind::File => files.push(e),
+            EntryKind::File => {
+                files.push(e);
+                file_sizes.push(*size);
+            }
         }
     }
     let threads = threads.clamp(1, WRITERS).min(files.len().max(1));
+    let batches = batches(&file_sizes);
     let umask = process_umask();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -253,15 +262,24 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         let mut mine = ws.clone();
         let mut out = Materialized::default();
         while !failed.load(Ordering::Relaxed) {
-            let Some(e) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            let Some(batch) = batches.get(next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
-            let r = write_file(&mut mine, source, dest, e, umask, &mut out);
-            if r.is_err() {
-                failed.store(true, Ordering::Relaxed);
-                return r.map(|()| out);
+            // The batch's content objects in one read (the store decodes each delta
+            // base once for the batch and reads packed records in pack order); each
+            // file then takes its own objects from it and verifies them as before.
+            let fetched = Fetched::new(ws, source, &files[batch.clone()]);
+            for e in &files[batch.clone()] {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let r = write_file(&mut mine, &fetched, dest, e, umask, &mut out);
+                if r.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                    return r.map(|()| out);
+                }
+                progress.inc(1);
             }
-            progress.inc(1);
         }
         Ok(out)
     };
@@ -299,6 +317,133 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
 
 /// Threads writing files in [`materialize`] (at most).
 pub const WRITERS: usize = 4;
+
+/// Files read in one batch at most.
+pub const BATCH_FILES: usize = 128;
+
+/// Recorded bytes read in one batch at most: with [`WRITERS`] threads, a checkout
+/// holds at most this much fetched and not yet written per thread (plus the file
+/// being written).
+pub const BATCH_BYTES: u64 = 2 << 20;
+
+/// Files of `sizes` (recorded, in walk order) cut into runs read with one batched fetch each: at most
+/// [`BATCH_FILES`] files and [`BATCH_BYTES`] recorded bytes a run, a file larger
+/// than that alone in its own (its chunks are fetched a window at a time by the
+/// core). Runs are in walk order, so files of one directory, whose delta bases are
+/// often the same object, share a run.
+fn batches(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        if i > start && (i - start == BATCH_FILES || bytes.saturating_add(size) > BATCH_BYTES) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// The content objects of a batch of files (each file's single chunk or manifest
+/// root), read from the store in one [`ObjectSource::get_many`] and handed to the
+/// files' loads by value: a file's load takes its objects out (no copy; an object
+/// two files of the batch share is copied for all but its last use), and asks the
+/// store for anything else (a manifest's chunks, an object the batch lacks). Nothing
+/// is trusted: `load_content` re-hashes every object as if it came from the store.
+/// A batch whose read fails holds nothing, so each file's load meets (and reports,
+/// with its path) the error on its own.
+struct Fetched<'s, S: ?Sized> {
+    held: std::sync::Mutex<std::collections::HashMap<ObjectId, (Vec<u8>, usize)>>,
+    rest: &'s S,
+}
+
+impl<'s, S: ObjectSource + ?Sized> Fetched<'s, S> {
+    fn new(ws: &Workspace, rest: &'s S, files: &[&PlannedEntry]) -> Self {
+        let mut uses: std::collections::HashMap<ObjectId, usize> = std::collections::HashMap::new();
+        let mut ids = Vec::new();
+        for e in files {
+            if ws.is_loaded(&e.path) {
+                continue;
+            }
+            if let Some(id) = ws.file_content_id(&e.path) {
+                let n = uses.entry(id).or_default();
+                if *n == 0 {
+                    ids.push(id);
+                }
+                *n += 1;
+            }
+        }
+        let mut held = std::collections::HashMap::new();
+        if let Ok(got) = rest.get_many(&ids) {
+            if got.len() == ids.len() {
+                for (id, bytes) in ids.into_iter().zip(got) {
+                    if let Some(b) = bytes {
+                        held.insert(id, (b.into_owned(), uses[&id]));
+                    }
+                }
+            }
+        }
+        Self {
+            held: std::sync::Mutex::new(held),
+            rest,
+        }
+    }
+
+    /// The held bytes of `id`, taken out at their last use.
+    fn take(&self, id: &ObjectId) -> Option<Vec<u8>> {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        let (bytes, left) = held.get_mut(id)?;
+        if *left > 1 {
+            *left -= 1;
+            return Some(bytes.clone());
+        }
+        held.remove(id).map(|(b, _)| b)
+    }
+}
+
+impl<S: ObjectSource + ?Sized> ObjectSource for Fetched<'_, S> {
+    fn get(&self, id: &ObjectId) -> std::result::Result<Option<Cow<'_, [u8]>>, BoxError> {
+        match self.take(id) {
+            Some(b) => Ok(Some(Cow::Owned(b))),
+            None => self.rest.get(id),
+        }
+    }
+    fn contains(&self, id: &ObjectId) -> std::result::Result<bool, BoxError> {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.contains_key(id) {
+            return Ok(true);
+        }
+        drop(held);
+        self.rest.contains(id)
+    }
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> std::result::Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        let mut out: Vec<Option<Cow<'_, [u8]>>> = Vec::with_capacity(ids.len());
+        let mut absent = Vec::new();
+        for id in ids {
+            let b = self.take(id);
+            if b.is_none() {
+                absent.push(*id);
+            }
+            out.push(b.map(Cow::Owned));
+        }
+        if !absent.is_empty() {
+            let mut read = self.rest.get_many(&absent)?.into_iter();
+            for slot in out.iter_mut().filter(|o| o.is_none()) {
+                *slot = read.next().flatten();
+            }
+        }
+        Ok(out)
+    }
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.rest.will_read(ids)
+    }
+}
 
 /// The process's umask, read from `/proc/self/status` (Linux 4.7 and later);
 /// `None` when it cannot be read.

@@ -22,6 +22,7 @@
 //! batch, fetching the bases of deltas through a callback (one call per chain level).
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use hashbrown::{HashMap, HashSet};
 use snapgraph::object::MAX_OBJECT_SIZE;
@@ -501,6 +502,12 @@ fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
 }
 
 fn decompress_with(frame: &[u8], dict: Against<'_>) -> Result<Vec<u8>, String> {
+    decompress_after(&[], frame, dict)
+}
+
+/// `frame` decompressed into a new buffer that starts with `prefix` (so a caller that
+/// wants a tag byte before the bytes gets it without a copy of them).
+fn decompress_after(prefix: &[u8], frame: &[u8], dict: Against<'_>) -> Result<Vec<u8>, String> {
     // The declared size bounds the allocation; a frame without one, or one above the
     // object size limit, is refused before anything is allocated.
     let size = match zstd::zstd_safe::get_frame_content_size(frame) {
@@ -513,17 +520,22 @@ fn decompress_with(frame: &[u8], dict: Against<'_>) -> Result<Vec<u8>, String> {
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
-        let mut out = Vec::with_capacity(size);
+        let mut buffer = Vec::with_capacity(prefix.len() + size);
+        buffer.extend_from_slice(prefix);
+        // Written after the prefix (zstd_safe's `Cursor` output starts at its position).
+        let mut out = std::io::Cursor::new(buffer);
+        out.set_position(prefix.len() as u64);
         let done = match dict {
             Against::Nothing => dctx.decompress(&mut out, frame),
             Against::Raw(dict) => dctx.decompress_using_dict(&mut out, frame, dict),
             Against::Prepared(ddict) => dctx.decompress_using_ddict(&mut out, frame, ddict),
         };
+        let out = out.into_inner();
         match done {
-            Ok(n) if n == out.len() => Ok(out),
+            Ok(n) if prefix.len() + n == out.len() => Ok(out),
             Ok(n) => Err(format!(
                 "zstd frame decoded to {n} bytes, not {}",
-                out.len()
+                out.len() - prefix.len()
             )),
             Err(code) => Err(format!(
                 "zstd frame does not decode: {}",
@@ -531,6 +543,34 @@ fn decompress_with(frame: &[u8], dict: Against<'_>) -> Result<Vec<u8>, String> {
             )),
         }
     })
+}
+
+/// A tag 3 record of `id` turned into the tag 0 record of the same stored bytes,
+/// decompressed against `dict` straight behind the tag (no copy of the bytes), not
+/// yet verified: what a store hands [`decode_many`] for a record that needs its
+/// dictionary.
+pub fn dict_to_plain(
+    id: &ObjectId,
+    record: &[u8],
+    dict: &Dictionary,
+) -> Result<Vec<u8>, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
+    match dict_key(record) {
+        Some(key) if key == dict.key => {}
+        Some(key) => {
+            return Err(corrupt(format!(
+                "record names dictionary {key:08x}, not {:08x}",
+                dict.key
+            )))
+        }
+        None => return Err(corrupt("dictionary record shorter than its header".into())),
+    }
+    decompress_after(
+        &[RAW],
+        &record[DICT_HEADER..],
+        Against::Prepared(&dict.ddict),
+    )
+    .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
 
 /// [`decode`] of a record the caller owns, verified as `check` says: a tag 0 record
@@ -657,13 +697,22 @@ pub fn decode_many_checked(
             .map(|(id, r)| r.map(|r| decode_owned(id, r, check)).transpose())
             .collect();
     }
-    // Every record met, by id, and how many chains still need each decoded.
-    let mut known: HashMap<ObjectId, Vec<u8>> = HashMap::new();
-    for (id, r) in ids.iter().zip(&records) {
-        if let Some(r) = r {
-            known.entry(*id).or_insert_with(|| r.clone());
+    // Every record met, by id: those asked for (at their first place in `records`,
+    // not copied) and the bases fetched.
+    let mut asked: HashMap<ObjectId, usize> = HashMap::new();
+    for (i, (id, r)) in ids.iter().zip(&records).enumerate() {
+        if r.is_some() {
+            asked.entry(*id).or_insert(i);
         }
     }
+    let mut fetched: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+    let record_of = |fetched: &HashMap<ObjectId, Vec<u8>>, id: &ObjectId| -> Option<usize> {
+        // Index into `records`, or usize::MAX for a fetched one (looked up again).
+        asked
+            .get(id)
+            .copied()
+            .or_else(|| fetched.contains_key(id).then_some(usize::MAX))
+    };
     // Follow each delta's chain level by level, fetching the bases of one level in one
     // call; a chain is checked as it grows (depth one less each step, no repeats).
     let mut chains: Vec<Vec<ObjectId>> = ids
@@ -681,7 +730,7 @@ pub fn decode_many_checked(
             loop {
                 let chain = &mut chains[i];
                 let last = *chain.last().expect("chains are never empty");
-                let record = &known[&last];
+                let record = known(&records, &fetched, record_of(&fetched, &last), &last);
                 if record.first() != Some(&DELTA) {
                     break; // reached a whole record
                 }
@@ -700,9 +749,9 @@ pub fn decode_many_checked(
                 if chain.contains(&base) {
                     return Err(bad(DeltaProblem::Cycle));
                 }
-                match known.get(&base) {
-                    Some(b) => {
-                        let found = depth(b);
+                match record_of(&fetched, &base) {
+                    Some(at) => {
+                        let found = depth(known(&records, &fetched, Some(at), &base));
                         if found != level - 1 {
                             return Err(bad(DeltaProblem::BaseDepth { found }));
                         }
@@ -723,7 +772,7 @@ pub fn decode_many_checked(
             for (base, record) in want.iter().zip(got) {
                 match record {
                     Some(r) => {
-                        known.insert(*base, r);
+                        fetched.insert(*base, r);
                     }
                     None => {
                         // Name the first delta that needs it.
@@ -731,7 +780,8 @@ pub fn decode_many_checked(
                             .iter()
                             .map(|&i| *chains[i].last().expect("chains are never empty"))
                             .find(|d| {
-                                known.get(d).and_then(|r| delta_base(r)).map(|b| b.0) == Some(*base)
+                                let r = known(&records, &fetched, record_of(&fetched, d), d);
+                                delta_base(r).map(|b| b.0) == Some(*base)
                             })
                             .unwrap_or(*base);
                         return Err(StoreError::BadDelta {
@@ -745,8 +795,10 @@ pub fn decode_many_checked(
         }
         open = still;
     }
-    // Decode each chain from its whole end up; bases used by several chains are
-    // decoded once and dropped when no chain needs them any more.
+    // Decode each chain from the highest object already decoded (else its whole end)
+    // up, each object once: a base several chains use is kept (shared, not copied)
+    // until the last of them is done; a whole record at the bottom of a chain is
+    // used where it lies when it is tag 0 (verified, not copied).
     let mut uses: HashMap<ObjectId, usize> = HashMap::new();
     for chain in &chains {
         for id in &chain[1..] {
@@ -754,55 +806,86 @@ pub fn decode_many_checked(
         }
     }
     let requested: HashSet<ObjectId> = ids.iter().copied().collect();
-    let mut decoded: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+    let mut decoded: HashMap<ObjectId, Rc<Vec<u8>>> = HashMap::new();
+    // One use of `id` (a base at `pos` > 0 of a chain) is done: whether it is still
+    // needed afterwards (by another chain, or by the caller).
+    let done_with = |uses: &mut HashMap<ObjectId, usize>, id: &ObjectId| -> bool {
+        let n = uses.get_mut(id).expect("counted above");
+        *n -= 1;
+        *n > 0 || requested.contains(id)
+    };
     for chain in &chains {
-        let mut below: Option<Vec<u8>> = None;
-        for (pos, id) in chain.iter().enumerate().rev() {
-            let bytes = match decoded.get(id) {
-                Some(b) => b.clone(),
-                None => {
-                    let record = &known[id];
-                    // The top of a chain that no other chain uses as a base goes to
-                    // the caller only: it may verify it.
-                    let mine = if pos == 0 && !uses.contains_key(id) {
-                        check
-                    } else {
-                        ReadCheck::Store
-                    };
-                    let result = match &below {
-                        None => decode(id, record),
-                        Some(base) => decode_delta(id, record, base, mine),
-                    };
-                    match result {
-                        Ok(b) => b,
-                        Err(e) if pos > 0 => {
-                            // A base: name the delta that needed it.
-                            return Err(StoreError::BadDelta {
-                                id: chain[pos - 1],
-                                base: *id,
-                                problem: DeltaProblem::BaseCorrupt {
-                                    reason: e.to_string(),
-                                },
-                            });
+        let from = chain
+            .iter()
+            .position(|id| decoded.contains_key(id))
+            .unwrap_or(chain.len() - 1);
+        for id in &chain[from + 1..] {
+            // Below what is decoded already: not read again.
+            if !done_with(&mut uses, id) {
+                decoded.remove(id);
+            }
+        }
+        let mut below: Option<Got<'_>> = None;
+        for pos in (0..=from).rev() {
+            let id = &chain[pos];
+            let base_of = |e: StoreError| -> StoreError {
+                if pos == 0 {
+                    return e;
+                }
+                // A base: name the delta that needed it.
+                StoreError::BadDelta {
+                    id: chain[pos - 1],
+                    base: *id,
+                    problem: DeltaProblem::BaseCorrupt {
+                        reason: e.to_string(),
+                    },
+                }
+            };
+            let here = if let Some(b) = decoded.get(id) {
+                Got::Shared(b.clone())
+            } else {
+                let record = known(&records, &fetched, record_of(&fetched, id), id);
+                match &below {
+                    None => match record.split_first() {
+                        // Verified where it lies: a base is always re-hashed.
+                        Some((&RAW, stored)) => {
+                            check_slice(id, stored).map_err(base_of)?;
+                            Got::Lent(stored)
                         }
-                        Err(e) => return Err(e),
+                        _ => Got::Shared(Rc::new(decode(id, record).map_err(base_of)?)),
+                    },
+                    Some(base) => {
+                        // The top of a chain that no other chain uses as a base goes
+                        // to the caller only: it may verify it.
+                        let mine = if pos == 0 && !uses.contains_key(id) {
+                            check
+                        } else {
+                            ReadCheck::Store
+                        };
+                        let bytes =
+                            decode_delta(id, record, base.bytes(), mine).map_err(base_of)?;
+                        Got::Shared(Rc::new(bytes))
                     }
                 }
             };
-            if pos > 0 && !requested.contains(id) {
-                let n = uses.get_mut(id).expect("counted above");
-                *n -= 1;
-                if *n == 0 {
-                    decoded.remove(id);
-                } else {
-                    decoded.insert(*id, bytes.clone());
-                }
+            let keep = if pos > 0 {
+                done_with(&mut uses, id)
             } else {
-                decoded.insert(*id, bytes.clone());
+                true
+            };
+            if keep {
+                let shared = match &here {
+                    Got::Shared(b) => b.clone(),
+                    Got::Lent(b) => Rc::new(b.to_vec()),
+                };
+                decoded.insert(*id, shared);
+            } else {
+                decoded.remove(id);
             }
-            below = Some(bytes);
+            below = Some(here);
         }
     }
+    drop(fetched);
     // Each decoded delta moves out at its last place in `ids` (copied before).
     let last: HashMap<ObjectId, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     ids.iter()
@@ -811,9 +894,11 @@ pub fn decode_many_checked(
         .map(|(i, (id, r))| match r {
             None => Ok(None),
             Some(r) if r.first() == Some(&DELTA) => Ok(if last[id] == i {
-                decoded.remove(id)
+                decoded
+                    .remove(id)
+                    .map(|b| Rc::try_unwrap(b).unwrap_or_else(|b| (*b).clone()))
             } else {
-                decoded.get(id).cloned()
+                decoded.get(id).map(|b| (**b).clone())
             }),
             Some(r) => decode_owned(id, r, check).map(Some),
         })
@@ -853,6 +938,48 @@ pub fn recompress_delta(
     out.extend_from_slice(&record[..DELTA_HEADER]);
     out.extend_from_slice(&frame);
     Ok(Some(out))
+}
+
+/// The record of `id` met while following chains: at `at` in the records asked for,
+/// or fetched (`usize::MAX`).
+fn known<'r>(
+    records: &'r [Option<Vec<u8>>],
+    fetched: &'r HashMap<ObjectId, Vec<u8>>,
+    at: Option<usize>,
+    id: &ObjectId,
+) -> &'r [u8] {
+    match at {
+        Some(usize::MAX) | None => fetched.get(id).map_or(&[], Vec::as_slice),
+        Some(i) => records[i].as_deref().unwrap_or(&[]),
+    }
+}
+
+/// The verified bytes of an object of a chain (the base of the next one up).
+enum Got<'a> {
+    /// A tag 0 record's stored bytes, where the record lies.
+    Lent(&'a [u8]),
+    Shared(Rc<Vec<u8>>),
+}
+
+impl Got<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Got::Lent(b) => b,
+            Got::Shared(b) => b,
+        }
+    }
+}
+
+/// Re-hashes `stored` against `id` where it lies.
+fn check_slice(id: &ObjectId, stored: &[u8]) -> Result<(), StoreError> {
+    let actual = ObjectId::hash_stored(stored);
+    if actual != *id {
+        return Err(StoreError::Corrupt {
+            id: *id,
+            reason: format!("bytes hash to {actual}"),
+        });
+    }
+    Ok(())
 }
 
 /// The records to write for `objects`, each against its hinted base (`bases[i]`, an

@@ -554,6 +554,25 @@ impl SqliteStore {
         }
     }
 
+    /// [`undict`](Self::undict) as the tag 0 record of the same stored bytes.
+    fn undict_plain(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let key = codec::dict_key(record).ok_or_else(|| StoreError::Corrupt {
+            id: *id,
+            reason: "dictionary record shorter than its header".into(),
+        })?;
+        let dict = self.dictionaries(Some(key))?.by_key.get(&key).cloned();
+        match dict {
+            Some(d) => codec::dict_to_plain(id, record, &d),
+            None => Err(StoreError::Corrupt {
+                id: *id,
+                reason: format!(
+                    "record names dictionary {key:08x}, which {} lacks",
+                    self.path
+                ),
+            }),
+        }
+    }
+
     /// The records of `ids` as blobs (a row of another type is corrupt).
     fn records(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         ids.iter()
@@ -561,12 +580,9 @@ impl SqliteStore {
             .map(|(id, raw)| match raw {
                 None => Ok(None),
                 Some(Raw::Bytes(b)) if b.first() == Some(&codec::DICT) => {
-                    // The codec reads no dictionary: hand it the tag 0 equivalent.
-                    let stored = self.undict(id, &b)?;
-                    let mut record = Vec::with_capacity(stored.len() + 1);
-                    record.push(codec::RAW);
-                    record.extend_from_slice(&stored);
-                    Ok(Some(record))
+                    // The codec reads no dictionary: hand it the tag 0 equivalent,
+                    // decompressed behind its tag (no copy).
+                    self.undict_plain(id, &b).map(Some)
                 }
                 Some(Raw::Bytes(b)) => Ok(Some(b)),
                 Some(Raw::Plain(mut b)) => {

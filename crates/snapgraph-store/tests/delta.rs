@@ -352,3 +352,84 @@ fn decode_many_fetches_one_level_per_call() {
     // Levels: {v4, v2}, {v1}, {v0}; v3 was asked for, so never fetched.
     assert_eq!(calls, 3, "one fetch per level, shared levels once");
 }
+
+/// A batch of requests over a tree of chains (two whole bottoms, tag 0 and tag 1; a
+/// base shared by several chains; requested objects that are bases of other requested
+/// ones; repeats) decodes to what each object decodes to alone, in the order asked,
+/// and a corrupt tag 0 bottom (used where it lies, not copied) is still refused,
+/// naming the delta above it.
+#[test]
+fn decode_many_of_a_batch_matches_each_object_alone() {
+    // a0 (tag 0) <- a1 <- a2 <- a3, a2 <- b3 <- b4; c0 (tag 1) <- c1; d (whole, alone).
+    let body = |tag: &str| chunk(&[text(80, 3), tag.as_bytes().to_vec()].concat());
+    let (a0, a1, a2, a3, b3, b4) = (
+        body("a0"),
+        body("a1"),
+        body("a2"),
+        body("a3"),
+        body("b3"),
+        body("b4"),
+    );
+    let (c0, c1, d) = (body("c0"), body("c1"), body("d"));
+    let mut records = std::collections::HashMap::new();
+    records.insert(a0.0, codec::encode(&a0.1, Compression::None));
+    assert_eq!(records[&a0.0][0], codec::RAW);
+    records.insert(a1.0, delta_of(&a1.1, (a0.0, &a0.1), 0));
+    records.insert(a2.0, delta_of(&a2.1, (a1.0, &a1.1), 1));
+    records.insert(a3.0, delta_of(&a3.1, (a2.0, &a2.1), 2));
+    records.insert(b3.0, delta_of(&b3.1, (a2.0, &a2.1), 2));
+    records.insert(b4.0, delta_of(&b4.1, (b3.0, &b3.1), 3));
+    records.insert(c0.0, codec::encode(&c0.1, Compression::default()));
+    assert_eq!(records[&c0.0][0], codec::ZSTD);
+    records.insert(c1.0, delta_of(&c1.1, (c0.0, &c0.1), 0));
+    records.insert(d.0, codec::encode(&d.1, Compression::default()));
+    let bytes: std::collections::HashMap<ObjectId, Vec<u8>> =
+        [&a0, &a1, &a2, &a3, &b3, &b4, &c0, &c1, &d]
+            .into_iter()
+            .map(|(id, b)| (*id, b.clone()))
+            .collect();
+    let read = |ids: &[ObjectId], records: &std::collections::HashMap<ObjectId, Vec<u8>>| {
+        let first = ids.iter().map(|i| records.get(i).cloned()).collect();
+        codec::decode_many(ids, first, &mut |want| {
+            Ok(want.iter().map(|i| records.get(i).cloned()).collect())
+        })
+    };
+    let batches: Vec<Vec<ObjectId>> = vec![
+        vec![a3.0, b4.0],
+        vec![b4.0, a3.0, a2.0],
+        vec![a2.0, b3.0, a2.0, b4.0, a1.0],
+        vec![a0.0, a3.0, c1.0, b4.0, d.0, c0.0, a1.0],
+        vec![c1.0, c1.0, b3.0, b3.0],
+        vec![b4.0, b3.0, a2.0, a1.0, a0.0, a3.0, d.0],
+    ];
+    for ids in &batches {
+        let got = read(ids, &records).unwrap();
+        let want: Vec<Option<Vec<u8>>> = ids.iter().map(|i| Some(bytes[i].clone())).collect();
+        assert_eq!(got, want, "batch {ids:?}");
+        for id in ids {
+            assert_eq!(
+                read(std::slice::from_ref(id), &records).unwrap(),
+                vec![Some(bytes[id].clone())]
+            );
+        }
+    }
+    // The tag 0 bottom's bytes flipped: every chain over it fails, naming a1 and a0.
+    let mut bad = records.clone();
+    let last = bad.get_mut(&a0.0).unwrap().last_mut().unwrap();
+    *last ^= 1;
+    for ids in [vec![a3.0, b4.0], vec![d.0, a1.0]] {
+        match read(&ids, &bad) {
+            Err(StoreError::BadDelta {
+                id,
+                base,
+                problem: DeltaProblem::BaseCorrupt { .. },
+            }) => assert_eq!((id, base), (a1.0, a0.0)),
+            other => panic!("{ids:?}: {other:?}"),
+        }
+    }
+    // Asked for itself, the bottom is corrupt by its own id.
+    assert!(matches!(
+        read(&[a0.0], &bad),
+        Err(StoreError::Corrupt { id, .. }) if id == a0.0
+    ));
+}
