@@ -367,7 +367,9 @@ impl Entries {
             .iter()
             .map(|(p, _)| p)
             .take_while(move |p| all || p.as_str() == path || p.starts_with(path))
-            .filter(move |p| all || p.as_str() == path || p.as_bytes().get(path.len()) == Some(&b'/'))
+            .filter(move |p| {
+                all || p.as_str() == path || p.as_bytes().get(path.len()) == Some(&b'/')
+            })
     }
 
     /// The paths, in order.

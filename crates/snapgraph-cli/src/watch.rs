@@ -586,7 +586,8 @@ mod daemon {
         let fd = inotify::init(CreateFlags::CLOEXEC).map_err(|e| fail(format!("inotify: {e}")))?;
         let fd = Arc::new(fd);
         let add = |p: &Path, mask: WatchFlags| {
-            inotify::add_watch(&*fd, p, mask).map_err(|e| fail(format!("cannot watch {}: {e}", p.display())))
+            inotify::add_watch(&*fd, p, mask)
+                .map_err(|e| fail(format!("cannot watch {}: {e}", p.display())))
         };
         let root_wd = add(root, dir_mask())?;
         let cookie_wd = add(&cookies, WatchFlags::CREATE | WatchFlags::ONLYDIR)?;
@@ -621,7 +622,8 @@ mod daemon {
             core: Mutex::new(core),
             read: Condvar::new(),
         });
-        let listener = UnixListener::bind(&sock).map_err(|e| fail(format!("{}: {e}", sock.display())))?;
+        let listener =
+            UnixListener::bind(&sock).map_err(|e| fail(format!("{}: {e}", sock.display())))?;
         {
             let shared = shared.clone();
             std::thread::spawn(move || read_events(&fd, &shared));
@@ -701,8 +703,7 @@ mod daemon {
                                 break core.since(token);
                             }
                             let now = Instant::now();
-                            if core.resets != resets || core.broken.is_some() || now >= deadline
-                            {
+                            if core.resets != resets || core.broken.is_some() || now >= deadline {
                                 break "unknown -\n".to_string();
                             }
                             core = shared
@@ -719,7 +720,11 @@ mod daemon {
             }
             ("ping", "") => {
                 let core = lock();
-                let state = if core.broken.is_some() { "untrusted" } else { "ok" };
+                let state = if core.broken.is_some() {
+                    "untrusted"
+                } else {
+                    "ok"
+                };
                 let dirs = core.dirs.len();
                 drop(core);
                 writeln!(conn, "watching {} {dirs} {state}", std::process::id())?;
@@ -742,5 +747,4 @@ mod daemon {
             }
         }
     }
-
 }
