@@ -8,6 +8,8 @@
 #   PEERS_DATA=synthetic benches/peers/run.sh   # generated releases (synth.py), no download
 #   PEERS_TOOLS="snapgraph git" benches/peers/run.sh   # only these tools
 #   PEERS_BIG_MIB=0 benches/peers/run.sh   # skip the 1 GiB tree (memory and throughput)
+#   (snapgraph's no-change and one-file turns are also timed with `snapgraph watch`
+#   running in the working tree: the "(watch)" columns; git has none on Linux)
 #   PEERS_SG_BEFORE=/path/to/old/snapgraph benches/peers/run.sh   # also an older build,
 #       as the tool "snapgraph-before", for before/after figures from one run
 #
@@ -188,6 +190,7 @@ peaked() {
 declare -A PREFIX=([snapgraph]=sg [snapgraph-before]=sg [git]=git [restic]=restic [borg]=borg)
 declare -A TOTAL TOTAL_CPU SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU RESTORE_CPU PEAK
 declare -A GC GC_CPU SIZE_GC RESTORE_GC RESTORE_GC_CPU
+declare -A NOCHANGE_W NOCHANGE_W_CPU INCR_W INCR_W_CPU
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
 for tool in "${TOOLS[@]}"; do
   p=${PREFIX[$tool]}
@@ -219,6 +222,29 @@ for tool in "${TOOLS[@]}"; do
   done
   INCR[$tool]=$(median "${times[@]}")
   INCR_CPU[$tool]=$(median "${times_cpu[@]}")
+  # The same two turns with `snapgraph watch` running in the working tree (snapgraph
+  # only: git's builtin fsmonitor daemon does not exist on Linux, and its hook needs
+  # watchman, so git's columns stay the scans above). The first commit with the
+  # watcher scans everything and stores its token; it is not timed.
+  if [ "$p" = sg ] && "$SG" watch --help >/dev/null 2>&1; then
+    "$SG" -C "$W" watch -q >/dev/null 2>"$SHM/watch.err" &
+    watch_pid=$!
+    for _ in $(seq 100); do [ -S "$W/.snapgraph/watch.sock" ] && break; sleep 0.05; done
+    sg_time "warm-up"
+    times=() times_cpu=()
+    for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
+    NOCHANGE_W[$tool]=$(median "${times[@]}")
+    NOCHANGE_W_CPU[$tool]=$(median "${times_cpu[@]}")
+    times=() times_cpu=()
+    for ((i = 0; i < REPEAT; i++)); do
+      echo "# watched change $i" >> "$W/$EDIT_FILE"
+      timed times "${p}_time" "edit"
+    done
+    INCR_W[$tool]=$(median "${times[@]}")
+    INCR_W_CPU[$tool]=$(median "${times_cpu[@]}")
+    "$SG" -C "$W" watch --stop -q >/dev/null || true
+    wait "$watch_pid" || echo "warning: snapgraph watch: $(cat "$SHM/watch.err")" >&2
+  fi
   times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do
     out=$SHM/$tool-restore-$i
@@ -261,29 +287,35 @@ ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 echo
 echo "$COUNT releases of $PROJECT (${VERSIONS[0]} .. ${VERSIONS[-1]}; $files files, $((bytes / 1048576)) MiB each), tmpfs, $(nproc) cores, $(date -u +%Y-%m-%d); medians of $REPEAT for the last three columns"
 echo
-echo "| tool | version | store $COUNT versions (s) | peak memory storing (MiB) | repository size (MiB) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+# A watch column's cell: the figure, or a dash for a tool without one.
+wcell() { echo "${1:--}"; }
+# git over a watch column: git's scan (it has no watcher on Linux) over ours watched.
+wratio() { if [ -n "$2" ]; then echo "$(ratio "$1" "$2")x"; else echo -; fi; }
+echo "| tool | version | store $COUNT versions (s) | peak memory storing (MiB) | repository size (MiB) | no-change snapshot (s) | one file changed (s) | no-change snapshot (watch) (s) | one file changed (watch) (s) | restore $MIDDLE (s) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for tool in "${TOOLS[@]}"; do
   mib=$(python3 -c "print(f'{${SIZE[$tool]} / 1048576:.1f}')")
-  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $((PEAK[$tool] / 1024)) | $mib | ${NOCHANGE[$tool]} | ${INCR[$tool]} | ${RESTORE[$tool]} |"
+  echo "| $tool | $(ver "$tool") | ${TOTAL[$tool]} | $((PEAK[$tool] / 1024)) | $mib | ${NOCHANGE[$tool]} | ${INCR[$tool]} | $(wcell "${NOCHANGE_W[$tool]:-}") | $(wcell "${INCR_W[$tool]:-}") | ${RESTORE[$tool]} |"
 done
 for sg in snapgraph-before snapgraph; do
   if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
-    echo "| git / $sg (times: higher is faster) | | $(ratio "${TOTAL[git]}" "${TOTAL[$sg]}")x | $(ratio "${PEAK[git]}" "${PEAK[$sg]}")x | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${NOCHANGE[git]}" "${NOCHANGE[$sg]}")x | $(ratio "${INCR[git]}" "${INCR[$sg]}")x | $(ratio "${RESTORE[git]}" "${RESTORE[$sg]}")x |"
+    echo "| git / $sg (times: higher is faster) | | $(ratio "${TOTAL[git]}" "${TOTAL[$sg]}")x | $(ratio "${PEAK[git]}" "${PEAK[$sg]}")x | $(ratio "${SIZE[git]}" "${SIZE[$sg]}")x | $(ratio "${NOCHANGE[git]}" "${NOCHANGE[$sg]}")x | $(ratio "${INCR[git]}" "${INCR[$sg]}")x | $(wratio "${NOCHANGE[git]}" "${NOCHANGE_W[$sg]:-}") | $(wratio "${INCR[git]}" "${INCR_W[$sg]:-}") | $(ratio "${RESTORE[git]}" "${RESTORE[$sg]}")x |"
   fi
 done
+echo
+echo "The (watch) columns: snapgraph with \`snapgraph watch\` running in the working tree; git has no such column (its builtin fsmonitor daemon exists on macOS and Windows only, not Linux), so git / snapgraph there is git's scan over snapgraph watched."
 
 echo
 echo "CPU time (user + system; the store column summed, the others medians of $REPEAT): what a shared machine disturbs least"
 echo
-echo "| tool | store $COUNT versions (s) | no-change snapshot (s) | one file changed (s) | restore $MIDDLE (s) |"
-echo "|---|---:|---:|---:|---:|"
+echo "| tool | store $COUNT versions (s) | no-change snapshot (s) | one file changed (s) | no-change snapshot (watch) (s) | one file changed (watch) (s) | restore $MIDDLE (s) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for tool in "${TOOLS[@]}"; do
-  echo "| $tool | ${TOTAL_CPU[$tool]} | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | ${RESTORE_CPU[$tool]} |"
+  echo "| $tool | ${TOTAL_CPU[$tool]} | ${NOCHANGE_CPU[$tool]} | ${INCR_CPU[$tool]} | $(wcell "${NOCHANGE_W_CPU[$tool]:-}") | $(wcell "${INCR_W_CPU[$tool]:-}") | ${RESTORE_CPU[$tool]} |"
 done
 for sg in snapgraph-before snapgraph; do
   if [ -n "${TOTAL[git]:-}" ] && [ -n "${TOTAL[$sg]:-}" ]; then
-    echo "| git / $sg | $(ratio "${TOTAL_CPU[git]}" "${TOTAL_CPU[$sg]}")x | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
+    echo "| git / $sg | $(ratio "${TOTAL_CPU[git]}" "${TOTAL_CPU[$sg]}")x | $(ratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_CPU[$sg]}")x | $(ratio "${INCR_CPU[git]}" "${INCR_CPU[$sg]}")x | $(wratio "${NOCHANGE_CPU[git]}" "${NOCHANGE_W_CPU[$sg]:-}") | $(wratio "${INCR_CPU[git]}" "${INCR_W_CPU[$sg]:-}") | $(ratio "${RESTORE_CPU[git]}" "${RESTORE_CPU[$sg]}")x |"
   fi
 done
 

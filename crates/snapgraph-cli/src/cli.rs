@@ -318,6 +318,14 @@ pub enum Command {
     /// Rebuild refs from the objects: snapshots whose ref is gone, and
     /// unreferenced commits under `lost-found/`.
     Reindex,
+    /// Watch the working directory (Linux inotify, in the foreground) so that
+    /// `status` and `commit` look only at what changed; with --stop, stop the
+    /// watcher that runs here. Without a watcher, commands scan the whole tree.
+    Watch {
+        /// Stop the running watcher.
+        #[arg(long)]
+        stop: bool,
+    },
 }
 
 /// Arguments of `forget`.

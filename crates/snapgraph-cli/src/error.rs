@@ -151,6 +151,20 @@ pub enum CliError {
         /// How many changed paths were listed.
         count: usize,
     },
+    /// `snapgraph watch` on a platform without inotify (Linux only).
+    #[error("snapgraph watch needs Linux inotify; not available on {platform} (commits scan the directory as without a watcher)")]
+    WatchUnsupported {
+        /// The platform (`std::env::consts::OS`).
+        platform: &'static str,
+    },
+    /// The watcher of a working directory could not start, run or be reached.
+    #[error("watch {}: {reason}", .root.display())]
+    Watch {
+        /// The working directory.
+        root: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
     /// A revision could not be resolved.
     #[error(transparent)]
     Rev(#[from] crate::rev::RevError),

@@ -355,7 +355,24 @@ impl Entries {
         self.sorted.iter().map(|(p, e)| (p, e))
     }
 
-    /// The paths in order.
+    /// `path` and the paths below it, in order (`/`: all of them).
+    pub fn below<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+        let all = path == "/";
+        let start = if all {
+            0
+        } else {
+            self.sorted.partition_point(|(p, _)| p.as_str() < path)
+        };
+        self.sorted[start..]
+            .iter()
+            .map(|(p, _)| p)
+            .take_while(move |p| all || p.as_str() == path || p.starts_with(path))
+            .filter(move |p| {
+                all || p.as_str() == path || p.as_bytes().get(path.len()) == Some(&b'/')
+            })
+    }
+
+    /// The paths, in order.
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.sorted.iter().map(|(p, _)| p)
     }
@@ -982,6 +999,14 @@ impl Index {
         }
     }
 
+    /// How many regular files the entries record.
+    pub fn file_count(&self) -> u64 {
+        self.entries
+            .iter()
+            .filter(|(_, e)| matches!(e, IndexEntry::File { .. }))
+            .count() as u64
+    }
+
     /// Whether a recorded stat `recorded` vouches for an entry whose stat is now
     /// `now`: equal, and older than the clock probe (not racy).
     pub fn trusted(&self, recorded: &FileStat, now: &FileStat) -> bool {
@@ -1011,6 +1036,7 @@ impl Index {
 
     /// [`save_after`](Self::save_after) of the entries alone.
     fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
+        forget_watch_token(path);
         match old.and_then(|o| self.delta_after(o)) {
             Some(bytes) => append(path, &bytes),
             None => crate::repo::write_atomic(path, &self.to_bytes()),
@@ -1052,6 +1078,7 @@ impl Index {
     /// applied, leaving the skeleton file as it is: one journal record when the file
     /// may be appended to, else a new base (see the module docs).
     pub fn save_delta(&self, path: &Path, delta: Delta) -> Result<()> {
+        forget_watch_token(path);
         let record = self.log.appendable().and_then(|head| {
             let payload = postcard::to_allocvec(&DeltaOut {
                 probe_ns: delta.probe_ns,
@@ -1071,6 +1098,14 @@ impl Index {
             }
         }
     }
+}
+
+/// Removes the watcher's token kept beside the index at `path` before the index
+/// changes ([`crate::watch`]): a token vouches only for the index state it was stored
+/// with, so a command that saves the index and stores no token of its own leaves
+/// none (the commit that stores one does so after its save).
+fn forget_watch_token(path: &Path) {
+    let _ = std::fs::remove_file(path.with_file_name(crate::watch::TOKEN_FILE));
 }
 
 /// What to append to `old`'s skeleton file so that it holds `new`: `Some(None)`

@@ -18,5 +18,6 @@ pub mod scan;
 pub mod secrets;
 pub mod tarball;
 pub mod trash;
+pub mod watch;
 
 pub use error::CliError;

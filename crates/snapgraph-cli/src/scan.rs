@@ -135,6 +135,12 @@ pub struct ScanOptions<'a> {
     /// scan then loads just the directories holding something the index does not
     /// vouch for, and takes removals from the index instead of the workspace.
     pub lazy: Option<&'a dyn ObjectSource>,
+    /// With `lazy`: the paths a file-system watcher reported changed since the
+    /// index was saved ([`crate::watch`]; sorted, none below another, each standing
+    /// for itself and everything below it). The walk lists only their ancestors and
+    /// stats only them and what lies below them; every other entry is as the index
+    /// records it, and removals are sought only below them. `None`: the whole tree.
+    pub watched: Option<&'a [String]>,
 }
 
 impl std::fmt::Debug for ScanOptions<'_> {
@@ -144,6 +150,7 @@ impl std::fmt::Debug for ScanOptions<'_> {
             .field("skip", &self.skip)
             .field("only", &self.only)
             .field("lazy", &self.lazy.is_some())
+            .field("watched", &self.watched)
             .finish()
     }
 }
@@ -513,6 +520,14 @@ pub fn scan_batched(
             "a lazily checked-out workspace needs an index complete for its head",
         ));
     }
+    // A watcher's report narrows a lazy scan: the walk goes only where it says.
+    let watched = options.watched.filter(|_| lazy.is_some());
+    if options.watched.is_some() && watched.is_none() {
+        return Err(CliError::bad_path(
+            root,
+            "a watcher's report applies to a lazy scan only",
+        ));
+    }
     let mut indexed_seen = 0usize;
     // A lazy scan records only what the index does not vouch for; the paths it
     // vouched for (borrowed from the index) are kept for the removals, which need
@@ -527,9 +542,11 @@ pub fn scan_batched(
     // compared with the tip's content before anything is loaded (lazy scans only).
     let mut to_compare: Vec<crate::recheck::Candidate> = Vec::new();
     let mut bytes_to_read = 0u64;
-    let nested = walk(root, options.skip, options.only, &mut |w| {
+    let nested = walk(root, options.skip, options.only.or(watched), &mut |w| {
         let (full, path) = (w.full, w.path);
-        if w.scope == Scope::Ancestor {
+        // With a watcher's report, a directory on the way to a reported path is an
+        // entry like any other (the index records it, and vouches for it).
+        if w.scope == Scope::Ancestor && watched.is_none() {
             if w.found == Found::Dir && !ws.exists(path) {
                 ws.mkdir(path)?;
                 report.changed = true;
@@ -737,7 +754,13 @@ pub fn scan_batched(
         // The index lists exactly the workspace's entries: what it lists and the walk
         // did not see is gone (after an ancestor's removal, `exists` says no).
         let vouched: std::collections::HashSet<&str> = vouched.into_iter().collect();
-        for path in ix.entries.keys() {
+        // With a watcher's report, only entries at or below a reported path can
+        // have gone (everything else is as recorded).
+        let candidates: Box<dyn Iterator<Item = &String>> = match watched {
+            Some(paths) => Box::new(paths.iter().flat_map(|p| ix.entries.below(p))),
+            None => Box::new(ix.entries.keys()),
+        };
+        for path in candidates {
             if !report.stats.contains_key(path) && !vouched.contains(path.as_str()) {
                 report.removed.push(path.clone());
                 ws.load_dir(parent_of(path), source)?;

@@ -627,6 +627,7 @@ fn item16_scan_progress_counts_against_totals() {
             skip: &dot,
             only: None,
             lazy: None,
+            watched: None,
         },
         &pb,
     )

@@ -337,6 +337,7 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
             skip: &dot,
             only: None,
             lazy: None,
+            watched: None,
         },
         &indicatif::ProgressBar::hidden(),
     )
@@ -425,6 +426,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
                 skip: &dot,
                 only: None,
                 lazy,
+                watched: None,
             },
             &pb,
         )
@@ -510,6 +512,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
             skip: &dot,
             only: None,
             lazy: Some(&store),
+            watched: None,
         },
         &pb,
     )

@@ -13,7 +13,8 @@
 //! - `archive`: `pack`, `unpack`, `export`, `import`;
 //! - `sync`: `sync`;
 //! - `clone`: `clone`;
-//! - `retention`: `forget`.
+//! - `retention`: `forget`;
+//! - `watch`: `watch`, `watch --stop` (the file-system watcher, [`crate::watch`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -41,6 +42,7 @@ mod refs;
 mod restore;
 mod retention;
 mod sync;
+mod watch;
 mod worktree;
 
 /// Global options every command sees.
@@ -216,6 +218,7 @@ pub fn run(cli: Cli) -> Result<()> {
         } => clone::clone(&ctx, &src, &dir, depth, store.as_deref()),
         Command::Forget(args) => retention::forget(&ctx, &args),
         Command::Reindex => maintenance::reindex(&ctx),
+        Command::Watch { stop } => watch::watch(&ctx, stop),
     }
 }
 
@@ -343,7 +346,18 @@ pub(super) fn working_commit<'a>(
     // Nothing changed (see `crate::index`): the working commit is the tip.
     if let (Some(t), Some(ix)) = (tip, &index) {
         if ix.tip == Some(t) {
-            if let Some((files, nested)) = scan::unchanged(&wd.root, ix, &wd.dot)? {
+            // A watcher that saw nothing change since the index was saved answers
+            // without a walk (see `crate::watch`); nested repositories are then
+            // not listed.
+            let quiet = crate::watch::query(&wd.dot, &index_path)
+                .and_then(|a| a.changed)
+                .is_some_and(|c| c.is_empty());
+            let found = if quiet {
+                Some((ix.file_count(), Vec::new()))
+            } else {
+                scan::unchanged(&wd.root, ix, &wd.dot)?
+            };
+            if let Some((files, nested)) = found {
                 let report = ScanReport {
                     files_skipped: files,
                     entries: ix.entries.len() as u64,
@@ -375,6 +389,7 @@ pub(super) fn working_commit<'a>(
             skip: &wd.dot,
             only: None,
             lazy: None,
+            watched: None,
         },
         &pb,
     )?;

@@ -118,13 +118,47 @@ pub(super) fn commit(
     let tip = wd.repo.branch(&branch)?.or(detached);
     let index_path = wd.dot.join("index");
     let index = Index::load(&index_path, &root);
+    // A watcher, if one runs (`crate::watch`), is asked before anything of the
+    // directory is looked at: its token then marks a point before this command's
+    // scan, and is stored with the index this commit saves. Its list of changes is
+    // trusted only with an index complete for the tip (the per-turn path below).
+    let watch = match only {
+        None => crate::watch::query(&wd.dot, &index_path),
+        Some(_) => None,
+    };
+    let complete_for_tip = tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
+    let reported = watch
+        .as_ref()
+        .and_then(|a| a.changed.clone())
+        .filter(|_| only.is_none() && complete_for_tip)
+        .map(crate::watch::minimal)
+        .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+    // How many paths the watcher reported, when its report was used (JSON output).
+    let watched = reported.as_ref().map(Vec::len);
+    let store_token = |index_path: &Path| {
+        if let Some(token) = watch.as_ref().and_then(|a| a.token.as_deref()) {
+            crate::watch::store_token(&wd.dot, index_path, token);
+        }
+    };
     // The fast path: an index complete for the tip and a walk that finds exactly
-    // what it recorded (see `crate::index`). No tree is read.
+    // what it recorded (see `crate::index`), or a watcher that saw nothing change
+    // since the index was saved (no walk). No tree is read.
     if let (false, None, Some(t), Some(ix)) = (allow_empty, &only, tip, &index) {
         if ix.tip == Some(t) {
-            if let Some((files, nested)) = scan::unchanged(&root, ix, &wd.dot)? {
+            let found = match &reported {
+                Some(paths) if paths.is_empty() => Some((ix.file_count(), Vec::new())),
+                // Changes reported: the lazy scan below looks at just those.
+                Some(_) => None,
+                None => scan::unchanged(&root, ix, &wd.dot)?,
+            };
+            if let Some((files, nested)) = found {
                 warn_nested(&nested);
-                let printed = nothing_to_commit(ctx, &branch, tip, 0, 0, files);
+                // The walk (or the watcher) found the index true after the token's
+                // point; the index file is as it was.
+                if reported.is_none() {
+                    store_token(&index_path);
+                }
+                let printed = nothing_to_commit(ctx, &branch, tip, 0, 0, files, watched);
                 // Not freed entry by entry: the process ends (see below).
                 std::mem::forget(index);
                 return printed;
@@ -168,6 +202,7 @@ pub(super) fn commit(
                 skip: &wd.dot,
                 only: only.as_deref(),
                 lazy: lazy_turn.then_some(store),
+                watched: reported.as_deref().filter(|_| lazy_turn),
             },
             &pb,
             &mut |ws, n| {
@@ -255,6 +290,7 @@ pub(super) fn commit(
     if !allow_empty {
         if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
             save(&probe, tip, HashMap::new())?;
+            store_token(&index_path);
             return nothing_to_commit(
                 ctx,
                 &branch,
@@ -262,6 +298,7 @@ pub(super) fn commit(
                 report.files_read,
                 report.bytes_read,
                 report.files_skipped,
+                watched,
             );
         }
     }
@@ -292,6 +329,7 @@ pub(super) fn commit(
     let diff_source = SkeletonSource::new(&skeleton, store);
     let d = diff_of(committed.previous, committed.id, &diff_source);
     save(&ws, Some(committed.id), diff_source.into_read())?;
+    store_token(&index_path);
     let d = d?;
     if detached.is_some() {
         wd.set_head_branch(&branch)?;
@@ -311,6 +349,7 @@ pub(super) fn commit(
             "files_removed": d.files_removed.len(),
             "new_objects": committed.objects_written,
             "new_bytes": committed.bytes_written,
+            "watched_paths": watched,
         }),
         |w| {
             writeln!(w, "[{branch} {}] committed", committed.id)?;
@@ -353,13 +392,14 @@ fn nothing_to_commit(
     files_read: u64,
     bytes_read: u64,
     files_skipped: u64,
+    watched_paths: Option<usize>,
 ) -> Result<()> {
     ctx.print(
         json!({
             "id": null, "branch": branch, "previous": tip.map(|t| t.to_string()),
             "nothing_to_commit": true, "files_read": files_read,
             "bytes_read": bytes_read, "files_skipped": files_skipped,
-            "files_changed": 0,
+            "files_changed": 0, "watched_paths": watched_paths,
         }),
         |w| {
             writeln!(
@@ -422,10 +462,15 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
         super::patch::entries(&d, &mut a, &mut b, &opts)?
     };
     let stale = repo::stale_work(&wd.dot);
+    let watcher = crate::watch::ping(&wd.dot);
     let head = wd.head()?;
     let mut value = diff_json(&d);
     value["stale"] = json!(stale);
     value["nested"] = json!(report.nested);
+    value["watcher"] = match &watcher {
+        Some(r) => json!({"pid": r.pid, "directories": r.dirs, "trusted": r.trusted}),
+        None => json!(null),
+    };
     value["changes"] = json!(entries
         .iter()
         .map(super::patch::entry_json)
@@ -461,6 +506,19 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
         }
         for s in &stale {
             writeln!(w, "{}", s.describe())?;
+        }
+        if let Some(r) = &watcher {
+            writeln!(
+                w,
+                "watcher: running (pid {}, {} directories{})",
+                r.pid,
+                r.dirs,
+                if r.trusted {
+                    ""
+                } else {
+                    "; a watch failed, commits scan the whole tree"
+                }
+            )?;
         }
         Ok(())
     })
