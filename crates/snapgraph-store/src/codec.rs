@@ -251,7 +251,7 @@ pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Ve
         .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
 
-/// Objects of at least this many bytes are first probed ([`incompressible`]): a
+/// Objects of at least this many bytes are first probed (`incompressible`): a
 /// sample is compressed, and when it does not shrink the object is kept raw without
 /// compressing the rest.
 pub const PROBE_MIN: usize = 12 * 1024;
