@@ -1100,12 +1100,16 @@ impl Index {
     }
 }
 
+/// The watcher's token file beside the index (`crate::watch` writes and reads it; the
+/// name lives here so that the index, which removes it, imports nothing of the watcher).
+pub const WATCH_TOKEN_FILE: &str = "watch.token";
+
 /// Removes the watcher's token kept beside the index at `path` before the index
-/// changes ([`crate::watch`]): a token vouches only for the index state it was stored
+/// changes (`crate::watch`): a token vouches only for the index state it was stored
 /// with, so a command that saves the index and stores no token of its own leaves
 /// none (the commit that stores one does so after its save).
 fn forget_watch_token(path: &Path) {
-    let _ = std::fs::remove_file(path.with_file_name(crate::watch::TOKEN_FILE));
+    let _ = std::fs::remove_file(path.with_file_name(WATCH_TOKEN_FILE));
 }
 
 /// What to append to `old`'s skeleton file so that it holds `new`: `Some(None)`

@@ -35,7 +35,7 @@ use std::time::Duration;
 /// The daemon's socket, in `.snapgraph/`.
 pub const SOCKET: &str = "watch.sock";
 /// The token kept beside the index, in `.snapgraph/`.
-pub const TOKEN_FILE: &str = "watch.token";
+pub use crate::index::WATCH_TOKEN_FILE as TOKEN_FILE;
 /// The directory of cookie files, in `.snapgraph/`.
 pub const COOKIE_DIR: &str = "watch-cookies";
 /// More changed paths than this and the commit scans the whole tree (the walk's
