@@ -233,20 +233,25 @@ pub fn dict_key(record: &[u8]) -> Option<u32> {
     }
 }
 
+/// Checks that a tag 3 record of `id` names `dict` and is long enough for its header:
+/// [`StoreError::Corrupt`] naming `id` otherwise.
+fn check_dict_key(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<(), StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
+    match dict_key(record) {
+        Some(key) if key == dict.key => Ok(()),
+        Some(key) => Err(corrupt(format!(
+            "record names dictionary {key:08x}, not {:08x}",
+            dict.key
+        ))),
+        None => Err(corrupt("dictionary record shorter than its header".into())),
+    }
+}
+
 /// The stored bytes of a tag 3 record of `id`, decompressed against `dict` (the
 /// dictionary its key names), not yet verified against the id.
 pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Vec<u8>, StoreError> {
+    check_dict_key(id, record, dict)?;
     let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
-    match dict_key(record) {
-        Some(key) if key == dict.key => {}
-        Some(key) => {
-            return Err(corrupt(format!(
-                "record names dictionary {key:08x}, not {:08x}",
-                dict.key
-            )))
-        }
-        None => return Err(corrupt("dictionary record shorter than its header".into())),
-    }
     decompress_with(&record[DICT_HEADER..], Against::Prepared(&dict.ddict))
         .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
@@ -554,17 +559,8 @@ pub fn dict_to_plain(
     record: &[u8],
     dict: &Dictionary,
 ) -> Result<Vec<u8>, StoreError> {
+    check_dict_key(id, record, dict)?;
     let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
-    match dict_key(record) {
-        Some(key) if key == dict.key => {}
-        Some(key) => {
-            return Err(corrupt(format!(
-                "record names dictionary {key:08x}, not {:08x}",
-                dict.key
-            )))
-        }
-        None => return Err(corrupt("dictionary record shorter than its header".into())),
-    }
     decompress_after(
         &[RAW],
         &record[DICT_HEADER..],

@@ -535,42 +535,35 @@ impl SqliteStore {
         }
     }
 
-    /// The stored bytes of a tag 3 record of `id`, not yet verified.
-    fn undict(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
+    /// The dictionary a tag 3 record of `id` names: [`StoreError::Corrupt`] naming `id`
+    /// when the record is too short for its header or this store lacks that dictionary.
+    fn dictionary_of(
+        &self,
+        id: &ObjectId,
+        record: &[u8],
+    ) -> Result<Arc<codec::Dictionary>, StoreError> {
         let key = codec::dict_key(record).ok_or_else(|| StoreError::Corrupt {
             id: *id,
             reason: "dictionary record shorter than its header".into(),
         })?;
         let dict = self.dictionaries(Some(key))?.by_key.get(&key).cloned();
-        match dict {
-            Some(d) => codec::decode_dict(id, record, &d),
-            None => Err(StoreError::Corrupt {
-                id: *id,
-                reason: format!(
-                    "record names dictionary {key:08x}, which {} lacks",
-                    self.path
-                ),
-            }),
-        }
+        dict.ok_or_else(|| StoreError::Corrupt {
+            id: *id,
+            reason: format!(
+                "record names dictionary {key:08x}, which {} lacks",
+                self.path
+            ),
+        })
+    }
+
+    /// The stored bytes of a tag 3 record of `id`, not yet verified.
+    fn undict(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
+        codec::decode_dict(id, record, &*self.dictionary_of(id, record)?)
     }
 
     /// [`undict`](Self::undict) as the tag 0 record of the same stored bytes.
     fn undict_plain(&self, id: &ObjectId, record: &[u8]) -> Result<Vec<u8>, StoreError> {
-        let key = codec::dict_key(record).ok_or_else(|| StoreError::Corrupt {
-            id: *id,
-            reason: "dictionary record shorter than its header".into(),
-        })?;
-        let dict = self.dictionaries(Some(key))?.by_key.get(&key).cloned();
-        match dict {
-            Some(d) => codec::dict_to_plain(id, record, &d),
-            None => Err(StoreError::Corrupt {
-                id: *id,
-                reason: format!(
-                    "record names dictionary {key:08x}, which {} lacks",
-                    self.path
-                ),
-            }),
-        }
+        codec::dict_to_plain(id, record, &*self.dictionary_of(id, record)?)
     }
 
     /// The records of `ids` as blobs (a row of another type is corrupt).
