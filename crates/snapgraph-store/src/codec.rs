@@ -257,30 +257,54 @@ pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Ve
 }
 
 /// Objects of at least this many bytes are first probed (`incompressible`): a
-/// sample is compressed, and when it does not shrink the object is kept raw without
-/// compressing the rest.
-pub const PROBE_MIN: usize = 12 * 1024;
-/// The bytes of an object a probe compresses (from its middle).
-const PROBE: usize = 4 * 1024;
+/// sample's byte histogram is counted, and when its bytes look uniform the object is
+/// kept raw without running zstd at all.
+pub const PROBE_MIN: usize = 1024;
+/// The probe's sample: [`PROBE_PIECES`] pieces of this many bytes, spread evenly
+/// from the object's start to its end.
+const PROBE_PIECE: usize = 256;
+const PROBE_PIECES: usize = 4;
 
-/// Whether `stored` (at least [`PROBE_MIN`] bytes) looks incompressible: its middle
-/// [`PROBE`] bytes, compressed as the whole would be (`level`, or against `dict`),
-/// save less than a thirty-second. Random or already-compressed content (media,
-/// archives, encrypted files) then costs a quarter or less of a full attempt, which
-/// on such data spends about 7 instructions a byte to find nothing (BENCHMARKS.md,
-/// "cliingest"). A misjudged object is only stored larger: ids cover stored bytes and
-/// a tag 0 record reads as any other.
-fn incompressible(stored: &[u8], level: i32, dict: Option<&Dictionary>) -> bool {
+/// Whether `stored` (at least [`PROBE_MIN`] bytes) looks incompressible: the bytes of
+/// four 256-byte pieces spread across it have a collision entropy (Rényi order 2,
+/// estimated without bias from the pairs of equal bytes in the 1 KiB) above 7.8 bits a
+/// byte. Shannon entropy is at least that, so no byte-wise coder saves 2.5 % on such
+/// bytes and zstd, which keeps a frame only when it saves a sixteenth, would keep
+/// nothing: random or already-compressed content (media, archives, encrypted files)
+/// costs about one instruction a sampled byte instead of a zstd attempt that spends
+/// about 7 a byte to find nothing (BENCHMARKS.md, "The probe without zstd"). Text,
+/// code and most binaries sit far below (4-6.5 bits). What it cannot see is long
+/// repeats inside uniform-looking bytes (the same random block twice within one
+/// object): such an object is kept raw, only larger than it could be; ids cover
+/// stored bytes and a tag 0 record reads as any other.
+fn incompressible(stored: &[u8]) -> bool {
     if stored.len() < PROBE_MIN {
         return false;
     }
-    let from = (stored.len() - PROBE) / 2;
-    let sample = &stored[from..from + PROBE];
-    let frame = match dict {
-        Some(d) => d.cdict().and_then(|c| compress_cdict(sample, c)),
-        None => compress(sample, level, None),
-    };
-    frame.is_none_or(|f| f.len() + PROBE / 32 >= PROBE)
+    // Eight histograms, one per byte lane of a u64, so consecutive equal bytes do not
+    // wait on each other's increments.
+    let mut lanes = [[0u16; 256]; 8];
+    let step = (stored.len() - PROBE_PIECE) / (PROBE_PIECES - 1);
+    for piece in 0..PROBE_PIECES {
+        let at = piece * step;
+        for word in stored[at..at + PROBE_PIECE].chunks_exact(8) {
+            let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+            for (lane, counts) in lanes.iter_mut().enumerate() {
+                counts[((w >> (8 * lane)) & 0xff) as usize] += 1;
+            }
+        }
+    }
+    // Pairs of equal bytes: sum of c(c-1) over the byte values.
+    let pairs: u64 = (0..256)
+        .map(|b| {
+            let c: u64 = lanes.iter().map(|l| u64::from(l[b])).sum();
+            c * c.saturating_sub(1)
+        })
+        .sum();
+    let n = (PROBE_PIECE * PROBE_PIECES) as u64;
+    // Sum of p^2 estimated as pairs / (n (n - 1)); H2 = -log2 of it > 7.8 bits
+    // (2^7.8 = 222.9).
+    pairs * 223 < n * (n - 1)
 }
 
 /// A record to keep at rest, as [`encode_many_records`] makes it: a tag 0 record may
@@ -342,7 +366,7 @@ fn encode_record<'a>(
     dict: Option<&Dictionary>,
 ) -> Record<'a> {
     if let Compression::Zstd { level } = compression {
-        if stored.len() >= MIN_COMPRESS && !incompressible(stored, level, dict) {
+        if stored.len() >= MIN_COMPRESS && !incompressible(stored) {
             if let Some(d) = dict {
                 if let Some(frame) = d.cdict().and_then(|c| compress_cdict(stored, c)) {
                     if DICT_HEADER + frame.len() + stored.len() / 16 < stored.len() {
@@ -1195,20 +1219,30 @@ mod tests {
         let random = xorshift(7, 64 * 1024);
         let small_random = xorshift(8, PROBE_MIN - 1);
         let text = b"a line of text, again and again; ".repeat(2000);
-        // Text with a random middle is what the probe misjudges: kept raw.
+        // Text with a random middle: the pieces sampled across it see the text.
         let mut mixed = text.clone();
-        let mid = (mixed.len() - PROBE) / 2;
-        mixed[mid..mid + PROBE].copy_from_slice(&xorshift(9, PROBE));
-        let objects: Vec<(ObjectId, &[u8])> = [&random[..], &small_random, &text, &mixed]
-            .iter()
-            .map(|b| (ObjectId::hash_stored(b), *b))
-            .collect();
-        assert!(incompressible(&random, 1, None));
-        assert!(
-            !incompressible(&small_random, 1, None),
-            "below the probe size"
-        );
-        assert!(!incompressible(&text, 1, None));
+        let mid = mixed.len() / 2 - 2048;
+        mixed[mid..mid + 4096].copy_from_slice(&xorshift(9, 4096));
+        // What the probe cannot see: one random block, repeated.
+        let repeated = xorshift(10, 4096).repeat(8);
+        let objects: Vec<(ObjectId, &[u8])> =
+            [&random[..], &small_random, &text, &mixed, &repeated]
+                .iter()
+                .map(|b| (ObjectId::hash_stored(b), *b))
+                .collect();
+        assert!(incompressible(&random));
+        assert!(incompressible(&xorshift(11, PROBE_MIN)));
+        assert!(!incompressible(&small_random), "below the probe size");
+        assert!(!incompressible(&text));
+        assert!(!incompressible(&mixed));
+        assert!(incompressible(&repeated));
+        // Little-endian counters: uniform low bytes, constant high ones.
+        let counters: Vec<u8> = (0u32..4096).flat_map(|i| i.to_le_bytes()).collect();
+        assert!(!incompressible(&counters));
+        // Half text, half random: the sample is mixed, and zstd is asked.
+        let mut half = text[..32 * 1024].to_vec();
+        half.extend_from_slice(&xorshift(12, 32 * 1024));
+        assert!(!incompressible(&half));
         let dict = Dictionary::new(text[..4096].to_vec(), 1).unwrap();
         for dict in [None, Some(&dict)] {
             let records = encode_many_records(
@@ -1223,7 +1257,8 @@ mod tests {
             assert!(matches!(records[0], Record::Raw(b) if std::ptr::eq(b, &random[..])));
             assert!(matches!(records[1], Record::Raw(_)));
             assert!(matches!(&records[2], Record::Encoded(r) if r.len() < text.len() / 4));
-            assert!(matches!(records[3], Record::Raw(_)));
+            assert!(matches!(&records[3], Record::Encoded(r) if r.len() < mixed.len() / 4));
+            assert!(matches!(records[4], Record::Raw(_)));
             for ((id, b), r) in objects.iter().zip(records) {
                 assert_eq!(r.len(), r.clone().into_vec().len());
                 let whole = r.into_vec();
