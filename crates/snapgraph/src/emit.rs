@@ -262,9 +262,12 @@ impl<'a> Emitter<'a> {
     }
 
     /// Starts a probe if there are sources to ask in a batch; false (nothing to
-    /// probe) otherwise. Until [`probed`](Self::probed), nothing is emitted.
+    /// probe) otherwise: no sources, or only sources that answer from memory
+    /// ([`ObjectSource::answers_in_memory`]), which the real walk asks per object
+    /// for what a batch would cost. Until [`probed`](Self::probed), nothing is
+    /// emitted.
     pub fn probe(&mut self) -> bool {
-        if self.have.sources.is_empty() {
+        if self.have.sources.iter().all(|s| s.answers_in_memory()) {
             return false;
         }
         self.probe = Some(hashbrown::HashSet::new());

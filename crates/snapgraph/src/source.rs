@@ -58,6 +58,18 @@ pub trait ObjectSource {
     fn will_read(&self, ids: &[ObjectId]) {
         let _ = ids;
     }
+
+    /// Whether this source answers from memory, so that asking it one object at a
+    /// time costs no more than asking in a batch (a map). A commit whose
+    /// [`CommitOptions::have_in`](crate::CommitOptions::have_in) sources all answer
+    /// from memory then skips the probe walk that gathers the commit's questions for
+    /// one [`contains_many`](Self::contains_many) per source, and asks per object
+    /// as it walks: the same answers, one walk instead of two. The default is
+    /// `false` (a database, an object store, a binding whose every call crosses into
+    /// another runtime); wrappers forward it.
+    fn answers_in_memory(&self) -> bool {
+        false
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for &T {
@@ -75,6 +87,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for &T {
     }
     fn will_read(&self, ids: &[ObjectId]) {
         (**self).will_read(ids)
+    }
+    fn answers_in_memory(&self) -> bool {
+        (**self).answers_in_memory()
     }
 }
 
@@ -94,6 +109,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Box<T> {
     fn will_read(&self, ids: &[ObjectId]) {
         (**self).will_read(ids)
     }
+    fn answers_in_memory(&self) -> bool {
+        (**self).answers_in_memory()
+    }
 }
 
 impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
@@ -112,6 +130,9 @@ impl<T: ObjectSource + ?Sized> ObjectSource for Arc<T> {
     fn will_read(&self, ids: &[ObjectId]) {
         (**self).will_read(ids)
     }
+    fn answers_in_memory(&self) -> bool {
+        (**self).answers_in_memory()
+    }
 }
 
 macro_rules! map_source {
@@ -124,6 +145,9 @@ macro_rules! map_source {
             }
             fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
                 Ok(self.contains_key(id))
+            }
+            fn answers_in_memory(&self) -> bool {
+                true
             }
         }
     )*};
@@ -139,6 +163,9 @@ pub struct EmptySource;
 impl ObjectSource for EmptySource {
     fn get(&self, _id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
         Ok(None)
+    }
+    fn answers_in_memory(&self) -> bool {
+        true
     }
 }
 
@@ -171,5 +198,19 @@ mod tests {
         assert_eq!(many[1].as_deref(), Some(&b"a"[..]));
         assert_eq!(dynamic.contains_many(&[other, id]).unwrap(), [false, true]);
         assert!(!EmptySource.contains(&id).unwrap());
+        // Maps answer from memory, through every wrapper; a source that does not
+        // say so is asked in batches.
+        assert!(dynamic.answers_in_memory());
+        fn in_memory(s: impl ObjectSource) -> bool {
+            s.answers_in_memory()
+        }
+        assert!(in_memory(&hb) && in_memory(Arc::new(EmptySource)));
+        struct Remote;
+        impl ObjectSource for Remote {
+            fn get(&self, _id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+                Ok(None)
+            }
+        }
+        assert!(!in_memory(Box::new(Remote)));
     }
 }

@@ -225,6 +225,65 @@ fn a_per_turn_commit_asks_its_have_store_once() {
     }
 }
 
+/// [`Batching`], saying it answers from memory (as a map does).
+struct InMemory<'a>(Batching<'a>);
+
+impl ObjectSource for InMemory<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        self.0.get(id)
+    }
+    fn contains(&self, id: &ObjectId) -> Result<bool, BoxError> {
+        self.0.contains(id)
+    }
+    fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, BoxError> {
+        self.0.contains_many(ids)
+    }
+    fn answers_in_memory(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_have_store_in_memory_is_asked_per_object_with_the_same_result() {
+    let mut ws = Workspace::new();
+    for i in 0..2_000u64 {
+        ws.write(&format!("/d{}/f{i:06}", i % 20), content(i, 0))
+            .unwrap();
+    }
+    let first = ws.commit(CommitOptions::new()).unwrap();
+    let mut head = first.id();
+    let mut store: HashMap<ObjectId, Vec<u8>> = first.into_objects().into_iter().collect();
+    for turn in 1..=10u64 {
+        let i = (turn * 997) % 2_000;
+        ws.write(&format!("/d{}/f{i:06}", i % 20), content(i, turn))
+            .unwrap();
+        let want = lacking(&ws, head, &store);
+        let batched = Batching::new(&store, false);
+        let by_batch = ws
+            .clone()
+            .commit(CommitOptions::new().parent(head).have_in(&batched))
+            .unwrap();
+        let source = InMemory(Batching::new(&store, false));
+        let c = ws
+            .commit(CommitOptions::new().parent(head).have_in(&source))
+            .unwrap();
+        // No probe walk: no batch, a handful of questions on the changed path.
+        assert_eq!(source.0.batches.get(), 0, "turn {turn}: no batch");
+        let singles = source.0.singles.get();
+        assert!(
+            (1..=16).contains(&singles),
+            "turn {turn}: asked {singles} times"
+        );
+        assert_eq!(c.id(), by_batch.id());
+        assert_eq!(sorted_ids(&c), sorted_ids(&by_batch), "turn {turn}");
+        assert_eq!(sorted_ids(&c), want, "turn {turn}");
+        // A plain map says the same of itself.
+        assert!(store.answers_in_memory());
+        head = c.id();
+        store.extend(c.into_objects());
+    }
+}
+
 #[test]
 fn a_have_store_that_lacks_the_previous_trees_is_asked_beyond_the_batch() {
     let mut ws = Workspace::new();
