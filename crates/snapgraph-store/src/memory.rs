@@ -53,6 +53,11 @@ impl MemoryStore {
 }
 
 impl ObjectStore for MemoryStore {
+    /// A hash set lookup per id: no round trip to save.
+    fn answers_in_memory(&self) -> bool {
+        true
+    }
+
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.get_many_checked(ids, ReadCheck::Store)
     }

@@ -170,6 +170,16 @@ pub trait ObjectStore: Send + Sync {
         let _ = ids;
     }
 
+    /// Whether this store answers presence questions from memory, so that asking it
+    /// one id at a time costs no more than a batch ([`snapgraph::ObjectSource::answers_in_memory`],
+    /// which stores get through [`impl_object_source!`](crate::impl_object_source)):
+    /// a commit with it as `have_in` then walks once, asking per object, instead of
+    /// probing first for one batched question. Default: `false`; the memory store
+    /// says `true`. Wrappers forward it.
+    fn answers_in_memory(&self) -> bool {
+        false
+    }
+
     /// Called by [`gc`](crate::gc()) while it sweeps, once no writer holds a lease:
     /// removes storage that holds nothing an id names and that no writer can still
     /// complete (the S3 store: a pack whose index was never written, by a writer
@@ -337,6 +347,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     fn will_read(&self, ids: &[ObjectId]) {
         self.objects.will_read(ids)
     }
+    fn answers_in_memory(&self) -> bool {
+        self.objects.answers_in_memory()
+    }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
     }
@@ -402,6 +415,9 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     }
     fn will_read(&self, ids: &[ObjectId]) {
         self.objects.will_read(ids)
+    }
+    fn answers_in_memory(&self) -> bool {
+        self.objects.answers_in_memory()
     }
 }
 
@@ -480,6 +496,9 @@ impl<S: ObjectStore> ObjectSource for CallerVerifies<S> {
     }
     fn contains_many(&self, ids: &[ObjectId]) -> Result<Vec<bool>, snapgraph::BoxError> {
         source_contains_many(&self.0, ids)
+    }
+    fn answers_in_memory(&self) -> bool {
+        self.0.answers_in_memory()
     }
 }
 
@@ -561,6 +580,9 @@ macro_rules! impl_object_source {
             fn will_read(&self, ids: &[::snapgraph::ObjectId]) {
                 $crate::ObjectStore::will_read(self, ids)
             }
+            fn answers_in_memory(&self) -> bool {
+                $crate::ObjectStore::answers_in_memory(self)
+            }
         }
     };
 }
@@ -602,6 +624,9 @@ macro_rules! forward_store {
             }
             fn will_read(&self, ids: &[ObjectId]) {
                 (**self).will_read(ids)
+            }
+            fn answers_in_memory(&self) -> bool {
+                (**self).answers_in_memory()
             }
             fn remove_orphans(&self) -> Result<u64, StoreError> {
                 (**self).remove_orphans()
