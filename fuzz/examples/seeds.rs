@@ -215,7 +215,8 @@ fn cli_seeds(corpus: &Path) {
     let dir = corpus.join("stat_cache");
     let mut index = snapgraph_cli::index::Index::new(std::path::Path::new("/fuzz/root"), 1_001);
     for (i, digest) in [
-        snapgraph_cli::index::Digest::Content(id),
+        snapgraph_cli::index::Digest::Chunk(id),
+        snapgraph_cli::index::Digest::Manifest(id),
         snapgraph_cli::index::Digest::Inline(b"hello".to_vec()),
     ]
     .into_iter()
@@ -236,9 +237,27 @@ fn cli_seeds(corpus: &Path) {
             },
         );
     }
+    index.entries.insert(
+        "/d".to_string(),
+        snapgraph_cli::index::IndexEntry::Dir {
+            listing: Some(snapgraph_cli::index::Listing {
+                stat: snapgraph_cli::index::FileStat {
+                    size: 4096,
+                    mtime_ns: 900,
+                    ctime_ns: 900,
+                    ino: 11,
+                    dev: 2049,
+                    mode: 0o040755,
+                },
+                rules: snapgraph_cli::scan::rules_fingerprint(&[0; 32], Some(b"*.log\n")),
+                ignore_file: true,
+                entries: 2,
+            }),
+        },
+    );
     index
         .entries
-        .insert("/d".to_string(), snapgraph_cli::index::IndexEntry::Dir);
+        .insert("/e".to_string(), snapgraph_cli::index::IndexEntry::Dir { listing: None });
     index.tip = Some(id);
     write(&dir, "two-entries", &index.to_bytes());
     let mut skeleton = std::collections::HashMap::new();

@@ -3,9 +3,10 @@
 //!
 //! It records, for each entry the scan recorded, its kind; for files the `lstat`
 //! fields that change when a file is written (size, mtime and ctime in nanoseconds,
-//! inode, device, mode) and the digest of what was recorded (the content's root
-//! object id, or the bytes themselves for content small enough to live inline in its
-//! tree entry); for symlinks their `lstat` fields. Beside the entries it keeps the
+//! inode, device, mode) and the digest of what was recorded (the content's chunk id
+//! or manifest root id, saying which, or the bytes themselves for content small
+//! enough to live inline in its tree entry); for symlinks their `lstat` fields; for
+//! directories their [`Listing`] (their own stat and the ignore rules in force). Beside the entries it keeps the
 //! **workspace skeleton**: the stored bytes of the commit and tree nodes that the last
 //! shallow checkout of the branch tip read, and those the commit's diff then read (the
 //! new tip's changed trees), so that the next checkout reads them from here instead
@@ -30,6 +31,23 @@
 //!   index lists exactly the tip's tree. The skeleton is not used on that path.
 //!   Directory mtimes are never trusted to skip the files inside: an edit in place
 //!   changes the file's times, not its directory's, so every file is still stat'ed.
+//! - **A directory's listing is reused** (no `getdents`, no sort, no ignore-rule
+//!   matching) when the index is complete for the branch tip, records the directory
+//!   with a [`Listing`], the directory's `fstat` now equals the recorded one and is
+//!   not racy (its mtime older than `probe_ns`, as for files), and the ignore rules
+//!   in force there are the recorded ones (the fingerprint over the bytes of every
+//!   ignore file of the directory and its ancestors, read now, equals
+//!   [`Listing::rules`]). Creating, removing or renaming an entry, or any `chmod`
+//!   or `touch` of the directory, changes its ctime (which no caller can set), so an
+//!   equal stat means the same names; equal rules mean the same names are ignored.
+//!   Its entries are then the index's children of that path, each still stat'ed
+//!   (a stat that fails or shows another type means the directory changed after
+//!   its `fstat`: it is listed after all). The root is always listed (it has no
+//!   entry). Sockets, FIFOs and nested repositories are never recorded, so a
+//!   directory holding one is listed every time ([`Listing::entries`] counts
+//!   them), and they are reported as before. A walk narrowed to some paths (`commit PATH...`, a
+//!   watcher's report) neither reuses nor records listings, and a lazy scan
+//!   narrowed by a watcher resets the listing of every directory it walks.
 //! - **Skeleton objects** are content-addressed: the engine re-hashes each one it
 //!   reads, so an object of another commit or branch, one the store no longer holds
 //!   or one corrupted on disk is never taken for another; one missing is read from
@@ -97,8 +115,9 @@
 //! scan did not vouch for ([`Index::save_delta`]), so its cost follows the change.
 //!
 //! Only ever a cache: a missing, unreadable, corrupted, older (version 1 was JSON,
-//! version 2 had no journal, version 3 a BLAKE3 checksum) or foreign one (another
-//! root) means every file is read.
+//! version 2 had no journal, version 3 a BLAKE3 checksum, version 4 neither the
+//! directories' listings nor whether a content id names a chunk or a manifest) or
+//! foreign one (another root) means every file is read.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -107,7 +126,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use snapgraph::{BoxError, ObjectId, ObjectSource, Workspace};
+use snapgraph::{BoxError, ObjectId, ObjectKind, ObjectSource, Workspace};
 
 use crate::error::{IoContext, Result};
 
@@ -136,8 +155,10 @@ pub fn file_mode(mode: u32) -> u32 {
 /// the module docs); `None` if there is no file there or its bytes are neither
 /// stored as an object nor loaded.
 pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
-    if let Some(id) = ws.file_content_id(path) {
-        return Some(Digest::Content(id));
+    match ws.file_content_object(path) {
+        Some((id, ObjectKind::Chunk)) => return Some(Digest::Chunk(id)),
+        Some((id, _)) => return Some(Digest::Manifest(id)),
+        None => {}
     }
     if ws.is_loaded(path) {
         let data = ws.read(path).ok()?;
@@ -149,7 +170,7 @@ pub fn digest_of(ws: &Workspace, path: &str) -> Option<Digest> {
 }
 
 /// Format version of the index file.
-pub const INDEX_VERSION: u32 = 4;
+pub const INDEX_VERSION: u32 = 5;
 
 /// A journal shorter than this many bytes is appended to whatever its base's size.
 pub const JOURNAL_MIN: u64 = 64 * 1024;
@@ -208,10 +229,45 @@ impl FileStat {
 /// What a file's entry recorded: how its bytes are stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Digest {
-    /// The root object id of its content.
-    Content(ObjectId),
+    /// Content stored as one chunk: that chunk's id (the hash of all the bytes).
+    Chunk(ObjectId),
+    /// Content stored as a manifest: its root's id (the bytes are its chunk list's
+    /// spans, each hashed at its recorded length).
+    Manifest(ObjectId),
     /// The bytes themselves (content inline in its tree entry).
     Inline(Vec<u8>),
+}
+
+impl Digest {
+    /// The id of the object storing the content (`None` for inline bytes).
+    pub fn id(&self) -> Option<ObjectId> {
+        match self {
+            Digest::Chunk(id) | Digest::Manifest(id) => Some(*id),
+            Digest::Inline(_) => None,
+        }
+    }
+}
+
+/// A directory's listing as a scan recorded it, so that a later walk may take the
+/// directory's entries from the index instead of listing it again (see the module
+/// docs, "A directory's listing").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listing {
+    /// The directory's own stat (`fstat` of the open directory, taken before it
+    /// was listed): any entry added, removed or renamed in it changes its mtime
+    /// and ctime.
+    pub stat: FileStat,
+    /// The ignore rules in force in it: a BLAKE3 chain over the bytes of every
+    /// ignore file of the directory and of its ancestors (see
+    /// [`crate::scan::rules_fingerprint`]).
+    pub rules: [u8; 32],
+    /// Whether the directory holds an ignore file (recorded as an entry or, when
+    /// it ignores itself, not).
+    pub ignore_file: bool,
+    /// How many names the listing held past the ignore rules (what the index
+    /// records, and also nested repositories, sockets, FIFOs and devices, which it
+    /// does not): a listing is reused only when the index records all of them.
+    pub entries: u32,
 }
 
 /// One recorded entry.
@@ -229,8 +285,13 @@ pub enum IndexEntry {
         /// Its stat.
         stat: FileStat,
     },
-    /// A directory.
-    Dir,
+    /// A directory, and its listing when the scan that recorded it took one that
+    /// a later walk may reuse (`None`: after a checkout, under `commit PATH...` or
+    /// a watcher's narrowed walk; the directory is then listed again).
+    Dir {
+        /// What it was listed as.
+        listing: Option<Listing>,
+    },
 }
 
 /// An index's entries: sorted by path, as the file stores them, so that reading
@@ -287,11 +348,18 @@ impl Entries {
     }
 
     /// The position of `path`: tried first where the last look-up left off (a walk
-    /// asks for a directory's entries in order), then by binary search.
+    /// asks for a directory's entries in order) and at the last one found (a
+    /// directory is looked up when its listing is reused, then when it is visited),
+    /// then by binary search.
     fn find(&self, path: &str) -> std::result::Result<usize, usize> {
         let h = self.hint.get();
-        let found = match self.sorted.get(h) {
-            Some((p, _)) if p == path => Ok(h),
+        let found = match (
+            self.sorted.get(h),
+            h.checked_sub(1)
+                .and_then(|l| self.sorted.get(l).map(|e| (l, e))),
+        ) {
+            (Some((p, _)), _) if p == path => Ok(h),
+            (_, Some((l, (p, _)))) if p == path => Ok(l),
             _ => self.sorted.binary_search_by(|(p, _)| p.as_str().cmp(path)),
         };
         if let Ok(i) = found {
@@ -370,6 +438,39 @@ impl Entries {
             .filter(move |p| {
                 all || p.as_str() == path || p.as_bytes().get(path.len()) == Some(&b'/')
             })
+    }
+
+    /// The entries directly inside the directory `dir` (a workspace path such as
+    /// `/a/b`; the empty string for the root), with their names, in name order (the
+    /// order a sorted listing gives). Each child's own subtree is stepped over by
+    /// one binary search, so the cost follows the children, not the subtree.
+    pub fn children<'a>(&'a self, dir: &str) -> Vec<(&'a str, &'a IndexEntry)> {
+        let mut prefix = String::with_capacity(dir.len() + 1);
+        prefix.push_str(dir);
+        prefix.push('/');
+        let mut out = Vec::new();
+        let mut at = self
+            .sorted
+            .partition_point(|(p, _)| p.as_str() < prefix.as_str());
+        while let Some((p, e)) = self.sorted.get(at) {
+            let Some(rest) = p.strip_prefix(prefix.as_str()) else {
+                break;
+            };
+            match rest.bytes().position(|b| b == b'/') {
+                None => {
+                    out.push((rest, e));
+                    at += 1;
+                }
+                Some(i) => {
+                    // Below a child (listed before it only when a name sorts
+                    // between the child and its own `/`): all paths under
+                    // `dir/child/` are contiguous from here.
+                    let sub = &p[..prefix.len() + i + 1];
+                    at += self.sorted[at..].partition_point(|(q, _)| q.starts_with(sub));
+                }
+            }
+        }
+        out
     }
 
     /// The paths, in order.
@@ -619,19 +720,48 @@ impl<'a> Wire<'a> {
         })
     }
 
+    fn bool(&mut self) -> WireResult<bool> {
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(WireError("bad bool")),
+        }
+    }
+
+    fn listing(&mut self) -> WireResult<Option<Listing>> {
+        match self.byte()? {
+            0 => Ok(None),
+            1 => {
+                let stat = self.stat()?;
+                let mut rules = [0u8; 32];
+                rules.copy_from_slice(self.take(32)?);
+                Ok(Some(Listing {
+                    stat,
+                    rules,
+                    ignore_file: self.bool()?,
+                    entries: self.u32()?,
+                }))
+            }
+            _ => Err(WireError("bad option tag")),
+        }
+    }
+
     fn entry(&mut self) -> WireResult<IndexEntry> {
         match self.u32()? {
             0 => {
                 let stat = self.stat()?;
                 let digest = match self.u32()? {
-                    0 => Digest::Content(self.id()?),
-                    1 => Digest::Inline(self.bytes()?.to_vec()),
+                    0 => Digest::Chunk(self.id()?),
+                    1 => Digest::Manifest(self.id()?),
+                    2 => Digest::Inline(self.bytes()?.to_vec()),
                     _ => return Err(WireError("bad digest variant")),
                 };
                 Ok(IndexEntry::File { stat, digest })
             }
             1 => Ok(IndexEntry::Symlink { stat: self.stat()? }),
-            2 => Ok(IndexEntry::Dir),
+            2 => Ok(IndexEntry::Dir {
+                listing: self.listing()?,
+            }),
             _ => Err(WireError("bad entry variant")),
         }
     }
@@ -1238,7 +1368,8 @@ mod tests {
                 digest: Digest::Inline(b"abc".to_vec()),
             },
         );
-        ix.entries.insert("/d".into(), IndexEntry::Dir);
+        ix.entries
+            .insert("/d".into(), IndexEntry::Dir { listing: None });
         ix
     }
 
@@ -1265,9 +1396,16 @@ mod tests {
     fn any_entries() -> impl proptest::strategy::Strategy<Value = Vec<(String, IndexEntry)>> {
         use proptest::prelude::*;
         let entry = prop_oneof![
-            (any_stat(), any::<[u8; 32]>()).prop_map(|(stat, id)| IndexEntry::File {
-                stat,
-                digest: Digest::Content(ObjectId::from_bytes(id)),
+            (any_stat(), any::<[u8; 32]>(), any::<bool>()).prop_map(|(stat, id, chunk)| {
+                let id = ObjectId::from_bytes(id);
+                IndexEntry::File {
+                    stat,
+                    digest: if chunk {
+                        Digest::Chunk(id)
+                    } else {
+                        Digest::Manifest(id)
+                    },
+                }
             }),
             (any_stat(), proptest::collection::vec(any::<u8>(), 0..80)).prop_map(|(stat, b)| {
                 IndexEntry::File {
@@ -1276,7 +1414,15 @@ mod tests {
                 }
             }),
             any_stat().prop_map(|stat| IndexEntry::Symlink { stat }),
-            Just(IndexEntry::Dir),
+            proptest::option::of((any_stat(), any::<[u8; 32]>(), any::<bool>(), any::<u32>()))
+                .prop_map(|listing| IndexEntry::Dir {
+                    listing: listing.map(|(stat, rules, ignore_file, entries)| Listing {
+                        stat,
+                        rules,
+                        ignore_file,
+                        entries,
+                    }),
+                }),
         ];
         proptest::collection::vec(("/[a-zé]{0,6}", entry), 0..12)
     }
@@ -1330,14 +1476,15 @@ mod tests {
     #[test]
     fn entries_out_of_order_are_no_index() {
         let mut ix = sample();
-        ix.entries.insert("/b".into(), IndexEntry::Dir);
+        ix.entries
+            .insert("/b".into(), IndexEntry::Dir { listing: None });
         let body = Body {
             root: ix.root.clone(),
             probe_ns: 1,
             tip: None,
             entries: vec![
-                ("/b".into(), IndexEntry::Dir),
-                ("/a".into(), IndexEntry::Dir),
+                ("/b".into(), IndexEntry::Dir { listing: None }),
+                ("/a".into(), IndexEntry::Dir { listing: None }),
             ],
         };
         let (framed, _) = frame(MAGIC, &postcard::to_allocvec(&body).unwrap());
@@ -1604,7 +1751,8 @@ mod tests {
         // A journal record torn mid-record (its length says more than follows) or
         // one that does not chain: the base's state, and the file is rewritten next.
         let mut next = ix.clone();
-        next.entries.insert("/e".into(), IndexEntry::Dir);
+        next.entries
+            .insert("/e".into(), IndexEntry::Dir { listing: None });
         let record = next.delta_after(&Index::read(&bytes, w).unwrap()).unwrap();
         for cut in [1, 4, 20, record.len() - 1] {
             let mut torn = bytes.clone();

@@ -6,7 +6,8 @@
 //! few of them. So when the index is complete for the tip and records a file of the
 //! same size and mode at that path, the bytes read are first compared with the tip's
 //! content by its own ids, without cutting them (no FastCDC) and without loading the
-//! directory from the store:
+//! directory from the store. The index records how that content is stored (index
+//! version 5), so each file is hashed once, the one way that can prove it:
 //!
 //! - inline content (at most [`snapgraph::limits::INLINE_MAX`] bytes): the bytes
 //!   themselves;
@@ -41,12 +42,6 @@ use crate::index::{Digest, FileStat};
 /// its own).
 pub const BATCH_BYTES: u64 = 32 << 20;
 
-/// A file of more bytes than this is compared with the tip's chunk list first (when
-/// the tip's object is a manifest), not hashed whole first: FastCDC (4 KiB minimum,
-/// 16 KiB average) cuts most files of twice the average size or more into several
-/// chunks, and hashing one whole then span by span hashed its bytes twice.
-pub const MANIFEST_LIKELY: u64 = 2 * snapgraph::chunk::CHUNK_AVG as u64;
-
 /// Below this many bytes in a batch, the files are compared on the calling thread.
 const PARALLEL_MIN: u64 = 1 << 20;
 
@@ -61,17 +56,6 @@ pub struct Candidate {
     pub stat: FileStat,
     /// What the index recorded for it (the tip's content).
     pub digest: Digest,
-}
-
-/// What reading a candidate showed.
-enum Outcome {
-    /// The tip's bytes.
-    Same,
-    /// Not proven the same.
-    Differs,
-    /// Not one chunk's bytes, and no chunk list known yet: the bytes, kept for a
-    /// comparison against the chunk list.
-    Unsure(Vec<u8>),
 }
 
 /// For each candidate, whether its bytes on disk are the tip's (see the module
@@ -93,7 +77,7 @@ fn same_in_batches(
     batch_bytes: u64,
     parallel_min: u64,
 ) -> Result<Vec<bool>> {
-    let mut same = vec![false; candidates.len()];
+    let mut same = Vec::with_capacity(candidates.len());
     let mut start = 0;
     while start < candidates.len() {
         let mut end = start;
@@ -104,61 +88,32 @@ fn same_in_batches(
         }
         let batch = &candidates[start..end];
         let threads = if bytes < parallel_min { 1 } else { threads };
-        let outcomes = compare_batch(batch, source, threads)?;
-        // A file of at most one chunk's size that did not hash as one chunk may still
-        // be several: compared against its chunk list, if the tip's object is one.
-        let mut unsure: Vec<(usize, Vec<u8>, Vec<ChunkRef>)> = Vec::new();
-        for (i, outcome) in outcomes.into_iter().enumerate() {
-            match outcome {
-                Outcome::Same => same[start + i] = true,
-                Outcome::Differs => {}
-                Outcome::Unsure(data) => {
-                    if let Digest::Content(id) = &batch[i].digest {
-                        if let Some(list) = chunk_list(*id, data.len() as u64, source) {
-                            unsure.push((i, data, list));
-                        }
-                    }
-                }
-            }
-        }
-        let unsure_bytes: usize = unsure.iter().map(|u| u.1.len()).sum();
-        let threads = if (unsure_bytes as u64) < parallel_min {
-            1
-        } else {
-            threads
-        };
-        let matched = par_map(unsure.len(), threads, |k| {
-            Ok(spans_match(&unsure[k].1, &unsure[k].2))
-        })?;
-        for ((i, _, _), m) in unsure.iter().zip(matched) {
-            same[start + i] = m;
-        }
+        same.extend(compare_batch(batch, source, threads)?);
         start = end;
     }
     Ok(same)
 }
 
 /// [`compare`] of every candidate of `batch`, in order, on up to `threads` threads.
-/// Files larger than one chunk have a manifest, and most larger than
-/// [`MANIFEST_LIKELY`] too: their chunk list is read first, so that each is hashed
-/// once (a file of one chunk there costs a read of that chunk, then its hash). The
-/// store is read on the calling thread only, while the other threads already read and
-/// hash the files that need no list; then it joins them.
+/// The index says how each file's content is stored, so each is hashed once, the
+/// one way that can prove it: a chunk's bytes whole, a manifest's span by span
+/// against its chunk list. The lists are read from the store on the calling thread
+/// only, while the other threads already read and hash the files that need none;
+/// then it joins them.
 fn compare_batch(
     batch: &[Candidate],
     source: &dyn ObjectSource,
     threads: usize,
-) -> Result<Vec<Outcome>> {
-    let listed =
-        |c: &Candidate| matches!(c.digest, Digest::Content(_)) && c.stat.size > MANIFEST_LIKELY;
+) -> Result<Vec<bool>> {
+    let listed = |c: &Candidate| matches!(c.digest, Digest::Manifest(_));
     let plain: Vec<usize> = (0..batch.len()).filter(|&i| !listed(&batch[i])).collect();
     let next = AtomicUsize::new(0);
-    let take_plain = |done: &mut Vec<(usize, Result<Outcome>)>| {
+    let take_plain = |done: &mut Vec<(usize, Result<bool>)>| {
         while let Some(&i) = plain.get(next.fetch_add(1, Ordering::Relaxed)) {
             done.push((i, compare(&batch[i], None)));
         }
     };
-    let mut done: Vec<(usize, Result<Outcome>)> = std::thread::scope(|scope| {
+    let mut done: Vec<(usize, Result<bool>)> = std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads.clamp(1, batch.len().max(1)))
             .map(|_| {
                 scope.spawn(|| {
@@ -171,10 +126,10 @@ fn compare_batch(
         let mut mine = Vec::new();
         for (i, c) in batch.iter().enumerate().filter(|(_, c)| listed(c)) {
             let list = match &c.digest {
-                Digest::Content(id) => chunk_list(*id, c.stat.size, source),
-                Digest::Inline(_) => None,
+                Digest::Manifest(id) => chunk_list(*id, c.stat.size, source),
+                Digest::Chunk(_) | Digest::Inline(_) => None,
             };
-            mine.push((i, compare(c, list.as_deref())));
+            mine.push((i, compare(c, Some(list.as_deref()))));
         }
         take_plain(&mut mine);
         for h in helpers {
@@ -187,36 +142,29 @@ fn compare_batch(
     done.into_iter().map(|(_, r)| r).collect()
 }
 
-/// Reads `c` and compares it with what the index recorded (`list`: the tip's chunk
-/// list, when known).
-fn compare(c: &Candidate, list: Option<&[ChunkRef]>) -> Result<Outcome> {
-    if matches!(c.digest, Digest::Content(_)) && c.stat.size > CHUNK_MAX as u64 && list.is_none() {
-        // No chunk list to compare with: the ordinary path reads it.
-        return Ok(Outcome::Differs);
+/// Reads `c` and says whether it is what the index recorded: `list` is, for a
+/// manifest, its chunk list as read (`Some(None)`: not readable, so no proof).
+fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>) -> Result<bool> {
+    // No read when nothing could prove it: a manifest whose list is not to be had,
+    // or more bytes than one chunk holds recorded as one chunk.
+    match (&c.digest, list) {
+        (Digest::Manifest(_), None | Some(None)) => return Ok(false),
+        (Digest::Chunk(_), _) if c.stat.size > CHUNK_MAX as u64 => return Ok(false),
+        _ => {}
     }
     let data = std::fs::read(&c.full).at(&c.full)?;
     if data.len() as u64 != c.stat.size {
-        return Ok(Outcome::Differs);
+        return Ok(false);
     }
     Ok(match (&c.digest, list) {
-        (Digest::Inline(bytes), _) => outcome(*bytes == data),
-        (Digest::Content(_), Some(list)) => outcome(spans_match(&data, list)),
-        (Digest::Content(id), None) => {
-            if ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &data) == *id {
-                Outcome::Same
-            } else {
-                Outcome::Unsure(data)
-            }
+        (Digest::Inline(bytes), _) => *bytes == data,
+        // A chunk of an older format version has another id: no proof.
+        (Digest::Chunk(id), _) => {
+            ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &data) == *id
         }
+        (Digest::Manifest(_), Some(Some(list))) => spans_match(&data, list),
+        (Digest::Manifest(_), _) => false,
     })
-}
-
-fn outcome(same: bool) -> Outcome {
-    if same {
-        Outcome::Same
-    } else {
-        Outcome::Differs
-    }
 }
 
 /// Whether `data` is exactly the chunks of `list`, in order (each chunk's id of the
@@ -272,44 +220,6 @@ fn chunk_list(root: ObjectId, size: u64, source: &dyn ObjectSource) -> Option<Ve
     None
 }
 
-/// `f(0) .. f(n - 1)` on up to `threads` threads, in order; the first error wins.
-fn par_map<R: Send>(
-    n: usize,
-    threads: usize,
-    f: impl Fn(usize) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
-    let threads = threads.clamp(1, n.max(1));
-    if threads == 1 {
-        return (0..n).map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let parts: Vec<Vec<(usize, Result<R>)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            break;
-                        }
-                        done.push((i, f(i)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    // Every index below `n` was taken by exactly one thread: in order again.
-    let mut done: Vec<(usize, Result<R>)> = parts.into_iter().flatten().collect();
-    done.sort_unstable_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -339,8 +249,8 @@ mod tests {
             bytes(60_000, 2),
             bytes(300_000, 3),
             bytes(12 << 20, 4),
-            // One chunk above `MANIFEST_LIKELY` (zeros never cut before the maximum):
-            // its chunk list is tried first and is no list.
+            // One chunk of more than twice the average chunk (zeros never cut before
+            // the maximum): recorded as a chunk, hashed whole.
             vec![0; 50_000],
         ];
         let mut ws = Workspace::new();

@@ -29,7 +29,7 @@ use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, ObjectSource, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry};
+use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry, Listing};
 use crate::repo::DOT_DIR;
 
 /// The name of ignore files.
@@ -70,6 +70,10 @@ pub struct ScanReport {
     /// ([`crate::recheck`]): read (and counted in `files_read`), not cut, their
     /// directories not loaded.
     pub files_compared: u64,
+    /// Directories listed (see [`WalkReport`]).
+    pub dirs_listed: u64,
+    /// Directories whose listing the index vouched for (not listed).
+    pub dirs_reused: u64,
 }
 
 /// An entry a scan recorded.
@@ -80,8 +84,8 @@ pub enum Seen {
     File(FileStat, Option<Digest>),
     /// A symlink and its stat.
     Symlink(FileStat),
-    /// A directory.
-    Dir,
+    /// A directory, with its listing when the walk took one.
+    Dir(Option<Listing>),
 }
 
 /// The index entry for `seen` at `path` of `ws` (after a commit or checkout of it);
@@ -96,7 +100,7 @@ pub fn index_entry(ws: &Workspace, path: &str, seen: &Seen) -> Option<IndexEntry
             },
         },
         Seen::Symlink(stat) => IndexEntry::Symlink { stat: *stat },
-        Seen::Dir => IndexEntry::Dir,
+        Seen::Dir(listing) => IndexEntry::Dir { listing: *listing },
     })
 }
 
@@ -216,11 +220,26 @@ pub struct Walked<'a> {
     /// Its `lstat` (files and symlinks; taken relative to the open directory, so
     /// without a walk of the whole path).
     pub stat: Option<FileStat>,
+    /// A directory's listing now, for the next index (every directory but the root
+    /// in a walk without `only`).
+    pub listing: Option<Listing>,
+}
+
+/// What a [`walk`] saw besides the entries it visited.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WalkReport {
+    /// Directories skipped because they hold a repository of their own, sorted.
+    pub nested: Vec<PathBuf>,
+    /// Directories listed (`getdents`), the root included.
+    pub listed: u64,
+    /// Directories whose listing was taken from the index instead.
+    pub reused: u64,
 }
 
 /// Walks the directory `root` the way every scan does, parents before children,
 /// calling `visit` for each entry recorded (or on the way to `only`'s paths) until it
-/// returns `false`; returns the nested repositories skipped, sorted.
+/// returns `false`; returns the nested repositories skipped and how many
+/// directories were listed.
 ///
 /// Skipped: `skip` (the repository's own directory) and any `.snapgraph` at the
 /// top; entries a `.snapgraphignore` ignores (gitignore syntax, in any directory,
@@ -230,27 +249,42 @@ pub struct Walked<'a> {
 /// fold into `.snapgraph` ([`crate::materialize::is_reserved_name`]). An ignore file
 /// is read only where the directory listing shows one, and only directories are
 /// probed for a `.snapgraph` of their own: regular files are not stat'ed here.
+///
+/// With `recorded` (an index complete for the branch tip) and no `only`, a
+/// directory whose [`Listing`] the index vouches for is not listed: its entries are
+/// the index's (see [`crate::index`], "A directory's listing is reused"). Without
+/// `only`, every directory but the root is visited with its listing now
+/// ([`Walked::listing`]), for the next index.
 pub fn walk(
     root: &Path,
     skip: &Path,
     only: Option<&[String]>,
+    recorded: Option<&Index>,
     visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
-) -> Result<Vec<PathBuf>> {
-    let mut nested = Vec::new();
+) -> Result<WalkReport> {
+    let mut report = WalkReport::default();
     // `skip` is compared only in its parent directory, by name.
     let skip_at = skip.parent().zip(skip.file_name());
-    // Directories to list: on disk, workspace path, scope, the ignore files in
-    // force. Each is visited when listed (so a nested repository is known from its
-    // own listing, without a probe), before anything below it.
-    let mut stack: Vec<(PathBuf, String, Scope, Rc<Vec<Gitignore>>)> = vec![(
-        root.to_path_buf(),
-        String::new(),
-        Scope::Inside,
-        Rc::new(Vec::new()),
-    )];
+    // Listings are taken (and reused) for a walk of the whole tree only: a narrowed
+    // walk filters them by scope.
+    let record = only.is_none();
+    let recorded = recorded.filter(|_| record);
+    // Directories to list, each visited when listed (so a nested repository is known
+    // from its own listing, without a probe), before anything below it.
+    let mut stack: Vec<Pending> = vec![Pending {
+        dir: root.to_path_buf(),
+        path: String::new(),
+        scope: Scope::Inside,
+        rules: Rc::new(Vec::new()),
+        fingerprint: [0; 32],
+        parent: None,
+    }];
     // One listing's names, reused: (start in `name_bytes`, end, kind).
     let mut name_bytes: Vec<u8> = Vec::new();
     let mut names: Vec<(usize, usize, Kind)> = Vec::new();
+    // The stats of a reused listing's files and symlinks, taken before it is trusted
+    // (in `names`' order; `None` for directories).
+    let mut stats: Vec<Option<FileStat>> = Vec::new();
     // The full and workspace paths of the entry at hand: the directory's, then the
     // name pushed and truncated again (no allocation per entry).
     let mut full: Vec<u8> = Vec::new();
@@ -258,99 +292,155 @@ pub fn walk(
     // The listing's buffer, reused by every directory: `RawDir` hands out names
     // borrowed from it (no allocation per entry, as `Dir`'s owned names were).
     let mut dirents: Vec<u8> = Vec::with_capacity(DIRENT_BUFFER);
-    while let Some((dir, dir_path, dir_scope, parent_rules)) = stack.pop() {
-        let fd = open_dir(&dir)?;
+    while let Some(Pending {
+        dir,
+        path: dir_path,
+        scope: dir_scope,
+        rules: parent_rules,
+        fingerprint: parent_fingerprint,
+        parent,
+    }) = stack.pop()
+    {
+        // Opened by name in its open parent (one lookup, not one per component of
+        // the whole path), the root by its path.
+        let dir_fd = Rc::new(match (&parent, dir.file_name()) {
+            (Some(parent), Some(name)) => open_dir_at(parent, name, &dir)?,
+            _ => open_dir(&dir)?,
+        });
+        let fd: &rustix::fd::OwnedFd = &dir_fd;
+        // The directory's own stat, taken before it is listed (the root has no
+        // entry, so no listing of its own is recorded).
+        let dir_stat = if record && !dir_path.is_empty() {
+            Some(FileStat::of_stat(
+                &rustix::fs::fstat(fd).map_err(|e| CliError::io(&dir, e.into()))?,
+            ))
+        } else {
+            None
+        };
         name_bytes.clear();
         names.clear();
-        let mut listing = rustix::fs::RawDir::new(&fd, dirents.spare_capacity_mut());
-        while let Some(e) = listing.next() {
-            let e = e.map_err(|e| CliError::io(&dir, e.into()))?;
-            let name = e.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let kind = match e.file_type() {
-                rustix::fs::FileType::Unknown => {
-                    let st =
-                        rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
-                            CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into())
-                        })?;
-                    Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
-                }
-                other => Kind::of(other),
-            };
-            let start = name_bytes.len();
-            name_bytes.extend_from_slice(name);
-            names.push((start, name_bytes.len(), kind));
+        stats.clear();
+        let mut ignore_bytes: Option<Vec<u8>> = None;
+        let reused = match (recorded, dir_stat) {
+            (Some(ix), Some(now)) => reuse_listing(
+                ix,
+                &dir,
+                &dir_path,
+                fd,
+                &now,
+                &parent_fingerprint,
+                &mut ignore_bytes,
+                &mut name_bytes,
+                &mut names,
+                &mut stats,
+            )?,
+            _ => false,
+        };
+        if reused {
+            report.reused += 1;
+        } else {
+            name_bytes.clear();
+            names.clear();
+            stats.clear();
+            list_dir(fd, &dir, &mut dirents, &mut name_bytes, &mut names)?;
+            report.listed += 1;
         }
-        let fd = &fd;
         let name_of = |&(start, end, _): &(usize, usize, Kind)| &name_bytes[start..end];
-        if !dir_path.is_empty() {
+        if !dir_path.is_empty() && !reused {
             if names
                 .iter()
                 .any(|n| name_of(n) == DOT_DIR.as_bytes() && n.2 == Kind::Dir)
             {
-                nested.push(dir);
+                report.nested.push(dir);
                 continue;
             }
             let name = dir_path.rsplit('/').next().unwrap_or_default();
             if crate::materialize::is_reserved_name(name) {
                 return Err(reserved(&dir));
             }
+        }
+        if !reused {
+            names.sort_unstable_by(|a, b| name_of(a).cmp(name_of(b)));
+        }
+        // The ignore rules in force here: the parent's, and this directory's own
+        // file (read once: its bytes are both the rules and their fingerprint).
+        let ignore_file = if reused {
+            ignore_bytes.is_some()
+        } else {
+            names
+                .iter()
+                .any(|n| name_of(n) == IGNORE_FILE.as_bytes() && n.2 != Kind::Dir)
+        };
+        let mut rules = parent_rules;
+        let mut fingerprint = parent_fingerprint;
+        if ignore_file {
+            let file = dir.join(IGNORE_FILE);
+            let bytes = match ignore_bytes.take() {
+                Some(b) => b,
+                None => std::fs::read(&file).at(&file)?,
+            };
+            let mut all = (*rules).clone();
+            all.push(ignore_rules(&dir, &file, &bytes)?);
+            rules = Rc::new(all);
+            fingerprint = rules_fingerprint(&fingerprint, Some(&bytes));
+        }
+        full.clear();
+        full.extend_from_slice(dir.as_os_str().as_bytes());
+        full.push(b'/');
+        let full_len = full.len();
+        // What the walk passes over here: the repository's own directory and what
+        // the rules ignore (a reused listing holds only what these same rules let
+        // through).
+        if !reused {
+            let skip_name = skip_at
+                .filter(|(parent, _)| *parent == dir.as_path())
+                .map(|(_, name)| name.as_bytes());
+            names.retain(|&(start, end, kind)| {
+                let name = &name_bytes[start..end];
+                if (dir_path.is_empty() && name == DOT_DIR.as_bytes()) || skip_name == Some(name) {
+                    return false;
+                }
+                full.truncate(full_len);
+                full.extend_from_slice(name);
+                let full_path = Path::new(std::ffi::OsStr::from_bytes(&full));
+                let ignored = rules
+                    .iter()
+                    .rev()
+                    .map(|g| g.matched(full_path, kind == Kind::Dir))
+                    .find(|m| !m.is_none());
+                !matches!(ignored, Some(Match::Ignore(_)))
+            });
+            full.truncate(full_len);
+        }
+        if !dir_path.is_empty() {
             let go_on = visit(Walked {
                 full: &dir,
                 path: &dir_path,
                 found: Found::Dir,
                 scope: dir_scope,
                 stat: None,
+                listing: dir_stat.map(|stat| Listing {
+                    stat,
+                    rules: fingerprint,
+                    ignore_file,
+                    entries: u32::try_from(names.len()).unwrap_or(u32::MAX),
+                }),
             })?;
             if !go_on {
                 break;
             }
         }
-        names.sort_unstable_by(|a, b| name_of(a).cmp(name_of(b)));
-        let mut rules = parent_rules;
-        if names.iter().any(|n| name_of(n) == IGNORE_FILE.as_bytes()) {
-            let file = dir.join(IGNORE_FILE);
-            let mut b = GitignoreBuilder::new(&dir);
-            if let Some(e) = b.add(&file) {
-                return Err(walk_error(&file, e));
-            }
-            let g = b.build().map_err(|e| walk_error(&file, e))?;
-            let mut all = (*rules).clone();
-            all.push(g);
-            rules = Rc::new(all);
-        }
-        let skip_name = skip_at
-            .filter(|(parent, _)| *parent == dir.as_path())
-            .map(|(_, name)| name.as_bytes());
-        full.clear();
-        full.extend_from_slice(dir.as_os_str().as_bytes());
-        full.push(b'/');
-        let full_len = full.len();
         path.clear();
         path.push_str(&dir_path);
         path.push('/');
         let path_len = path.len();
         let mut subdirs = Vec::new();
         let mut stopped = false;
-        for n in &names {
+        for (i, n) in names.iter().enumerate() {
             let (name, kind) = (name_of(n), n.2);
-            if (dir_path.is_empty() && name == DOT_DIR.as_bytes()) || skip_name == Some(name) {
-                continue;
-            }
             full.extend_from_slice(name);
             let full_path = Path::new(std::ffi::OsStr::from_bytes(&full));
             let is_dir = kind == Kind::Dir;
-            let ignored = rules
-                .iter()
-                .rev()
-                .map(|g| g.matched(full_path, is_dir))
-                .find(|m| !m.is_none());
-            if matches!(ignored, Some(Match::Ignore(_))) {
-                full.truncate(full_len);
-                continue;
-            }
             let name = std::str::from_utf8(name)
                 .map_err(|_| CliError::bad_path(full_path, "file name is not valid UTF-8"))?;
             path.push_str(name);
@@ -361,7 +451,7 @@ pub fn walk(
                 // Visited when listed (below), where a nested repository shows.
                 subdirs.push((full_path.to_path_buf(), path.clone(), scope));
             } else {
-                if crate::materialize::is_reserved_name(name) {
+                if !reused && crate::materialize::is_reserved_name(name) {
                     return Err(reserved(full_path));
                 }
                 let found = match kind {
@@ -369,8 +459,9 @@ pub fn walk(
                     Kind::File => Found::File,
                     _ => Found::Other,
                 };
-                let stat = match found {
-                    Found::File | Found::Symlink => Some(FileStat::of_stat(
+                let stat = match (found, stats.get(i).copied().flatten()) {
+                    (_, Some(taken)) => Some(taken),
+                    (Found::File | Found::Symlink, None) => Some(FileStat::of_stat(
                         &rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
                             .map_err(|e| CliError::io(full_path, e.into()))?,
                     )),
@@ -382,6 +473,7 @@ pub fn walk(
                     found,
                     scope,
                     stat,
+                    listing: None,
                 })? {
                     stopped = true;
                     break;
@@ -393,13 +485,178 @@ pub fn walk(
         if stopped {
             break;
         }
-        // Reversed onto the stack: directories are walked in name order.
+        // Reversed onto the stack: directories are walked in name order. They share
+        // this directory's descriptor (so at most one per level of the walk is open).
         for (full, path, scope) in subdirs.into_iter().rev() {
-            stack.push((full, path, scope, rules.clone()));
+            stack.push(Pending {
+                dir: full,
+                path,
+                scope,
+                rules: rules.clone(),
+                fingerprint,
+                parent: Some(dir_fd.clone()),
+            });
         }
     }
-    nested.sort();
-    Ok(nested)
+    report.nested.sort();
+    Ok(report)
+}
+
+/// A directory the walk has yet to list.
+struct Pending {
+    /// On disk.
+    dir: PathBuf,
+    /// Its workspace path (empty for the root).
+    path: String,
+    /// Where it lies relative to the walk's `only`.
+    scope: Scope,
+    /// The ignore files in force in it (its parent's and above).
+    rules: Rc<Vec<Gitignore>>,
+    /// Their fingerprint ([`rules_fingerprint`]).
+    fingerprint: [u8; 32],
+    /// Its parent, open (`None` for the root).
+    parent: Option<Rc<rustix::fd::OwnedFd>>,
+}
+
+/// The fingerprint of the ignore rules in force in a directory: its parent's
+/// (all zeros above the root) when it holds no ignore file, else BLAKE3 of the
+/// parent's, the file's length (u64 little-endian) and its bytes. Equal
+/// fingerprints mean the same ignore files, byte for byte, on the way down.
+pub fn rules_fingerprint(parent: &[u8; 32], ignore_file: Option<&[u8]>) -> [u8; 32] {
+    match ignore_file {
+        None => *parent,
+        Some(bytes) => *blake3::Hasher::new()
+            .update(parent)
+            .update(&(bytes.len() as u64).to_le_bytes())
+            .update(bytes)
+            .finalize()
+            .as_bytes(),
+    }
+}
+
+/// The rules of the ignore file `file` of `dir`, from its bytes (as
+/// `GitignoreBuilder::add` reads a file: line by line, a UTF-8 byte-order mark
+/// before the first line dropped; any line that is not UTF-8 or not a valid glob is
+/// an error naming the file).
+fn ignore_rules(dir: &Path, file: &Path, bytes: &[u8]) -> Result<Gitignore> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| CliError::bad_path(file, "ignore file is not valid UTF-8"))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut b = GitignoreBuilder::new(dir);
+    for line in text.lines() {
+        b.add_line(Some(file.to_path_buf()), line)
+            .map_err(|e| walk_error(file, e))?;
+    }
+    b.build().map_err(|e| walk_error(file, e))
+}
+
+/// Lists the open directory `fd` (at `dir`) into `names` (unsorted), with each
+/// entry's type from the listing (or an `lstat` where the file system gives none).
+fn list_dir(
+    fd: &rustix::fd::OwnedFd,
+    dir: &Path,
+    dirents: &mut Vec<u8>,
+    name_bytes: &mut Vec<u8>,
+    names: &mut Vec<(usize, usize, Kind)>,
+) -> Result<()> {
+    let mut listing = rustix::fs::RawDir::new(fd, dirents.spare_capacity_mut());
+    while let Some(e) = listing.next() {
+        let e = e.map_err(|e| CliError::io(dir, e.into()))?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match e.file_type() {
+            rustix::fs::FileType::Unknown => {
+                let st = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| {
+                    CliError::io(dir.join(std::ffi::OsStr::from_bytes(name)), e.into())
+                })?;
+                Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode))
+            }
+            other => Kind::of(other),
+        };
+        let start = name_bytes.len();
+        name_bytes.extend_from_slice(name);
+        names.push((start, name_bytes.len(), kind));
+    }
+    Ok(())
+}
+
+/// Whether the listing `ix` records for the directory `dir` (workspace path
+/// `dir_path`, open as `fd`, whose `fstat` is `now`) holds now, and if so its
+/// entries in `names` (sorted, as a listing would give them after sorting) with
+/// the stats of its files and symlinks in `stats`, and its ignore file's bytes in
+/// `ignore_bytes` (see [`crate::index`], "A directory's listing is reused"). A
+/// listing that does not hold leaves the directory to be listed; so does a stat
+/// that fails or shows another type than recorded (the directory changed after
+/// `now` was taken). Fails only when the ignore file the listing records cannot be
+/// read.
+#[allow(clippy::too_many_arguments)] // the walk's reused buffers
+fn reuse_listing(
+    ix: &Index,
+    dir: &Path,
+    dir_path: &str,
+    fd: &rustix::fd::OwnedFd,
+    now: &FileStat,
+    parent_fingerprint: &[u8; 32],
+    ignore_bytes: &mut Option<Vec<u8>>,
+    name_bytes: &mut Vec<u8>,
+    names: &mut Vec<(usize, usize, Kind)>,
+    stats: &mut Vec<Option<FileStat>>,
+) -> Result<bool> {
+    let Some(IndexEntry::Dir {
+        listing: Some(listing),
+    }) = ix.entries.get(dir_path)
+    else {
+        return Ok(false);
+    };
+    if !ix.trusted(&listing.stat, now) {
+        return Ok(false);
+    }
+    if listing.ignore_file {
+        let file = dir.join(IGNORE_FILE);
+        match std::fs::read(&file) {
+            Ok(bytes) => *ignore_bytes = Some(bytes),
+            // Gone since the `fstat`: the directory changed; list it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(CliError::io(&file, e)),
+        }
+    }
+    let fingerprint = rules_fingerprint(parent_fingerprint, ignore_bytes.as_deref());
+    if fingerprint != listing.rules {
+        return Ok(false);
+    }
+    // A listing that held more than the index records (a nested repository, a
+    // socket, FIFO or device: never recorded) is listed again, so that they are
+    // reported as a listing would.
+    let children = ix.entries.children(dir_path);
+    if children.len() != listing.entries as usize {
+        return Ok(false);
+    }
+    for (name, entry) in children {
+        let kind = match entry {
+            IndexEntry::File { .. } => Kind::File,
+            IndexEntry::Symlink { .. } => Kind::Symlink,
+            IndexEntry::Dir { .. } => Kind::Dir,
+        };
+        let stat = match kind {
+            Kind::Dir => None,
+            _ => {
+                let Ok(st) = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                    return Ok(false);
+                };
+                if Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode)) != kind {
+                    return Ok(false);
+                }
+                Some(FileStat::of_stat(&st))
+            }
+        };
+        let start = name_bytes.len();
+        name_bytes.extend_from_slice(name.as_bytes());
+        names.push((start, name_bytes.len(), kind));
+        stats.push(stat);
+    }
+    Ok(true)
 }
 
 /// Bytes of the buffer a directory is listed into (one `getdents64` fills it with
@@ -437,6 +694,23 @@ fn open_dir(dir: &Path) -> Result<rustix::fd::OwnedFd> {
     .map_err(|e| CliError::io(dir, e.into()))
 }
 
+/// Opens the directory `name` of the open directory `parent` (at `dir` on disk) for
+/// listing and `statat`, refusing a symlink.
+fn open_dir_at(
+    parent: &rustix::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    dir: &Path,
+) -> Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| CliError::io(dir, e.into()))
+}
+
 fn reserved(full: &Path) -> CliError {
     CliError::bad_path(
         full,
@@ -455,10 +729,15 @@ pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64,
     let mut matched = 0usize;
     let mut files = 0u64;
     let mut same = true;
-    let nested = walk(root, skip, None, &mut |w| {
+    let nested = walk(root, skip, None, Some(index), &mut |w| {
         let recorded = index.entries.get(w.path);
         same = match (w.found, recorded) {
-            (Found::Dir, Some(IndexEntry::Dir)) => true,
+            // A directory whose listing is not the recorded one, or is racy, may
+            // hold the same entries, but the index is then saved again (by the
+            // scan the caller falls back to), so the next walk reuses it.
+            (Found::Dir, Some(IndexEntry::Dir { listing })) => {
+                matches!((listing, &w.listing), (Some(was), Some(now)) if was == now && index.trusted(&was.stat, &now.stat))
+            }
             (Found::File, Some(IndexEntry::File { stat, .. }))
             | (Found::Symlink, Some(IndexEntry::Symlink { stat })) => {
                 files += u64::from(w.found == Found::File);
@@ -468,7 +747,8 @@ pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64,
         };
         matched += 1;
         Ok(same)
-    })?;
+    })?
+    .nested;
     Ok((same && matched == index.entries.len()).then_some((files, nested)))
 }
 
@@ -542,157 +822,171 @@ pub fn scan_batched(
     // compared with the tip's content before anything is loaded (lazy scans only).
     let mut to_compare: Vec<crate::recheck::Candidate> = Vec::new();
     let mut bytes_to_read = 0u64;
-    let nested = walk(root, options.skip, options.only.or(watched), &mut |w| {
-        let (full, path) = (w.full, w.path);
-        // With a watcher's report, a directory on the way to a reported path is an
-        // entry like any other (the index records it, and vouches for it).
-        if w.scope == Scope::Ancestor && watched.is_none() {
-            if w.found == Found::Dir && !ws.exists(path) {
-                ws.mkdir(path)?;
+    let walked = walk(
+        root,
+        options.skip,
+        options.only.or(watched),
+        complete,
+        &mut |w| {
+            let (full, path) = (w.full, w.path);
+            // With a watcher's report, a directory on the way to a reported path is an
+            // entry like any other (the index records it, and vouches for it).
+            if w.scope == Scope::Ancestor && watched.is_none() {
+                if w.found == Found::Dir && !ws.exists(path) {
+                    ws.mkdir(path)?;
+                    report.changed = true;
+                }
+                return Ok(true);
+            }
+            report.entries += 1;
+            if shown {
+                progress.inc(1);
+            }
+            if let Some(ix) = complete {
+                // One look-up: counted as seen, and trusted if it is a clean file.
+                // (Something that is not a file, directory or symlink is not recorded: a
+                // recorded entry replaced by one counts as unseen, so it is removed.)
+                let recorded = ix.entries.get_key_value(path);
+                indexed_seen += usize::from(recorded.is_some() && w.found != Found::Other);
+                if let (
+                    Found::File,
+                    Some(stat),
+                    Some((key, IndexEntry::File { stat: s, digest })),
+                ) = (w.found, w.stat, recorded)
+                {
+                    if ix.trusted(s, &stat) {
+                        report.files_skipped += 1;
+                        if report.partial {
+                            vouched.push(key);
+                        } else {
+                            report
+                                .stats
+                                .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
+                        }
+                        return Ok(true);
+                    }
+                    if lazy.is_some()
+                        && s.size == stat.size
+                        && file_mode(s.mode) == file_mode(stat.mode)
+                    {
+                        to_compare.push(crate::recheck::Candidate {
+                            full: full.to_path_buf(),
+                            path: path.to_string(),
+                            stat,
+                            digest: digest.clone(),
+                        });
+                        return Ok(true);
+                    }
+                }
+                // A directory where the tip has one: nothing to do in the workspace (its
+                // mode is always the default), so a lazy one stays unloaded. Its listing
+                // is recorded when it is not the index's (a watcher's narrowed walk has
+                // none: the listing is then reset, see `crate::index`).
+                if let (true, Found::Dir, Some((key, IndexEntry::Dir { listing }))) =
+                    (report.partial, w.found, recorded)
+                {
+                    vouched.push(key);
+                    if *listing != w.listing {
+                        report.stats.insert(path.to_string(), Seen::Dir(w.listing));
+                    }
+                    return Ok(true);
+                }
+            }
+            if let Some(source) = lazy {
+                // Its directory, and itself if the tip has a directory there (an entry
+                // retyped from one is compared with what it was).
+                ws.load_dir(path, source)?;
+            }
+            let current = ws.metadata(path).ok();
+            let kind = match w.found {
+                Found::Dir => Some(EntryKind::Dir),
+                Found::Symlink => Some(EntryKind::Symlink),
+                Found::File => Some(EntryKind::File),
+                Found::Other => None,
+            };
+            if kind.is_some() && current.as_ref().map(|c| c.kind) != kind {
                 report.changed = true;
             }
-            return Ok(true);
-        }
-        report.entries += 1;
-        if shown {
-            progress.inc(1);
-        }
-        if let Some(ix) = complete {
-            // One look-up: counted as seen, and trusted if it is a clean file.
-            // (Something that is not a file, directory or symlink is not recorded: a
-            // recorded entry replaced by one counts as unseen, so it is removed.)
-            let recorded = ix.entries.get_key_value(path);
-            indexed_seen += usize::from(recorded.is_some() && w.found != Found::Other);
-            if let (Found::File, Some(stat), Some((key, IndexEntry::File { stat: s, digest }))) =
-                (w.found, w.stat, recorded)
-            {
-                if ix.trusted(s, &stat) {
-                    report.files_skipped += 1;
-                    if report.partial {
-                        vouched.push(key);
-                    } else {
-                        report
-                            .stats
-                            .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
-                    }
-                    return Ok(true);
-                }
-                if lazy.is_some()
-                    && s.size == stat.size
-                    && file_mode(s.mode) == file_mode(stat.mode)
-                {
-                    to_compare.push(crate::recheck::Candidate {
-                        full: full.to_path_buf(),
-                        path: path.to_string(),
-                        stat,
-                        digest: digest.clone(),
-                    });
-                    return Ok(true);
-                }
-            }
-            // A directory where the tip has one: nothing to do in the workspace (its
-            // mode is always the default), so a lazy one stays unloaded.
-            if let (true, Found::Dir, Some((key, IndexEntry::Dir))) =
-                (report.partial, w.found, recorded)
-            {
-                vouched.push(key);
-                return Ok(true);
-            }
-        }
-        if let Some(source) = lazy {
-            // Its directory, and itself if the tip has a directory there (an entry
-            // retyped from one is compared with what it was).
-            ws.load_dir(path, source)?;
-        }
-        let current = ws.metadata(path).ok();
-        let kind = match w.found {
-            Found::Dir => Some(EntryKind::Dir),
-            Found::Symlink => Some(EntryKind::Symlink),
-            Found::File => Some(EntryKind::File),
-            Found::Other => None,
-        };
-        if kind.is_some() && current.as_ref().map(|c| c.kind) != kind {
-            report.changed = true;
-        }
-        match w.found {
-            Found::Dir => {
-                if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
-                    ws.remove(path)?;
-                }
-                if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
-                    ws.mkdir(path)?;
-                }
-                report.stats.insert(path.to_string(), Seen::Dir);
-            }
-            Found::Symlink => {
-                let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
-                let target = std::fs::read_link(full).at(full)?;
-                let target = target
-                    .to_str()
-                    .ok_or_else(|| CliError::bad_path(full, "symlink target is not valid UTF-8"))?;
-                let same = current
-                    .as_ref()
-                    .is_some_and(|c| c.kind == EntryKind::Symlink)
-                    && ws.read_link(path).ok() == Some(target);
-                if !same {
-                    report.changed = true;
-                    if current.is_some() {
+            match w.found {
+                Found::Dir => {
+                    if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
                         ws.remove(path)?;
                     }
-                    ws.symlink(path, target)?;
-                }
-                report.stats.insert(path.to_string(), Seen::Symlink(stat));
-            }
-            Found::File => {
-                let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
-                let mode = file_mode(stat.mode);
-                let vouched = current.as_ref().is_some_and(|c| {
-                    c.kind == EntryKind::File
-                        && c.size == stat.size
-                        && options
-                            .index
-                            .and_then(|ix| ix.clean(path, &stat))
-                            .is_some_and(|d| digest_of(ws, path).as_ref() == Some(d))
-                });
-                if current
-                    .as_ref()
-                    .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
-                {
-                    report.changed = true;
-                }
-                if vouched {
-                    report.files_skipped += 1;
-                    if current.as_ref().is_some_and(|c| c.mode != mode) {
-                        ws.set_mode(path, mode)?;
+                    if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
+                        ws.mkdir(path)?;
                     }
-                } else {
-                    match &current {
-                        Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
-                            report.reread += 1
+                    report.stats.insert(path.to_string(), Seen::Dir(w.listing));
+                }
+                Found::Symlink => {
+                    let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                    let target = std::fs::read_link(full).at(full)?;
+                    let target = target.to_str().ok_or_else(|| {
+                        CliError::bad_path(full, "symlink target is not valid UTF-8")
+                    })?;
+                    let same = current
+                        .as_ref()
+                        .is_some_and(|c| c.kind == EntryKind::Symlink)
+                        && ws.read_link(path).ok() == Some(target);
+                    if !same {
+                        report.changed = true;
+                        if current.is_some() {
+                            ws.remove(path)?;
                         }
-                        _ => report.changed = true,
+                        ws.symlink(path, target)?;
                     }
-                    if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
-                        ws.remove(path)?;
-                    }
-                    bytes_to_read += stat.size;
-                    to_read.push((full.to_path_buf(), path.to_string(), stat.size, mode));
+                    report.stats.insert(path.to_string(), Seen::Symlink(stat));
                 }
-                let digest = if vouched { digest_of(ws, path) } else { None };
-                report
-                    .stats
-                    .insert(path.to_string(), Seen::File(stat, digest));
+                Found::File => {
+                    let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                    let mode = file_mode(stat.mode);
+                    let vouched = current.as_ref().is_some_and(|c| {
+                        c.kind == EntryKind::File
+                            && c.size == stat.size
+                            && options
+                                .index
+                                .and_then(|ix| ix.clean(path, &stat))
+                                .is_some_and(|d| digest_of(ws, path).as_ref() == Some(d))
+                    });
+                    if current
+                        .as_ref()
+                        .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
+                    {
+                        report.changed = true;
+                    }
+                    if vouched {
+                        report.files_skipped += 1;
+                        if current.as_ref().is_some_and(|c| c.mode != mode) {
+                            ws.set_mode(path, mode)?;
+                        }
+                    } else {
+                        match &current {
+                            Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
+                                report.reread += 1
+                            }
+                            _ => report.changed = true,
+                        }
+                        if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
+                            ws.remove(path)?;
+                        }
+                        bytes_to_read += stat.size;
+                        to_read.push((full.to_path_buf(), path.to_string(), stat.size, mode));
+                    }
+                    let digest = if vouched { digest_of(ws, path) } else { None };
+                    report
+                        .stats
+                        .insert(path.to_string(), Seen::File(stat, digest));
+                }
+                Found::Other => {
+                    eprintln!(
+                        "warning: {}: not a file, directory or symlink; skipped",
+                        full.display()
+                    );
+                    return Ok(true);
+                }
             }
-            Found::Other => {
-                eprintln!(
-                    "warning: {}: not a file, directory or symlink; skipped",
-                    full.display()
-                );
-                return Ok(true);
-            }
-        }
-        Ok(true)
-    })?;
+            Ok(true)
+        },
+    )?;
     if let (Some(source), false) = (lazy, to_compare.is_empty()) {
         let compared_bytes = to_compare.iter().map(|c| c.stat.size).sum();
         crate::progress::phase(progress, "comparing", compared_bytes);
@@ -781,7 +1075,9 @@ pub fn scan_batched(
             }
         }
     }
-    report.nested = nested;
+    report.nested = walked.nested;
+    report.dirs_listed = walked.listed;
+    report.dirs_reused = walked.reused;
     Ok(report)
 }
 

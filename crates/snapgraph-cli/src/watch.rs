@@ -353,7 +353,7 @@ mod daemon {
                 let mut found: Vec<(PathBuf, String)> = Vec::new();
                 let only = [under.to_string()];
                 let only = (under != "/").then_some(&only[..]);
-                let walked = scan::walk(&self.root, &self.dot, only, &mut |w| {
+                let walked = scan::walk(&self.root, &self.dot, only, None, &mut |w| {
                     if w.found == Found::Dir
                         && w.scope == Scope::Inside
                         && !self.wd_of.contains_key(w.path)

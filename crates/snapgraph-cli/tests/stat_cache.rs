@@ -367,10 +367,13 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
     missing.entries.remove("/d");
     assert_eq!(unchanged(&missing), None);
     let mut extra = index.clone();
-    extra.entries.insert("/gone".into(), IndexEntry::Dir);
+    extra
+        .entries
+        .insert("/gone".into(), IndexEntry::Dir { listing: None });
     assert_eq!(unchanged(&extra), None);
     let mut kind = index.clone();
-    kind.entries.insert("/link".into(), IndexEntry::Dir);
+    kind.entries
+        .insert("/link".into(), IndexEntry::Dir { listing: None });
     assert_eq!(unchanged(&kind), None);
     // A nested repository is neither recorded nor a difference; it is reported.
     std::fs::create_dir_all(t.path().join("sub/.snapgraph")).unwrap();
@@ -549,6 +552,14 @@ enum Edit {
     Ignore {
         file: usize,
     },
+    /// Write an ignore file in a directory below the root, ignoring one name and,
+    /// when `itself`, the ignore file too (so the index has no entry for it); or
+    /// remove it (`file` past the list).
+    IgnoreIn {
+        dir: usize,
+        file: usize,
+        itself: bool,
+    },
     /// Replace a file (or create one) by a FIFO, which is not recorded: the file
     /// leaves the snapshot.
     Fifo {
@@ -574,7 +585,9 @@ fn edit() -> impl Strategy<Value = Edit> {
         1 => (0..DIRS.len()).prop_map(|dir| Edit::Mkdir { dir }),
         1 => (0..DIRS.len()).prop_map(|dir| Edit::Rmdir { dir }),
         1 => (f.clone(), f.clone()).prop_map(|(file, target)| Edit::Link { file, target }),
-        1 => f.prop_map(|file| Edit::Ignore { file }),
+        1 => f.clone().prop_map(|file| Edit::Ignore { file }),
+        1 => (0..DIRS.len(), 0..FILES.len() + 1, any::<bool>())
+            .prop_map(|(dir, file, itself)| Edit::IgnoreIn { dir, file, itself }),
         1 => any::<u8>().prop_map(|cut| Edit::TearIndex { cut }),
         1 => (0..FILES.len()).prop_map(|file| Edit::Fifo { file }),
     ]
@@ -633,6 +646,23 @@ fn apply(root: &Path, e: &Edit) {
             let name = FILES[*file].rsplit('/').next().unwrap_or_default();
             std::fs::write(p(".snapgraphignore"), format!("{name}\n")).unwrap();
         }
+        Edit::IgnoreIn { dir, file, itself } => {
+            let dir = ["d", DIRS[0], DIRS[1]][*dir % 3];
+            if !p(dir).is_dir() {
+                return;
+            }
+            let at = p(dir).join(".snapgraphignore");
+            match FILES.get(*file) {
+                Some(rel) => {
+                    let name = rel.rsplit('/').next().unwrap_or_default();
+                    let own = if *itself { ".snapgraphignore\n" } else { "" };
+                    std::fs::write(at, format!("{own}{name}\n")).unwrap();
+                }
+                None => {
+                    let _ = std::fs::remove_file(at);
+                }
+            }
+        }
         Edit::Fifo { file } => {
             let rel = FILES[*file];
             if std::fs::symlink_metadata(p(rel)).is_ok_and(|m| m.is_dir())
@@ -667,12 +697,24 @@ fn mkfifo(path: &Path) {
     .unwrap();
 }
 
-/// Every regular file's mtime set to `when`: the timestamps say nothing.
-fn force_mtimes(root: &Path, when: SystemTime) {
+/// Every regular file's mtime set to `when` (and every directory's below the root
+/// with `dirs`): the timestamps say nothing.
+fn force_mtimes(root: &Path, when: SystemTime, dirs: bool) {
     for (path, kind) in walk(root) {
         if kind == Kind::File && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
             let f = std::fs::File::options().write(true).open(&path).unwrap();
             f.set_modified(when).unwrap();
+        }
+    }
+    if dirs {
+        let mut below: Vec<_> = walk(root)
+            .into_iter()
+            .filter(|(p, k)| *k == Kind::Dir && p != root && !p.starts_with(root.join(".snapgraph")))
+            .collect();
+        // Deepest first, so that touching one does not move its parent's times.
+        below.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+        for (path, _) in below {
+            touch_back(root, path.strip_prefix(root).unwrap().to_str().unwrap(), when);
         }
     }
 }
@@ -681,26 +723,239 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Random edits in rounds, every file's mtime forced to one instant after each
-    /// round (before and after the commits, so records and files agree on mtime):
-    /// after every commit the branch tip holds exactly the directory.
+    /// round (before and after the commits, so records and files agree on mtime),
+    /// in some rounds every directory's too (so only their ctimes tell an entry
+    /// added, removed or renamed): after every commit the branch tip holds exactly
+    /// the directory.
     #[test]
-    fn a_commit_never_misses_a_change(rounds in prop::collection::vec(prop::collection::vec(edit(), 1..5), 1..4)) {
+    fn a_commit_never_misses_a_change(
+        rounds in prop::collection::vec((prop::collection::vec(edit(), 1..5), any::<bool>()), 1..4),
+    ) {
         let t = repo();
         for rel in FILES {
             write(t.path(), rel, &pseudo_random(8, 0));
         }
         let when = SystemTime::now() - Duration::from_secs(1000);
-        force_mtimes(t.path(), when);
+        force_mtimes(t.path(), when, true);
         ok(t.path(), &["commit", "-m", "base"]);
-        for round in &rounds {
+        for (round, dirs) in &rounds {
             for e in round {
                 apply(t.path(), e);
             }
-            force_mtimes(t.path(), when);
+            force_mtimes(t.path(), when, *dirs);
             commit_records_the_directory(t.path());
             // Nothing changed now: whichever path the commit takes, nothing is missed.
             let again = json(t.path(), &["commit", "-m", "again"]);
             prop_assert_eq!(&again["nothing_to_commit"], &serde_json::json!(true), "{}", again);
         }
     }
+}
+
+/// Sets the mtime of the directory (or anything) at `rel` to `when`, leaving its
+/// atime alone (a `touch -d`: its ctime moves to now, as no caller can prevent).
+fn touch_back(root: &Path, rel: &str, when: SystemTime) {
+    let since = when.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let stamps = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: since.as_secs() as i64,
+            tv_nsec: i64::from(since.subsec_nanos()),
+        },
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        root.join(rel),
+        &stamps,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+}
+
+/// A walk of the whole tree against the index the last command saved, as a
+/// commit's fast path walks: how many directories it listed and how many it took
+/// from the index.
+fn listed_and_reused(root: &Path) -> (u64, u64) {
+    let ix = Index::load(&root.join(".snapgraph/index"), root).expect("an index");
+    let report = scan::walk(root, &root.join(".snapgraph"), None, Some(&ix), &mut |_| Ok(true))
+        .unwrap();
+    (report.listed, report.reused)
+}
+
+/// [`armed`], with every directory's mtime 100 s back too and the index saved
+/// again after it, so that every listing is recorded and trusted: only the root
+/// is listed.
+fn armed_listings() -> tempfile::TempDir {
+    let t = armed();
+    let past = SystemTime::now() - Duration::from_secs(100);
+    for rel in ["d/e", "d", "empty"] {
+        touch_back(t.path(), rel, past);
+    }
+    // The touched directories' stats moved: a scan records them again.
+    json(t.path(), &["commit", "-m", "same"]);
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(listed_and_reused(t.path()), (1, 3));
+    t
+}
+
+/// Entries added, removed or renamed in a directory whose listing the index
+/// recorded are seen, even with the directory's mtime put back (its ctime moves),
+/// and only that directory is listed again.
+#[test]
+fn a_directorys_listing_is_reused_only_while_its_names_stand() {
+    let t = armed_listings();
+    let d_mtime = mtime(t.path(), "d");
+    let e_mtime = mtime(t.path(), "d/e");
+    // Added, mtime put back.
+    write(t.path(), "d/e/new.txt", b"new");
+    touch_back(t.path(), "d/e", e_mtime);
+    assert_eq!(listed_and_reused(t.path()), (2, 2));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_added"], 1, "{out}");
+    // Removed.
+    std::fs::remove_file(t.path().join("d/b.txt")).unwrap();
+    touch_back(t.path(), "d", d_mtime);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_removed"], 1, "{out}");
+    // Renamed within the directory.
+    std::fs::rename(t.path().join("d/e/c.txt"), t.path().join("d/e/z.txt")).unwrap();
+    touch_back(t.path(), "d/e", e_mtime);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(
+        (out["files_added"].as_u64(), out["files_removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{out}"
+    );
+    // A file replaced by a directory of the same name.
+    std::fs::remove_file(t.path().join("d/e/z.txt")).unwrap();
+    write(t.path(), "d/e/z.txt/inside.txt", b"inside");
+    touch_back(t.path(), "d/e", e_mtime);
+    commit_records_the_directory(t.path());
+    // Each of those commits recorded the listings again: all reused now, once the
+    // new stats are older than a probe.
+    std::thread::sleep(Duration::from_millis(20));
+    json(t.path(), &["commit", "-m", "same"]);
+    let (listed, reused) = listed_and_reused(t.path());
+    assert_eq!(listed, 1, "{reused}");
+}
+
+/// A listing is not trusted while the directory's stat is racy (not older than the
+/// index's clock probe), as for files.
+#[test]
+fn a_racy_directory_is_listed() {
+    let t = armed_listings();
+    let path = t.path().join(".snapgraph/index");
+    let mut ix = Index::load(&path, t.path()).unwrap();
+    let Some(IndexEntry::Dir {
+        listing: Some(listing),
+    }) = ix.entries.get("/d").cloned()
+    else {
+        panic!("a listing for /d: {:?}", ix.entries);
+    };
+    // Every directory was put back to one instant: all racy at a probe of it, none
+    // a nanosecond later.
+    let walk = |ix: &Index| {
+        let r = scan::walk(t.path(), &t.path().join(".snapgraph"), None, Some(ix), &mut |_| {
+            Ok(true)
+        })
+        .unwrap();
+        (r.listed, r.reused)
+    };
+    ix.probe_ns = listing.stat.mtime_ns;
+    assert_eq!(walk(&ix), (4, 0));
+    ix.probe_ns = listing.stat.mtime_ns + 1;
+    assert_eq!(walk(&ix), (1, 3));
+}
+
+/// The ignore rules in force are part of a listing: an ignore file edited in place
+/// (which does not touch its directory) or one that ignores itself (so the index
+/// has no entry for it) still changes what is recorded.
+#[test]
+fn ignore_files_below_the_root_decide_a_listing() {
+    let t = armed_listings();
+    let old = mtime(t.path(), "d/b.txt");
+    // An ignore file in d that ignores itself and b.txt.
+    write(t.path(), "d/.snapgraphignore", b".snapgraphignore\nb.txt\n");
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_removed"], 1, "{out}");
+    let listed = ok(t.path(), &["ls", "-r", "main"]);
+    assert!(!listed.contains("b.txt") && !listed.contains(".snapgraphignore"), "{listed}");
+    // Settled: d's listing (with its rules) recorded and trusted.
+    std::thread::sleep(Duration::from_millis(20));
+    json(t.path(), &["commit", "-m", "same"]);
+    let (_, reused) = listed_and_reused(t.path());
+    assert_eq!(reused, 3);
+    // Edited in place, same length, its old mtime put back: d's stat is unchanged,
+    // its rules are not, and e below it inherits them.
+    let d_mtime = mtime(t.path(), "d");
+    std::fs::write(t.path().join("d/.snapgraphignore"), b".snapgraphignore\nc.txt\n").unwrap();
+    set_mtime(t.path(), "d/.snapgraphignore", old);
+    touch_back(t.path(), "d", d_mtime);
+    assert_eq!(listed_and_reused(t.path()), (3, 1));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(
+        (out["files_added"].as_u64(), out["files_removed"].as_u64()),
+        (Some(1), Some(1)),
+        "{out}"
+    );
+    // Removed: everything in d is recorded again.
+    std::fs::remove_file(t.path().join("d/.snapgraphignore")).unwrap();
+    touch_back(t.path(), "d", d_mtime);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_added"], 1, "{out}");
+    // The root's ignore file reaches every directory.
+    write(t.path(), ".snapgraphignore", b"c.txt\n");
+    std::thread::sleep(Duration::from_millis(20));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_removed"], 1, "{out}");
+}
+
+/// What the index never records (a FIFO, a nested repository) keeps its directory
+/// listed, so it is reported by every command as before.
+#[test]
+fn unrecorded_entries_keep_their_directory_listed() {
+    let t = armed_listings();
+    mkfifo(&t.path().join("d/fifo"));
+    let out = run_in(t.path(), &["commit", "-m", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));
+    std::thread::sleep(Duration::from_millis(20));
+    let out = run_in(t.path(), &["commit", "-m", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));
+    let (listed, _) = listed_and_reused(t.path());
+    assert_eq!(listed, 2);
+    ok(&t.path().join("d/e"), &["init", "inner", "--force"]);
+    for _ in 0..2 {
+        let out = run_in(t.path(), &["commit", "-m", "x"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("another repository"), "{stderr}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = json(t.path(), &["status"]);
+    assert!(
+        status["nested"][0].as_str().unwrap().ends_with("d/e/inner"),
+        "{status}"
+    );
+}
+
+/// A checkout records no listings (it did not list the directories it wrote); the
+/// next commit records them and the one after reuses them.
+#[test]
+fn listings_after_a_checkout_are_taken_by_the_next_commit() {
+    let t = armed_listings();
+    let tip = json(t.path(), &["log", "-n", "1"]);
+    let id = tip[0]["id"].as_str().unwrap().to_string();
+    write(t.path(), "d/e/more.txt", b"more");
+    ok(t.path(), &["commit", "-m", "more"]);
+    ok(t.path(), &["branch", "old", "--at", &id]);
+    ok(t.path(), &["checkout", "old"]);
+    let (listed, reused) = listed_and_reused(t.path());
+    assert_eq!((listed, reused), (4, 0));
+    std::thread::sleep(Duration::from_millis(20));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["nothing_to_commit"], true, "{out}");
+    let (listed, _) = listed_and_reused(t.path());
+    assert!(listed < 4, "{listed}");
 }

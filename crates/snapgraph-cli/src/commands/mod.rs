@@ -477,7 +477,7 @@ pub(super) fn write_index_after_checkout(
     for (path, kind, digest) in entries {
         let full = wd.root.join(path.trim_start_matches('/'));
         let entry = match (kind, digest) {
-            (EntryKind::Dir, _) => Some(IndexEntry::Dir),
+            (EntryKind::Dir, _) => Some(IndexEntry::Dir { listing: None }),
             // The same `lstat` as the scan's, field for field.
             (EntryKind::File, Some(d)) => {
                 FileStat::lstat(&full).ok().map(|stat| IndexEntry::File {

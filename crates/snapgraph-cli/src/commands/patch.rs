@@ -86,7 +86,9 @@ impl<'a> Side<'a> {
         let k = match m.kind {
             EntryKind::Symlink => ws.read_link(path)?.to_string(),
             EntryKind::File => match crate::index::digest_of(ws, path) {
-                Some(crate::index::Digest::Content(id)) => format!("c:{id}"),
+                Some(crate::index::Digest::Chunk(id) | crate::index::Digest::Manifest(id)) => {
+                    format!("c:{id}")
+                }
                 Some(crate::index::Digest::Inline(bytes)) => format!("i:{}", hex::encode(bytes)),
                 None => return Ok(None),
             },

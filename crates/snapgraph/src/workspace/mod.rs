@@ -637,9 +637,19 @@ impl Workspace {
     /// (at most [`INLINE_MAX`](crate::limits::INLINE_MAX) bytes, always loaded), and
     /// for anything that is not a file.
     pub fn file_content_id(&self, path: &str) -> Option<ObjectId> {
+        self.file_content_object(path).map(|(id, _)| id)
+    }
+
+    /// [`file_content_id`](Self::file_content_id) with the kind of that object:
+    /// [`ObjectKind::Chunk`](crate::ObjectKind::Chunk) for content stored as one
+    /// chunk, [`ObjectKind::Manifest`](crate::ObjectKind::Manifest) for a manifest
+    /// root. A caller comparing bytes with the stored content by ids (one hash of
+    /// the whole, or one per chunk of the manifest's list) then knows which
+    /// comparison to make without reading the object first.
+    pub fn file_content_object(&self, path: &str) -> Option<(ObjectId, crate::ObjectKind)> {
         let comps = path::parse(path).ok()?;
         match self.lookup(&comps) {
-            Ok(Some(Node::File(f))) => f.objects.as_ref()?.content.object().map(|(id, _)| id),
+            Ok(Some(Node::File(f))) => f.objects.as_ref()?.content.object(),
             _ => None,
         }
     }
