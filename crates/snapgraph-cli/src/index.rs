@@ -442,16 +442,24 @@ impl Entries {
 
     /// The entries directly inside the directory `dir` (a workspace path such as
     /// `/a/b`; the empty string for the root), with their names, in name order (the
-    /// order a sorted listing gives). Each child's own subtree is stepped over by
-    /// one binary search, so the cost follows the children, not the subtree.
-    pub fn children<'a>(&'a self, dir: &str) -> Vec<(&'a str, &'a IndexEntry)> {
+    /// order a sorted listing gives), into `out` (cleared first). The search starts
+    /// just after `dir`'s own entry and steps over each child's subtree by galloping,
+    /// so the cost follows the children, not the index or the subtrees.
+    pub fn children_into<'a>(&'a self, dir: &str, out: &mut Vec<(&'a str, &'a IndexEntry)>) {
+        out.clear();
         let mut prefix = String::with_capacity(dir.len() + 1);
         prefix.push_str(dir);
         prefix.push('/');
-        let mut out = Vec::new();
-        let mut at = self
-            .sorted
-            .partition_point(|(p, _)| p.as_str() < prefix.as_str());
+        let from = if dir.is_empty() {
+            0
+        } else {
+            match self.find(dir) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            }
+        };
+        // Paths that sort between `dir` and `dir/` (`dir-x`, `dir.y`) come first.
+        let mut at = self.gallop(from, |p| p < prefix.as_str());
         while let Some((p, e)) = self.sorted.get(at) {
             let Some(rest) = p.strip_prefix(prefix.as_str()) else {
                 break;
@@ -466,11 +474,25 @@ impl Entries {
                     // between the child and its own `/`): all paths under
                     // `dir/child/` are contiguous from here.
                     let sub = &p[..prefix.len() + i + 1];
-                    at += self.sorted[at..].partition_point(|(q, _)| q.starts_with(sub));
+                    at = self.gallop(at, |q| q.starts_with(sub));
                 }
             }
         }
-        out
+    }
+
+    /// The first position at or after `from` whose path `keep` refuses, where
+    /// `keep` holds for a run of paths starting at `from` and for none after it:
+    /// doubling steps, then a binary search in the last one, so the cost follows
+    /// the run's length.
+    fn gallop(&self, from: usize, keep: impl Fn(&str) -> bool) -> usize {
+        let rest = &self.sorted[from.min(self.sorted.len())..];
+        let mut hi = 1;
+        while hi <= rest.len() && keep(&rest[hi - 1].0) {
+            hi *= 2;
+        }
+        let lo = hi / 2;
+        let hi = hi.min(rest.len());
+        from + lo + rest[lo..hi].partition_point(|(p, _)| keep(p))
     }
 
     /// The paths, in order.
@@ -1492,6 +1514,46 @@ mod tests {
             Index::read(&framed, Path::new("/w")),
             Err(IndexError::Decode { .. })
         ));
+    }
+
+    proptest::proptest! {
+        /// A directory's children, found by galloping over the sorted entries, are
+        /// exactly the entries one level below it, in name order, whatever names
+        /// sort between a directory and its own `/` (`d-x`, `d.y`).
+        #[test]
+        fn children_are_the_entries_one_level_below(
+            paths in proptest::collection::btree_set("(/[a-c.-]{1,2}){1,4}", 0..40),
+        ) {
+            let mut all: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+            // Every ancestor is an entry too, as in an index of a whole tree.
+            for p in &paths {
+                let mut at = 0;
+                while let Some(i) = p[at + 1..].find('/') {
+                    all.insert(p[..at + 1 + i].to_string());
+                    at += 1 + i;
+                }
+                all.insert(p.clone());
+            }
+            let entries = Entries::from_unsorted(
+                all.iter()
+                    .map(|p| (p.clone(), IndexEntry::Dir { listing: None }))
+                    .collect(),
+            );
+            let mut dirs: Vec<&str> = vec![""];
+            dirs.extend(all.iter().map(String::as_str));
+            let mut got = Vec::new();
+            for dir in dirs {
+                entries.children_into(dir, &mut got);
+                let mut expected: Vec<&str> = all
+                    .iter()
+                    .filter_map(|p| p.strip_prefix(dir)?.strip_prefix('/'))
+                    .filter(|rest| !rest.contains('/'))
+                    .collect();
+                expected.sort_unstable();
+                let names: Vec<&str> = got.iter().map(|(n, _)| *n).collect();
+                proptest::prop_assert_eq!(names, expected, "children of {:?}", dir);
+            }
+        }
     }
 
     #[test]

@@ -292,6 +292,8 @@ pub fn walk(
     // The listing's buffer, reused by every directory: `RawDir` hands out names
     // borrowed from it (no allocation per entry, as `Dir`'s owned names were).
     let mut dirents: Vec<u8> = Vec::with_capacity(DIRENT_BUFFER);
+    // A reused listing's entries, borrowed from the index.
+    let mut children: Vec<(&str, &IndexEntry)> = Vec::new();
     while let Some(Pending {
         dir,
         path: dir_path,
@@ -333,6 +335,7 @@ pub fn walk(
                 &mut name_bytes,
                 &mut names,
                 &mut stats,
+                &mut children,
             )?,
             _ => false,
         };
@@ -592,8 +595,8 @@ fn list_dir(
 /// `now` was taken). Fails only when the ignore file the listing records cannot be
 /// read.
 #[allow(clippy::too_many_arguments)] // the walk's reused buffers
-fn reuse_listing(
-    ix: &Index,
+fn reuse_listing<'a>(
+    ix: &'a Index,
     dir: &Path,
     dir_path: &str,
     fd: &rustix::fd::OwnedFd,
@@ -603,6 +606,7 @@ fn reuse_listing(
     name_bytes: &mut Vec<u8>,
     names: &mut Vec<(usize, usize, Kind)>,
     stats: &mut Vec<Option<FileStat>>,
+    children: &mut Vec<(&'a str, &'a IndexEntry)>,
 ) -> Result<bool> {
     let Some(IndexEntry::Dir {
         listing: Some(listing),
@@ -629,11 +633,11 @@ fn reuse_listing(
     // A listing that held more than the index records (a nested repository, a
     // socket, FIFO or device: never recorded) is listed again, so that they are
     // reported as a listing would.
-    let children = ix.entries.children(dir_path);
+    ix.entries.children_into(dir_path, children);
     if children.len() != listing.entries as usize {
         return Ok(false);
     }
-    for (name, entry) in children {
+    for &(name, entry) in children.iter() {
         let kind = match entry {
             IndexEntry::File { .. } => Kind::File,
             IndexEntry::Symlink { .. } => Kind::Symlink,

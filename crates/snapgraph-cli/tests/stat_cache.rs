@@ -709,12 +709,18 @@ fn force_mtimes(root: &Path, when: SystemTime, dirs: bool) {
     if dirs {
         let mut below: Vec<_> = walk(root)
             .into_iter()
-            .filter(|(p, k)| *k == Kind::Dir && p != root && !p.starts_with(root.join(".snapgraph")))
+            .filter(|(p, k)| {
+                *k == Kind::Dir && p != root && !p.starts_with(root.join(".snapgraph"))
+            })
             .collect();
         // Deepest first, so that touching one does not move its parent's times.
         below.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
         for (path, _) in below {
-            touch_back(root, path.strip_prefix(root).unwrap().to_str().unwrap(), when);
+            touch_back(
+                root,
+                path.strip_prefix(root).unwrap().to_str().unwrap(),
+                when,
+            );
         }
     }
 }
@@ -779,8 +785,10 @@ fn touch_back(root: &Path, rel: &str, when: SystemTime) {
 /// from the index.
 fn listed_and_reused(root: &Path) -> (u64, u64) {
     let ix = Index::load(&root.join(".snapgraph/index"), root).expect("an index");
-    let report = scan::walk(root, &root.join(".snapgraph"), None, Some(&ix), &mut |_| Ok(true))
-        .unwrap();
+    let report = scan::walk(root, &root.join(".snapgraph"), None, Some(&ix), &mut |_| {
+        Ok(true)
+    })
+    .unwrap();
     (report.listed, report.reused)
 }
 
@@ -858,9 +866,13 @@ fn a_racy_directory_is_listed() {
     // Every directory was put back to one instant: all racy at a probe of it, none
     // a nanosecond later.
     let walk = |ix: &Index| {
-        let r = scan::walk(t.path(), &t.path().join(".snapgraph"), None, Some(ix), &mut |_| {
-            Ok(true)
-        })
+        let r = scan::walk(
+            t.path(),
+            &t.path().join(".snapgraph"),
+            None,
+            Some(ix),
+            &mut |_| Ok(true),
+        )
         .unwrap();
         (r.listed, r.reused)
     };
@@ -882,7 +894,10 @@ fn ignore_files_below_the_root_decide_a_listing() {
     let out = commit_records_the_directory(t.path());
     assert_eq!(out["files_removed"], 1, "{out}");
     let listed = ok(t.path(), &["ls", "-r", "main"]);
-    assert!(!listed.contains("b.txt") && !listed.contains(".snapgraphignore"), "{listed}");
+    assert!(
+        !listed.contains("b.txt") && !listed.contains(".snapgraphignore"),
+        "{listed}"
+    );
     // Settled: d's listing (with its rules) recorded and trusted.
     std::thread::sleep(Duration::from_millis(20));
     json(t.path(), &["commit", "-m", "same"]);
@@ -891,7 +906,11 @@ fn ignore_files_below_the_root_decide_a_listing() {
     // Edited in place, same length, its old mtime put back: d's stat is unchanged,
     // its rules are not, and e below it inherits them.
     let d_mtime = mtime(t.path(), "d");
-    std::fs::write(t.path().join("d/.snapgraphignore"), b".snapgraphignore\nc.txt\n").unwrap();
+    std::fs::write(
+        t.path().join("d/.snapgraphignore"),
+        b".snapgraphignore\nc.txt\n",
+    )
+    .unwrap();
     set_mtime(t.path(), "d/.snapgraphignore", old);
     touch_back(t.path(), "d", d_mtime);
     assert_eq!(listed_and_reused(t.path()), (3, 1));
