@@ -1088,29 +1088,76 @@ fn encode_all<'a>(
     objects: &[(ObjectId, &'a [u8])],
     encode: impl Fn(usize, &'a [u8]) -> Record<'a> + Sync,
 ) -> Vec<Record<'a>> {
-    let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let one = |range: std::ops::Range<usize>| -> Vec<Record<'a>> {
-        range.map(|i| encode(i, objects[i].1)).collect()
-    };
-    if cores < 2 || objects.len() < 2 || total < PARALLEL_ENCODE {
-        return one(0..objects.len());
+    in_order_on_two(
+        objects.len(),
+        |i| objects[i].1.len(),
+        PARALLEL_ENCODE,
+        |i| encode(i, objects[i].1),
+    )
+}
+
+/// Batches of dictionary records of at least this many bytes are decoded on two
+/// threads.
+const PARALLEL_DECODE: usize = 64 * 1024;
+
+/// [`decode_dict`] and then [`finish`] of each `(id, record, dictionary)`, in order:
+/// on two threads (each about half of the records' bytes) when the batch holds at
+/// least [`PARALLEL_DECODE`] bytes and the machine has two cores. zstd's
+/// decompression is most of a checkout's instructions on a store with a dictionary
+/// (a store's read of many files at once); the bytes are the same either way.
+pub fn decode_dicts(
+    items: &[(ObjectId, Vec<u8>, std::sync::Arc<Dictionary>)],
+    check: ReadCheck,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    in_order_on_two(
+        items.len(),
+        |i| items[i].1.len(),
+        PARALLEL_DECODE,
+        |i| {
+            let (id, record, dict) = &items[i];
+            finish(id, decode_dict(id, record, dict)?, check)
+        },
+    )
+    .into_iter()
+    .collect()
+}
+
+/// `f(0) .. f(n - 1)`, in order, where item `i` weighs `len(i)` bytes: the items up to
+/// half of the bytes on this thread and the rest on a second one, when they weigh at
+/// least `min_total` bytes and the machine has two cores; all on this thread
+/// otherwise.
+fn in_order_on_two<T: Send>(
+    n: usize,
+    len: impl Fn(usize) -> usize,
+    min_total: usize,
+    f: impl Fn(usize) -> T + Sync,
+) -> Vec<T> {
+    let one = |range: std::ops::Range<usize>| -> Vec<T> { range.map(&f).collect() };
+    let total: usize = (0..n).map(&len).sum();
+    if n < 2 || total < min_total || cores() < 2 {
+        return one(0..n);
     }
     let mut seen = 0;
-    let split = objects
-        .iter()
-        .position(|(_, b)| {
-            seen += b.len();
+    let split = (0..n)
+        .position(|i| {
+            seen += len(i);
             seen >= total / 2
         })
         .map_or(1, |p| p + 1)
-        .clamp(1, objects.len() - 1);
+        .clamp(1, n - 1);
     std::thread::scope(|scope| {
-        let tail = scope.spawn(|| one(split..objects.len()));
+        let tail = scope.spawn(|| one(split..n));
         let mut out = one(0..split);
         out.extend(tail.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         out
     })
+}
+
+/// The cores this process may run on, asked once (`available_parallelism` reads
+/// the cgroup's files on every call).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// The verified stored bytes and record depth of each base the store holds and can

@@ -1026,6 +1026,59 @@ fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
     );
 }
 
+/// Many records against the dictionary are decompressed on two threads: one damaged
+/// in the second half of the batch is a corrupt error naming its id (not a panic,
+/// not a short answer), and the rest read back in order.
+#[test]
+fn a_damaged_record_in_a_large_dictionary_batch_names_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let first: Vec<Vec<u8>> = (0..200).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
+    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
+    let ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+    let victim = ids[190];
+    assert_eq!(tag_of(&path, &victim), 3);
+    let refs: std::collections::HashMap<ObjectId, Vec<u8>> =
+        references(&path).into_iter().collect();
+    // Enough bytes of records for two threads (`codec::PARALLEL_DECODE`, 64 KiB).
+    let total: usize = refs
+        .values()
+        .map(|r| u32::from_le_bytes(r[13..17].try_into().unwrap()) as usize)
+        .sum();
+    assert!(total >= 64 * 1024, "{total} bytes of records");
+    let r = &refs[&victim];
+    let pack = i64::from_le_bytes(r[1..9].try_into().unwrap());
+    let start = u32::from_le_bytes(r[9..13].try_into().unwrap()) as usize;
+    let len = u32::from_le_bytes(r[13..17].try_into().unwrap()) as usize;
+    let raw = Connection::open(&path).unwrap();
+    let mut bytes: Vec<u8> = raw
+        .query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    bytes[start + len / 2] ^= 0x55;
+    raw.execute(
+        "UPDATE packs SET data = ?1 WHERE pack = ?2",
+        rusqlite::params![bytes, pack],
+    )
+    .unwrap();
+    let store = SqliteStore::open(&path).unwrap();
+    match snapgraph_store::ObjectStore::get_many(&store, &ids) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, victim),
+        other => panic!("expected Corrupt for {victim}, got {other:?}"),
+    }
+    let rest: Vec<ObjectId> = ids.iter().copied().filter(|id| *id != victim).collect();
+    let got = snapgraph_store::ObjectStore::get_many(&store, &rest).unwrap();
+    let expected: Vec<Option<Vec<u8>>> = first
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 190)
+        .map(|(_, b)| Some(b.clone()))
+        .collect();
+    assert_eq!(got, expected);
+}
+
 #[test]
 fn large_incompressible_objects_are_kept_raw_through_blob_handles_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
