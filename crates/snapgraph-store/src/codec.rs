@@ -1096,32 +1096,6 @@ fn encode_all<'a>(
     )
 }
 
-/// Batches of dictionary records of at least this many bytes are decoded on two
-/// threads.
-const PARALLEL_DECODE: usize = 64 * 1024;
-
-/// [`decode_dict`] and then [`finish`] of each `(id, record, dictionary)`, in order:
-/// on two threads (each about half of the records' bytes) when the batch holds at
-/// least [`PARALLEL_DECODE`] bytes and the machine has two cores. zstd's
-/// decompression is most of a checkout's instructions on a store with a dictionary
-/// (a store's read of many files at once); the bytes are the same either way.
-pub fn decode_dicts(
-    items: &[(ObjectId, Vec<u8>, std::sync::Arc<Dictionary>)],
-    check: ReadCheck,
-) -> Result<Vec<Vec<u8>>, StoreError> {
-    in_order_on_two(
-        items.len(),
-        |i| items[i].1.len(),
-        PARALLEL_DECODE,
-        |i| {
-            let (id, record, dict) = &items[i];
-            finish(id, decode_dict(id, record, dict)?, check)
-        },
-    )
-    .into_iter()
-    .collect()
-}
-
 /// `f(0) .. f(n - 1)`, in order, where item `i` weighs `len(i)` bytes: the items up to
 /// half of the bytes on this thread and the rest on a second one, when they weigh at
 /// least `min_total` bytes and the machine has two cores; all on this thread

@@ -777,17 +777,12 @@ impl ObjectStore for SqliteStore {
         let raw = self.get_raw(ids, true)?;
         let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(ids.len());
         let mut rest: Vec<(usize, Vec<u8>)> = Vec::new();
-        // Records against a dictionary, with it: decompressed together below (on two
-        // threads when there are many bytes of them).
-        let mut dicts: Vec<(usize, (ObjectId, Vec<u8>, Arc<codec::Dictionary>))> = Vec::new();
         for (i, (id, r)) in ids.iter().zip(raw).enumerate() {
             out.push(match r {
                 None => None,
                 Some(Raw::Plain(stored)) => Some(codec::finish(id, stored, check)?),
                 Some(Raw::Bytes(record)) if record.first() == Some(&codec::DICT) => {
-                    let dict = self.dictionary_of(id, &record)?;
-                    dicts.push((i, (*id, record, dict)));
-                    None
+                    Some(codec::finish(id, self.undict(id, &record)?, check)?)
                 }
                 Some(Raw::Bytes(record)) => {
                     rest.push((i, record));
@@ -806,12 +801,6 @@ impl ObjectStore for SqliteStore {
                     })
                 }
             });
-        }
-        if !dicts.is_empty() {
-            let (at, items): (Vec<usize>, Vec<_>) = dicts.into_iter().unzip();
-            for (i, d) in at.into_iter().zip(codec::decode_dicts(&items, check)?) {
-                out[i] = Some(d);
-            }
         }
         if !rest.is_empty() {
             let some: Vec<ObjectId> = rest.iter().map(|(i, _)| ids[*i]).collect();
