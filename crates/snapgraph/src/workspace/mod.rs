@@ -378,6 +378,20 @@ impl Default for Workspace {
     }
 }
 
+/// The threads a new workspace may use: the cores this process may run on, at most
+/// `MAX_PARALLELISM` (1 without threads). Asked once per process:
+/// `available_parallelism` reads the cgroup's files on every call (about ten system
+/// calls, which a per-turn command that makes a workspace paid each time).
+fn default_parallelism() -> usize {
+    if !HAS_THREADS {
+        return 1;
+    }
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_PARALLELISM))
+    })
+}
+
 impl Workspace {
     /// An empty workspace with default limits and no capability fingerprint.
     pub fn new() -> Self {
@@ -392,11 +406,7 @@ impl Workspace {
             reads: BTreeMap::new(),
             stale: BTreeSet::new(),
             limits: Limits::default(),
-            parallelism: if HAS_THREADS {
-                std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_PARALLELISM))
-            } else {
-                1
-            },
+            parallelism: default_parallelism(),
             handed: Arc::default(),
             buffers: None,
         }
