@@ -88,11 +88,9 @@ pub(super) fn commit(
     batch_bytes: u64,
 ) -> Result<()> {
     let wd = ctx.open()?;
-    // Who and when (the core stays clock-free: the CLI reads the clock), then the
-    // user's --meta, which may override them.
-    let mut all = crate::meta::commit_meta(&wd.dot)?;
-    all.extend(parse_pairs(meta, "--meta")?);
-    let meta = all;
+    // The user's --meta, checked now; who and when are read only for a commit that
+    // is made (below: nothing-to-commit turns read no config or host name).
+    let user_meta = parse_pairs(meta, "--meta")?;
     let only = if paths.is_empty() {
         None
     } else {
@@ -308,6 +306,10 @@ pub(super) fn commit(
     let pb = ctx.bar(None, "hashing");
     pb.set_message(format!("{} read", indicatif::HumanBytes(report.bytes_read)));
     let bar = pb.clone();
+    // Who and when (the core stays clock-free: the CLI reads the clock), then the
+    // user's --meta, which may override them.
+    let mut meta = crate::meta::commit_meta(&wd.dot)?;
+    meta.extend(user_meta);
     let options = RepoCommitOptions {
         message,
         meta,
