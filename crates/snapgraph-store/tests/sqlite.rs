@@ -952,6 +952,24 @@ fn a_small_batch_of_a_fresh_handle_skips_the_dictionary_and_reads_back() {
     }
 }
 
+/// Flips a byte `offset` bytes into the packed record a pack reference (`0x80 ||
+/// pack || start || length`) points at.
+fn flip_in_pack(raw: &Connection, reference: &[u8], offset: usize) {
+    let pack = i64::from_le_bytes(reference[1..9].try_into().unwrap());
+    let at = u32::from_le_bytes(reference[9..13].try_into().unwrap()) as usize + offset;
+    let mut bytes: Vec<u8> = raw
+        .query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    bytes[at] ^= 0x55;
+    raw.execute(
+        "UPDATE packs SET data = ?1 WHERE pack = ?2",
+        rusqlite::params![bytes, pack],
+    )
+    .unwrap();
+}
+
 #[test]
 fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
     let dir = tempfile::tempdir().unwrap();
@@ -978,19 +996,7 @@ fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
     elsewhere[1..9].copy_from_slice(&999i64.to_le_bytes());
     set(&refs[1].0, &elsewhere);
     set(&refs[2].0, &refs[2].1[..9]);
-    let pack = i64::from_le_bytes(refs[3].1[1..9].try_into().unwrap());
-    let at = u32::from_le_bytes(refs[3].1[9..13].try_into().unwrap()) as usize + 20;
-    let mut bytes: Vec<u8> = raw
-        .query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    bytes[at] ^= 0x55;
-    raw.execute(
-        "UPDATE packs SET data = ?1 WHERE pack = ?2",
-        rusqlite::params![bytes, pack],
-    )
-    .unwrap();
+    flip_in_pack(&raw, &refs[3].1, 20);
     let store = SqliteStore::open(&path).unwrap();
     for (id, _) in &refs[..4] {
         match snapgraph_store::ObjectStore::get_many(&store, &[*id]) {
@@ -1042,21 +1048,8 @@ fn a_damaged_record_in_a_large_dictionary_batch_names_its_id() {
     let refs: std::collections::HashMap<ObjectId, Vec<u8>> =
         references(&path).into_iter().collect();
     let r = &refs[&victim];
-    let pack = i64::from_le_bytes(r[1..9].try_into().unwrap());
-    let start = u32::from_le_bytes(r[9..13].try_into().unwrap()) as usize;
     let len = u32::from_le_bytes(r[13..17].try_into().unwrap()) as usize;
-    let raw = Connection::open(&path).unwrap();
-    let mut bytes: Vec<u8> = raw
-        .query_row("SELECT data FROM packs WHERE pack = ?1", [pack], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    bytes[start + len / 2] ^= 0x55;
-    raw.execute(
-        "UPDATE packs SET data = ?1 WHERE pack = ?2",
-        rusqlite::params![bytes, pack],
-    )
-    .unwrap();
+    flip_in_pack(&Connection::open(&path).unwrap(), r, len / 2);
     let store = SqliteStore::open(&path).unwrap();
     match snapgraph_store::ObjectStore::get_many(&store, &ids) {
         Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, victim),
