@@ -182,9 +182,12 @@ const MAGIC: &[u8; 8] = b"SGINDEX\0";
 pub struct FileStat {
     /// Length in bytes.
     pub size: u64,
-    /// Modification time, ns since the epoch.
+    /// Modification time, ns since the epoch (in the index, 8 bytes little-endian:
+    /// as a varint, a time in ns takes 9 bytes and most of a decode's work).
+    #[serde(with = "postcard::fixint::le")]
     pub mtime_ns: i64,
-    /// Status change time, ns since the epoch.
+    /// Status change time, ns since the epoch (8 bytes little-endian in the index).
+    #[serde(with = "postcard::fixint::le")]
     pub ctime_ns: i64,
     /// Inode number.
     pub ino: u64,
@@ -638,7 +641,8 @@ struct DeltaIn {
 /// of a no-change command's instructions): the same bytes give the same values or
 /// an error, which a test checks against postcard's own decoder. Varints as
 /// postcard writes them (7 bits a byte, at most 10 for a u64 and 5 for a u32, no
-/// bits past the type's width), signed integers zigzagged, an `Option` one byte (0
+/// bits past the type's width), signed integers zigzagged, a stat's two times 8
+/// bytes little-endian (`postcard::fixint::le`), an `Option` one byte (0
 /// or 1), an enum its variant as a u32 varint, sequences and strings their length
 /// first, an id its 32 bytes.
 struct Wire<'a> {
@@ -731,11 +735,21 @@ impl<'a> Wire<'a> {
         }
     }
 
+    /// An `i64` as 8 bytes little-endian (`postcard::fixint::le`).
+    fn fixed_i64(&mut self) -> WireResult<i64> {
+        let (head, rest) = self
+            .rest
+            .split_first_chunk::<8>()
+            .ok_or(WireError("cut short"))?;
+        self.rest = rest;
+        Ok(i64::from_le_bytes(*head))
+    }
+
     fn stat(&mut self) -> WireResult<FileStat> {
         Ok(FileStat {
             size: self.u64()?,
-            mtime_ns: self.i64()?,
-            ctime_ns: self.i64()?,
+            mtime_ns: self.fixed_i64()?,
+            ctime_ns: self.fixed_i64()?,
             ino: self.u64()?,
             dev: self.u64()?,
             mode: self.u32()?,
