@@ -509,6 +509,27 @@ impl Entries {
         if changes.is_empty() {
             return;
         }
+        // A journal of per-turn records is mostly new stats of recorded paths:
+        // those are replaced in place, and only additions and removals (if any) pay
+        // for a new vector (a copy of every entry into fresh memory).
+        let mut rest = BTreeMap::new();
+        for (path, change) in changes {
+            match (
+                self.sorted
+                    .binary_search_by(|(p, _)| p.as_str().cmp(path.as_str())),
+                change,
+            ) {
+                (Ok(i), Some(entry)) => self.sorted[i].1 = entry,
+                (_, change) => {
+                    rest.insert(path, change);
+                }
+            }
+        }
+        self.hint.set(0);
+        if rest.is_empty() {
+            return;
+        }
+        let changes = rest;
         let old = std::mem::take(&mut self.sorted);
         let mut out = Vec::with_capacity(old.len() + changes.len());
         let mut changes = changes.into_iter().peekable();
@@ -1612,6 +1633,17 @@ mod tests {
             }
         }
         entries.merge(changes);
+        same(&entries, &map);
+        // New entries for recorded paths only: replaced in place.
+        let replaced: BTreeMap<String, Option<IndexEntry>> = [
+            ("/0".to_string(), Some(e(6))),
+            ("/z".to_string(), Some(e(5))),
+        ]
+        .into();
+        for (p, c) in &replaced {
+            map.insert(p.clone(), c.clone().unwrap());
+        }
+        entries.merge(replaced);
         same(&entries, &map);
         let unsorted = Entries::from_unsorted(vec![
             ("/b".into(), e(1)),
