@@ -167,7 +167,7 @@ fn conforms_with_refs_in_the_bucket() {
 #[test]
 #[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
 #[cfg_attr(
-    not(snapgraph_s3_atomic_cas),
+    all(not(snapgraph_s3_atomic_cas), not(snapgraph_skip_s3)),
     ignore = "s3s-fs checks If-Match without a lock; set SNAPGRAPH_S3_ATOMIC_CAS=1 with a server whose conditional writes are atomic"
 )]
 fn concurrent_cas_with_refs_in_the_bucket() {
@@ -192,7 +192,7 @@ fn conforms_uncompressed_with_tiny_packs() {
 #[test]
 #[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
 #[cfg_attr(
-    snapgraph_skip_pg,
+    all(snapgraph_skip_pg, not(snapgraph_skip_s3)),
     ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
 )]
 fn conforms_paired_with_postgres_refs() {
@@ -821,7 +821,7 @@ fn a_layout_3_pack_above_the_threshold_keeps_a_tombstone() {
 #[test]
 #[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
 #[cfg_attr(
-    snapgraph_skip_pg,
+    all(snapgraph_skip_pg, not(snapgraph_skip_s3)),
     ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
 )]
 fn several_writers_with_postgres_refs() {
@@ -840,7 +840,7 @@ fn several_writers_with_postgres_refs() {
 #[test]
 #[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
 #[cfg_attr(
-    not(snapgraph_s3_atomic_cas),
+    all(not(snapgraph_s3_atomic_cas), not(snapgraph_skip_s3)),
     ignore = "s3s-fs checks If-Match without a lock; set SNAPGRAPH_S3_ATOMIC_CAS=1 with a server whose conditional writes are atomic"
 )]
 fn several_writers_with_refs_in_the_bucket() {
@@ -884,7 +884,7 @@ fn several_writers_with_refs_in_the_bucket() {
 #[test]
 #[cfg_attr(snapgraph_skip_s3, ignore = "SNAPGRAPH_SKIP_S3=1: no S3 server")]
 #[cfg_attr(
-    snapgraph_skip_pg,
+    all(snapgraph_skip_pg, not(snapgraph_skip_s3)),
     ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
 )]
 fn gc_versus_writers() {
