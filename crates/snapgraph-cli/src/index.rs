@@ -6,8 +6,8 @@
 //! inode, device, mode) and the digest of what was recorded (the content's chunk id
 //! or manifest root id, saying which, or the bytes themselves for content small
 //! enough to live inline in its tree entry); for symlinks their `lstat` fields; for
-//! directories their [`Listing`] (their own stat and the ignore rules in force). Beside the entries it keeps the
-//! **workspace skeleton**: the stored bytes of the commit and tree nodes that the last
+//! directories their [`Listing`] (their own stat and the ignore rules in force).
+//! Beside the entries it keeps the **workspace skeleton**: the stored bytes of the commit and tree nodes that the last
 //! shallow checkout of the branch tip read, and those the commit's diff then read (the
 //! new tip's changed trees), so that the next checkout reads them from here instead
 //! of the store.
@@ -45,9 +45,10 @@
 //!   its `fstat`: it is listed after all). The root is always listed (it has no
 //!   entry). Sockets, FIFOs and nested repositories are never recorded, so a
 //!   directory holding one is listed every time ([`Listing::entries`] counts
-//!   them), and they are reported as before. A walk narrowed to some paths (`commit PATH...`, a
-//!   watcher's report) neither reuses nor records listings, and a lazy scan
-//!   narrowed by a watcher resets the listing of every directory it walks.
+//!   them), and they are reported as before. A walk narrowed to some paths
+//!   (`commit PATH...`, a watcher's report) neither reuses nor records listings,
+//!   and a lazy scan narrowed by a watcher resets the listing of every directory it
+//!   walks.
 //! - **Skeleton objects** are content-addressed: the engine re-hashes each one it
 //!   reads, so an object of another commit or branch, one the store no longer holds
 //!   or one corrupted on disk is never taken for another; one missing is read from
