@@ -384,6 +384,16 @@ impl Entries {
         Some((p, e))
     }
 
+    /// The position of `path` in [`as_slice`](Self::as_slice), if recorded.
+    pub fn position(&self, path: &str) -> Option<usize> {
+        self.find(path).ok()
+    }
+
+    /// The entries, sorted by path.
+    pub fn as_slice(&self) -> &[(String, IndexEntry)] {
+        &self.sorted
+    }
+
     /// Whether `path` is recorded.
     pub fn contains_key(&self, path: &str) -> bool {
         self.find(path).is_ok()
@@ -445,11 +455,12 @@ impl Entries {
     }
 
     /// The entries directly inside the directory `dir` (a workspace path such as
-    /// `/a/b`; the empty string for the root), with their names, in name order (the
+    /// `/a/b`; the empty string for the root), with their positions and names, in
+    /// name order (the
     /// order a sorted listing gives), into `out` (cleared first). The search starts
     /// just after `dir`'s own entry and steps over each child's subtree by galloping,
     /// so the cost follows the children, not the index or the subtrees.
-    pub fn children_into<'a>(&'a self, dir: &str, out: &mut Vec<(&'a str, &'a IndexEntry)>) {
+    pub fn children_into<'a>(&'a self, dir: &str, out: &mut Vec<(usize, &'a str, &'a IndexEntry)>) {
         out.clear();
         let mut prefix = String::with_capacity(dir.len() + 1);
         prefix.push_str(dir);
@@ -470,7 +481,7 @@ impl Entries {
             };
             match rest.bytes().position(|b| b == b'/') {
                 None => {
-                    out.push((rest, e));
+                    out.push((at, rest, e));
                     at += 1;
                 }
                 Some(i) => {
@@ -1586,7 +1597,10 @@ mod tests {
                     .filter(|rest| !rest.contains('/'))
                     .collect();
                 expected.sort_unstable();
-                let names: Vec<&str> = got.iter().map(|(n, _)| *n).collect();
+                let names: Vec<&str> = got.iter().map(|(_, n, _)| *n).collect();
+                for (at, name, _) in &got {
+                    proptest::prop_assert_eq!(entries.position(&format!("{dir}/{name}")), Some(*at));
+                }
                 proptest::prop_assert_eq!(names, expected, "children of {:?}", dir);
             }
         }

@@ -3,6 +3,7 @@
 //! design (stat cache, modes, safe checkout, deterministic export).
 #![forbid(unsafe_code)]
 
+pub mod ahead;
 pub mod cli;
 pub mod commands;
 pub mod error;

@@ -28,6 +28,7 @@ use indicatif::ProgressBar;
 use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, ObjectSource, Workspace};
 
+use crate::ahead::{self, Ahead};
 use crate::error::{CliError, IoContext, Result};
 use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry, Listing};
 use crate::repo::DOT_DIR;
@@ -255,6 +256,10 @@ pub struct WalkReport {
 /// the index's (see [`crate::index`], "A directory's listing is reused"). Without
 /// `only`, every directory but the root is visited with its listing now
 /// ([`Walked::listing`]), for the next index.
+///
+/// With `recorded` holding at least [`ahead::MIN_ENTRIES`] entries on a machine of more
+/// than one core, a helper thread stats the recorded files from the far end of the
+/// index while the walk goes on ([`crate::ahead`]).
 pub fn walk(
     root: &Path,
     skip: &Path,
@@ -262,13 +267,64 @@ pub fn walk(
     recorded: Option<&Index>,
     visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
 ) -> Result<WalkReport> {
+    // Listings are taken (and reused) for a walk of the whole tree only: a narrowed
+    // walk filters them by scope.
+    let recorded = recorded.filter(|_| only.is_none());
+    let Some(stats_ahead) = recorded
+        .filter(|ix| ix.entries.len() >= ahead::MIN_ENTRIES && ahead::cores() > 1)
+        .map(|ix| Ahead::new(ix.entries.as_slice()))
+    else {
+        return walk_with(root, skip, only, recorded, None, visit);
+    };
+    std::thread::scope(|threads| {
+        let walk_cpu = rustix::thread::sched_getcpu();
+        let (stats_ahead, root) = (&stats_ahead, root);
+        let helper = std::thread::Builder::new()
+            .name("snapgraph-stat".into())
+            .spawn_scoped(threads, move || {
+                ahead::leave_cpu(walk_cpu);
+                // The root opened again here (its error, if any, is the walk's to
+                // report): no stat is taken ahead without it.
+                if let Ok(fd) = open_dir(root) {
+                    stats_ahead.run(&fd);
+                }
+            });
+        // A new thread may be queued on this core behind the walk: let it run the
+        // lines that move it to another one.
+        std::thread::yield_now();
+        // A walk that ends (done, stopped early or failed) stops the helper.
+        struct Stop<'a, 'b>(&'a Ahead<'b>);
+        impl Drop for Stop<'_, '_> {
+            fn drop(&mut self) {
+                self.0.stop();
+            }
+        }
+        let _stop = Stop(stats_ahead);
+        // Without a helper (the thread could not start) the walk stats everything.
+        walk_with(
+            root,
+            skip,
+            only,
+            recorded,
+            helper.ok().map(|_| stats_ahead),
+            visit,
+        )
+    })
+}
+
+/// [`walk`], with the stats `ahead` takes (see [`crate::ahead`]).
+fn walk_with(
+    root: &Path,
+    skip: &Path,
+    only: Option<&[String]>,
+    recorded: Option<&Index>,
+    ahead: Option<&Ahead<'_>>,
+    visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
+) -> Result<WalkReport> {
     let mut report = WalkReport::default();
     // `skip` is compared only in its parent directory, by name.
     let skip_at = skip.parent().zip(skip.file_name());
-    // Listings are taken (and reused) for a walk of the whole tree only: a narrowed
-    // walk filters them by scope.
     let record = only.is_none();
-    let recorded = recorded.filter(|_| record);
     // Directories to list, each visited when listed (so a nested repository is known
     // from its own listing, without a probe), before anything below it.
     let mut stack: Vec<Pending> = vec![Pending {
@@ -293,7 +349,7 @@ pub fn walk(
     // borrowed from it (no allocation per entry, as `Dir`'s owned names were).
     let mut dirents: Vec<u8> = Vec::with_capacity(DIRENT_BUFFER);
     // A reused listing's entries, borrowed from the index.
-    let mut children: Vec<(&str, &IndexEntry)> = Vec::new();
+    let mut children: Vec<(usize, &str, &IndexEntry)> = Vec::new();
     while let Some(Pending {
         dir,
         path: dir_path,
@@ -336,6 +392,7 @@ pub fn walk(
                 &mut names,
                 &mut stats,
                 &mut children,
+                ahead,
             )?,
             _ => false,
         };
@@ -464,10 +521,16 @@ pub fn walk(
                 };
                 let stat = match (found, stats.get(i).copied().flatten()) {
                     (_, Some(taken)) => Some(taken),
-                    (Found::File | Found::Symlink, None) => Some(FileStat::of_stat(
-                        &rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
-                            .map_err(|e| CliError::io(full_path, e.into()))?,
-                    )),
+                    (Found::File | Found::Symlink, None) => {
+                        // A recorded entry's stat may have been taken ahead.
+                        let at = ahead
+                            .and(recorded)
+                            .and_then(|ix| ix.entries.position(&path));
+                        Some(
+                            stat_child(ahead, at, fd, name, kind)
+                                .map_err(|e| CliError::io(full_path, e.into()))?,
+                        )
+                    }
                     _ => None,
                 };
                 if !visit(Walked {
@@ -606,7 +669,8 @@ fn reuse_listing<'a>(
     name_bytes: &mut Vec<u8>,
     names: &mut Vec<(usize, usize, Kind)>,
     stats: &mut Vec<Option<FileStat>>,
-    children: &mut Vec<(&'a str, &'a IndexEntry)>,
+    children: &mut Vec<(usize, &'a str, &'a IndexEntry)>,
+    ahead: Option<&Ahead<'_>>,
 ) -> Result<bool> {
     let Some(IndexEntry::Dir {
         listing: Some(listing),
@@ -637,7 +701,7 @@ fn reuse_listing<'a>(
     if children.len() != listing.entries as usize {
         return Ok(false);
     }
-    for &(name, entry) in children.iter() {
+    for &(at, name, entry) in children.iter() {
         let kind = match entry {
             IndexEntry::File { .. } => Kind::File,
             IndexEntry::Symlink { .. } => Kind::Symlink,
@@ -646,13 +710,13 @@ fn reuse_listing<'a>(
         let stat = match kind {
             Kind::Dir => None,
             _ => {
-                let Ok(st) = rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                let Ok(st) = stat_child(ahead, Some(at), fd, name, kind) else {
                     return Ok(false);
                 };
-                if Kind::of(rustix::fs::FileType::from_raw_mode(st.st_mode)) != kind {
+                if Kind::of_mode(st.mode) != kind {
                     return Ok(false);
                 }
-                Some(FileStat::of_stat(&st))
+                Some(st)
             }
         };
         let start = name_bytes.len();
@@ -676,7 +740,32 @@ enum Kind {
     Other,
 }
 
+/// The `lstat` of `name` in the open directory `fd`: the one taken ahead for the
+/// index's entry `at` when there is one of the kind `want` (see [`crate::ahead`]),
+/// else one taken now.
+fn stat_child(
+    ahead: Option<&Ahead<'_>>,
+    at: Option<usize>,
+    fd: &rustix::fd::OwnedFd,
+    name: &str,
+    want: Kind,
+) -> rustix::io::Result<FileStat> {
+    if let Some(taken) = ahead.zip(at).and_then(|(a, at)| a.take(at)) {
+        if Kind::of_mode(taken.mode) == want {
+            return Ok(taken);
+        }
+    }
+    rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map(|s| FileStat::of_stat(&s))
+}
+
 impl Kind {
+    /// The kind of a full `st_mode`.
+    fn of_mode(mode: u32) -> Self {
+        Self::of(rustix::fs::FileType::from_raw_mode(
+            mode as rustix::fs::RawMode,
+        ))
+    }
+
     fn of(t: rustix::fs::FileType) -> Self {
         match t {
             rustix::fs::FileType::Directory => Kind::Dir,

@@ -85,6 +85,49 @@ fn a_same_size_edit_with_the_old_mtime_is_seen() {
     assert_eq!(run_in(t.path(), &["cat", "main:d/b.txt"]).stdout, b"BRAVO");
 }
 
+/// A tree large enough for stats taken ahead on a second thread
+/// (`snapgraph_cli::ahead`), which starts from the index's far end: edits there (a
+/// same-size edit with the old mtime put back, a file retyped as a symlink, one
+/// removed, one added) and at the near end are all committed, and the turn after
+/// trusts every stat again.
+#[test]
+fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
+    let t = repo();
+    pad(t.path());
+    for rel in ["zz/a.txt", "zz/b.txt", "zz/c.txt", "zz/deep/d.txt"] {
+        write(t.path(), rel, rel.as_bytes());
+    }
+    write(t.path(), "first.txt", b"first");
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "one"]);
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+    let old = mtime(t.path(), "zz/deep/d.txt");
+    write(t.path(), "zz/deep/d.txt", b"ZZ/DEEP/D.TXT");
+    set_mtime(t.path(), "zz/deep/d.txt", old);
+    std::fs::remove_file(t.path().join("zz/c.txt")).unwrap();
+    std::os::unix::fs::symlink("a.txt", t.path().join("zz/c.txt")).unwrap();
+    std::fs::remove_file(t.path().join("zz/b.txt")).unwrap();
+    write(t.path(), "zz/new.txt", b"new");
+    let old = mtime(t.path(), "first.txt");
+    write(t.path(), "first.txt", b"FIRST");
+    set_mtime(t.path(), "first.txt", old);
+    let out = commit_records_the_directory(t.path());
+    // The retyped file counts as modified.
+    assert_eq!(added_and_removed(&out), (1, 1), "{out}");
+    assert_eq!(out["files_modified"], 3, "{out}");
+    assert_eq!(
+        run_in(t.path(), &["cat", "main:zz/deep/d.txt"]).stdout,
+        b"ZZ/DEEP/D.TXT"
+    );
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "aged"]);
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+}
+
 /// A release unpacked over the tree: every file rewritten (new mtimes), a few with
 /// same-size edits. The files whose bytes are still the tip's are proven so by the
 /// tip's own ids (inline bytes, one chunk, a one-leaf manifest of at most one chunk's
@@ -732,14 +775,20 @@ proptest! {
     /// round (before and after the commits, so records and files agree on mtime),
     /// in some rounds every directory's too (so only their ctimes tell an entry
     /// added, removed or renamed): after every commit the branch tip holds exactly
-    /// the directory.
+    /// the directory. In padded cases a directory of files that sorts first makes
+    /// the index large enough for the walk's helper thread (`snapgraph_cli::ahead`),
+    /// which stats from the index's far end: the edited files are then its.
     #[test]
     fn a_commit_never_misses_a_change(
         rounds in prop::collection::vec((prop::collection::vec(edit(), 1..5), any::<bool>()), 1..4),
+        padded in any::<bool>(),
     ) {
         let t = repo();
         for rel in FILES {
             write(t.path(), rel, &pseudo_random(8, 0));
+        }
+        if padded {
+            pad(t.path());
         }
         let when = SystemTime::now() - Duration::from_secs(1000);
         force_mtimes(t.path(), when, true);
@@ -754,6 +803,15 @@ proptest! {
             let again = json(t.path(), &["commit", "-m", "again"]);
             prop_assert_eq!(&again["nothing_to_commit"], &serde_json::json!(true), "{}", again);
         }
+    }
+}
+
+/// Files enough for a walk to take stats ahead on a second thread
+/// ([`snapgraph_cli::ahead::MIN_ENTRIES`]), in a directory that sorts before every
+/// other name of these tests.
+fn pad(root: &Path) {
+    for i in 0..snapgraph_cli::ahead::MIN_ENTRIES + 8 {
+        write(root, &format!("0pad/{i:04}"), &pseudo_random(4, i as u64));
     }
 }
 

@@ -1,0 +1,277 @@
+//! Stats taken ahead of a walk, on a second thread.
+//!
+//! A walk with an index complete for the tip ([`crate::scan::walk`]) takes one
+//! `lstat` per recorded file: on a tree of a few thousand files that is most of a
+//! turn's time, all of it in the kernel, on one core. [`Ahead`] lets a helper thread
+//! take those stats from the other end of the index while the walk goes on: each
+//! file or symlink entry is *claimed* once, by the helper or by the walk, and the
+//! stat is taken by whoever claimed it. The walk asks [`Ahead::take`] for an
+//! entry's stat when it reaches it: the helper's, waited for if it is being taken,
+//! or `None` (the entry is then claimed for the walk, which stats it itself).
+//!
+//! The helper stats by the entry's path below the root (`statat` from the root's
+//! descriptor); the walk stats by name in the open directory. Either is a stat of
+//! the same path taken while the command runs, after the clock probe the command
+//! took before its walk, so the racy-file rule of [`crate::index`] holds for both.
+//! A stat taken ahead is a stat taken earlier than the walk would have taken it,
+//! which changes nothing the walk decides:
+//! - a reused listing still rests on the directory's own `fstat`: a name added,
+//!   removed or replaced at any time since the listing was recorded changes it, so a
+//!   listing that is reused holds the very inodes the helper saw;
+//! - the walk uses a stat only if it shows the kind the listing gives (a name
+//!   retyped in between is stat'ed again by the walk);
+//! - a stat that failed ahead (a name gone, a permission) is taken again by the
+//!   walk, which reports the error with its path.
+//!
+//! The helper never waits for the walk and stops when asked ([`Ahead::stop`]), so a
+//! walk that ends early (the first difference of [`crate::scan::unchanged`])
+//! waits at most for the one stat in flight.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use rustix::fs::AtFlags;
+
+use crate::index::{FileStat, IndexEntry};
+
+/// Indexes of fewer entries than this are walked on one thread: a thread's start
+/// (tens of microseconds on the walk's side) costs more than it saves.
+pub const MIN_ENTRIES: usize = 512;
+
+/// How many cores this process may run on (its affinity mask; one system call,
+/// asked once per process). A helper on a single core would only take turns with
+/// the walk.
+pub fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| {
+        rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count() as usize)
+    })
+}
+
+/// Moves the calling thread off the core `cpu` (where the walk runs), when it may
+/// run elsewhere. The kernel places a new thread on its creator's core and may
+/// leave it queued there behind the walk for milliseconds (measured on a 2-core
+/// guest: the whole of a turn) while the other core idles; a thread that moves
+/// itself runs at once. Best effort: on failure the thread stays where it is.
+pub fn leave_cpu(cpu: usize) {
+    if let Ok(mut set) = rustix::thread::sched_getaffinity(None) {
+        if set.is_set(cpu) && set.count() > 1 {
+            set.unset(cpu);
+            let _ = rustix::thread::sched_setaffinity(None, &set);
+        }
+    }
+}
+
+/// An entry no one has claimed.
+const FREE: u8 = 0;
+/// An entry the helper stats.
+const HELPER: u8 = 1;
+/// An entry the walk stats itself.
+const WALK: u8 = 2;
+
+/// The stats of one index's files and symlinks, each taken once by the helper
+/// ([`Ahead::run`]) or by the walk ([`Ahead::take`]).
+pub struct Ahead<'a> {
+    /// The index's entries, sorted by path.
+    entries: &'a [(String, IndexEntry)],
+    /// Who claimed each entry: [`FREE`], [`HELPER`] or [`WALK`].
+    claimed: Box<[AtomicU8]>,
+    /// The helper's stat of each entry it claimed (`None` when it failed), set once.
+    taken: Box<[OnceLock<Option<FileStat>>]>,
+    /// Set by the walk when it needs no more stats.
+    stop: AtomicBool,
+}
+
+impl<'a> Ahead<'a> {
+    /// Nothing claimed yet, for `entries` (an index's, in its order).
+    pub fn new(entries: &'a [(String, IndexEntry)]) -> Self {
+        Self {
+            entries,
+            claimed: entries.iter().map(|_| AtomicU8::new(FREE)).collect(),
+            taken: entries.iter().map(|_| OnceLock::new()).collect(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The helper's work: stats every file and symlink entry not yet claimed, from
+    /// the last towards the first, relative to `root` (the walk's root, open), until
+    /// every entry is claimed or [`stop`](Self::stop) is called. Every entry it
+    /// claims gets its slot set, so [`take`](Self::take) never waits for nothing.
+    pub fn run(&self, root: &rustix::fd::OwnedFd) {
+        for (i, (path, entry)) in self.entries.iter().enumerate().rev() {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if matches!(entry, IndexEntry::Dir { .. }) {
+                continue;
+            }
+            let (Some(claimed), Some(slot)) = (self.claimed.get(i), self.taken.get(i)) else {
+                return;
+            };
+            if claimed
+                .compare_exchange(FREE, HELPER, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            // Workspace paths are `/a/b`: below the root, `a/b`.
+            let below = path.trim_start_matches('/');
+            let stat = if below.is_empty() {
+                None
+            } else {
+                rustix::fs::statat(root, below, AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()
+                    .map(|s| FileStat::of_stat(&s))
+            };
+            // Only this thread sets a slot it claimed.
+            let _ = slot.set(stat);
+        }
+    }
+
+    /// The stat of entry `i` taken ahead, or `None` when the walk is to take it
+    /// itself: the entry was free (it is now the walk's), the walk claimed it before
+    /// (a directory listed after its reused listing failed), or the helper's stat
+    /// failed. Waits while the helper's stat of it is in flight.
+    pub fn take(&self, i: usize) -> Option<FileStat> {
+        let (claimed, slot) = (self.claimed.get(i)?, self.taken.get(i)?);
+        match claimed.compare_exchange(FREE, WALK, Ordering::AcqRel, Ordering::Acquire) {
+            // The helper sets the slot of every entry it claims, right after its
+            // stat: no other thread can leave it unset.
+            Err(HELPER) => *slot.wait(),
+            _ => None,
+        }
+    }
+
+    /// Tells the helper to take no more stats.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Digest;
+    use proptest::prelude::*;
+
+    /// A tree of `files` files under `root` (`/dNN/fNN`, a directory every ten),
+    /// as the index's sorted entries (stats as recorded: zero, not the files').
+    fn tree(root: &std::path::Path, files: usize) -> Vec<(String, IndexEntry)> {
+        let blank = FileStat {
+            size: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            ino: 0,
+            dev: 0,
+            mode: 0,
+        };
+        let mut entries = Vec::new();
+        for i in 0..files {
+            let dir = format!("/d{:02}", i / 10);
+            if i % 10 == 0 {
+                std::fs::create_dir(root.join(&dir[1..])).unwrap();
+                entries.push((dir.clone(), IndexEntry::Dir { listing: None }));
+            }
+            let path = format!("{dir}/f{:02}", i % 10);
+            std::fs::write(root.join(&path[1..]), vec![b'x'; i]).unwrap();
+            entries.push((
+                path,
+                IndexEntry::File {
+                    stat: blank,
+                    digest: Digest::Inline(Vec::new()),
+                },
+            ));
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
+    fn open(root: &std::path::Path) -> rustix::fd::OwnedFd {
+        rustix::fs::open(
+            root,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+        /// Whatever the order the walk asks in (some entries twice, as after a
+        /// reused listing that failed) and wherever the helper is (or stopped), a
+        /// stat taken ahead is the file's own, a directory never gets one, and no
+        /// question waits forever.
+        #[test]
+        fn a_stat_taken_ahead_is_the_files_own(
+            files in 1usize..120,
+            order in prop::collection::vec(any::<prop::sample::Index>(), 0..300),
+            stop_after in prop::option::of(0usize..200),
+        ) {
+            let t = tempfile::tempdir().unwrap();
+            let entries = tree(t.path(), files);
+            let ahead = Ahead::new(&entries);
+            let fd = open(t.path());
+            std::thread::scope(|s| {
+                s.spawn(|| ahead.run(&fd));
+                for (n, i) in order.iter().map(|i| i.index(entries.len())).enumerate() {
+                    if stop_after == Some(n) {
+                        ahead.stop();
+                    }
+                    let got = ahead.take(i);
+                    let (path, entry) = &entries[i];
+                    if matches!(entry, IndexEntry::Dir { .. }) {
+                        prop_assert!(got.is_none(), "{}: {:?}", path, got);
+                    }
+                    if let Some(stat) = got {
+                        let now = FileStat::lstat(&t.path().join(&path[1..])).unwrap();
+                        prop_assert_eq!(stat, now, "{}", path);
+                    }
+                }
+                ahead.stop();
+                Ok(())
+            })?;
+        }
+    }
+
+    #[test]
+    fn a_helper_alone_stats_every_file_and_the_walk_waits_for_none() {
+        let t = tempfile::tempdir().unwrap();
+        let entries = tree(t.path(), 40);
+        let ahead = Ahead::new(&entries);
+        ahead.run(&open(t.path()));
+        for (i, (path, entry)) in entries.iter().enumerate() {
+            let got = ahead.take(i);
+            match entry {
+                IndexEntry::Dir { .. } => assert_eq!(got, None, "{path}"),
+                _ => assert_eq!(
+                    got,
+                    Some(FileStat::lstat(&t.path().join(&path[1..])).unwrap()),
+                    "{path}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_stopped_helper_leaves_everything_to_the_walk() {
+        let t = tempfile::tempdir().unwrap();
+        let entries = tree(t.path(), 40);
+        let ahead = Ahead::new(&entries);
+        ahead.stop();
+        ahead.run(&open(t.path()));
+        assert!((0..entries.len()).all(|i| ahead.take(i).is_none()));
+    }
+
+    #[test]
+    fn a_file_gone_before_the_helper_came_is_left_to_the_walk() {
+        let t = tempfile::tempdir().unwrap();
+        let entries = tree(t.path(), 12);
+        std::fs::remove_file(t.path().join("d01/f00")).unwrap();
+        let ahead = Ahead::new(&entries);
+        ahead.run(&open(t.path()));
+        let gone = entries.iter().position(|(p, _)| p == "/d01/f00").unwrap();
+        assert_eq!(ahead.take(gone), None);
+        assert!(ahead.take(gone + 1).is_some());
+    }
+}
