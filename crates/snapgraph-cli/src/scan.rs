@@ -277,12 +277,14 @@ pub fn walk(
         return walk_with(root, skip, only, recorded, None, visit);
     };
     std::thread::scope(|threads| {
-        let walk_cpu = rustix::thread::sched_getcpu();
+        let walk_cpu = ahead::current_cpu();
         let (stats_ahead, root) = (&stats_ahead, root);
         let helper = std::thread::Builder::new()
             .name("snapgraph-stat".into())
             .spawn_scoped(threads, move || {
-                ahead::leave_cpu(walk_cpu);
+                if let Some(cpu) = walk_cpu {
+                    ahead::leave_cpu(cpu);
+                }
                 // The root opened again here (its error, if any, is the walk's to
                 // report): no stat is taken ahead without it.
                 if let Ok(fd) = open_dir(root) {
@@ -291,7 +293,9 @@ pub fn walk(
             });
         // A new thread may be queued on this core behind the walk: let it run the
         // lines that move it to another one.
-        std::thread::yield_now();
+        if walk_cpu.is_some() {
+            std::thread::yield_now();
+        }
         // A walk that ends (done, stopped early or failed) stops the helper.
         struct Stop<'a, 'b>(&'a Ahead<'b>);
         impl Drop for Stop<'_, '_> {
