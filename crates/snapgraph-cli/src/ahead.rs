@@ -175,6 +175,8 @@ impl<'a> Ahead<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::Digest;
+    use proptest::prelude::*;
 
     #[test]
     fn the_current_cpu_is_one_this_thread_may_run_on() {
@@ -183,9 +185,6 @@ mod tests {
         let set = rustix::thread::sched_getaffinity(None).unwrap();
         assert!(set.is_set(cpu), "cpu {cpu}");
     }
-
-    use crate::index::Digest;
-    use proptest::prelude::*;
 
     /// A tree of `files` files under `root` (`/dNN/fNN`, a directory every ten),
     /// as the index's sorted entries (stats as recorded: zero, not the files').

@@ -456,10 +456,10 @@ impl Entries {
 
     /// The entries directly inside the directory `dir` (a workspace path such as
     /// `/a/b`; the empty string for the root), with their positions and names, in
-    /// name order (the
-    /// order a sorted listing gives), into `out` (cleared first). The search starts
-    /// just after `dir`'s own entry and steps over each child's subtree by galloping,
-    /// so the cost follows the children, not the index or the subtrees.
+    /// name order (the order a sorted listing gives), into `out` (cleared first).
+    /// The search starts just after `dir`'s own entry and steps over each child's
+    /// subtree by galloping, so the cost follows the children, not the index or the
+    /// subtrees.
     pub fn children_into<'a>(&'a self, dir: &str, out: &mut Vec<(usize, &'a str, &'a IndexEntry)>) {
         out.clear();
         let mut prefix = String::with_capacity(dir.len() + 1);
