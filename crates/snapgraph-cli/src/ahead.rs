@@ -26,6 +26,11 @@
 //! The helper never waits for the walk and stops when asked ([`Ahead::stop`]), so a
 //! walk that ends early (the first difference of [`crate::scan::unchanged`])
 //! waits at most for the one stat in flight.
+//!
+//! The stats one walk took, by either side, are [`Kept`] for the scan that follows
+//! a difference: that second walk takes a kept stat instead of its own where the
+//! index vouches for the entry with it, and its helper leaves those entries alone
+//! (see [`Kept`] for why a stat older than the scan's clock probe may stand).
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -104,6 +109,9 @@ pub struct Ahead<'a> {
     taken: Box<[OnceLock<Option<FileStat>>]>,
     /// Set by the walk when it needs no more stats.
     stop: AtomicBool,
+    /// An earlier walk's stats and the index's clock probe: entries they vouch for
+    /// are the walk's to take from them, not the helper's to stat.
+    kept: Option<(&'a Kept, i64)>,
 }
 
 impl<'a> Ahead<'a> {
@@ -114,7 +122,15 @@ impl<'a> Ahead<'a> {
             claimed: entries.iter().map(|_| AtomicU8::new(FREE)).collect(),
             taken: entries.iter().map(|_| OnceLock::new()).collect(),
             stop: AtomicBool::new(false),
+            kept: None,
         }
+    }
+
+    /// `self`, whose helper leaves alone the entries `kept` vouches for against
+    /// the clock probe `probe_ns` (the index's): the walk takes those from `kept`.
+    pub fn leaving(mut self, kept: Option<&'a Kept>, probe_ns: i64) -> Self {
+        self.kept = kept.map(|k| (k, probe_ns));
+        self
     }
 
     /// The helper's work: stats every file and symlink entry not yet claimed, from
@@ -126,7 +142,11 @@ impl<'a> Ahead<'a> {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if matches!(entry, IndexEntry::Dir { .. }) {
+            if matches!(entry, IndexEntry::Dir { .. })
+                || self
+                    .kept
+                    .is_some_and(|(k, probe)| k.vouched(self.entries, probe, i).is_some())
+            {
                 continue;
             }
             let (Some(claimed), Some(slot)) = (self.claimed.get(i), self.taken.get(i)) else {
@@ -169,6 +189,74 @@ impl<'a> Ahead<'a> {
     /// Tells the helper to take no more stats.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Keeps the walk's own stat of entry `i` (one [`take`](Self::take) left to the
+    /// walk), so that [`into_kept`](Self::into_kept) holds it.
+    pub fn keep(&self, i: usize, stat: FileStat) {
+        if let (Some(claimed), Some(slot)) = (self.claimed.get(i), self.taken.get(i)) {
+            if claimed.load(Ordering::Acquire) == WALK {
+                let _ = slot.set(Some(stat));
+            }
+        }
+    }
+
+    /// Every stat taken, by either side, by entry position (`None` where none was
+    /// or it failed), once the walk and its helper are done.
+    pub fn into_kept(self) -> Kept {
+        Kept {
+            of: self.entries.as_ptr() as usize,
+            stats: self
+                .taken
+                .into_vec()
+                .into_iter()
+                .map(|slot| slot.into_inner().flatten())
+                .collect(),
+        }
+    }
+}
+
+/// The stats one walk took of an index's entries, by position: what a second walk
+/// over the same index may use instead of its own, for the entries the index
+/// vouches for with them ([`Kept::vouched`]).
+///
+/// A commit that finds a change walks twice: [`crate::scan::unchanged`] walks until
+/// the first difference, then the scan, after a new clock probe, walks everything.
+/// A stat of the first walk is older than that probe, so the second walk uses it
+/// only where the old index trusts it (equal to the recorded stat, and not racy
+/// against the *old* probe): such a file's last change was before the old probe,
+/// so any later one gives it an mtime of at least that probe's tick, which the next
+/// command sees whatever probe this one records. Any other entry is stat'ed again.
+#[derive(Debug)]
+pub struct Kept {
+    /// Where the entries the stats are of lie in memory: stats of another index
+    /// (or another copy) vouch for nothing.
+    of: usize,
+    /// By entry position.
+    stats: Vec<Option<FileStat>>,
+}
+
+impl Kept {
+    /// The kept stat of entry `i` of `entries` (the index's the stats were taken
+    /// over, unchanged since) when the index, whose clock probe is `probe_ns`,
+    /// vouches for the entry with it ([`crate::index::Index::trusted`]).
+    pub fn vouched(
+        &self,
+        entries: &[(String, IndexEntry)],
+        probe_ns: i64,
+        i: usize,
+    ) -> Option<FileStat> {
+        if self.of != entries.as_ptr() as usize || self.stats.len() != entries.len() {
+            return None;
+        }
+        let stat = (*self.stats.get(i)?)?;
+        match entries.get(i)? {
+            (
+                _,
+                IndexEntry::File { stat: recorded, .. } | IndexEntry::Symlink { stat: recorded },
+            ) if *recorded == stat && recorded.mtime_ns < probe_ns => Some(stat),
+            _ => None,
+        }
     }
 }
 
@@ -293,6 +381,69 @@ mod tests {
         ahead.stop();
         ahead.run(&open(t.path()));
         assert!((0..entries.len()).all(|i| ahead.take(i).is_none()));
+    }
+
+    /// A stat kept from an earlier walk stands for a later one only where the index
+    /// trusts it (equal to the record, older than the index's clock probe), of the
+    /// very entries it was taken over.
+    #[test]
+    fn kept_stats_vouch_only_for_trusted_records_of_the_same_entries() {
+        let t = tempfile::tempdir().unwrap();
+        let files = tree(t.path(), 30);
+        let now: Vec<Option<FileStat>> = files
+            .iter()
+            .map(|(p, _)| FileStat::lstat(&t.path().join(&p[1..])).ok())
+            .collect();
+        // The index as a commit would have recorded it: every file's stat now.
+        let recorded: Vec<(String, IndexEntry)> = files
+            .iter()
+            .zip(&now)
+            .map(|((p, e), s)| match (e, s) {
+                (IndexEntry::File { digest, .. }, Some(s)) => (
+                    p.clone(),
+                    IndexEntry::File {
+                        stat: *s,
+                        digest: digest.clone(),
+                    },
+                ),
+                _ => (p.clone(), e.clone()),
+            })
+            .collect();
+        let file = recorded
+            .iter()
+            .position(|(_, e)| matches!(e, IndexEntry::File { .. }))
+            .unwrap();
+        let dir = recorded
+            .iter()
+            .position(|(_, e)| matches!(e, IndexEntry::Dir { .. }))
+            .unwrap();
+        let ahead = Ahead::new(&recorded);
+        for (i, stat) in now.iter().enumerate() {
+            assert_eq!(ahead.take(i), None, "no helper: the walk's");
+            if let Some(s) = stat {
+                ahead.keep(i, *s);
+            }
+        }
+        let kept = ahead.into_kept();
+        let mtime = now[file].unwrap().mtime_ns;
+        // Trusted: equal, and older than the probe.
+        assert_eq!(kept.vouched(&recorded, mtime + 1, file), now[file]);
+        // Racy: not older than the probe.
+        assert_eq!(kept.vouched(&recorded, mtime, file), None);
+        // A directory has no stat to vouch with.
+        assert_eq!(kept.vouched(&recorded, i64::MAX, dir), None);
+        // Another record than the stat kept.
+        let mut moved = recorded.clone();
+        if let IndexEntry::File { stat, .. } = &mut moved[file].1 {
+            stat.size += 1;
+        }
+        let ahead = Ahead::new(&moved);
+        ahead.take(file);
+        ahead.keep(file, now[file].unwrap());
+        assert_eq!(ahead.into_kept().vouched(&moved, i64::MAX, file), None);
+        // Another index (an equal copy elsewhere in memory).
+        let copy = recorded.clone();
+        assert_eq!(kept.vouched(&copy, i64::MAX, file), None);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use indicatif::ProgressBar;
 use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, ObjectSource, Workspace};
 
-use crate::ahead::{self, Ahead};
+use crate::ahead::{self, Ahead, Kept};
 use crate::error::{CliError, IoContext, Result};
 use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry, Listing};
 use crate::repo::DOT_DIR;
@@ -146,6 +146,9 @@ pub struct ScanOptions<'a> {
     /// stats only them and what lies below them; every other entry is as the index
     /// records it, and removals are sought only below them. `None`: the whole tree.
     pub watched: Option<&'a [String]>,
+    /// Stats an earlier walk over `index` took ([`unchanged_kept`]): used where the
+    /// index vouches for them, instead of taking them again ([`Kept`]).
+    pub kept: Option<&'a Kept>,
 }
 
 impl std::fmt::Debug for ScanOptions<'_> {
@@ -267,35 +270,56 @@ pub fn walk(
     recorded: Option<&Index>,
     visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
 ) -> Result<WalkReport> {
+    walk_kept(root, skip, only, recorded, None, visit).map(|(report, _)| report)
+}
+
+/// [`walk`], using the stats `kept` from an earlier walk over the same `recorded`
+/// where the index vouches for them ([`Kept::vouched`]), and returning the stats
+/// this walk took (with `recorded` of at least [`ahead::MIN_ENTRIES`] entries and no
+/// `only`).
+pub fn walk_kept(
+    root: &Path,
+    skip: &Path,
+    only: Option<&[String]>,
+    recorded: Option<&Index>,
+    kept: Option<&Kept>,
+    visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
+) -> Result<(WalkReport, Option<Kept>)> {
     // Listings are taken (and reused) for a walk of the whole tree only: a narrowed
     // walk filters them by scope.
     let recorded = recorded.filter(|_| only.is_none());
-    let Some(stats_ahead) = recorded
-        .filter(|ix| ix.entries.len() >= ahead::MIN_ENTRIES && ahead::cores() > 1)
-        .map(|ix| Ahead::new(ix.entries.as_slice()))
+    let kept = kept.zip(recorded);
+    let Some(stats) = recorded
+        .filter(|ix| ix.entries.len() >= ahead::MIN_ENTRIES)
+        .map(|ix| Ahead::new(ix.entries.as_slice()).leaving(kept.map(|(k, _)| k), ix.probe_ns))
     else {
-        return walk_with(root, skip, only, recorded, None, visit);
+        return walk_with(root, skip, only, recorded, None, kept, visit).map(|r| (r, None));
     };
-    std::thread::scope(|threads| {
-        let walk_cpu = ahead::current_cpu();
-        let (stats_ahead, root) = (&stats_ahead, root);
-        let helper = std::thread::Builder::new()
-            .name("snapgraph-stat".into())
-            .spawn_scoped(threads, move || {
-                if let Some(cpu) = walk_cpu {
-                    ahead::leave_cpu(cpu);
-                }
-                // The root opened again here (its error, if any, is the walk's to
-                // report): no stat is taken ahead without it.
-                if let Ok(fd) = open_dir(root) {
-                    stats_ahead.run(&fd);
-                }
-            });
-        // A new thread may be queued on this core behind the walk: let it run the
-        // lines that move it to another one.
-        if walk_cpu.is_some() {
-            std::thread::yield_now();
-        }
+    let report = std::thread::scope(|threads| {
+        let stats = &stats;
+        // On one core a helper would only take turns with the walk: the stats are
+        // then all the walk's own, kept all the same.
+        let helper = (ahead::cores() > 1).then(|| {
+            let walk_cpu = ahead::current_cpu();
+            let helper = std::thread::Builder::new()
+                .name("snapgraph-stat".into())
+                .spawn_scoped(threads, move || {
+                    if let Some(cpu) = walk_cpu {
+                        ahead::leave_cpu(cpu);
+                    }
+                    // The root opened again here (its error, if any, is the walk's
+                    // to report): no stat is taken ahead without it.
+                    if let Ok(fd) = open_dir(root) {
+                        stats.run(&fd);
+                    }
+                });
+            // A new thread may be queued on this core behind the walk: let it run
+            // the lines that move it to another one.
+            if walk_cpu.is_some() {
+                std::thread::yield_now();
+            }
+            helper
+        });
         // A walk that ends (done, stopped early or failed) stops the helper.
         struct Stop<'a, 'b>(&'a Ahead<'b>);
         impl Drop for Stop<'_, '_> {
@@ -303,26 +327,24 @@ pub fn walk(
                 self.0.stop();
             }
         }
-        let _stop = Stop(stats_ahead);
-        // Without a helper (the thread could not start) the walk stats everything.
-        walk_with(
-            root,
-            skip,
-            only,
-            recorded,
-            helper.ok().map(|_| stats_ahead),
-            visit,
-        )
-    })
+        let _stop = Stop(stats);
+        // Without a helper (one core, or the thread could not start) `take` leaves
+        // every stat to the walk.
+        drop(helper);
+        walk_with(root, skip, only, recorded, Some(stats), kept, visit)
+    })?;
+    Ok((report, Some(stats.into_kept())))
 }
 
-/// [`walk`], with the stats `ahead` takes (see [`crate::ahead`]).
+/// [`walk`], with the stats `ahead` takes (see [`crate::ahead`]) and those `kept`
+/// from an earlier walk over `recorded`.
 fn walk_with(
     root: &Path,
     skip: &Path,
     only: Option<&[String]>,
     recorded: Option<&Index>,
     ahead: Option<&Ahead<'_>>,
+    kept: Option<(&Kept, &Index)>,
     visit: &mut dyn FnMut(Walked<'_>) -> Result<bool>,
 ) -> Result<WalkReport> {
     let mut report = WalkReport::default();
@@ -397,6 +419,7 @@ fn walk_with(
                 &mut stats,
                 &mut children,
                 ahead,
+                kept,
             )?,
             _ => false,
         };
@@ -526,12 +549,12 @@ fn walk_with(
                 let stat = match (found, stats.get(i).copied().flatten()) {
                     (_, Some(taken)) => Some(taken),
                     (Found::File | Found::Symlink, None) => {
-                        // A recorded entry's stat may have been taken ahead.
-                        let at = ahead
-                            .and(recorded)
+                        // A recorded entry's stat may have been taken ahead, or kept.
+                        let at = recorded
+                            .filter(|_| ahead.is_some() || kept.is_some())
                             .and_then(|ix| ix.entries.position(&path));
                         Some(
-                            stat_child(ahead, at, fd, name, kind)
+                            stat_child(ahead, kept, at, fd, name, kind)
                                 .map_err(|e| CliError::io(full_path, e.into()))?,
                         )
                     }
@@ -675,6 +698,7 @@ fn reuse_listing<'a>(
     stats: &mut Vec<Option<FileStat>>,
     children: &mut Vec<(usize, &'a str, &'a IndexEntry)>,
     ahead: Option<&Ahead<'_>>,
+    kept: Option<(&Kept, &Index)>,
 ) -> Result<bool> {
     let Some(IndexEntry::Dir {
         listing: Some(listing),
@@ -714,7 +738,7 @@ fn reuse_listing<'a>(
         let stat = match kind {
             Kind::Dir => None,
             _ => {
-                let Ok(st) = stat_child(ahead, Some(at), fd, name, kind) else {
+                let Ok(st) = stat_child(ahead, kept, Some(at), fd, name, kind) else {
                     return Ok(false);
                 };
                 if Kind::of_mode(st.mode) != kind {
@@ -744,22 +768,34 @@ enum Kind {
     Other,
 }
 
-/// The `lstat` of `name` in the open directory `fd`: the one taken ahead for the
-/// index's entry `at` when there is one of the kind `want` (see [`crate::ahead`]),
-/// else one taken now.
+/// The `lstat` of `name` in the open directory `fd`, the index's entry `at`: one an
+/// earlier walk `kept` that the index vouches for, else the one taken ahead (see
+/// [`crate::ahead`]), when it shows the kind `want`; else one taken now (and kept
+/// for a later walk).
 fn stat_child(
     ahead: Option<&Ahead<'_>>,
+    kept: Option<(&Kept, &Index)>,
     at: Option<usize>,
     fd: &rustix::fd::OwnedFd,
     name: &str,
     want: Kind,
 ) -> rustix::io::Result<FileStat> {
-    if let Some(taken) = ahead.zip(at).and_then(|(a, at)| a.take(at)) {
-        if Kind::of_mode(taken.mode) == want {
+    if let Some(i) = at {
+        // Kept first: the helper leaves those entries alone (no wait for it).
+        let earlier = kept
+            .and_then(|(k, ix)| k.vouched(ix.entries.as_slice(), ix.probe_ns, i))
+            .filter(|s| Kind::of_mode(s.mode) == want)
+            .or_else(|| ahead.and_then(|a| a.take(i)))
+            .filter(|s| Kind::of_mode(s.mode) == want);
+        if let Some(taken) = earlier {
             return Ok(taken);
         }
     }
-    rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW).map(|s| FileStat::of_stat(&s))
+    let stat = FileStat::of_stat(&rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)?);
+    if let (Some(a), Some(i)) = (ahead, at) {
+        a.keep(i, stat);
+    }
+    Ok(stat)
 }
 
 impl Kind {
@@ -823,10 +859,21 @@ fn reserved(full: &Path) -> CliError {
 /// tip's tree"; the caller checks that. Nested repositories are returned for the
 /// caller to report.
 pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64, Vec<PathBuf>)>> {
+    unchanged_kept(root, index, skip).map(|(found, _)| found)
+}
+
+/// [`unchanged`], and the stats its walk took (of a large enough index), for the
+/// scan that follows a difference ([`ScanOptions::kept`]).
+#[allow(clippy::type_complexity)] // the answer of `unchanged` and the stats
+pub fn unchanged_kept(
+    root: &Path,
+    index: &Index,
+    skip: &Path,
+) -> Result<(Option<(u64, Vec<PathBuf>)>, Option<Kept>)> {
     let mut matched = 0usize;
     let mut files = 0u64;
     let mut same = true;
-    let nested = walk(root, skip, None, Some(index), &mut |w| {
+    let (report, kept) = walk_kept(root, skip, None, Some(index), None, &mut |w| {
         let recorded = index.entries.get(w.path);
         same = match (w.found, recorded) {
             // A directory whose listing is not the recorded one, or is racy, may
@@ -844,9 +891,9 @@ pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64,
         };
         matched += 1;
         Ok(same)
-    })?
-    .nested;
-    Ok((same && matched == index.entries.len()).then_some((files, nested)))
+    })?;
+    let found = (same && matched == index.entries.len()).then_some((files, report.nested));
+    Ok((found, kept))
 }
 
 /// Makes `ws` match the directory `root`, reading only files the index cannot vouch
@@ -919,11 +966,12 @@ pub fn scan_batched(
     // compared with the tip's content before anything is loaded (lazy scans only).
     let mut to_compare: Vec<crate::recheck::Candidate> = Vec::new();
     let mut bytes_to_read = 0u64;
-    let walked = walk(
+    let (walked, _) = walk_kept(
         root,
         options.skip,
         options.only.or(watched),
         complete,
+        options.kept,
         &mut |w| {
             let (full, path) = (w.full, w.path);
             // With a watcher's report, a directory on the way to a reported path is an

@@ -628,6 +628,7 @@ fn item16_scan_progress_counts_against_totals() {
             only: None,
             lazy: None,
             watched: None,
+            kept: None,
         },
         &pb,
     )

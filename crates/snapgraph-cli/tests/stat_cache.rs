@@ -381,6 +381,7 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
             only: None,
             lazy: None,
             watched: None,
+            kept: None,
         },
         &indicatif::ProgressBar::hidden(),
     )
@@ -473,6 +474,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
                 only: None,
                 lazy,
                 watched: None,
+                kept: None,
             },
             &pb,
         )
@@ -559,6 +561,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
             only: None,
             lazy: Some(&store),
             watched: None,
+            kept: None,
         },
         &pb,
     )

@@ -390,6 +390,7 @@ pub(super) fn working_commit<'a>(
             only: None,
             lazy: None,
             watched: None,
+            kept: None,
         },
         &pb,
     )?;

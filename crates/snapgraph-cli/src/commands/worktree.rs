@@ -141,13 +141,20 @@ pub(super) fn commit(
     // The fast path: an index complete for the tip and a walk that finds exactly
     // what it recorded (see `crate::index`), or a watcher that saw nothing change
     // since the index was saved (no walk). No tree is read.
+    // The stats of that walk, which the scan below takes instead of its own where
+    // the index vouches for them (a difference stops the walk; the scan walks on).
+    let mut kept = None;
     if let (false, None, Some(t), Some(ix)) = (allow_empty, &only, tip, &index) {
         if ix.tip == Some(t) {
             let found = match &reported {
                 Some(paths) if paths.is_empty() => Some((ix.file_count(), Vec::new())),
                 // Changes reported: the lazy scan below looks at just those.
                 Some(_) => None,
-                None => scan::unchanged(&root, ix, &wd.dot)?,
+                None => {
+                    let (found, stats) = scan::unchanged_kept(&root, ix, &wd.dot)?;
+                    kept = stats;
+                    found
+                }
             };
             if let Some((files, nested)) = found {
                 warn_nested(&nested);
@@ -201,6 +208,7 @@ pub(super) fn commit(
                 only: only.as_deref(),
                 lazy: lazy_turn.then_some(store),
                 watched: reported.as_deref().filter(|_| lazy_turn),
+                kept: kept.as_ref(),
             },
             &pb,
             &mut |ws, n| {
