@@ -89,7 +89,7 @@ fn a_same_size_edit_with_the_old_mtime_is_seen() {
 /// (`snapgraph_cli::ahead`), which starts from the index's far end: edits there (a
 /// same-size edit with the old mtime put back, a file retyped as a symlink, one
 /// removed, one added) and at the near end are all committed, and the turn after
-/// trusts every stat again.
+/// trusts every stat again; so is an edit of the walk's last file alone.
 #[test]
 fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
     let t = repo();
@@ -126,6 +126,19 @@ fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
     let none = json(t.path(), &["commit", "-m", "same"]);
     assert_eq!(none["nothing_to_commit"], true, "{none}");
     assert_eq!(none["files_read"], 0, "{none}");
+    // Only the last file in the walk's order changed: the first walk reaches it
+    // last, and the scan after it takes every other stat from that walk.
+    // (A directory's files come before its subdirectories: `zz/deep/d.txt`.)
+    let old = mtime(t.path(), "zz/deep/d.txt");
+    write(t.path(), "zz/deep/d.txt", b"zz/deep/d.txt");
+    set_mtime(t.path(), "zz/deep/d.txt", old);
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_modified"], 1, "{out}");
+    assert_eq!(out["files_read"], 1, "{out}");
+    assert_eq!(
+        run_in(t.path(), &["cat", "main:zz/deep/d.txt"]).stdout,
+        b"zz/deep/d.txt"
+    );
 }
 
 /// A release unpacked over the tree: every file rewritten (new mtimes), a few with
