@@ -132,6 +132,11 @@ fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
     let old = mtime(t.path(), "zz/deep/d.txt");
     write(t.path(), "zz/deep/d.txt", b"zz/deep/d.txt");
     set_mtime(t.path(), "zz/deep/d.txt", old);
+    // `status` walks the same two ways (its working commit is made in memory).
+    assert_eq!(
+        json(t.path(), &["status"])["modified"],
+        serde_json::json!(["/zz/deep/d.txt"])
+    );
     let out = commit_records_the_directory(t.path());
     assert_eq!(out["files_modified"], 1, "{out}");
     assert_eq!(out["files_read"], 1, "{out}");

@@ -343,7 +343,9 @@ pub(super) fn working_commit<'a>(
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
     let mut index = Index::load(&index_path, &wd.root);
-    // Nothing changed (see `crate::index`): the working commit is the tip.
+    // Nothing changed (see `crate::index`): the working commit is the tip. The
+    // walk's stats serve the scan below where the index vouches for them.
+    let mut kept = None;
     if let (Some(t), Some(ix)) = (tip, &index) {
         if ix.tip == Some(t) {
             // A watcher that saw nothing change since the index was saved answers
@@ -355,7 +357,9 @@ pub(super) fn working_commit<'a>(
             let found = if quiet {
                 Some((ix.file_count(), Vec::new()))
             } else {
-                scan::unchanged(&wd.root, ix, &wd.dot)?
+                let (found, stats) = scan::unchanged_kept(&wd.root, ix, &wd.dot)?;
+                kept = stats;
+                found
             };
             if let Some((files, nested)) = found {
                 let report = ScanReport {
@@ -390,7 +394,7 @@ pub(super) fn working_commit<'a>(
             only: None,
             lazy: None,
             watched: None,
-            kept: None,
+            kept: kept.as_ref(),
         },
         &pb,
     )?;
