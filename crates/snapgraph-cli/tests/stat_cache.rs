@@ -85,6 +85,21 @@ fn a_same_size_edit_with_the_old_mtime_is_seen() {
     assert_eq!(run_in(t.path(), &["cat", "main:d/b.txt"]).stdout, b"BRAVO");
 }
 
+/// Writes `data` (as long as what `rel` holds) over `rel` and puts its mtime back:
+/// only its ctime tells.
+fn rewrite_keeping_mtime(root: &Path, rel: &str, data: &[u8]) {
+    let old = mtime(root, rel);
+    write(root, rel, data);
+    set_mtime(root, rel, old);
+}
+
+/// A commit with nothing changed finds nothing to commit without reading a file.
+fn settled(root: &Path) {
+    let none = json(root, &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    assert_eq!(none["files_read"], 0, "{none}");
+}
+
 /// A tree large enough for stats taken ahead on a second thread
 /// (`snapgraph_cli::ahead`), which starts from the index's far end: edits there (a
 /// same-size edit with the old mtime put back, a file retyped as a symlink, one
@@ -100,19 +115,13 @@ fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
     write(t.path(), "first.txt", b"first");
     age(t.path());
     ok(t.path(), &["commit", "-m", "one"]);
-    let none = json(t.path(), &["commit", "-m", "same"]);
-    assert_eq!(none["nothing_to_commit"], true, "{none}");
-    assert_eq!(none["files_read"], 0, "{none}");
-    let old = mtime(t.path(), "zz/deep/d.txt");
-    write(t.path(), "zz/deep/d.txt", b"ZZ/DEEP/D.TXT");
-    set_mtime(t.path(), "zz/deep/d.txt", old);
+    settled(t.path());
+    rewrite_keeping_mtime(t.path(), "zz/deep/d.txt", b"ZZ/DEEP/D.TXT");
     std::fs::remove_file(t.path().join("zz/c.txt")).unwrap();
     std::os::unix::fs::symlink("a.txt", t.path().join("zz/c.txt")).unwrap();
     std::fs::remove_file(t.path().join("zz/b.txt")).unwrap();
     write(t.path(), "zz/new.txt", b"new");
-    let old = mtime(t.path(), "first.txt");
-    write(t.path(), "first.txt", b"FIRST");
-    set_mtime(t.path(), "first.txt", old);
+    rewrite_keeping_mtime(t.path(), "first.txt", b"FIRST");
     let out = commit_records_the_directory(t.path());
     // The retyped file counts as modified.
     assert_eq!(added_and_removed(&out), (1, 1), "{out}");
@@ -123,15 +132,11 @@ fn stats_taken_ahead_miss_nothing_at_either_end_of_a_large_tree() {
     );
     age(t.path());
     ok(t.path(), &["commit", "-m", "aged"]);
-    let none = json(t.path(), &["commit", "-m", "same"]);
-    assert_eq!(none["nothing_to_commit"], true, "{none}");
-    assert_eq!(none["files_read"], 0, "{none}");
+    settled(t.path());
     // Only the last file in the walk's order changed: the first walk reaches it
     // last, and the scan after it takes every other stat from that walk.
     // (A directory's files come before its subdirectories: `zz/deep/d.txt`.)
-    let old = mtime(t.path(), "zz/deep/d.txt");
-    write(t.path(), "zz/deep/d.txt", b"zz/deep/d.txt");
-    set_mtime(t.path(), "zz/deep/d.txt", old);
+    rewrite_keeping_mtime(t.path(), "zz/deep/d.txt", b"zz/deep/d.txt");
     // `status` walks the same two ways (its working commit is made in memory).
     assert_eq!(
         json(t.path(), &["status"])["modified"],
