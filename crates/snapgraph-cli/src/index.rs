@@ -95,8 +95,8 @@
 //! fails its hash or does not decode: what precedes it is a complete earlier state,
 //! which is all a cache needs (it was true when written, and the rules above hold
 //! against a directory and a branch that moved on since: the stats differ, or the
-//! tip does). A journal with such a tail,
-//! or one grown past half its base (at least [`JOURNAL_MIN`] bytes), is not appended
+//! tip does). A journal with such a tail, one grown past half its base (at least
+//! [`JOURNAL_MIN`] bytes) or one of [`JOURNAL_RECORDS`] records, is not appended
 //! to: the next save rewrites base and journal as one new base, atomically (temporary
 //! file, fsync, rename). Appends are one `write` each at the end of the file
 //! (`O_APPEND`); they are not fsynced, since a lost or torn append leaves exactly such
@@ -175,6 +175,15 @@ pub const INDEX_VERSION: u32 = 5;
 
 /// A journal shorter than this many bytes is appended to whatever its base's size.
 pub const JOURNAL_MIN: u64 = 64 * 1024;
+
+/// A journal of this many records is not appended to (the next save rewrites the
+/// base), whatever its size. Every command reads and checks every record (about
+/// 0.8 us each: a BLAKE3 link, a decode, a merge), so a journal of per-turn records
+/// that grew to its byte bound (about 700 records of one-file turns beside a 230 KB
+/// base) cost each turn up to 0.6 ms. A rewrite costs about what a thousand records
+/// do; with records cost `c` and a rewrite `R`, a bound of `sqrt(2R/c)` records
+/// makes their sum per turn least: 64 here.
+pub const JOURNAL_RECORDS: usize = 64;
 
 const MAGIC: &[u8; 8] = b"SGINDEX\0";
 
@@ -621,6 +630,8 @@ struct Tail {
     /// The chain hash to append after, the base's size, the file's size; `None` when
     /// nothing was read or the file cannot be appended to.
     at: Option<([u8; 32], u64, u64)>,
+    /// How many records the journal read holds.
+    records: usize,
 }
 
 impl PartialEq for Tail {
@@ -637,7 +648,7 @@ impl Tail {
     fn appendable(&self) -> Option<[u8; 32]> {
         let (head, base, len) = self.at?;
         let journal = len - base;
-        (journal < JOURNAL_MIN.max(base / 2)).then_some(head)
+        (journal < JOURNAL_MIN.max(base / 2) && self.records < JOURNAL_RECORDS).then_some(head)
     }
 }
 
@@ -1013,6 +1024,7 @@ fn unframe<'a>(magic: &[u8; 8], bytes: &'a [u8]) -> std::result::Result<Log<'a>,
     };
     let tail = Tail {
         at: whole.then_some((head, base_len, bytes.len() as u64)),
+        records: records.len(),
     };
     Ok(Log {
         body,
@@ -1814,7 +1826,14 @@ mod tests {
                 len < ix.to_bytes().len() as u64 + JOURNAL_MIN + 1_000,
                 "{len}"
             );
-            assert_eq!(Index::load(&path, Path::new("/w")).unwrap(), ix);
+            let read = Index::load(&path, Path::new("/w")).unwrap();
+            assert_eq!(read, ix);
+            // Nor past JOURNAL_RECORDS records, however small: the save after the
+            // last one allowed is a new base.
+            assert!(read.log.records <= JOURNAL_RECORDS, "{}", read.log.records);
+            if old.log.records == JOURNAL_RECORDS {
+                assert_eq!((read.log.records, len), (0, ix.to_bytes().len() as u64));
+            }
         }
         // A skeleton holding more than twice what the checkout read is rewritten
         // with what it read.
