@@ -206,12 +206,8 @@ impl<'a> Ahead<'a> {
     pub fn into_kept(self) -> Kept {
         Kept {
             of: self.entries.as_ptr() as usize,
-            stats: self
-                .taken
-                .into_vec()
-                .into_iter()
-                .map(|slot| slot.into_inner().flatten())
-                .collect(),
+            // Moved, not copied: a walk that found nothing different drops them.
+            stats: self.taken,
         }
     }
 }
@@ -232,8 +228,8 @@ pub struct Kept {
     /// Where the entries the stats are of lie in memory: stats of another index
     /// (or another copy) vouch for nothing.
     of: usize,
-    /// By entry position.
-    stats: Vec<Option<FileStat>>,
+    /// By entry position: set once by either side of the walk, or never.
+    stats: Box<[OnceLock<Option<FileStat>>]>,
 }
 
 impl Kept {
@@ -249,7 +245,7 @@ impl Kept {
         if self.of != entries.as_ptr() as usize || self.stats.len() != entries.len() {
             return None;
         }
-        let stat = (*self.stats.get(i)?)?;
+        let stat = (*self.stats.get(i)?.get()?)?;
         match entries.get(i)? {
             (
                 _,
