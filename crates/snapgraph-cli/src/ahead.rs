@@ -39,8 +39,9 @@ use rustix::fs::AtFlags;
 
 use crate::index::{FileStat, IndexEntry};
 
-/// Indexes of fewer entries than this are walked on one thread: a thread's start
-/// (tens of microseconds on the walk's side) costs more than it saves.
+/// Indexes of fewer entries than this are walked on one thread, and their walks'
+/// stats are not kept ([`Kept`]): a thread's start (tens of microseconds on the
+/// walk's side) costs more than it saves.
 pub const MIN_ENTRIES: usize = 512;
 
 /// How many cores this process may run on (its affinity mask; one system call,
@@ -105,7 +106,8 @@ pub struct Ahead<'a> {
     entries: &'a [(String, IndexEntry)],
     /// Who claimed each entry: [`FREE`], [`HELPER`] or [`WALK`].
     claimed: Box<[AtomicU8]>,
-    /// The helper's stat of each entry it claimed (`None` when it failed), set once.
+    /// The stat of each entry, set once: the helper's, right after it was taken
+    /// (`None` when it failed), or the walk's own ([`keep`](Self::keep)).
     taken: Box<[OnceLock<Option<FileStat>>]>,
     /// Set by the walk when it needs no more stats.
     stop: AtomicBool,
