@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The CLI's per-turn snapshot against git's `add -A && commit` on the same synthetic
 # tree (issue #18): user-space instructions (callgrind), syscalls (`strace -c -f`) and
-# CPU time (`perf stat -e task-clock -r N`) of a no-change and a one-file commit.
+# CPU time (`perf stat -e task-clock -r N`) of a no-change and a one-file commit, and
+# of a late-file commit: one that edits the last file the walk meets (the first walk,
+# `unchanged`, finds the change only at its end).
 #
 #   benches/peers/turn.sh [SNAPGRAPH...]          # default: target/release/snapgraph
 #   TURN_RUNS=30 TURN_TMP=/dev/shm/turn benches/peers/turn.sh old/snapgraph new/snapgraph
@@ -25,6 +27,22 @@ done
 rm -rf "$TMP" && mkdir -p "$TMP"
 python3 benches/peers/synth.py "$TMP/releases" 3 >/dev/null
 EDIT=project/__init__.py
+# The last file a walk meets (a directory's files before its subdirectories, names
+# in byte order): an edit there is found by the first walk only at its end.
+LATE=$(python3 - "$TMP/releases/3" <<'PY'
+import os, sys
+def last(d, rel=""):
+    names = sorted(os.listdir(d), key=os.fsencode)
+    is_dir = lambda n: os.path.isdir(os.path.join(d, n)) and not os.path.islink(os.path.join(d, n))
+    for n in reversed([n for n in names if is_dir(n)]):
+        found = last(os.path.join(d, n), rel + n + "/")
+        if found:
+            return found
+    files = [n for n in names if not is_dir(n)]
+    return rel + files[-1] if files else None
+print(last(sys.argv[1]))
+PY
+)
 
 # Instructions of one run of "$@" (callgrind, user space), in millions.
 instructions() {
@@ -43,8 +61,8 @@ cpu() {
     awk -F, '/task-clock/ {printf "%.2f ms (+-%s)", $1, $4}' "$TMP/perf.out"
 }
 
-echo "| tool | no-change instructions | one-file instructions | no-change syscalls | one-file syscalls | no-change CPU | one-file CPU |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| tool | no-change instructions | one-file instructions | late-file instructions | no-change syscalls | one-file syscalls | no-change CPU | one-file CPU | late-file CPU |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 i=0
 for bin in "${BINS[@]}"; do
     i=$((i + 1))
@@ -58,6 +76,7 @@ for bin in "${BINS[@]}"; do
     cd "$W"
     same=("$bin" commit -q -m same)
     edit=(sh -c "echo '# x' >> $EDIT && exec $bin commit -q -m edit")
+    late=(sh -c "echo '# x' >> $LATE && exec $bin commit -q -m late")
     # Settled: the index written anew as one base (no journal, whose length would
     # move the counts from run to run), then past the racy-timestamp window of that
     # commit (a second on any file system), then two commits that find nothing, so
@@ -70,13 +89,16 @@ for bin in "${BINS[@]}"; do
     ni=$(instructions "${same[@]}")
     echo '# x' >> $EDIT
     ei=$(instructions "$bin" commit -q -m edit)
+    echo '# x' >> $LATE
+    li=$(instructions "$bin" commit -q -m late)
     ns=$(syscalls "${same[@]}")
     echo '# x' >> $EDIT
     es=$(syscalls "$bin" commit -q -m edit)
     nc=$(cpu "${same[@]}")
     ec=$(cpu "${edit[@]}")
+    lc=$(cpu "${late[@]}")
     cd "$ROOT"
-    echo "| $bin | $ni | $ei | $ns | $es | $nc | $ec |"
+    echo "| $bin | $ni | $ei | $li | $ns | $es | $nc | $ec | $lc |"
 done
 
 # git: two processes, `add -A` then `commit` (which finds nothing to commit when
@@ -96,9 +118,10 @@ sh -c "$turn"
 sh -c "$turn"
 nc=$(cpu sh -c "$turn")
 ec=$(cpu sh -c "echo '# x' >> $EDIT && $turn")
+lc=$(cpu sh -c "echo '# x' >> $LATE && $turn")
 ns=$(syscalls sh -c "$turn")
 echo '# x' >> $EDIT
 es=$(syscalls sh -c "$turn")
 ni=$(instructions git --git-dir="$R" --work-tree="$W" add -A)
 cd "$ROOT"
-echo "| git (add -A; commit) | $ni (add -A alone) | | $ns | $es | $nc | $ec |"
+echo "| git (add -A; commit) | $ni (add -A alone) | | | $ns | $es | $nc | $ec | $lc |"
