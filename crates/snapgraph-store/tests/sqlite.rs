@@ -916,13 +916,23 @@ fn tag_of(path: &Path, id: &ObjectId) -> u8 {
     data[0]
 }
 
+/// A store (`store.db` in the directory returned) holding `n` texts of 4 KiB, written
+/// in one batch by a fresh handle (enough for a dictionary from 100 on), and the texts.
+fn stored_texts(n: u64) -> (tempfile::TempDir, Vec<Vec<u8>>) {
+    let dir = tempfile::tempdir().unwrap();
+    let texts: Vec<Vec<u8>> = (0..n).map(|i| text(i, 4096)).collect();
+    let batch: Vec<(ObjectId, &[u8])> = texts.iter().map(|b| (id_of(b), &b[..])).collect();
+    SqliteStore::open(dir.path().join("store.db"))
+        .unwrap()
+        .put_many(&batch)
+        .unwrap();
+    (dir, texts)
+}
+
 #[test]
 fn a_small_batch_of_a_fresh_handle_skips_the_dictionary_and_reads_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _) = stored_texts(300);
     let path = dir.path().join("store.db");
-    let first: Vec<Vec<u8>> = (0..300).map(|i| text(i, 4096)).collect();
-    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
-    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
     assert_eq!(count(&path, "SELECT count(*) FROM dicts"), 1);
     // A per-turn commit's batch (a few small objects) in a new process: compressed
     // without the dictionary (its compression tables would cost more than the
@@ -972,11 +982,8 @@ fn flip_in_pack(raw: &Connection, reference: &[u8], offset: usize) {
 
 #[test]
 fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _) = stored_texts(100);
     let path = dir.path().join("store.db");
-    let first: Vec<Vec<u8>> = (0..100).map(|i| text(i, 4096)).collect();
-    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
-    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
     let refs = references(&path);
     assert_eq!(refs.len(), 100);
     let raw = Connection::open(&path).unwrap();
@@ -1037,12 +1044,9 @@ fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
 /// the batch reads back in order.
 #[test]
 fn a_damaged_record_in_a_large_dictionary_batch_names_its_id() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, first) = stored_texts(200);
     let path = dir.path().join("store.db");
-    let first: Vec<Vec<u8>> = (0..200).map(|i| text(i, 4096)).collect();
-    let batch: Vec<(ObjectId, &[u8])> = first.iter().map(|b| (id_of(b), &b[..])).collect();
-    SqliteStore::open(&path).unwrap().put_many(&batch).unwrap();
-    let ids: Vec<ObjectId> = batch.iter().map(|(id, _)| *id).collect();
+    let ids: Vec<ObjectId> = first.iter().map(|b| id_of(b)).collect();
     let victim = ids[190];
     assert_eq!(tag_of(&path, &victim), 3);
     let refs: std::collections::HashMap<ObjectId, Vec<u8>> =
