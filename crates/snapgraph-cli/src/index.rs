@@ -180,9 +180,12 @@ pub const JOURNAL_MIN: u64 = 64 * 1024;
 /// base), whatever its size. Every command reads and checks every record (about
 /// 0.8 us each: a BLAKE3 link, a decode, a merge), so a journal of per-turn records
 /// that grew to its byte bound (about 700 records of one-file turns beside a 230 KB
-/// base) cost each turn up to 0.6 ms. A rewrite costs about what a thousand records
-/// do; with records cost `c` and a rewrite `R`, a bound of `sqrt(2R/c)` records
-/// makes their sum per turn least: 64 here.
+/// base) cost each turn up to 0.6 ms. With a record costing `c` and a rewrite `R`,
+/// a bound of `sqrt(2R/c)` records makes their sum per turn least; 64 takes a
+/// rewrite (serialise, frame, write, fsync, rename) at about two thousand records'
+/// cost, an estimate, not a measurement of the rewrite alone: over 600 one-file
+/// turns this bound made the mean turn 6.6 % faster, rewrites included
+/// (BENCHMARKS.md, "Stop 33").
 pub const JOURNAL_RECORDS: usize = 64;
 
 const MAGIC: &[u8; 8] = b"SGINDEX\0";
