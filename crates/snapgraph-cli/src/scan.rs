@@ -17,7 +17,7 @@
 //! bytes stay in the store), so a file the stat cache vouches for is neither read
 //! nor re-hashed, and the commit costs what changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -149,6 +149,11 @@ pub struct ScanOptions<'a> {
     /// Stats an earlier walk over `index` took ([`unchanged_kept`]): used where the
     /// index vouches for them, instead of taking them again ([`Kept`]).
     pub kept: Option<&'a Kept>,
+    /// With `watched` from a [`survey`] (taken after this command's clock probe): the
+    /// listings it took ([`Survey::listings`]). A directory is then recorded with its
+    /// listing there, or else with the one the index records (the survey saw it
+    /// hold), whether the narrowed walk passes it or not, instead of with none.
+    pub listings: Option<&'a HashMap<String, Listing>>,
 }
 
 impl std::fmt::Debug for ScanOptions<'_> {
@@ -159,6 +164,8 @@ impl std::fmt::Debug for ScanOptions<'_> {
             .field("only", &self.only)
             .field("lazy", &self.lazy.is_some())
             .field("watched", &self.watched)
+            .field("kept", &self.kept.is_some())
+            .field("listings", &self.listings.map(HashMap::len))
             .finish()
     }
 }
@@ -896,6 +903,148 @@ pub fn unchanged_kept(
     Ok((found, kept))
 }
 
+/// `paths` sorted, without any path that lies below another of them (`/` covers
+/// everything).
+pub fn minimal(mut paths: Vec<String>) -> Vec<String> {
+    paths.sort();
+    paths.dedup();
+    if paths.iter().any(|p| p == "/") {
+        return vec!["/".to_string()];
+    }
+    let mut kept: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        // Sorted: every ancestor of `p` in the list came before it.
+        let below = p
+            .match_indices('/')
+            .skip(1)
+            .any(|(i, _)| kept.contains(&p[..i]));
+        if !below {
+            kept.insert(p.clone());
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// What a whole walk over a complete index found different from it ([`survey`]).
+#[derive(Debug, Default)]
+pub struct Survey {
+    /// The workspace paths where the directory differs from the index, sorted, none
+    /// below another (as a watcher reports them: [`ScanOptions::watched`]); `None`
+    /// when there were more than the survey's limit (the walk then stopped there).
+    pub changed: Option<Vec<String>>,
+    /// The listing now of each directory whose recorded listing does not hold (of
+    /// another stat, ignore rules or length, racy, or none), new directories included.
+    pub listings: HashMap<String, Listing>,
+    /// Recorded files seen with their recorded, non-racy stat: the files the index
+    /// vouches for outside [`Survey::changed`].
+    pub files: u64,
+    /// Directories skipped because they hold a repository of their own, sorted.
+    pub nested: Vec<PathBuf>,
+    /// The stats the walk took, for a whole-tree scan after it ([`ScanOptions::kept`]).
+    pub kept: Option<Kept>,
+}
+
+impl Survey {
+    /// Whether the directory is exactly the index's entries (listings aside).
+    pub fn unchanged(&self) -> bool {
+        self.changed.as_ref().is_some_and(Vec::is_empty)
+    }
+}
+
+/// Walks the whole directory `root` against `index` (complete for the tip) and says
+/// where it differs: an entry added, removed, of another kind, or a file or symlink
+/// whose stat is not the recorded, non-racy one (see [`crate::index`]). A directory
+/// whose listing no longer holds is a difference only through its entries; its
+/// listing now is returned for the next index.
+///
+/// The caller takes its clock probe *before* the survey: every stat and listing it
+/// takes is then as good for the next index as a scan's own. A lazy scan narrowed to
+/// [`Survey::changed`] ([`ScanOptions::watched`], [`ScanOptions::listings`]) then
+/// costs what changed: every other entry was seen as the index records it. More than
+/// `limit` paths (each standing for itself and what lies below it) stop the walk:
+/// [`Survey::changed`] is then `None`, and the caller scans the whole tree.
+pub fn survey(root: &Path, index: &Index, skip: &Path, limit: usize) -> Result<Survey> {
+    let entries = index.entries.as_slice();
+    let mut seen = vec![false; entries.len()];
+    let mut changed: Vec<String> = Vec::new();
+    // Directories reported whole (new, or retyped into one): what lies below them is
+    // theirs.
+    let mut whole: HashSet<String> = HashSet::new();
+    let mut listings: HashMap<String, Listing> = HashMap::new();
+    let mut files = 0u64;
+    let mut narrowable = true;
+    let (report, kept) = walk_kept(root, skip, None, Some(index), None, &mut |w| {
+        let at = index.entries.position(w.path);
+        if let Some(i) = at {
+            seen[i] = true;
+        }
+        let recorded = at.map(|i| &entries[i].1);
+        let inside_whole = !whole.is_empty() && whole.contains(parent_of(w.path));
+        let same = match (w.found, recorded) {
+            (Found::Dir, Some(IndexEntry::Dir { listing })) => {
+                let holds = matches!((listing, &w.listing), (Some(was), Some(now)) if was == now && index.trusted(&was.stat, &now.stat));
+                if !holds {
+                    match w.listing {
+                        Some(now) => {
+                            listings.insert(w.path.to_string(), now);
+                        }
+                        // Every directory but the root comes with its listing.
+                        None => narrowable = false,
+                    }
+                }
+                true
+            }
+            (Found::File, Some(IndexEntry::File { stat, .. }))
+            | (Found::Symlink, Some(IndexEntry::Symlink { stat })) => {
+                let same = w.stat.is_some_and(|now| index.trusted(stat, &now));
+                files += u64::from(same && w.found == Found::File);
+                same
+            }
+            _ => false,
+        };
+        if !same {
+            if w.found == Found::Dir {
+                match w.listing {
+                    Some(now) => {
+                        listings.insert(w.path.to_string(), now);
+                    }
+                    None => narrowable = false,
+                }
+                whole.insert(w.path.to_string());
+            }
+            if !inside_whole {
+                changed.push(w.path.to_string());
+            }
+        } else if inside_whole && w.found == Found::Dir {
+            whole.insert(w.path.to_string());
+        }
+        // Paths are counted before they are made minimal: a limit of `limit` after
+        // that is only surer, and the walk stops the sooner.
+        narrowable &= changed.len() <= limit;
+        Ok(narrowable)
+    })?;
+    if narrowable {
+        // Removals: recorded entries the walk did not see.
+        changed.extend(
+            seen.iter()
+                .zip(entries)
+                .filter(|(seen, _)| !**seen)
+                .map(|(_, (path, _))| path.clone()),
+        );
+        changed = minimal(changed);
+        narrowable = changed.len() <= limit;
+    }
+    Ok(Survey {
+        changed: narrowable.then_some(changed),
+        listings,
+        files,
+        nested: report.nested,
+        kept,
+    })
+}
+
 /// Makes `ws` match the directory `root`, reading only files the index cannot vouch
 /// for: first a walk (see [`walk`]) that stats files and symlinks (and counts what
 /// must be read), then the reads, shown against those totals on `progress`.
@@ -952,6 +1101,23 @@ pub fn scan_batched(
             "a watcher's report applies to a lazy scan only",
         ));
     }
+    if options.listings.is_some() && watched.is_none() {
+        return Err(CliError::bad_path(
+            root,
+            "a survey's listings apply to a scan narrowed to its paths only",
+        ));
+    }
+    // A directory's listing as recorded: the survey's where it took one, else the
+    // index's (the survey saw it hold); the walk's own without a survey.
+    let listing_of = |path: &str, walked: Option<Listing>| match options.listings {
+        Some(listings) => listings.get(path).copied().or_else(|| {
+            match complete.and_then(|ix| ix.entries.get(path)) {
+                Some(IndexEntry::Dir { listing }) => *listing,
+                _ => None,
+            }
+        }),
+        None => walked,
+    };
     let mut indexed_seen = 0usize;
     // A lazy scan records only what the index does not vouch for; the paths it
     // vouched for (borrowed from the index) are kept for the removals, which need
@@ -1031,8 +1197,9 @@ pub fn scan_batched(
                     (report.partial, w.found, recorded)
                 {
                     vouched.push(key);
-                    if *listing != w.listing {
-                        report.stats.insert(path.to_string(), Seen::Dir(w.listing));
+                    let now = listing_of(path, w.listing);
+                    if *listing != now {
+                        report.stats.insert(path.to_string(), Seen::Dir(now));
                     }
                     return Ok(true);
                 }
@@ -1060,7 +1227,9 @@ pub fn scan_batched(
                     if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
                         ws.mkdir(path)?;
                     }
-                    report.stats.insert(path.to_string(), Seen::Dir(w.listing));
+                    report
+                        .stats
+                        .insert(path.to_string(), Seen::Dir(listing_of(path, w.listing)));
                 }
                 Found::Symlink => {
                     let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
@@ -1217,6 +1386,18 @@ pub fn scan_batched(
             {
                 ws.remove(&path)?;
                 report.changed = true;
+            }
+        }
+    }
+    // A survey's listings of recorded directories the narrowed walk did not pass:
+    // none of their entries changed, so each listing holds what the index records.
+    if let (Some(listings), Some(ix)) = (options.listings, complete) {
+        for (path, listing) in listings {
+            if !report.stats.contains_key(path)
+                && !report.removed.contains(path)
+                && matches!(ix.entries.get(path), Some(IndexEntry::Dir { listing: was }) if *was != Some(*listing))
+            {
+                report.stats.insert(path.clone(), Seen::Dir(Some(*listing)));
             }
         }
     }

@@ -217,30 +217,6 @@ pub fn stop(dot: &Path) -> bool {
     matches!(request(dot, "stop"), Some(Ok(r)) if r == b"stopping\n")
 }
 
-/// `paths` sorted, without any path that lies below another of them (`/` covers
-/// everything).
-pub fn minimal(mut paths: Vec<String>) -> Vec<String> {
-    paths.sort();
-    paths.dedup();
-    if paths.iter().any(|p| p == "/") {
-        return vec!["/".to_string()];
-    }
-    let mut kept: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(paths.len());
-    for p in paths {
-        // Sorted: every ancestor of `p` in the list came before it.
-        let below = p
-            .match_indices('/')
-            .skip(1)
-            .any(|(i, _)| kept.contains(&p[..i]));
-        if !below {
-            kept.insert(p.clone());
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[cfg(target_os = "linux")]
 pub use daemon::run;
 
@@ -258,7 +234,7 @@ mod daemon {
     use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
     use rustix::io::Errno;
 
-    use super::{minimal, COOKIE_DIR, SOCKET};
+    use super::{COOKIE_DIR, SOCKET};
     use crate::error::{CliError, IoContext, Result};
     use crate::repo::DOT_DIR;
     use crate::scan::{self, Found, Scope, IGNORE_FILE};
@@ -538,7 +514,7 @@ mod daemon {
             let Some(after) = usable else {
                 return format!("unknown {}\n", self.token());
             };
-            let paths = minimal(
+            let paths = scan::minimal(
                 self.changed
                     .iter()
                     .filter(|(_, s)| **s > after)

@@ -629,6 +629,7 @@ fn item16_scan_progress_counts_against_totals() {
             lazy: None,
             watched: None,
             kept: None,
+            listings: None,
         },
         &pb,
     )

@@ -405,6 +405,7 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
             lazy: None,
             watched: None,
             kept: None,
+            listings: None,
         },
         &indicatif::ProgressBar::hidden(),
     )
@@ -498,6 +499,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
                 lazy,
                 watched: None,
                 kept: None,
+                listings: None,
             },
             &pb,
         )
@@ -585,6 +587,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
             lazy: Some(&store),
             watched: None,
             kept: None,
+            listings: None,
         },
         &pb,
     )
@@ -1059,4 +1062,103 @@ fn listings_after_a_checkout_are_taken_by_the_next_commit() {
     assert_eq!(out["nothing_to_commit"], true, "{out}");
     let (listed, _) = listed_and_reused(t.path());
     assert!(listed < 4, "{listed}");
+}
+
+/// A commit's first walk surveys the whole tree ([`scan::survey`]): it names each
+/// change once (a new directory for all below it, a removal, a retyped entry, an
+/// edit), takes the listings that no longer hold, and stops past its limit. The
+/// commit it narrows records the tree exactly and every listing again, so the
+/// next walk lists only the root.
+#[test]
+fn a_survey_names_each_change_once_and_its_commit_keeps_every_listing() {
+    let t = armed_listings();
+    let dot = t.path().join(".snapgraph");
+    write(t.path(), "d/b.txt", b"bravo, longer");
+    write(t.path(), "d/e/new/x.txt", b"x");
+    write(t.path(), "d/e/new/deeper/y.txt", b"y");
+    std::fs::remove_dir(t.path().join("empty")).unwrap();
+    std::fs::remove_file(t.path().join("link")).unwrap();
+    write(t.path(), "link", b"a file now");
+    // Past the racy window of every stat taken above.
+    std::thread::sleep(Duration::from_millis(20));
+    let ix = Index::load(&dot.join("index"), t.path()).unwrap();
+    let survey = scan::survey(t.path(), &ix, &dot, 16).unwrap();
+    assert_eq!(
+        survey.changed.as_deref(),
+        Some(&["/d/b.txt", "/d/e/new", "/empty", "/link"].map(String::from)[..])
+    );
+    let mut listed: Vec<&str> = survey.listings.keys().map(String::as_str).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["/d/e", "/d/e/new", "/d/e/new/deeper"]);
+    assert_eq!(survey.files, 2, "a.txt and d/e/c.txt");
+    assert!(scan::survey(t.path(), &ix, &dot, 3)
+        .unwrap()
+        .changed
+        .is_none());
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_skipped"], 2, "{out}");
+    assert_eq!(added_and_removed(&out), (2, 0), "{out}");
+    assert_eq!(listed_and_reused(t.path()), (1, 4));
+    settled(t.path());
+    // A directory's entries renamed (its mtime put back): its listing, taken by the
+    // survey, is recorded by a commit that has nothing else to do below it.
+    let e_mtime = mtime(t.path(), "d/e");
+    std::fs::rename(t.path().join("d/e/c.txt"), t.path().join("d/e/c2.txt")).unwrap();
+    touch_back(t.path(), "d/e", e_mtime);
+    write(t.path(), "a.txt", b"alpha, edited");
+    std::thread::sleep(Duration::from_millis(20));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(added_and_removed(&out), (1, 1), "{out}");
+    assert_eq!(listed_and_reused(t.path()), (1, 4));
+    // A directory touched, nothing in it changed: nothing to commit, and the
+    // listing is recorded all the same.
+    touch_back(t.path(), "d", SystemTime::now() - Duration::from_secs(50));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(listed_and_reused(t.path()), (2, 3));
+    settled(t.path());
+    assert_eq!(listed_and_reused(t.path()), (1, 4));
+    // A directory touched beside a change elsewhere: the narrowed scan does not
+    // pass it, and records its new listing all the same.
+    touch_back(t.path(), "d/e", SystemTime::now() - Duration::from_secs(40));
+    write(t.path(), "a.txt", b"alpha, edited again");
+    std::thread::sleep(Duration::from_millis(20));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_modified"], 1, "{out}");
+    assert_eq!(listed_and_reused(t.path()), (1, 4));
+}
+
+/// More changes than a survey may name: the commit scans the whole tree, and
+/// misses nothing. A directory removed whole counts as one change.
+#[test]
+fn a_survey_past_its_limit_falls_back_to_the_whole_tree() {
+    let t = repo();
+    pad(t.path());
+    write(t.path(), "z/last.txt", b"last");
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "base"]);
+    settled(t.path());
+    let edited = 300;
+    for i in 0..edited {
+        write(t.path(), &format!("0pad/{i:04}"), b"edited, longer");
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let dot = t.path().join(".snapgraph");
+    let ix = Index::load(&dot.join("index"), t.path()).unwrap();
+    let survey = scan::survey(t.path(), &ix, &dot, 256).unwrap();
+    assert!(survey.changed.is_none());
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(out["files_modified"], edited, "{out}");
+    settled(t.path());
+    std::fs::remove_dir_all(t.path().join("0pad")).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let ix = Index::load(&dot.join("index"), t.path()).unwrap();
+    let survey = scan::survey(t.path(), &ix, &dot, 256).unwrap();
+    assert_eq!(survey.changed, Some(vec!["/0pad".to_string()]));
+    let out = commit_records_the_directory(t.path());
+    assert_eq!(
+        out["files_removed"],
+        snapgraph_cli::ahead::MIN_ENTRIES + 8,
+        "{out}"
+    );
+    settled(t.path());
 }

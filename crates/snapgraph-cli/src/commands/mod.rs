@@ -395,6 +395,7 @@ pub(super) fn working_commit<'a>(
             lazy: None,
             watched: None,
             kept: kept.as_ref(),
+            listings: None,
         },
         &pb,
     )?;

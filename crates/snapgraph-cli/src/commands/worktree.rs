@@ -38,7 +38,7 @@ use super::{
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Delta, Index, IndexEntry, SkeletonSource};
+use crate::index::{Delta, Index, IndexEntry, Listing, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanOptions};
@@ -129,7 +129,7 @@ pub(super) fn commit(
         .as_ref()
         .and_then(|a| a.changed.clone())
         .filter(|_| only.is_none() && complete_for_tip)
-        .map(crate::watch::minimal)
+        .map(scan::minimal)
         .filter(|p| p.len() <= crate::watch::MAX_PATHS);
     // How many paths the watcher reported, when its report was used (JSON output).
     let watched = reported.as_ref().map(Vec::len);
@@ -141,9 +141,16 @@ pub(super) fn commit(
     // The fast path: an index complete for the tip and a walk that finds exactly
     // what it recorded (see `crate::index`), or a watcher that saw nothing change
     // since the index was saved (no walk). No tree is read.
-    // The stats of that walk, which the scan below takes instead of its own where
-    // the index vouches for them (a difference stops the walk; the scan walks on).
+    // Without a watcher's report the walk is a whole survey, taken after this
+    // command's clock probe: what it found different narrows the scan below as a
+    // watcher's report would, and the listings it took are recorded. Past
+    // `MAX_PATHS` paths it stops, and the scan walks the whole tree, taking the
+    // survey's stats where the index vouches for them.
+    let mut probe = None;
     let mut kept = None;
+    let mut surveyed: Option<(Vec<String>, HashMap<String, Listing>)> = None;
+    // The files the survey saw as recorded (not walked again by the narrowed scan).
+    let mut surveyed_files = 0;
     if let (false, None, Some(t), Some(ix)) = (allow_empty, &only, tip, &index) {
         if ix.tip == Some(t) {
             let found = match &reported {
@@ -151,15 +158,44 @@ pub(super) fn commit(
                 // Changes reported: the lazy scan below looks at just those.
                 Some(_) => None,
                 None => {
-                    let (found, stats) = scan::unchanged_kept(&root, ix, &wd.dot)?;
-                    kept = stats;
-                    found
+                    let probe_ns = crate::index::fs_now(&wd.dot)?;
+                    probe = Some(probe_ns);
+                    let survey = scan::survey(&root, ix, &wd.dot, crate::watch::MAX_PATHS)?;
+                    kept = survey.kept;
+                    match survey.changed {
+                        Some(changed) if changed.is_empty() => {
+                            // Nothing to commit; listings that no longer held are
+                            // recorded now, so that the next walk reuses them.
+                            if !survey.listings.is_empty() {
+                                let upserts = survey
+                                    .listings
+                                    .into_iter()
+                                    .map(|(p, l)| (p, IndexEntry::Dir { listing: Some(l) }))
+                                    .collect();
+                                let delta = Delta {
+                                    probe_ns,
+                                    tip: Some(t),
+                                    removed: Vec::new(),
+                                    upserts,
+                                };
+                                ix.save_delta(&index_path, delta)?;
+                            }
+                            Some((survey.files, survey.nested))
+                        }
+                        Some(changed) => {
+                            warn_nested(&survey.nested);
+                            surveyed_files = survey.files;
+                            surveyed = Some((changed, survey.listings));
+                            None
+                        }
+                        None => None,
+                    }
                 }
             };
             if let Some((files, nested)) = found {
                 warn_nested(&nested);
                 // The walk (or the watcher) found the index true after the token's
-                // point; the index file is as it was.
+                // point; the index file is as it was, or holds just new listings.
                 if reported.is_none() {
                     store_token(&index_path);
                 }
@@ -189,7 +225,10 @@ pub(super) fn commit(
         None => Workspace::new(),
     };
     let skeleton = skeleton.into_read();
-    let probe_ns = crate::index::fs_now(&wd.dot)?;
+    let probe_ns = match probe {
+        Some(p) => p,
+        None => crate::index::fs_now(&wd.dot)?,
+    };
     let pb = ctx.bar(None, "scanning");
     // Bounded memory: whenever the bytes read reach the budget, their content is
     // handed over and written (under the commit's lease), keeping only references.
@@ -207,8 +246,12 @@ pub(super) fn commit(
                 skip: &wd.dot,
                 only: only.as_deref(),
                 lazy: lazy_turn.then_some(store),
-                watched: reported.as_deref().filter(|_| lazy_turn),
+                watched: reported
+                    .as_deref()
+                    .or(surveyed.as_ref().map(|(paths, _)| paths.as_slice()))
+                    .filter(|_| lazy_turn),
                 kept: kept.as_ref(),
+                listings: surveyed.as_ref().map(|(_, listings)| listings),
             },
             &pb,
             &mut |ws, n| {
@@ -222,7 +265,13 @@ pub(super) fn commit(
         )
     })?;
     pb.finish_and_clear();
-    warn_nested(&report.nested);
+    // After a survey the narrowed walk saw only part of the tree; the survey warned,
+    // and vouched for the files outside it.
+    let mut report = report;
+    if surveyed.is_none() {
+        warn_nested(&report.nested);
+    }
+    report.files_skipped += surveyed_files;
     // The stat cache for the next commit: entries outside the committed paths are
     // kept from the last one; only a whole-tree scan makes it complete for `at`.
     let index_entries = |ws: &Workspace, at: Option<ObjectId>| {
