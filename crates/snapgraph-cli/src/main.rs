@@ -3,10 +3,22 @@
 //! a closed stdout ends it quietly with 141.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
+use snapgraph_cli::cli::Cli;
 
 fn main() {
-    let cli = snapgraph_cli::cli::Cli::parse();
+    // As `Cli::parse()`, but the command tree (every verb's arguments and help) is
+    // not freed node by node: the process ends with the command, and the drop was
+    // a fifth of clap's instructions in a per-turn commit.
+    let mut command = Cli::command();
+    let mut matches = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches_mut(&mut matches)
+        .map_err(|e| e.format(&mut command))
+        .unwrap_or_else(|e| e.exit());
+    std::mem::forget(matches);
+    std::mem::forget(command);
     if let Err(e) = snapgraph_cli::commands::run(cli) {
         if matches!(e, snapgraph_cli::CliError::ClosedPipe) {
             // The reader went away: end quietly, as git does (killed by SIGPIPE,
