@@ -868,11 +868,26 @@ impl ObjectStore for SqliteStore {
         // has none and the batch is large enough (a first commit): written in the
         // same transaction as the records that need it.
         let mut new_dict = None;
+        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
         let dict = match self.compression {
             Compression::None => None,
             // Nothing to compress (a tag, a ref's commit): no dictionary to prepare.
             Compression::Zstd { .. } if !objects.iter().any(|(_, b)| codec::compressible(b)) => {
                 None
+            }
+            // Too small to sample a dictionary from (`DICT_MIN_BYTES`) or to pay for
+            // the compression tables (below): the store's dictionary serves only if
+            // this handle built its tables already, so it is not read (nor checked
+            // against its key, nor prepared for reading) just to be set aside. A
+            // per-turn commit's few small objects paid that on every process.
+            Compression::Zstd { .. } if total < codec::DICT_TABLES_MIN => {
+                const _: () = assert!(codec::DICT_TABLES_MIN <= codec::DICT_MIN_BYTES);
+                let dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+                dicts
+                    .loaded
+                    .then(|| dicts.for_writing())
+                    .flatten()
+                    .filter(|d| d.tables_built())
             }
             Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
                 Some(d) => Some(d),
@@ -892,7 +907,6 @@ impl ObjectStore for SqliteStore {
                 },
             },
         };
-        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
         let dict = dict
             .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
         let encoded = codec::encode_many_records(
