@@ -243,18 +243,25 @@ fn known_url(url: &str) -> bool {
 
 /// Finds the repository holding `start` (or a parent) and opens its store.
 pub fn discover(start: &Path) -> Result<Workdir> {
+    open_at(find_root(start)?)
+}
+
+/// The working directory of the repository holding `start` (or a parent):
+/// canonical, the directory holding `.snapgraph/config`.
+pub fn find_root(start: &Path) -> Result<PathBuf> {
     let start = std::fs::canonicalize(start).at(start)?;
     let mut dir: Option<&Path> = Some(&start);
     while let Some(d) = dir {
         if d.join(DOT_DIR).join("config").is_file() {
-            return open_at(d.to_path_buf());
+            return Ok(d.to_path_buf());
         }
         dir = d.parent();
     }
     Err(CliError::NotARepo { start })
 }
 
-fn open_at(root: PathBuf) -> Result<Workdir> {
+/// Opens the repository whose working directory is `root` (see [`find_root`]).
+pub fn open_at(root: PathBuf) -> Result<Workdir> {
     let root = std::fs::canonicalize(&root).at(&root)?;
     let dot = root.join(DOT_DIR);
     let config_path = dot.join("config");

@@ -87,7 +87,12 @@ pub(super) fn commit(
     allow_empty: bool,
     batch_bytes: u64,
 ) -> Result<()> {
-    let wd = ctx.open()?;
+    // The index is read and decoded on a second thread while the store opens and
+    // the refs (and a watcher) are read.
+    let found = repo::find_root(&ctx.cwd)?;
+    let loading =
+        crate::index::Loading::start(found.join(repo::DOT_DIR).join("index"), found.clone());
+    let wd = repo::open_at(found)?;
     // The user's --meta, checked now; who and when are read only for a commit that
     // is made (below: nothing-to-commit turns read no config or host name).
     let user_meta = parse_pairs(meta, "--meta")?;
@@ -115,7 +120,6 @@ pub(super) fn commit(
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
     let index_path = wd.dot.join("index");
-    let index = Index::load(&index_path, &root);
     // A watcher, if one runs (`crate::watch`), is asked before anything of the
     // directory is looked at: its token then marks a point before this command's
     // scan, and is stored with the index this commit saves. Its list of changes is
@@ -124,6 +128,7 @@ pub(super) fn commit(
         None => crate::watch::query(&wd.dot, &index_path),
         Some(_) => None,
     };
+    let index = loading.finish(&index_path, &root);
     let complete_for_tip = tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
     let reported = watch
         .as_ref()
