@@ -946,13 +946,6 @@ pub struct Survey {
     pub kept: Option<Kept>,
 }
 
-impl Survey {
-    /// Whether the directory is exactly the index's entries (listings aside).
-    pub fn unchanged(&self) -> bool {
-        self.changed.as_ref().is_some_and(Vec::is_empty)
-    }
-}
-
 /// Walks the whole directory `root` against `index` (complete for the tip) and says
 /// where it differs: an entry added, removed, of another kind, or a file or symlink
 /// whose stat is not the recorded, non-racy one (see [`crate::index`]). A directory
