@@ -581,14 +581,6 @@ impl Entries {
     }
 }
 
-impl std::ops::Index<&str> for Entries {
-    type Output = IndexEntry;
-
-    fn index(&self, path: &str) -> &IndexEntry {
-        self.get(path).expect("no index entry at that path")
-    }
-}
-
 impl<'a> IntoIterator for &'a Entries {
     type Item = (&'a String, &'a IndexEntry);
     type IntoIter = std::iter::Map<
