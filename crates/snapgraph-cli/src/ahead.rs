@@ -24,8 +24,8 @@
 //!   walk, which reports the error with its path.
 //!
 //! The helper never waits for the walk and stops when asked ([`Ahead::stop`]), so a
-//! walk that ends early (the first difference of [`crate::scan::unchanged`], a
-//! survey past its limit) waits at most for the one stat in flight.
+//! walk that ends early (a survey past its limit, [`crate::scan::survey`]) waits at
+//! most for the one stat in flight.
 //!
 //! The stats one walk took, by either side, are [`Kept`] for the scan that follows
 //! a difference: that second walk takes a kept stat instead of its own where the
@@ -218,12 +218,10 @@ impl<'a> Ahead<'a> {
 /// over the same index may use instead of its own, for the entries the index
 /// vouches for with them ([`Kept::vouched`]).
 ///
-/// Two walks over one index: [`crate::scan::unchanged`] (`status`) walks until the
-/// first difference, then the scan walks everything; a commit's
-/// [`crate::scan::survey`] past its limit stops, then the scan walks everything.
-/// A stat of the first walk may be older than the scan's clock probe (`status` takes
-/// none; a commit takes its probe before the survey, but the rule is the same for
-/// both), so the second walk uses it
+/// Two walks over one index: a [`crate::scan::survey`] past its limit stops, then
+/// the scan walks everything. A stat of the first walk may be older than the scan's
+/// clock probe (`status` takes none; a commit takes its probe before the survey,
+/// but the rule is the same for both), so the second walk uses it
 /// only where the old index trusts it (equal to the recorded stat, and not racy
 /// against the *old* probe): such a file's last change was before the old probe,
 /// so any later one gives it an mtime of at least that probe's tick, which the next

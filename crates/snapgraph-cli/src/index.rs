@@ -21,9 +21,9 @@
 //!   *complete* for the branch tip ([`Index::tip`] is the tip's id: the entries are
 //!   exactly that commit's tree) and the walk finds exactly the recorded entries,
 //!   each of the recorded kind, every file and symlink with its recorded, non-racy
-//!   stat ([`crate::scan::survey`] for a commit, [`crate::scan::unchanged`] for
-//!   `status`). A commit's survey names each difference, and the scan after it
-//!   looks at just those (see "The survey" in ARCHITECTURE.md).
+//!   stat ([`crate::scan::survey`], for a commit and for `status`). The survey
+//!   names each difference, and the scan after it looks at just those (see "The
+//!   survey" in ARCHITECTURE.md).
 //! - **A directory needs no look** when the index is complete for the branch tip
 //!   and records a directory at that path: a per-turn commit then checks the tip out
 //!   lazily ([`snapgraph::CheckoutOptions::lazy`]) and reads from the store only the

@@ -146,7 +146,7 @@ pub struct ScanOptions<'a> {
     /// stats only them and what lies below them; every other entry is as the index
     /// records it, and removals are sought only below them. `None`: the whole tree.
     pub watched: Option<&'a [String]>,
-    /// Stats an earlier walk over `index` took ([`unchanged_kept`]): used where the
+    /// Stats an earlier walk over `index` took ([`Survey::kept`]): used where the
     /// index vouches for them, instead of taking them again ([`Kept`]).
     pub kept: Option<&'a Kept>,
     /// With `watched` from a [`survey`] (taken after this command's clock probe): the
@@ -859,50 +859,6 @@ fn reserved(full: &Path) -> CliError {
 }
 
 /// Whether the directory `root` is exactly what `index` recorded, with no doubt:
-/// `Some(files)` when the walk finds exactly the recorded entries, each of the
-/// recorded kind, every file and symlink with its recorded, non-racy stat (see
-/// [`crate::index`]); `None` at the first difference or doubt (then the caller
-/// scans). The index must be complete ([`Index::tip`]) for the answer to mean "the
-/// tip's tree"; the caller checks that. Nested repositories are returned for the
-/// caller to report.
-pub fn unchanged(root: &Path, index: &Index, skip: &Path) -> Result<Option<(u64, Vec<PathBuf>)>> {
-    unchanged_kept(root, index, skip).map(|(found, _)| found)
-}
-
-/// [`unchanged`], and the stats its walk took (of a large enough index), for the
-/// scan that follows a difference ([`ScanOptions::kept`]).
-#[allow(clippy::type_complexity)] // the answer of `unchanged` and the stats
-pub fn unchanged_kept(
-    root: &Path,
-    index: &Index,
-    skip: &Path,
-) -> Result<(Option<(u64, Vec<PathBuf>)>, Option<Kept>)> {
-    let mut matched = 0usize;
-    let mut files = 0u64;
-    let mut same = true;
-    let (report, kept) = walk_kept(root, skip, None, Some(index), None, &mut |w| {
-        let recorded = index.entries.get(w.path);
-        same = match (w.found, recorded) {
-            // A directory whose listing is not the recorded one, or is racy, may
-            // hold the same entries, but the index is then saved again (by the
-            // scan the caller falls back to), so the next walk reuses it.
-            (Found::Dir, Some(IndexEntry::Dir { listing })) => {
-                matches!((listing, &w.listing), (Some(was), Some(now)) if was == now && index.trusted(&was.stat, &now.stat))
-            }
-            (Found::File, Some(IndexEntry::File { stat, .. }))
-            | (Found::Symlink, Some(IndexEntry::Symlink { stat })) => {
-                files += u64::from(w.found == Found::File);
-                w.stat.is_some_and(|now| index.trusted(stat, &now))
-            }
-            _ => false,
-        };
-        matched += 1;
-        Ok(same)
-    })?;
-    let found = (same && matched == index.entries.len()).then_some((files, report.nested));
-    Ok((found, kept))
-}
-
 /// `paths` sorted, without any path that lies below another of them (`/` covers
 /// everything).
 pub fn minimal(mut paths: Vec<String>) -> Vec<String> {

@@ -74,6 +74,21 @@ fn assert_tip_is_the_directory(root: &Path, after: &serde_json::Value) {
     }
 }
 
+/// The oracle for `status`: with the index (its survey, a scan narrowed to what
+/// differs) it reports exactly what it reports without one (every file read). The
+/// index is put back afterwards.
+fn assert_status_is_the_full_scans(root: &Path) {
+    let narrowed = json(root, &["status"]);
+    let index = root.join(".snapgraph/index");
+    let saved = std::fs::read(&index).ok();
+    let _ = std::fs::remove_file(&index);
+    let full = json(root, &["status"]);
+    if let Some(b) = saved {
+        std::fs::write(&index, b).unwrap();
+    }
+    assert_eq!(narrowed, full, "status with the index, then without");
+}
+
 #[test]
 fn a_same_size_edit_with_the_old_mtime_is_seen() {
     let t = armed();
@@ -421,7 +436,11 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
         index.entries.insert(path.clone(), e);
     }
     assert_eq!(index.entries.len(), 4, "{:?}", index.entries);
-    let unchanged = |ix: &Index| scan::unchanged(t.path(), ix, &dot).unwrap().map(|u| u.0);
+    // What the survey finds when nothing differs: the files the index vouches for.
+    let unchanged = |ix: &Index| {
+        let survey = scan::survey(t.path(), ix, &dot, 16).unwrap();
+        (survey.changed.as_deref() == Some(&[][..])).then_some(survey.files)
+    };
     assert_eq!(unchanged(&index), Some(2));
     // A record as new as the clock probe is racy.
     let mut racy = index.clone();
@@ -445,8 +464,9 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
     assert_eq!(unchanged(&kind), None);
     // A nested repository is neither recorded nor a difference; it is reported.
     std::fs::create_dir_all(t.path().join("sub/.snapgraph")).unwrap();
-    let found = scan::unchanged(t.path(), &index, &dot).unwrap().unwrap();
-    assert_eq!(found.1, vec![t.path().join("sub")]);
+    assert_eq!(unchanged(&index), Some(2));
+    let survey = scan::survey(t.path(), &index, &dot, 16).unwrap();
+    assert_eq!(survey.nested, vec![t.path().join("sub")]);
     // A symlink's new target is a new symlink: a new stat.
     std::fs::remove_file(t.path().join("link")).unwrap();
     std::os::unix::fs::symlink("d/b.txt", t.path().join("link")).unwrap();
@@ -827,6 +847,7 @@ proptest! {
                 apply(t.path(), e);
             }
             force_mtimes(t.path(), when, *dirs);
+            assert_status_is_the_full_scans(t.path());
             commit_records_the_directory(t.path());
             // Nothing changed now: whichever path the commit takes, nothing is missed.
             let again = json(t.path(), &["commit", "-m", "again"]);
@@ -1095,6 +1116,19 @@ fn a_survey_names_each_change_once_and_its_commit_keeps_every_listing() {
         .unwrap()
         .changed
         .is_none());
+    // `status` takes the same survey.
+    let status = json(t.path(), &["status"]);
+    assert_eq!(
+        status["added"],
+        serde_json::json!(["/d/e/new/deeper/y.txt", "/d/e/new/x.txt"]),
+        "{status}"
+    );
+    assert_eq!(
+        status["modified"],
+        serde_json::json!(["/d/b.txt", "/link"]),
+        "{status}"
+    );
+    assert_status_is_the_full_scans(t.path());
     let out = commit_records_the_directory(t.path());
     assert_eq!(out["files_skipped"], 2, "{out}");
     assert_eq!(added_and_removed(&out), (2, 0), "{out}");

@@ -335,6 +335,12 @@ impl ObjectSource for Overlay<'_> {
 
 /// The working directory committed in memory (no ref moves, nothing written):
 /// its commit id and the objects the store lacks.
+///
+/// With an index complete for the tip, a survey of the directory (`scan::survey`)
+/// answers "nothing changed" itself, or narrows the scan to what differs, on a
+/// workspace checked out lazily: the working commit then costs what changed, as a
+/// per-turn commit does. More differences than a survey names, or no such index:
+/// every tree is checked out (shallow) and the whole tree scanned.
 pub(super) fn working_commit<'a>(
     ctx: &Ctx,
     wd: &'a Workdir,
@@ -343,25 +349,26 @@ pub(super) fn working_commit<'a>(
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
     let mut index = Index::load(&index_path, &wd.root);
-    // Nothing changed (see `crate::index`): the working commit is the tip. The
-    // walk's stats serve the scan below where the index vouches for them.
+    // The survey's stats serve the whole-tree scan below where the index vouches
+    // for them.
     let mut kept = None;
+    let in_memory = |ws: &mut Workspace| -> Result<(ObjectId, HashMap<ObjectId, Vec<u8>>)> {
+        let mut opts = CommitOptions::new().have_in(store);
+        if let Some(t) = tip {
+            opts = opts.parent(t);
+        }
+        let c = ws.commit(opts)?;
+        let id = c.id();
+        let extra = c
+            .into_objects()
+            .into_iter()
+            .map(|(i, b)| (i, b.to_vec()))
+            .collect();
+        Ok((id, extra))
+    };
     if let (Some(t), Some(ix)) = (tip, &index) {
         if ix.tip == Some(t) {
-            // A watcher that saw nothing change since the index was saved answers
-            // without a walk (see `crate::watch`); nested repositories are then
-            // not listed.
-            let quiet = crate::watch::query(&wd.dot, &index_path)
-                .and_then(|a| a.changed)
-                .is_some_and(|c| c.is_empty());
-            let found = if quiet {
-                Some((ix.file_count(), Vec::new()))
-            } else {
-                let (found, stats) = scan::unchanged_kept(&wd.root, ix, &wd.dot)?;
-                kept = stats;
-                found
-            };
-            if let Some((files, nested)) = found {
+            let unchanged = |files: u64, nested: Vec<PathBuf>| {
                 let report = ScanReport {
                     files_skipped: files,
                     entries: ix.entries.len() as u64,
@@ -372,7 +379,49 @@ pub(super) fn working_commit<'a>(
                     base: store,
                     extra: HashMap::new(),
                 };
-                return Ok((t, tip, overlay, report));
+                (t, tip, overlay, report)
+            };
+            // A watcher that saw nothing change since the index was saved answers
+            // without a walk (see `crate::watch`); nested repositories are then
+            // not listed.
+            let quiet = crate::watch::query(&wd.dot, &index_path)
+                .and_then(|a| a.changed)
+                .is_some_and(|c| c.is_empty());
+            if quiet {
+                return Ok(unchanged(ix.file_count(), Vec::new()));
+            }
+            // No clock probe: nothing is recorded, so the survey's stats decide
+            // only this answer.
+            let survey = scan::survey(&wd.root, ix, &wd.dot, crate::watch::MAX_PATHS)?;
+            match survey.changed {
+                Some(paths) if paths.is_empty() => {
+                    return Ok(unchanged(survey.files, survey.nested));
+                }
+                Some(paths) => {
+                    let mut ws = lazy(t, store)?;
+                    let pb = ctx.bar(None, "scanning");
+                    let mut report = scan::scan(
+                        &wd.root,
+                        &mut ws,
+                        scan::ScanOptions {
+                            index: Some(ix),
+                            skip: &wd.dot,
+                            only: None,
+                            lazy: Some(store),
+                            watched: Some(&paths),
+                            kept: None,
+                            listings: None,
+                        },
+                        &pb,
+                    )?;
+                    pb.finish_and_clear();
+                    // The narrowed walk saw part of the tree; the survey saw it all.
+                    report.nested = survey.nested;
+                    report.files_skipped += survey.files;
+                    let (id, extra) = in_memory(&mut ws)?;
+                    return Ok((id, tip, Overlay { base: store, extra }, report));
+                }
+                None => kept = survey.kept,
             }
         }
     }
@@ -400,17 +449,7 @@ pub(super) fn working_commit<'a>(
         &pb,
     )?;
     pb.finish_and_clear();
-    let mut opts = CommitOptions::new().have_in(store);
-    if let Some(t) = tip {
-        opts = opts.parent(t);
-    }
-    let c = ws.commit(opts)?;
-    let id = c.id();
-    let extra = c
-        .into_objects()
-        .into_iter()
-        .map(|(i, b)| (i, b.to_vec()))
-        .collect();
+    let (id, extra) = in_memory(&mut ws)?;
     Ok((id, tip, Overlay { base: store, extra }, report))
 }
 
