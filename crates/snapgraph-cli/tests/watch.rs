@@ -168,6 +168,26 @@ fn commit_watched(root: &Path, twin: &Path, paths: Option<u64>) -> Value {
     out
 }
 
+/// `status` (which takes the watcher's report as the commit does), then
+/// [`commit_watched`]: the files `status` names as added, modified and removed are
+/// as many as the commit then records.
+fn status_then_commit_watched(root: &Path, twin: &Path) -> Value {
+    let status = json(root, &["status"]);
+    let out = commit_watched(root, twin, None);
+    let listed = |k: &str| status[k].as_array().map_or(0, |a| a.len() as u64);
+    let counted = |k: &str| out[k].as_u64().unwrap_or(0);
+    assert_eq!(
+        (listed("added"), listed("modified"), listed("removed")),
+        (
+            counted("files_added"),
+            counted("files_modified"),
+            counted("files_removed")
+        ),
+        "status {status} then commit {out}"
+    );
+    out
+}
+
 /// Commits `root`; requires a whole-tree scan (no usable report) and that the twin
 /// agrees.
 fn commit_scanned(root: &Path, twin: &Path) -> Value {
@@ -193,8 +213,14 @@ fn every_kind_of_change_is_seen() {
     let Some((t, twin, _w)) = armed() else { return };
     let root = t.path();
     let p = |rel: &str| root.join(rel);
-    // An edit.
+    // An edit, which `status` names from the watcher's report.
     write(root, "a.txt", b"ALPHA, longer");
+    let status = json(root, &["status"]);
+    assert_eq!(
+        status["modified"],
+        serde_json::json!(["/a.txt"]),
+        "{status}"
+    );
     let out = commit_watched(root, twin.path(), Some(1));
     assert_eq!(out["files_changed"], 1, "{out}");
     // A same-size edit within the same second (the mtime may not move).
@@ -506,7 +532,7 @@ proptest! {
             for e in round {
                 apply(t.path(), e);
             }
-            commit_watched(t.path(), twin.path(), None);
+            status_then_commit_watched(t.path(), twin.path());
             let again = commit_watched(t.path(), twin.path(), Some(0));
             prop_assert_eq!(&again["nothing_to_commit"], &serde_json::json!(true), "{}", again);
         }

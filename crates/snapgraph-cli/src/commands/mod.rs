@@ -381,18 +381,26 @@ pub(super) fn working_commit<'a>(
                 };
                 (t, tip, overlay, report)
             };
-            // A watcher that saw nothing change since the index was saved answers
-            // without a walk (see `crate::watch`); nested repositories are then
-            // not listed.
-            let quiet = crate::watch::query(&wd.dot, &index_path)
+            // A watcher's report since the index was saved (see `crate::watch`)
+            // stands for the survey, as in a commit: nothing changed is answered
+            // without a walk, and a list of changes narrows the scan. Nested
+            // repositories are then not listed.
+            let reported = crate::watch::query(&wd.dot, &index_path)
                 .and_then(|a| a.changed)
-                .is_some_and(|c| c.is_empty());
-            if quiet {
+                .map(scan::minimal)
+                .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+            if reported.as_ref().is_some_and(Vec::is_empty) {
                 return Ok(unchanged(ix.file_count(), Vec::new()));
             }
             // No clock probe: nothing is recorded, so the survey's stats decide
             // only this answer.
-            let survey = scan::survey(&wd.root, ix, &wd.dot, crate::watch::MAX_PATHS)?;
+            let survey = match reported {
+                Some(paths) => scan::Survey {
+                    changed: Some(paths),
+                    ..scan::Survey::default()
+                },
+                None => scan::survey(&wd.root, ix, &wd.dot, crate::watch::MAX_PATHS)?,
+            };
             match survey.changed {
                 Some(paths) if paths.is_empty() => {
                     return Ok(unchanged(survey.files, survey.nested));
