@@ -37,7 +37,7 @@ use std::sync::OnceLock;
 
 use rustix::fs::AtFlags;
 
-use crate::index::{FileStat, IndexEntry};
+use crate::index::{Entries, FileStat, IndexEntry};
 
 /// Indexes of fewer entries than this are walked on one thread, and their walks'
 /// stats are not kept ([`Kept`]): a thread's start (tens of microseconds on the
@@ -103,7 +103,7 @@ const WALK: u8 = 2;
 /// ([`Ahead::run`]) or by the walk ([`Ahead::take`]).
 pub struct Ahead<'a> {
     /// The index's entries, sorted by path.
-    entries: &'a [(String, IndexEntry)],
+    entries: &'a Entries,
     /// Who claimed each entry: [`FREE`], [`HELPER`] or [`WALK`].
     claimed: Box<[AtomicU8]>,
     /// The stat of each entry, set once: the helper's, right after it was taken
@@ -118,11 +118,11 @@ pub struct Ahead<'a> {
 
 impl<'a> Ahead<'a> {
     /// Nothing claimed yet, for `entries` (an index's, in its order).
-    pub fn new(entries: &'a [(String, IndexEntry)]) -> Self {
+    pub fn new(entries: &'a Entries) -> Self {
         Self {
             entries,
-            claimed: entries.iter().map(|_| AtomicU8::new(FREE)).collect(),
-            taken: entries.iter().map(|_| OnceLock::new()).collect(),
+            claimed: (0..entries.len()).map(|_| AtomicU8::new(FREE)).collect(),
+            taken: (0..entries.len()).map(|_| OnceLock::new()).collect(),
             stop: AtomicBool::new(false),
             kept: None,
         }
@@ -207,7 +207,7 @@ impl<'a> Ahead<'a> {
     /// or it failed), once the walk and its helper are done.
     pub fn into_kept(self) -> Kept {
         Kept {
-            of: self.entries.as_ptr() as usize,
+            of: self.entries.identity(),
             // Moved, not copied: a walk that found nothing different drops them.
             stats: self.taken,
         }
@@ -239,17 +239,12 @@ impl Kept {
     /// The kept stat of entry `i` of `entries` (the index's the stats were taken
     /// over, unchanged since) when the index, whose clock probe is `probe_ns`,
     /// vouches for the entry with it ([`crate::index::Index::trusted`]).
-    pub fn vouched(
-        &self,
-        entries: &[(String, IndexEntry)],
-        probe_ns: i64,
-        i: usize,
-    ) -> Option<FileStat> {
-        if self.of != entries.as_ptr() as usize || self.stats.len() != entries.len() {
+    pub fn vouched(&self, entries: &Entries, probe_ns: i64, i: usize) -> Option<FileStat> {
+        if self.of != entries.identity() || self.stats.len() != entries.len() {
             return None;
         }
         let stat = (*self.stats.get(i)?.get()?)?;
-        match entries.get(i)? {
+        match entries.at(i)? {
             (
                 _,
                 IndexEntry::File { stat: recorded, .. } | IndexEntry::Symlink { stat: recorded },
@@ -275,7 +270,7 @@ mod tests {
 
     /// A tree of `files` files under `root` (`/dNN/fNN`, a directory every ten),
     /// as the index's sorted entries (stats as recorded: zero, not the files').
-    fn tree(root: &std::path::Path, files: usize) -> Vec<(String, IndexEntry)> {
+    fn tree(root: &std::path::Path, files: usize) -> Entries {
         let blank = FileStat {
             size: 0,
             mtime_ns: 0,
@@ -301,8 +296,7 @@ mod tests {
                 },
             ));
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        entries
+        Entries::from_unsorted(entries)
     }
 
     fn open(root: &std::path::Path) -> rustix::fd::OwnedFd {
@@ -338,7 +332,7 @@ mod tests {
                         ahead.stop();
                     }
                     let got = ahead.take(i);
-                    let (path, entry) = &entries[i];
+                    let (path, entry) = entries.at(i).unwrap();
                     if matches!(entry, IndexEntry::Dir { .. }) {
                         prop_assert!(got.is_none(), "{}: {:?}", path, got);
                     }
@@ -399,13 +393,13 @@ mod tests {
             .zip(&now)
             .map(|((p, e), s)| match (e, s) {
                 (IndexEntry::File { digest, .. }, Some(s)) => (
-                    p.clone(),
+                    p.to_string(),
                     IndexEntry::File {
                         stat: *s,
                         digest: digest.clone(),
                     },
                 ),
-                _ => (p.clone(), e.clone()),
+                _ => (p.to_string(), e.clone()),
             })
             .collect();
         let file = recorded
@@ -416,6 +410,7 @@ mod tests {
             .iter()
             .position(|(_, e)| matches!(e, IndexEntry::Dir { .. }))
             .unwrap();
+        let recorded = Entries::from_unsorted(recorded);
         let ahead = Ahead::new(&recorded);
         for (i, stat) in now.iter().enumerate() {
             assert_eq!(ahead.take(i), None, "no helper: the walk's");
@@ -433,9 +428,14 @@ mod tests {
         assert_eq!(kept.vouched(&recorded, i64::MAX, dir), None);
         // Another record than the stat kept.
         let mut moved = recorded.clone();
-        if let IndexEntry::File { stat, .. } = &mut moved[file].1 {
+        let (path, mut entry) = moved
+            .at(file)
+            .map(|(p, e)| (p.to_string(), e.clone()))
+            .unwrap();
+        if let IndexEntry::File { stat, .. } = &mut entry {
             stat.size += 1;
         }
+        moved.insert(path, entry);
         let ahead = Ahead::new(&moved);
         ahead.take(file);
         ahead.keep(file, now[file].unwrap());

@@ -121,11 +121,12 @@
 //! directories' listings nor whether a content id names a chunk or a manifest) or
 //! foreign one (another root) means every file is read.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
 use snapgraph::{BoxError, ObjectId, ObjectKind, ObjectSource, Workspace};
@@ -314,17 +315,47 @@ pub enum IndexEntry {
 /// An index's entries: sorted by path, as the file stores them, so that reading
 /// them is one decode into a vector (no tree of nodes built entry by entry) and a
 /// look-up that follows a walk is one comparison (see [`Entries::get`]).
-#[derive(Clone, Default)]
+///
+/// The paths live one after the other in one string, each entry holding its span:
+/// a decode copies them into it and checks UTF-8 once over all of them, instead of
+/// one allocation and one check per path (most of a decode's work when each path
+/// was its own `String`). A path removed or replaced leaves its bytes behind until
+/// the entries are built anew (a process reads and changes an index a few times).
+#[derive(Default)]
 pub struct Entries {
-    /// Strictly increasing paths.
-    sorted: Vec<(String, IndexEntry)>,
-    /// Where the next look-up is tried first: just after the last one found.
-    hint: Cell<usize>,
+    /// Every path recorded, one after the other.
+    paths: String,
+    /// Strictly increasing paths, as spans of `paths`.
+    sorted: Vec<Slot>,
+    /// Where the next look-up is tried first: just after the last one found
+    /// (atomic only so that a walk and its helper thread may share the entries: a
+    /// hint is checked before it is used, so one another thread moved costs a
+    /// binary search, never a wrong answer).
+    hint: AtomicUsize,
+}
+
+impl Clone for Entries {
+    fn clone(&self) -> Self {
+        Self {
+            paths: self.paths.clone(),
+            sorted: self.sorted.clone(),
+            hint: AtomicUsize::new(self.hint.load(Relaxed)),
+        }
+    }
+}
+
+/// One entry of [`Entries`]: where its path lies in the path string, and what it
+/// records.
+#[derive(Clone)]
+struct Slot {
+    at: usize,
+    len: usize,
+    entry: IndexEntry,
 }
 
 impl PartialEq for Entries {
     fn eq(&self, other: &Self) -> bool {
-        self.sorted == other.sorted
+        self.len() == other.len() && self.iter().eq(other.iter())
     }
 }
 
@@ -332,10 +363,55 @@ impl Eq for Entries {}
 
 impl std::fmt::Debug for Entries {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.sorted.iter().map(|(p, e)| (p, e)))
-            .finish()
+        f.debug_map().entries(self.iter()).finish()
     }
+}
+
+impl Serialize for Entries {
+    /// As the sequence of `(path, entry)` pairs a `Vec<(String, IndexEntry)>` is.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// The entries of an [`Entries`] in path order, with their paths.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    paths: &'a str,
+    slots: std::slice::Iter<'a, Slot>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a IndexEntry);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.slots.next()?;
+        Some((span(self.paths, s), &s.entry))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.slots.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let s = self.slots.next_back()?;
+        Some((span(self.paths, s), &s.entry))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+/// A slot's path within `paths` (a span [`Entries`] built on a char boundary).
+fn span<'a>(paths: &'a str, s: &Slot) -> &'a str {
+    paths.get(s.at..s.at + s.len).unwrap_or_default()
+}
+
+/// A slot's path's bytes (what look-ups compare: `str`'s order is its bytes', and
+/// a byte slice needs no character-boundary checks).
+fn key<'a>(paths: &'a str, s: &Slot) -> &'a [u8] {
+    paths.as_bytes().get(s.at..s.at + s.len).unwrap_or_default()
 }
 
 impl Entries {
@@ -343,25 +419,47 @@ impl Entries {
     pub fn from_unsorted(mut v: Vec<(String, IndexEntry)>) -> Self {
         // Stable: equal paths keep their order, and the last of each run is kept.
         v.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut sorted: Vec<(String, IndexEntry)> = Vec::with_capacity(v.len());
-        for e in v {
-            match sorted.last_mut() {
-                Some(last) if last.0 == e.0 => *last = e,
-                _ => sorted.push(e),
+        let mut out = Self {
+            paths: String::with_capacity(v.iter().map(|(p, _)| p.len()).sum()),
+            sorted: Vec::with_capacity(v.len()),
+            hint: AtomicUsize::new(0),
+        };
+        for (p, e) in v {
+            if out.sorted.last().is_some_and(|l| span(&out.paths, l) == p) {
+                if let Some(l) = out.sorted.last_mut() {
+                    l.entry = e;
+                }
+            } else {
+                out.push(&p, e);
             }
         }
-        Self {
-            sorted,
-            hint: Cell::new(0),
-        }
+        out
     }
 
-    /// `v` if its paths are strictly increasing (as every index file stores them).
-    fn from_sorted(v: Vec<(String, IndexEntry)>) -> Option<Self> {
-        v.windows(2).all(|w| w[0].0 < w[1].0).then_some(Self {
-            sorted: v,
-            hint: Cell::new(0),
-        })
+    /// Appends `path` (after every recorded path) and its entry.
+    fn push(&mut self, path: &str, entry: IndexEntry) {
+        let at = self.paths.len();
+        self.paths.push_str(path);
+        self.sorted.push(Slot {
+            at,
+            len: path.len(),
+            entry,
+        });
+    }
+
+    /// Whether the paths are strictly increasing (as every index file stores them).
+    fn is_sorted(&self) -> bool {
+        self.sorted
+            .windows(2)
+            .all(|w| span(&self.paths, &w[0]) < span(&self.paths, &w[1]))
+    }
+
+    /// The path of entry `i`, as bytes (empty past the end).
+    fn key(&self, i: usize) -> &[u8] {
+        self.sorted
+            .get(i)
+            .map(|s| key(&self.paths, s))
+            .unwrap_or_default()
     }
 
     /// The position of `path`: tried first where the last look-up left off (a walk
@@ -369,18 +467,18 @@ impl Entries {
     /// directory is looked up when its listing is reused, then when it is visited),
     /// then by binary search.
     fn find(&self, path: &str) -> std::result::Result<usize, usize> {
-        let h = self.hint.get();
-        let found = match (
-            self.sorted.get(h),
-            h.checked_sub(1)
-                .and_then(|l| self.sorted.get(l).map(|e| (l, e))),
-        ) {
-            (Some((p, _)), _) if p == path => Ok(h),
-            (_, Some((l, (p, _)))) if p == path => Ok(l),
-            _ => self.sorted.binary_search_by(|(p, _)| p.as_str().cmp(path)),
+        let h = self.hint.load(Relaxed);
+        let path = path.as_bytes();
+        let found = if h < self.sorted.len() && self.key(h) == path {
+            Ok(h)
+        } else if h > 0 && h <= self.sorted.len() && self.key(h - 1) == path {
+            Ok(h - 1)
+        } else {
+            self.sorted
+                .binary_search_by(|s| key(&self.paths, s).cmp(path))
         };
         if let Ok(i) = found {
-            self.hint.set(i + 1);
+            self.hint.store(i + 1, Relaxed);
         }
         found
     }
@@ -391,20 +489,26 @@ impl Entries {
     }
 
     /// The recorded path and entry at `path`.
-    pub fn get_key_value(&self, path: &str) -> Option<(&String, &IndexEntry)> {
-        let i = self.find(path).ok()?;
-        let (p, e) = &self.sorted[i];
-        Some((p, e))
+    pub fn get_key_value(&self, path: &str) -> Option<(&str, &IndexEntry)> {
+        self.at(self.find(path).ok()?)
     }
 
-    /// The position of `path` in [`as_slice`](Self::as_slice), if recorded.
+    /// The position of `path` among the entries in path order, if recorded.
     pub fn position(&self, path: &str) -> Option<usize> {
         self.find(path).ok()
     }
 
-    /// The entries, sorted by path.
-    pub fn as_slice(&self) -> &[(String, IndexEntry)] {
-        &self.sorted
+    /// The path and entry at position `i` in path order.
+    pub fn at(&self, i: usize) -> Option<(&str, &IndexEntry)> {
+        let s = self.sorted.get(i)?;
+        Some((span(&self.paths, s), &s.entry))
+    }
+
+    /// Where these entries lie in memory: the same while they are not changed, and
+    /// another one for a copy (what [`crate::ahead::Kept`] checks that its stats
+    /// are of).
+    pub fn identity(&self) -> usize {
+        self.sorted.as_ptr() as usize
     }
 
     /// Whether `path` is recorded.
@@ -414,15 +518,29 @@ impl Entries {
 
     /// Records `entry` at `path`, returning the entry it replaces (cheap at the end,
     /// a move of the entries after it elsewhere).
-    pub fn insert(&mut self, path: String, entry: IndexEntry) -> Option<IndexEntry> {
-        if self.sorted.last().is_none_or(|(p, _)| *p < path) {
-            self.sorted.push((path, entry));
+    pub fn insert(&mut self, path: impl AsRef<str>, entry: IndexEntry) -> Option<IndexEntry> {
+        let path = path.as_ref();
+        if self
+            .sorted
+            .last()
+            .is_none_or(|l| span(&self.paths, l) < path)
+        {
+            self.push(path, entry);
             return None;
         }
-        match self.find(&path) {
-            Ok(i) => Some(std::mem::replace(&mut self.sorted[i].1, entry)),
+        match self.find(path) {
+            Ok(i) => Some(std::mem::replace(&mut self.sorted[i].entry, entry)),
             Err(i) => {
-                self.sorted.insert(i, (path, entry));
+                let at = self.paths.len();
+                self.paths.push_str(path);
+                self.sorted.insert(
+                    i,
+                    Slot {
+                        at,
+                        len: path.len(),
+                        entry,
+                    },
+                );
                 None
             }
         }
@@ -431,8 +549,8 @@ impl Entries {
     /// Removes the entry at `path`.
     pub fn remove(&mut self, path: &str) -> Option<IndexEntry> {
         let i = self.find(path).ok()?;
-        self.hint.set(i);
-        Some(self.sorted.remove(i).1)
+        self.hint.store(i, Relaxed);
+        Some(self.sorted.remove(i).entry)
     }
 
     /// How many entries.
@@ -446,25 +564,26 @@ impl Entries {
     }
 
     /// The entries in path order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &IndexEntry)> {
-        self.sorted.iter().map(|(p, e)| (p, e))
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            paths: &self.paths,
+            slots: self.sorted.iter(),
+        }
     }
 
     /// `path` and the paths below it, in order (`/`: all of them).
-    pub fn below<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a String> + 'a {
+    pub fn below<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         let all = path == "/";
         let start = if all {
             0
         } else {
-            self.sorted.partition_point(|(p, _)| p.as_str() < path)
+            self.sorted.partition_point(|s| span(&self.paths, s) < path)
         };
         self.sorted[start..]
             .iter()
-            .map(|(p, _)| p)
-            .take_while(move |p| all || p.as_str() == path || p.starts_with(path))
-            .filter(move |p| {
-                all || p.as_str() == path || p.as_bytes().get(path.len()) == Some(&b'/')
-            })
+            .map(|s| span(&self.paths, s))
+            .take_while(move |p| all || *p == path || p.starts_with(path))
+            .filter(move |p| all || *p == path || p.as_bytes().get(path.len()) == Some(&b'/'))
     }
 
     /// The entries directly inside the directory `dir` (a workspace path such as
@@ -486,15 +605,22 @@ impl Entries {
                 Err(i) => i,
             }
         };
+        let prefix = prefix.as_bytes();
         // Paths that sort between `dir` and `dir/` (`dir-x`, `dir.y`) come first.
-        let mut at = self.gallop(from, |p| p < prefix.as_str());
-        while let Some((p, e)) = self.sorted.get(at) {
-            let Some(rest) = p.strip_prefix(prefix.as_str()) else {
+        let mut at = self.gallop(from, |p| p < prefix);
+        while let Some(s) = self.sorted.get(at) {
+            let p = key(&self.paths, s);
+            let Some(rest) = p.strip_prefix(prefix) else {
                 break;
             };
-            match rest.bytes().position(|b| b == b'/') {
+            match rest.iter().position(|&b| b == b'/') {
                 None => {
-                    out.push((at, rest, e));
+                    // After the prefix's `/`: a character boundary.
+                    let name = self
+                        .paths
+                        .get(s.at + prefix.len()..s.at + s.len)
+                        .unwrap_or_default();
+                    out.push((at, name, &s.entry));
                     at += 1;
                 }
                 Some(i) => {
@@ -512,20 +638,20 @@ impl Entries {
     /// `keep` holds for a run of paths starting at `from` and for none after it:
     /// doubling steps, then a binary search in the last one, so the cost follows
     /// the run's length.
-    fn gallop(&self, from: usize, keep: impl Fn(&str) -> bool) -> usize {
+    fn gallop(&self, from: usize, keep: impl Fn(&[u8]) -> bool) -> usize {
         let rest = &self.sorted[from.min(self.sorted.len())..];
         let mut hi = 1;
-        while hi <= rest.len() && keep(&rest[hi - 1].0) {
+        while hi <= rest.len() && keep(key(&self.paths, &rest[hi - 1])) {
             hi *= 2;
         }
         let lo = hi / 2;
         let hi = hi.min(rest.len());
-        from + lo + rest[lo..hi].partition_point(|(p, _)| keep(p))
+        from + lo + rest[lo..hi].partition_point(|s| keep(key(&self.paths, s)))
     }
 
     /// The paths, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.sorted.iter().map(|(p, _)| p)
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.iter().map(|(p, _)| p)
     }
 
     /// `self` with `changes` applied in one merge: for each path, `None` removes it,
@@ -541,56 +667,69 @@ impl Entries {
         for (path, change) in changes {
             match (
                 self.sorted
-                    .binary_search_by(|(p, _)| p.as_str().cmp(path.as_str())),
+                    .binary_search_by(|s| key(&self.paths, s).cmp(path.as_bytes())),
                 change,
             ) {
-                (Ok(i), Some(entry)) => self.sorted[i].1 = entry,
+                (Ok(i), Some(entry)) => self.sorted[i].entry = entry,
                 (_, change) => {
                     rest.insert(path, change);
                 }
             }
         }
-        self.hint.set(0);
+        self.hint.store(0, Relaxed);
         if rest.is_empty() {
             return;
         }
-        let changes = rest;
         let old = std::mem::take(&mut self.sorted);
-        let mut out = Vec::with_capacity(old.len() + changes.len());
-        let mut changes = changes.into_iter().peekable();
-        for (p, e) in old {
+        let mut out = Vec::with_capacity(old.len() + rest.len());
+        let mut changes = rest.into_iter().peekable();
+        // The changes' paths, to go after the path string's end.
+        let base = self.paths.len();
+        let mut added = String::new();
+        let mut add = |out: &mut Vec<Slot>, c: String, entry: IndexEntry| {
+            out.push(Slot {
+                at: base + added.len(),
+                len: c.len(),
+                entry,
+            });
+            added.push_str(&c);
+        };
+        for s in old {
+            let p = span(&self.paths, &s);
             while let Some((c, _)) = changes.peek() {
-                if *c >= p {
+                if c.as_str() >= p {
                     break;
                 }
                 if let Some((c, Some(e))) = changes.next() {
-                    out.push((c, e));
+                    add(&mut out, c, e);
                 }
             }
             match changes.peek() {
-                Some((c, _)) if *c == p => {
+                Some((c, _)) if c == p => {
                     if let Some((c, Some(e))) = changes.next() {
-                        out.push((c, e));
+                        add(&mut out, c, e);
                     }
                 }
-                _ => out.push((p, e)),
+                _ => out.push(s),
             }
         }
-        out.extend(changes.filter_map(|(c, e)| Some((c, e?))));
+        for (c, e) in changes {
+            if let Some(e) = e {
+                add(&mut out, c, e);
+            }
+        }
+        self.paths.push_str(&added);
         self.sorted = out;
-        self.hint.set(0);
+        self.hint.store(0, Relaxed);
     }
 }
 
 impl<'a> IntoIterator for &'a Entries {
-    type Item = (&'a String, &'a IndexEntry);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, IndexEntry)>,
-        fn(&'a (String, IndexEntry)) -> (&'a String, &'a IndexEntry),
-    >;
+    type Item = (&'a str, &'a IndexEntry);
+    type IntoIter = Iter<'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.sorted.iter().map(|(p, e)| (p, e))
+        self.iter()
     }
 }
 
@@ -648,13 +787,23 @@ impl Tail {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+/// An index base's body, as read.
 #[cfg_attr(test, derive(Debug, PartialEq))]
 struct Body {
     root: Vec<u8>,
     probe_ns: i64,
     tip: Option<ObjectId>,
-    entries: Vec<(String, IndexEntry)>,
+    entries: Entries,
+}
+
+/// An index base's body, as written (borrowed from the index): the postcard
+/// encoding of the root, `probe_ns`, `tip` and the `(path, entry)` pairs.
+#[derive(Serialize)]
+struct BodyOut<'a> {
+    root: &'a Vec<u8>,
+    probe_ns: i64,
+    tip: Option<ObjectId>,
+    entries: &'a Entries,
 }
 
 /// An index journal record, as written (borrowed from the new index).
@@ -849,7 +998,9 @@ impl<'a> Wire<'a> {
         Ok((n, n.min(self.rest.len())))
     }
 
-    fn entries(&mut self) -> WireResult<Vec<(String, IndexEntry)>> {
+    /// A sequence of `(path, entry)` pairs, each path its own `String` (a journal
+    /// record's few).
+    fn pairs(&mut self) -> WireResult<Vec<(String, IndexEntry)>> {
         let (n, cap) = self.seq()?;
         let mut out = Vec::with_capacity(cap);
         for _ in 0..n {
@@ -857,6 +1008,35 @@ impl<'a> Wire<'a> {
             out.push((path, self.entry()?));
         }
         Ok(out)
+    }
+
+    /// A sequence of `(path, entry)` pairs, in the order read, as [`Entries`]: the
+    /// paths copied one after the other into one string, checked as UTF-8 once,
+    /// then each span's start checked to be a character boundary (so that each
+    /// path alone is UTF-8, as decoding each as a `String` would require).
+    fn entries(&mut self) -> WireResult<Entries> {
+        let (n, cap) = self.seq()?;
+        let mut paths: Vec<u8> = Vec::new();
+        let mut sorted = Vec::with_capacity(cap);
+        for _ in 0..n {
+            let path = self.bytes()?;
+            let at = paths.len();
+            paths.extend_from_slice(path);
+            sorted.push(Slot {
+                at,
+                len: path.len(),
+                entry: self.entry()?,
+            });
+        }
+        let paths = String::from_utf8(paths).map_err(|_| WireError("a path is not UTF-8"))?;
+        if !sorted.iter().all(|s| paths.is_char_boundary(s.at)) {
+            return Err(WireError("a path is not UTF-8"));
+        }
+        Ok(Entries {
+            paths,
+            sorted,
+            hint: AtomicUsize::new(0),
+        })
     }
 
     fn body(bytes: &'a [u8]) -> WireResult<Body> {
@@ -882,7 +1062,7 @@ impl<'a> Wire<'a> {
             probe_ns,
             tip,
             removed,
-            upserts: w.entries()?,
+            upserts: w.pairs()?,
         })
     }
 }
@@ -1131,9 +1311,11 @@ impl Index {
             root: body.root,
             probe_ns: body.probe_ns,
             tip: body.tip,
-            entries: Entries::from_sorted(body.entries).ok_or_else(|| IndexError::Decode {
-                reason: "entries not in strictly increasing path order".into(),
-            })?,
+            entries: Some(body.entries)
+                .filter(Entries::is_sorted)
+                .ok_or_else(|| IndexError::Decode {
+                    reason: "entries not in strictly increasing path order".into(),
+                })?,
             skeleton: HashMap::new(),
             log: log.tail,
             skeleton_log: Tail::default(),
@@ -1177,25 +1359,25 @@ impl Index {
             match (a.peek(), b.peek()) {
                 (None, None) => break,
                 (Some((pa, _)), None) => {
-                    removed.push(pa.as_str());
+                    removed.push(*pa);
                     a.next();
                 }
                 (None, Some((pb, eb))) => {
-                    upserts.push((pb.as_str(), *eb));
+                    upserts.push((*pb, *eb));
                     b.next();
                 }
                 (Some((pa, ea)), Some((pb, eb))) => match pa.cmp(pb) {
                     std::cmp::Ordering::Less => {
-                        removed.push(pa.as_str());
+                        removed.push(*pa);
                         a.next();
                     }
                     std::cmp::Ordering::Greater => {
-                        upserts.push((pb.as_str(), *eb));
+                        upserts.push((*pb, *eb));
                         b.next();
                     }
                     std::cmp::Ordering::Equal => {
                         if ea != eb {
-                            upserts.push((pb.as_str(), *eb));
+                            upserts.push((*pb, *eb));
                         }
                         a.next();
                         b.next();
@@ -1216,15 +1398,11 @@ impl Index {
     /// The index file's bytes as one base (see the module docs; the skeleton is
     /// saved apart).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let body = Body {
-            root: self.root.clone(),
+        let body = BodyOut {
+            root: &self.root,
             probe_ns: self.probe_ns,
             tip: self.tip,
-            entries: self
-                .entries
-                .iter()
-                .map(|(p, e)| (p.clone(), e.clone()))
-                .collect(),
+            entries: &self.entries,
         };
         // Encoding into a Vec fails only for types postcard cannot express.
         frame(MAGIC, &postcard::to_allocvec(&body).unwrap_or_default()).0
@@ -1457,6 +1635,31 @@ impl ObjectSource for SkeletonSource<'_> {
 mod tests {
     use super::*;
 
+    /// [`Body`] as postcard's derived code reads and writes it: each path its own
+    /// `String`.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct PlainBody {
+        root: Vec<u8>,
+        probe_ns: i64,
+        tip: Option<ObjectId>,
+        entries: Vec<(String, IndexEntry)>,
+    }
+
+    impl From<Body> for PlainBody {
+        fn from(b: Body) -> Self {
+            PlainBody {
+                root: b.root,
+                probe_ns: b.probe_ns,
+                tip: b.tip,
+                entries: b
+                    .entries
+                    .iter()
+                    .map(|(p, e)| (p.to_string(), e.clone()))
+                    .collect(),
+            }
+        }
+    }
+
     fn stat(mtime_ns: i64) -> FileStat {
         FileStat {
             size: 3,
@@ -1472,14 +1675,13 @@ mod tests {
         let mut ix = Index::new(Path::new("/w"), 100);
         ix.tip = Some(ObjectId::from_bytes([1; 32]));
         ix.entries.insert(
-            "/a".into(),
+            "/a",
             IndexEntry::File {
                 stat: stat(50),
                 digest: Digest::Inline(b"abc".to_vec()),
             },
         );
-        ix.entries
-            .insert("/d".into(), IndexEntry::Dir { listing: None });
+        ix.entries.insert("/d", IndexEntry::Dir { listing: None });
         ix
     }
 
@@ -1552,9 +1754,18 @@ mod tests {
             cut in proptest::prelude::any::<usize>(),
         ) {
             let tip = tip.map(ObjectId::from_bytes);
-            let body = Body { root, probe_ns, tip, entries: entries.clone() };
+            let body = PlainBody { root, probe_ns, tip, entries: entries.clone() };
             let bytes = postcard::to_allocvec(&body).unwrap();
-            proptest::prop_assert_eq!(Wire::body(&bytes).unwrap(), body);
+            proptest::prop_assert_eq!(PlainBody::from(Wire::body(&bytes).unwrap()), body);
+            // What the index writes is what postcard writes for the plain body.
+            let written = Wire::body(&bytes).unwrap();
+            let out = BodyOut {
+                root: &written.root,
+                probe_ns: written.probe_ns,
+                tip: written.tip,
+                entries: &written.entries,
+            };
+            proptest::prop_assert_eq!(postcard::to_allocvec(&out).unwrap(), bytes.clone());
             let delta = postcard::to_allocvec(&DeltaOut {
                 probe_ns,
                 tip,
@@ -1572,8 +1783,8 @@ mod tests {
                 }
                 hostile.truncate(hostile.len() - cut % (hostile.len() + 1));
                 proptest::prop_assert_eq!(
-                    Wire::body(&hostile).ok(),
-                    postcard::from_bytes::<Body>(&hostile).ok()
+                    Wire::body(&hostile).ok().map(PlainBody::from),
+                    postcard::from_bytes::<PlainBody>(&hostile).ok()
                 );
                 proptest::prop_assert_eq!(
                     Wire::delta(&hostile).ok(),
@@ -1586,9 +1797,8 @@ mod tests {
     #[test]
     fn entries_out_of_order_are_no_index() {
         let mut ix = sample();
-        ix.entries
-            .insert("/b".into(), IndexEntry::Dir { listing: None });
-        let body = Body {
+        ix.entries.insert("/b", IndexEntry::Dir { listing: None });
+        let body = PlainBody {
             root: ix.root.clone(),
             probe_ns: 1,
             tip: None,
@@ -1601,6 +1811,34 @@ mod tests {
         assert!(matches!(
             Index::read(&framed, Path::new("/w")),
             Err(IndexError::Decode { .. })
+        ));
+    }
+
+    #[test]
+    fn paths_that_are_utf8_only_together_are_no_index() {
+        // `/a` + the first byte of `é`, then its second byte: the two paths read
+        // as one string are UTF-8, each alone is not (a decoder checking the whole
+        // string once must still refuse them, and slice nothing mid-character).
+        let body = PlainBody {
+            root: b"/w".to_vec(),
+            probe_ns: 1,
+            tip: None,
+            entries: vec![
+                ("/aQ".into(), IndexEntry::Dir { listing: None }),
+                ("Z".into(), IndexEntry::Dir { listing: None }),
+            ],
+        };
+        let mut bytes = postcard::to_allocvec(&body).unwrap();
+        for (from, to) in [(b'Q', 0xC3), (b'Z', 0xA9)] {
+            let at = bytes.iter().position(|&b| b == from).unwrap();
+            bytes[at] = to;
+        }
+        assert!(postcard::from_bytes::<PlainBody>(&bytes).is_err());
+        assert_eq!(Wire::body(&bytes).unwrap_err().0, "a path is not UTF-8");
+        let (framed, _) = frame(MAGIC, &bytes);
+        assert!(matches!(
+            Index::read(&framed, Path::new("/w")),
+            Err(IndexError::Decode { reason }) if reason == "a path is not UTF-8"
         ));
     }
 
@@ -1657,11 +1895,11 @@ mod tests {
         let mut entries = Entries::default();
         for (i, p) in ["/b", "/a", "/b/c", "/a.x", "/b", "/c"].iter().enumerate() {
             map.insert(p.to_string(), e(i as u8));
-            entries.insert(p.to_string(), e(i as u8));
+            entries.insert(p, e(i as u8));
         }
         let same = |entries: &Entries, map: &BTreeMap<String, IndexEntry>| {
             assert_eq!(entries.len(), map.len());
-            assert!(entries.iter().eq(map.iter()));
+            assert!(entries.iter().eq(map.iter().map(|(p, e)| (p.as_str(), e))));
             for p in ["/", "/a", "/a.x", "/b", "/b/c", "/c", "/d", "/a", "/c"] {
                 assert_eq!(entries.get(p), map.get(p), "{p}");
             }
@@ -1798,7 +2036,7 @@ mod tests {
         next.tip = Some(ObjectId::from_bytes([9; 32]));
         next.entries.remove("/d");
         next.entries
-            .insert("/b".into(), IndexEntry::Symlink { stat: stat(60) });
+            .insert("/b", IndexEntry::Symlink { stat: stat(60) });
         next.skeleton
             .insert(ObjectId::from_bytes([4; 32]), b"tree".to_vec());
         let base = ix.to_bytes();
@@ -1948,8 +2186,7 @@ mod tests {
         // A journal record torn mid-record (its length says more than follows) or
         // one that does not chain: the base's state, and the file is rewritten next.
         let mut next = ix.clone();
-        next.entries
-            .insert("/e".into(), IndexEntry::Dir { listing: None });
+        next.entries.insert("/e", IndexEntry::Dir { listing: None });
         let record = next.delta_after(&Index::read(&bytes, w).unwrap()).unwrap();
         for cut in [1, 4, 20, record.len() - 1] {
             let mut torn = bytes.clone();

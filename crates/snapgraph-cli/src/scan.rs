@@ -234,6 +234,10 @@ pub struct Walked<'a> {
     /// A directory's listing now, for the next index (every directory but the root
     /// in a walk without `only`).
     pub listing: Option<Listing>,
+    /// Its position in the entries of the index the walk was given to reuse
+    /// listings from, when the walk knows it without a look-up (an entry of a
+    /// reused listing); `None` says nothing (look it up).
+    pub at: Option<usize>,
 }
 
 /// What a [`walk`] saw besides the entries it visited.
@@ -298,7 +302,7 @@ pub fn walk_kept(
     let kept = kept.zip(recorded);
     let Some(stats) = recorded
         .filter(|ix| ix.entries.len() >= ahead::MIN_ENTRIES)
-        .map(|ix| Ahead::new(ix.entries.as_slice()).leaving(kept.map(|(k, _)| k), ix.probe_ns))
+        .map(|ix| Ahead::new(&ix.entries).leaving(kept.map(|(k, _)| k), ix.probe_ns))
     else {
         return walk_with(root, skip, only, recorded, None, kept, visit).map(|r| (r, None));
     };
@@ -361,6 +365,7 @@ fn walk_with(
     // Directories to list, each visited when listed (so a nested repository is known
     // from its own listing, without a probe), before anything below it.
     let mut stack: Vec<Pending> = vec![Pending {
+        at: None,
         dir: root.to_path_buf(),
         path: String::new(),
         scope: Scope::Inside,
@@ -384,6 +389,7 @@ fn walk_with(
     // A reused listing's entries, borrowed from the index.
     let mut children: Vec<(usize, &str, &IndexEntry)> = Vec::new();
     while let Some(Pending {
+        at: dir_at,
         dir,
         path: dir_path,
         scope: dir_scope,
@@ -519,6 +525,7 @@ fn walk_with(
                     ignore_file,
                     entries: u32::try_from(names.len()).unwrap_or(u32::MAX),
                 }),
+                at: dir_at,
             })?;
             if !go_on {
                 break;
@@ -535,15 +542,21 @@ fn walk_with(
             full.extend_from_slice(name);
             let full_path = Path::new(std::ffi::OsStr::from_bytes(&full));
             let is_dir = kind == Kind::Dir;
-            let name = std::str::from_utf8(name)
-                .map_err(|_| CliError::bad_path(full_path, "file name is not valid UTF-8"))?;
+            // A reused listing's names are the index's children, in its order.
+            let child = reused.then(|| children.get(i)).flatten();
+            let name = match child {
+                Some(&(_, name, _)) => name,
+                None => std::str::from_utf8(name)
+                    .map_err(|_| CliError::bad_path(full_path, "file name is not valid UTF-8"))?,
+            };
+            let at = child.map(|&(at, _, _)| at);
             path.push_str(name);
             let scope = scope_of(only, &path);
             if scope == Scope::Outside {
                 // Neither walked nor recorded.
             } else if is_dir {
                 // Visited when listed (below), where a nested repository shows.
-                subdirs.push((full_path.to_path_buf(), path.clone(), scope));
+                subdirs.push((full_path.to_path_buf(), path.clone(), scope, at));
             } else {
                 if !reused && crate::materialize::is_reserved_name(name) {
                     return Err(reserved(full_path));
@@ -557,9 +570,11 @@ fn walk_with(
                     (_, Some(taken)) => Some(taken),
                     (Found::File | Found::Symlink, None) => {
                         // A recorded entry's stat may have been taken ahead, or kept.
-                        let at = recorded
-                            .filter(|_| ahead.is_some() || kept.is_some())
-                            .and_then(|ix| ix.entries.position(&path));
+                        let at = at.or_else(|| {
+                            recorded
+                                .filter(|_| ahead.is_some() || kept.is_some())
+                                .and_then(|ix| ix.entries.position(&path))
+                        });
                         Some(
                             stat_child(ahead, kept, at, fd, name, kind)
                                 .map_err(|e| CliError::io(full_path, e.into()))?,
@@ -574,6 +589,7 @@ fn walk_with(
                     scope,
                     stat,
                     listing: None,
+                    at,
                 })? {
                     stopped = true;
                     break;
@@ -587,8 +603,9 @@ fn walk_with(
         }
         // Reversed onto the stack: directories are walked in name order. They share
         // this directory's descriptor (so at most one per level of the walk is open).
-        for (full, path, scope) in subdirs.into_iter().rev() {
+        for (full, path, scope, at) in subdirs.into_iter().rev() {
             stack.push(Pending {
+                at,
                 dir: full,
                 path,
                 scope,
@@ -604,6 +621,8 @@ fn walk_with(
 
 /// A directory the walk has yet to list.
 struct Pending {
+    /// Its position in the index's entries, when known ([`Walked::at`]).
+    at: Option<usize>,
     /// On disk.
     dir: PathBuf,
     /// Its workspace path (empty for the root).
@@ -790,7 +809,7 @@ fn stat_child(
     if let Some(i) = at {
         // Kept first: the helper leaves those entries alone (no wait for it).
         let earlier = kept
-            .and_then(|(k, ix)| k.vouched(ix.entries.as_slice(), ix.probe_ns, i))
+            .and_then(|(k, ix)| k.vouched(&ix.entries, ix.probe_ns, i))
             .filter(|s| Kind::of_mode(s.mode) == want)
             .or_else(|| ahead.and_then(|a| a.take(i)))
             .filter(|s| Kind::of_mode(s.mode) == want);
@@ -915,8 +934,7 @@ pub struct Survey {
 /// `limit` paths (each standing for itself and what lies below it) stop the walk:
 /// [`Survey::changed`] is then `None`, and the caller scans the whole tree.
 pub fn survey(root: &Path, index: &Index, skip: &Path, limit: usize) -> Result<Survey> {
-    let entries = index.entries.as_slice();
-    let mut seen = vec![false; entries.len()];
+    let mut seen = vec![false; index.entries.len()];
     let mut changed: Vec<String> = Vec::new();
     // Directories reported whole (new, or retyped into one): what lies below them is
     // theirs.
@@ -925,11 +943,11 @@ pub fn survey(root: &Path, index: &Index, skip: &Path, limit: usize) -> Result<S
     let mut files = 0u64;
     let mut narrowable = true;
     let (report, kept) = walk_kept(root, skip, None, Some(index), None, &mut |w| {
-        let at = index.entries.position(w.path);
+        let at = w.at.or_else(|| index.entries.position(w.path));
         if let Some(i) = at {
             seen[i] = true;
         }
-        let recorded = at.map(|i| &entries[i].1);
+        let recorded = at.and_then(|i| index.entries.at(i)).map(|(_, e)| e);
         let inside_whole = !whole.is_empty() && whole.contains(parent_of(w.path));
         let same = match (w.found, recorded) {
             (Found::Dir, Some(IndexEntry::Dir { listing })) => {
@@ -978,9 +996,9 @@ pub fn survey(root: &Path, index: &Index, skip: &Path, limit: usize) -> Result<S
         // Removals: recorded entries the walk did not see.
         changed.extend(
             seen.iter()
-                .zip(entries)
+                .zip(&index.entries)
                 .filter(|(seen, _)| !**seen)
-                .map(|(_, (path, _))| path.clone()),
+                .map(|(_, (path, _))| path.to_string()),
         );
         changed = minimal(changed);
         narrowable = changed.len() <= limit;
@@ -1313,13 +1331,13 @@ pub fn scan_batched(
         let vouched: std::collections::HashSet<&str> = vouched.into_iter().collect();
         // With a watcher's report, only entries at or below a reported path can
         // have gone (everything else is as recorded).
-        let candidates: Box<dyn Iterator<Item = &String>> = match watched {
+        let candidates: Box<dyn Iterator<Item = &str>> = match watched {
             Some(paths) => Box::new(paths.iter().flat_map(|p| ix.entries.below(p))),
             None => Box::new(ix.entries.keys()),
         };
         for path in candidates {
-            if !report.stats.contains_key(path) && !vouched.contains(path.as_str()) {
-                report.removed.push(path.clone());
+            if !report.stats.contains_key(path) && !vouched.contains(path) {
+                report.removed.push(path.to_string());
                 ws.load_dir(parent_of(path), source)?;
                 if ws.exists(path) {
                     ws.remove(path)?;

@@ -456,11 +456,11 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
     let mut extra = index.clone();
     extra
         .entries
-        .insert("/gone".into(), IndexEntry::Dir { listing: None });
+        .insert("/gone", IndexEntry::Dir { listing: None });
     assert_eq!(unchanged(&extra), None);
     let mut kind = index.clone();
     kind.entries
-        .insert("/link".into(), IndexEntry::Dir { listing: None });
+        .insert("/link", IndexEntry::Dir { listing: None });
     assert_eq!(unchanged(&kind), None);
     // A nested repository is neither recorded nor a difference; it is reported.
     std::fs::create_dir_all(t.path().join("sub/.snapgraph")).unwrap();
@@ -575,7 +575,7 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
         panic!("a file")
     };
     index.entries.insert(
-        "/b/y/g.txt".into(),
+        "/b/y/g.txt",
         IndexEntry::File {
             stat,
             digest: snapgraph_cli::index::Digest::Inline(b"other".to_vec()),

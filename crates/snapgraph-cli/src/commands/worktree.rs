@@ -290,7 +290,7 @@ pub(super) fn commit(
                         .iter()
                         .any(|o| o == "/" || p == o || p.starts_with(&format!("{o}/")))
                 {
-                    recorded.push((p.clone(), e.clone()));
+                    recorded.push((p.to_string(), e.clone()));
                 }
             }
         }
