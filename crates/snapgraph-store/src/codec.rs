@@ -73,10 +73,17 @@ const MIN_COMPRESS: usize = 128;
 /// The longest delta chain a reader follows: a record of a greater depth is refused.
 pub const MAX_DELTA_DEPTH: u8 = 64;
 
-/// The longest delta chain this writer makes: an object whose base is this deep is
-/// stored whole, which starts a new chain. Reading an object costs one decompression
-/// per level (see BENCHMARKS.md for the figures that chose 10).
-pub const WRITE_DELTA_DEPTH: u8 = 10;
+/// The longest delta chain this writer makes. An object whose hinted base is this
+/// deep is written against the whole record at the bottom of that base's chain
+/// instead (a delta of depth 1), kept only while that delta is at most a
+/// [`DELTA_SURE`]th of its stored bytes (it repeats every change since that record:
+/// past that the object is stored whole and starts a new chain). Reading an object
+/// costs one decompression and one BLAKE3 check per level, and so does writing the
+/// next version of it (its base is decoded): a per-turn commit of a file edited in
+/// every turn paid up to 11 of each at 10, with no chain-root rebase (BENCHMARKS.md,
+/// "Stop 35": 4 takes a one-file turn 3.5 % fewer instructions than 10, for a store
+/// 1.4 % larger after `gc` on the 30 releases).
+pub const WRITE_DELTA_DEPTH: u8 = 4;
 
 /// A delta record of at most this fraction of its object's stored bytes is written
 /// without compressing the object alone to compare: the record alone would have to
@@ -1060,22 +1067,112 @@ pub fn encode_many_records<'a>(
             encode_record(b, compression, dict)
         }));
     }
-    let found = fetch_bases(&wanted, known, fetch)?;
+    // A hint whose record is as deep as a writer goes gives way to the whole record
+    // at the bottom of its chain (see [`WRITE_DELTA_DEPTH`]).
+    let mut records: HashMap<ObjectId, Option<Vec<u8>>> =
+        wanted.iter().copied().zip(fetch(&wanted)?).collect();
+    let deep: Vec<(ObjectId, ObjectId, u8)> = wanted
+        .iter()
+        .filter_map(|id| {
+            let (base, level) = delta_base(records.get(id)?.as_deref()?)?;
+            (level >= WRITE_DELTA_DEPTH).then_some((*id, base, level))
+        })
+        .collect();
+    let roots = if deep.is_empty() {
+        HashMap::new()
+    } else {
+        chain_roots(deep, fetch)?
+    };
+    let base_of = |hint: ObjectId| roots.get(&hint).copied().unwrap_or(hint);
+    let wanted: Vec<ObjectId> = {
+        let mut seen = HashSet::new();
+        wanted
+            .iter()
+            .map(|h| base_of(*h))
+            .filter(|b| seen.insert(*b))
+            .collect()
+    };
+    records.retain(|id, _| !roots.contains_key(id));
+    let found = fetch_bases(&wanted, records, known, fetch)?;
     Ok(encode_all(objects, |i, bytes| {
-        match hint(i).and_then(|b| found.get(&b).map(|f| (b, f))) {
-            Some((id, (stored, depth))) => encode_delta_record(
-                bytes,
-                &Base {
-                    id,
-                    stored,
-                    depth: *depth,
-                },
-                compression,
-                dict,
-            ),
+        let rebased = hint(i).is_some_and(|h| roots.contains_key(&h));
+        match hint(i)
+            .map(base_of)
+            .and_then(|b| found.get(&b).map(|f| (b, f)))
+        {
+            Some((id, (stored, depth))) => {
+                let record = encode_delta_record(
+                    bytes,
+                    &Base {
+                        id,
+                        stored,
+                        depth: *depth,
+                    },
+                    compression,
+                    dict,
+                );
+                // Against its chain's whole record, a delta is kept only while it
+                // is small: each one repeats every change since that record.
+                if rebased
+                    && record.tag() == Some(DELTA)
+                    && record.len().saturating_mul(DELTA_SURE) > bytes.len()
+                {
+                    encode_record(bytes, compression, dict)
+                } else {
+                    record
+                }
+            }
             None => encode_record(bytes, compression, dict),
         }
     }))
+}
+
+/// The whole record at the bottom of each chain of `deep` (a hint, its record's
+/// base, its record's depth), followed header by header: one fetch per level for all
+/// of them, no decompression. A chain that breaks on the way (a base absent, a depth
+/// that does not step down by one) has no root here, and its hint is used as it is
+/// (the encoder then stores the object whole, as for any base this deep).
+fn chain_roots(
+    deep: Vec<(ObjectId, ObjectId, u8)>,
+    fetch: &mut FetchRecords<'_>,
+) -> Result<HashMap<ObjectId, ObjectId>, StoreError> {
+    let mut roots = HashMap::new();
+    // (hint, the id to read next, the depth its record must have plus one)
+    let mut open = deep;
+    while !open.is_empty() {
+        let want: Vec<ObjectId> = {
+            let mut seen = HashSet::new();
+            open.iter()
+                .map(|(_, id, _)| *id)
+                .filter(|id| seen.insert(*id))
+                .collect()
+        };
+        let records = fetch(&want)?;
+        let got: HashMap<ObjectId, Vec<u8>> = want
+            .into_iter()
+            .zip(records)
+            .filter_map(|(id, r)| Some((id, r?)))
+            .collect();
+        let mut next = Vec::new();
+        for (hint, id, level) in open {
+            let Some(record) = got.get(&id) else {
+                continue;
+            };
+            // Each step goes one level down, so the walk ends within
+            // `MAX_DELTA_DEPTH` fetches.
+            if depth(record).checked_add(1) != Some(level) {
+                continue;
+            }
+            match delta_base(record) {
+                None => {
+                    roots.insert(hint, id);
+                }
+                Some((base, below)) => next.push((hint, base, below)),
+            }
+        }
+        open = next;
+    }
+    Ok(roots)
 }
 
 /// Batches of at least this many bytes are compressed on two threads.
@@ -1138,10 +1235,19 @@ fn cores() -> usize {
 /// read; unreadable ones are left out (backend errors are returned).
 fn fetch_bases(
     ids: &[ObjectId],
+    mut have: HashMap<ObjectId, Option<Vec<u8>>>,
     known: &dyn Fn(&ObjectId) -> Option<Vec<u8>>,
     fetch: &mut FetchRecords<'_>,
 ) -> Result<HashMap<ObjectId, (Vec<u8>, u8)>, StoreError> {
-    let records = fetch(ids)?;
+    let missing: Vec<ObjectId> = ids
+        .iter()
+        .filter(|id| !have.contains_key(*id))
+        .copied()
+        .collect();
+    if !missing.is_empty() {
+        have.extend(missing.iter().copied().zip(fetch(&missing)?));
+    }
+    let records: Vec<Option<Vec<u8>>> = ids.iter().map(|id| have.remove(id).flatten()).collect();
     let depths: Vec<u8> = records
         .iter()
         .map(|r| r.as_deref().map_or(0, depth))

@@ -190,13 +190,16 @@ fn plant(root: &std::path::Path, id: &ObjectId, record: &[u8]) {
     std::fs::write(dir.join(&hex[2..]), record).unwrap();
 }
 
+/// A delta record of `stored` against `base`, whose own record is at `depth` (any
+/// depth a reader accepts: written against a whole base, then given the depth byte,
+/// so that chains deeper than this build writes can be made).
 fn delta_of(stored: &[u8], base: (ObjectId, &[u8]), depth: u8) -> Vec<u8> {
     let record = codec::encode_delta(
         stored,
         &Base {
             id: base.0,
             stored: base.1,
-            depth,
+            depth: 0,
         },
         Compression::default(),
     );
@@ -204,7 +207,7 @@ fn delta_of(stored: &[u8], base: (ObjectId, &[u8]), depth: u8) -> Vec<u8> {
         codec::delta_base(&record).is_some(),
         "similar bytes make a delta"
     );
-    record
+    with_depth(record, depth.wrapping_add(1))
 }
 
 /// `record` with its depth byte set to `depth`.
@@ -432,4 +435,112 @@ fn decode_many_of_a_batch_matches_each_object_alone() {
         read(&[a0.0], &bad),
         Err(StoreError::Corrupt { id, .. }) if id == a0.0
     ));
+}
+
+/// Each record's delta depth, from the store's (delta, base) pairs.
+fn depths(store: &dyn ObjectStore) -> std::collections::HashMap<ObjectId, u8> {
+    let base_of: std::collections::HashMap<ObjectId, ObjectId> =
+        deltas(store).into_iter().collect();
+    base_of
+        .keys()
+        .map(|id| {
+            let (mut at, mut d) = (*id, 0u8);
+            while let Some(b) = base_of.get(&at) {
+                (at, d) = (*b, d + 1);
+            }
+            (*id, d)
+        })
+        .collect()
+}
+
+/// Words drawn from a fixed seed: text that compresses, but not to nothing.
+fn prose(words: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::new();
+    for i in 0..words {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = 2 + (x % 8) as usize;
+        out.extend((0..len).map(|k| b'a' + ((x >> (5 * k)) % 26) as u8));
+        out.push(if i % 12 == 11 { b'\n' } else { b' ' });
+    }
+    out
+}
+
+/// Writers stop chains at `WRITE_DELTA_DEPTH`: the version after a chain's deepest
+/// one is written against the whole record at the bottom of that chain while the
+/// delta stays small (a file edited in place), and whole once it would repeat too
+/// much (a file that grows by more than an eighth of itself each time). Every
+/// version reads back and the store verifies.
+fn chains_stop_at_the_write_depth(store: &dyn Store) {
+    let depth = usize::from(codec::WRITE_DELTA_DEPTH);
+    let repo = Repo::new(store);
+    let mut ws = Workspace::new();
+    let mut edited = Vec::new();
+    let mut grown = Vec::new();
+    let mut want = Vec::new();
+    let mut log = prose(600, 1);
+    for v in 0..3 * depth + 2 {
+        // One line of 200 changed in place each version.
+        let mut t = text(200, 7);
+        let line = format!("def function_{v}(x):\n    return x * {}\n", v * 7 % 97);
+        let edit = format!("def function_{v}(x):\n    return x + {v}\n");
+        let at = t
+            .windows(line.len())
+            .position(|w| w == line.as_bytes())
+            .unwrap();
+        t.splice(at..at + line.len(), edit.bytes());
+        ws.write("/edited.py", &t).unwrap();
+        log.extend(prose(120, 100 + v as u64));
+        ws.write("/grown.txt", &log).unwrap();
+        let c = repo
+            .commit(&mut ws, "main", RepoCommitOptions::message(format!("v{v}")))
+            .unwrap();
+        edited.push(ws.file_content_object("/edited.py").unwrap().0);
+        grown.push(ws.file_content_object("/grown.txt").unwrap().0);
+        want.push((c.id, t, log.clone()));
+    }
+    let depths = depths(store);
+    let base_of: std::collections::HashMap<ObjectId, ObjectId> =
+        deltas(store).into_iter().collect();
+    assert!(
+        depths.values().all(|d| usize::from(*d) <= depth),
+        "no chain deeper than {depth}: {depths:?}"
+    );
+    // The edited file: a chain down to the write depth, then the next version
+    // against the chain's whole record, then a chain again from there.
+    assert_eq!(base_of.get(&edited[0]), None, "the first version is whole");
+    for v in 1..=depth {
+        assert_eq!(depths.get(&edited[v]), Some(&(v as u8)), "version {v}");
+        assert_eq!(base_of.get(&edited[v]), Some(&edited[v - 1]));
+    }
+    assert_eq!(
+        base_of.get(&edited[depth + 1]),
+        Some(&edited[0]),
+        "past the write depth, against the chain's whole record"
+    );
+    assert_eq!(base_of.get(&edited[depth + 2]), Some(&edited[depth + 1]));
+    // The grown file: the delta against the whole record would repeat every
+    // addition since, more than an eighth of it: stored whole.
+    assert_eq!(depths.get(&grown[depth]), Some(&(depth as u8)));
+    assert_eq!(base_of.get(&grown[depth + 1]), None, "stored whole");
+    assert_eq!(base_of.get(&grown[depth + 2]), Some(&grown[depth + 1]));
+    for (v, (id, t, l)) in want.iter().enumerate() {
+        let old = repo.checkout(&id.to_string()).unwrap();
+        assert_eq!(old.read("/edited.py").unwrap(), &t[..], "version {v}");
+        assert_eq!(old.read("/grown.txt").unwrap(), &l[..], "version {v}");
+    }
+    assert!(verify(store, true).unwrap().is_clean());
+}
+
+#[test]
+fn sqlite_chains_stop_at_the_write_depth() {
+    chains_stop_at_the_write_depth(&SqliteStore::in_memory().unwrap());
+}
+
+#[test]
+fn dir_chains_stop_at_the_write_depth() {
+    let tmp = tempfile::tempdir().unwrap();
+    chains_stop_at_the_write_depth(&DirStore::open(tmp.path().join("s")).unwrap());
 }
