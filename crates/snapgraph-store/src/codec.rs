@@ -1078,8 +1078,8 @@ pub fn encode_many_records<'a>(
             (level >= WRITE_DELTA_DEPTH).then_some((*id, base, level))
         })
         .collect();
-    let roots = if deep.is_empty() {
-        HashMap::new()
+    let (roots, root_records) = if deep.is_empty() {
+        (HashMap::new(), HashMap::new())
     } else {
         chain_roots(deep, fetch)?
     };
@@ -1093,6 +1093,7 @@ pub fn encode_many_records<'a>(
             .collect()
     };
     records.retain(|id, _| !roots.contains_key(id));
+    records.extend(root_records.into_iter().map(|(id, r)| (id, Some(r))));
     let found = fetch_bases(&wanted, records, known, fetch)?;
     Ok(encode_all(objects, |i, bytes| {
         let rebased = hint(i).is_some_and(|h| roots.contains_key(&h));
@@ -1131,12 +1132,15 @@ pub fn encode_many_records<'a>(
 /// base, its record's depth), followed header by header: one fetch per level for all
 /// of them, no decompression. A chain that breaks on the way (a base absent, a depth
 /// that does not step down by one) has no root here, and its hint is used as it is
-/// (the encoder then stores the object whole, as for any base this deep).
+/// (the encoder then stores the object whole, as for any base this deep). Returns
+/// each hint's root and each root's record (read on the way, not read again).
+#[allow(clippy::type_complexity)]
 fn chain_roots(
     deep: Vec<(ObjectId, ObjectId, u8)>,
     fetch: &mut FetchRecords<'_>,
-) -> Result<HashMap<ObjectId, ObjectId>, StoreError> {
+) -> Result<(HashMap<ObjectId, ObjectId>, HashMap<ObjectId, Vec<u8>>), StoreError> {
     let mut roots = HashMap::new();
+    let mut root_records = HashMap::new();
     // (hint, the id to read next, the depth its record must have plus one)
     let mut open = deep;
     while !open.is_empty() {
@@ -1166,13 +1170,15 @@ fn chain_roots(
             match delta_base(record) {
                 None => {
                     roots.insert(hint, id);
+                    // Several chains may share a root: its record is kept once.
+                    root_records.entry(id).or_insert_with(|| record.clone());
                 }
                 Some((base, below)) => next.push((hint, base, below)),
             }
         }
         open = next;
     }
-    Ok(roots)
+    Ok((roots, root_records))
 }
 
 /// Batches of at least this many bytes are compressed on two threads.
