@@ -24,12 +24,15 @@
 //! so a doubt costs speed, never a missed change.
 //!
 //! Files are read and hashed on up to [`Workspace::parallelism`](snapgraph::Workspace::parallelism)
-//! threads, in batches of at most [`BATCH_BYTES`] (memory stays bounded whatever the
-//! tree's size); the store is read only on the calling thread (a store need not be
-//! `Sync`).
+//! threads, one file at a time each (memory holds at most one file a thread). A scan
+//! hands them over while it walks ([`while_walking`]): a file whose content is one
+//! chunk or inline is read and hashed on another thread as soon as the walk finds
+//! it, so the hashing of a release `rsync`ed over the tree overlaps the walk instead
+//! of following it. Manifests need their chunk lists, read from the store on the
+//! calling thread only (a store need not be `Sync`), after the walk.
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
 
 use snapgraph::chunk::CHUNK_MAX;
 use snapgraph::object::manifest::{ChunkRef, Manifest};
@@ -38,18 +41,11 @@ use snapgraph::{ObjectId, ObjectKind, ObjectSource, FORMAT_VERSION};
 use crate::error::{IoContext, Result};
 use crate::index::{Digest, FileStat};
 
-/// The most bytes of files held at once while comparing (a larger file is a batch of
-/// its own).
-pub const BATCH_BYTES: u64 = 32 << 20;
-
-/// Below this many bytes in a batch, the files are compared on the calling thread.
-const PARALLEL_MIN: u64 = 1 << 20;
-
 /// A file whose stat changed, where the tip holds a file of the same size and mode.
 #[derive(Debug, Clone)]
 pub struct Candidate {
     /// Its path on disk.
-    pub full: PathBuf,
+    pub full: std::path::PathBuf,
     /// Its workspace path.
     pub path: String,
     /// Its `lstat` now.
@@ -66,80 +62,91 @@ pub fn same_as_tip(
     source: &dyn ObjectSource,
     threads: usize,
 ) -> Result<Vec<bool>> {
-    same_in_batches(candidates, source, threads, BATCH_BYTES, PARALLEL_MIN)
-}
-
-/// [`same_as_tip`] with its batch size and threading threshold given.
-fn same_in_batches(
-    candidates: &[Candidate],
-    source: &dyn ObjectSource,
-    threads: usize,
-    batch_bytes: u64,
-    parallel_min: u64,
-) -> Result<Vec<bool>> {
-    let mut same = Vec::with_capacity(candidates.len());
-    let mut start = 0;
-    while start < candidates.len() {
-        let mut end = start;
-        let mut bytes = 0u64;
-        while end < candidates.len() && (end == start || bytes < batch_bytes) {
-            bytes += candidates[end].stat.size;
-            end += 1;
-        }
-        let batch = &candidates[start..end];
-        let threads = if bytes < parallel_min { 1 } else { threads };
-        same.extend(compare_batch(batch, source, threads)?);
-        start = end;
-    }
+    let ((), _, same) = while_walking(source, threads, |found| {
+        candidates.iter().cloned().for_each(found);
+        Ok(())
+    })?;
     Ok(same)
 }
 
-/// [`compare`] of every candidate of `batch`, in order, on up to `threads` threads.
-/// The index says how each file's content is stored, so each is hashed once, the
-/// one way that can prove it: a chunk's bytes whole, a manifest's span by span
-/// against its chunk list. The lists are read from the store on the calling thread
-/// only, while the other threads already read and hash the files that need none;
-/// then it joins them.
-fn compare_batch(
-    batch: &[Candidate],
+/// Runs `walk`, which hands each candidate it finds to the function it is given,
+/// while other threads (up to `threads` in all) read and hash the candidates that
+/// need no store read as they come; then compares the manifests on this thread and
+/// helps with what is left. Returns `walk`'s result, the candidates in the order
+/// found, and for each whether its bytes are the tip's. A walk that fails stops the
+/// comparing (its error is returned); so does a file that cannot be read (the
+/// first such error, in the order found).
+pub fn while_walking<T>(
     source: &dyn ObjectSource,
     threads: usize,
-) -> Result<Vec<bool>> {
+    walk: impl FnOnce(&mut dyn FnMut(Candidate)) -> Result<T>,
+) -> Result<(T, Vec<Candidate>, Vec<bool>)> {
     let listed = |c: &Candidate| matches!(c.digest, Digest::Manifest(_));
-    let plain: Vec<usize> = (0..batch.len()).filter(|&i| !listed(&batch[i])).collect();
-    let next = AtomicUsize::new(0);
-    let take_plain = |done: &mut Vec<(usize, Result<bool>)>| {
-        while let Some(&i) = plain.get(next.fetch_add(1, Ordering::Relaxed)) {
-            done.push((i, compare(&batch[i], None)));
+    let mut found: Vec<Candidate> = Vec::new();
+    let (tx, rx) = mpsc::channel::<(usize, Candidate)>();
+    let rx = Mutex::new(rx);
+    let stop = AtomicBool::new(false);
+    // Takes plain candidates until the walk is over and none is left (or a stop).
+    let drain = |out: &mut Vec<(usize, Result<bool>)>| loop {
+        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let Ok((i, c)) = next else { return };
+        if stop.load(Ordering::Relaxed) {
+            continue;
         }
+        let r = compare(&c, None);
+        if r.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        out.push((i, r));
     };
-    let mut done: Vec<(usize, Result<bool>)> = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads.clamp(1, batch.len().max(1)))
+    let (walked, mut done) = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads.max(1))
             .map(|_| {
                 scope.spawn(|| {
-                    let mut done = Vec::new();
-                    take_plain(&mut done);
-                    done
+                    let mut out = Vec::new();
+                    drain(&mut out);
+                    out
                 })
             })
             .collect();
-        let mut mine = Vec::new();
-        for (i, c) in batch.iter().enumerate().filter(|(_, c)| listed(c)) {
+        let walked = walk(&mut |c: Candidate| {
+            if !listed(&c) {
+                // Without a helper, nothing takes them now: compared below.
+                let _ = tx.send((found.len(), c.clone()));
+            }
+            found.push(c);
+        });
+        drop(tx);
+        if walked.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let mut mine: Vec<(usize, Result<bool>)> = Vec::new();
+        for (i, c) in found.iter().enumerate().filter(|(_, c)| listed(c)) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let list = match &c.digest {
                 Digest::Manifest(id) => chunk_list(*id, c.stat.size, source),
                 Digest::Chunk(_) | Digest::Inline(_) => None,
             };
             mine.push((i, compare(c, Some(list.as_deref()))));
         }
-        take_plain(&mut mine);
+        drain(&mut mine);
         for h in helpers {
             mine.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         }
-        mine
+        (walked, mine)
     });
-    // Every index was taken exactly once: in order again.
+    let walked = walked?;
+    // Every candidate was taken exactly once, unless an error stopped the rest: the
+    // first error in the order found is returned.
     done.sort_unstable_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
+    let mut same = Vec::with_capacity(found.len());
+    for (_, r) in done {
+        same.push(r?);
+    }
+    debug_assert_eq!(same.len(), found.len());
+    Ok((walked, found, same))
 }
 
 /// Reads `c` and says whether it is what the index recorded: `list` is, for a
@@ -278,17 +285,74 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_hands_candidates_over_as_it_goes_and_its_error_wins() {
+        let t = tempfile::tempdir().unwrap();
+        let (candidates, store, datas) = setup(t.path());
+        // One file of one chunk and one of a manifest changed: each answer is the
+        // answer for its own candidate, in the order found.
+        for i in [1, 3] {
+            let mut d = datas[i].clone();
+            d[7] ^= 1;
+            std::fs::write(&candidates[i].full, &d).unwrap();
+        }
+        for threads in [1, 2, 3] {
+            let (_, found, same) = while_walking(&store, threads, |found| {
+                candidates.iter().rev().cloned().for_each(found);
+                Ok(())
+            })
+            .unwrap();
+            let answers: Vec<(&str, bool)> =
+                found.iter().map(|c| c.path.as_str()).zip(same).collect();
+            assert_eq!(
+                answers,
+                vec![
+                    ("/f5", true),
+                    ("/f4", true),
+                    ("/f3", false),
+                    ("/f2", true),
+                    ("/f1", false),
+                    ("/f0", true)
+                ],
+                "{threads} threads"
+            );
+        }
+        for i in [1, 3] {
+            std::fs::write(&candidates[i].full, &datas[i]).unwrap();
+        }
+        for threads in [1, 2, 3] {
+            let (walked, found, same) = while_walking(&store, threads, |found| {
+                candidates.iter().rev().cloned().for_each(found);
+                Ok(7)
+            })
+            .unwrap();
+            assert_eq!(walked, 7);
+            let order: Vec<&str> = found.iter().map(|c| c.path.as_str()).collect();
+            let want: Vec<&str> = candidates.iter().rev().map(|c| c.path.as_str()).collect();
+            assert_eq!(order, want, "in the order found");
+            assert_eq!(same, vec![true; candidates.len()], "{threads} threads");
+            // A walk that fails: its error, whatever was compared meanwhile.
+            let err = while_walking(&store, threads, |found| {
+                candidates.iter().cloned().for_each(found);
+                Err::<(), _>(crate::error::CliError::bad_path(
+                    std::path::Path::new("/the-walk"),
+                    "stopped",
+                ))
+            })
+            .unwrap_err();
+            assert!(err.to_string().contains("the-walk"), "{err}");
+        }
+    }
+
+    #[test]
     fn the_tips_bytes_are_proven_and_nothing_else() {
         let t = tempfile::tempdir().unwrap();
         let (candidates, store, datas) = setup(t.path());
         assert!(snapgraph::chunk::cut_points(&datas[2]).len() > 1);
         assert_eq!(snapgraph::chunk::cut_points(&datas[5]).len(), 1);
-        // In one batch or one file a batch, on one thread or two.
-        for (threads, batch, parallel) in
-            [(1, BATCH_BYTES, PARALLEL_MIN), (2, 1, 0), (2, 70_000, 0)]
-        {
-            let same = same_in_batches(&candidates, &store, threads, batch, parallel).unwrap();
-            assert_eq!(same, vec![true; datas.len()], "{threads} {batch}");
+        // On this thread alone, or with one or three helpers.
+        for threads in [1, 2, 4] {
+            let same = same_as_tip(&candidates, &store, threads).unwrap();
+            assert_eq!(same, vec![true; datas.len()], "{threads} threads");
         }
         // One byte changed anywhere: not the tip's.
         for (i, d) in datas.iter().enumerate() {

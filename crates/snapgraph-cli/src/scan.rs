@@ -1096,182 +1096,195 @@ pub fn scan_batched(
     // Files to read: (full path, workspace path, size, mode).
     let mut to_read: Vec<(PathBuf, String, u64, u32)> = Vec::new();
     // Files whose stat changed where the tip has a file of the same size and mode:
-    // compared with the tip's content before anything is loaded (lazy scans only).
-    let mut to_compare: Vec<crate::recheck::Candidate> = Vec::new();
+    // compared with the tip's content before anything is loaded (lazy scans only),
+    // handed to `found` as the walk meets them (`recheck::while_walking` hashes them
+    // on other threads meanwhile).
     let mut bytes_to_read = 0u64;
-    let (walked, _) = walk_kept(
-        root,
-        options.skip,
-        options.only.or(watched),
-        complete,
-        options.kept,
-        &mut |w| {
-            let (full, path) = (w.full, w.path);
-            // With a watcher's report, a directory on the way to a reported path is an
-            // entry like any other (the index records it, and vouches for it).
-            if w.scope == Scope::Ancestor && watched.is_none() {
-                if w.found == Found::Dir && !ws.exists(path) {
-                    ws.mkdir(path)?;
+    let threads = ws.parallelism();
+    let mut walk = |found: &mut dyn FnMut(crate::recheck::Candidate)| {
+        walk_kept(
+            root,
+            options.skip,
+            options.only.or(watched),
+            complete,
+            options.kept,
+            &mut |w| {
+                let (full, path) = (w.full, w.path);
+                // With a watcher's report, a directory on the way to a reported path is an
+                // entry like any other (the index records it, and vouches for it).
+                if w.scope == Scope::Ancestor && watched.is_none() {
+                    if w.found == Found::Dir && !ws.exists(path) {
+                        ws.mkdir(path)?;
+                        report.changed = true;
+                    }
+                    return Ok(true);
+                }
+                report.entries += 1;
+                if shown {
+                    progress.inc(1);
+                }
+                if let Some(ix) = complete {
+                    // One look-up: counted as seen, and trusted if it is a clean file.
+                    // (Something that is not a file, directory or symlink is not recorded: a
+                    // recorded entry replaced by one counts as unseen, so it is removed.)
+                    let recorded = ix.entries.get_key_value(path);
+                    indexed_seen += usize::from(recorded.is_some() && w.found != Found::Other);
+                    if let (
+                        Found::File,
+                        Some(stat),
+                        Some((key, IndexEntry::File { stat: s, digest })),
+                    ) = (w.found, w.stat, recorded)
+                    {
+                        if ix.trusted(s, &stat) {
+                            report.files_skipped += 1;
+                            if report.partial {
+                                vouched.push(key);
+                            } else {
+                                report.stats.insert(
+                                    path.to_string(),
+                                    Seen::File(stat, Some(digest.clone())),
+                                );
+                            }
+                            return Ok(true);
+                        }
+                        if lazy.is_some()
+                            && s.size == stat.size
+                            && file_mode(s.mode) == file_mode(stat.mode)
+                        {
+                            found(crate::recheck::Candidate {
+                                full: full.to_path_buf(),
+                                path: path.to_string(),
+                                stat,
+                                digest: digest.clone(),
+                            });
+                            return Ok(true);
+                        }
+                    }
+                    // A directory where the tip has one: nothing to do in the workspace (its
+                    // mode is always the default), so a lazy one stays unloaded. Its listing
+                    // is recorded when it is not the index's (a watcher's narrowed walk has
+                    // none: the listing is then reset, see `crate::index`).
+                    if let (true, Found::Dir, Some((key, IndexEntry::Dir { listing }))) =
+                        (report.partial, w.found, recorded)
+                    {
+                        vouched.push(key);
+                        let now = listing_of(path, w.listing);
+                        if *listing != now {
+                            report.stats.insert(path.to_string(), Seen::Dir(now));
+                        }
+                        return Ok(true);
+                    }
+                }
+                if let Some(source) = lazy {
+                    // Its directory, and itself if the tip has a directory there (an entry
+                    // retyped from one is compared with what it was).
+                    ws.load_dir(path, source)?;
+                }
+                let current = ws.metadata(path).ok();
+                let kind = match w.found {
+                    Found::Dir => Some(EntryKind::Dir),
+                    Found::Symlink => Some(EntryKind::Symlink),
+                    Found::File => Some(EntryKind::File),
+                    Found::Other => None,
+                };
+                if kind.is_some() && current.as_ref().map(|c| c.kind) != kind {
                     report.changed = true;
                 }
-                return Ok(true);
-            }
-            report.entries += 1;
-            if shown {
-                progress.inc(1);
-            }
-            if let Some(ix) = complete {
-                // One look-up: counted as seen, and trusted if it is a clean file.
-                // (Something that is not a file, directory or symlink is not recorded: a
-                // recorded entry replaced by one counts as unseen, so it is removed.)
-                let recorded = ix.entries.get_key_value(path);
-                indexed_seen += usize::from(recorded.is_some() && w.found != Found::Other);
-                if let (
-                    Found::File,
-                    Some(stat),
-                    Some((key, IndexEntry::File { stat: s, digest })),
-                ) = (w.found, w.stat, recorded)
-                {
-                    if ix.trusted(s, &stat) {
-                        report.files_skipped += 1;
-                        if report.partial {
-                            vouched.push(key);
-                        } else {
-                            report
-                                .stats
-                                .insert(path.to_string(), Seen::File(stat, Some(digest.clone())));
-                        }
-                        return Ok(true);
-                    }
-                    if lazy.is_some()
-                        && s.size == stat.size
-                        && file_mode(s.mode) == file_mode(stat.mode)
-                    {
-                        to_compare.push(crate::recheck::Candidate {
-                            full: full.to_path_buf(),
-                            path: path.to_string(),
-                            stat,
-                            digest: digest.clone(),
-                        });
-                        return Ok(true);
-                    }
-                }
-                // A directory where the tip has one: nothing to do in the workspace (its
-                // mode is always the default), so a lazy one stays unloaded. Its listing
-                // is recorded when it is not the index's (a watcher's narrowed walk has
-                // none: the listing is then reset, see `crate::index`).
-                if let (true, Found::Dir, Some((key, IndexEntry::Dir { listing }))) =
-                    (report.partial, w.found, recorded)
-                {
-                    vouched.push(key);
-                    let now = listing_of(path, w.listing);
-                    if *listing != now {
-                        report.stats.insert(path.to_string(), Seen::Dir(now));
-                    }
-                    return Ok(true);
-                }
-            }
-            if let Some(source) = lazy {
-                // Its directory, and itself if the tip has a directory there (an entry
-                // retyped from one is compared with what it was).
-                ws.load_dir(path, source)?;
-            }
-            let current = ws.metadata(path).ok();
-            let kind = match w.found {
-                Found::Dir => Some(EntryKind::Dir),
-                Found::Symlink => Some(EntryKind::Symlink),
-                Found::File => Some(EntryKind::File),
-                Found::Other => None,
-            };
-            if kind.is_some() && current.as_ref().map(|c| c.kind) != kind {
-                report.changed = true;
-            }
-            match w.found {
-                Found::Dir => {
-                    if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
-                        ws.remove(path)?;
-                    }
-                    if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
-                        ws.mkdir(path)?;
-                    }
-                    report
-                        .stats
-                        .insert(path.to_string(), Seen::Dir(listing_of(path, w.listing)));
-                }
-                Found::Symlink => {
-                    let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
-                    let target = std::fs::read_link(full).at(full)?;
-                    let target = target.to_str().ok_or_else(|| {
-                        CliError::bad_path(full, "symlink target is not valid UTF-8")
-                    })?;
-                    let same = current
-                        .as_ref()
-                        .is_some_and(|c| c.kind == EntryKind::Symlink)
-                        && ws.read_link(path).ok() == Some(target);
-                    if !same {
-                        report.changed = true;
-                        if current.is_some() {
+                match w.found {
+                    Found::Dir => {
+                        if current.as_ref().is_some_and(|c| c.kind != EntryKind::Dir) {
                             ws.remove(path)?;
                         }
-                        ws.symlink(path, target)?;
-                    }
-                    report.stats.insert(path.to_string(), Seen::Symlink(stat));
-                }
-                Found::File => {
-                    let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
-                    let mode = file_mode(stat.mode);
-                    let vouched = current.as_ref().is_some_and(|c| {
-                        c.kind == EntryKind::File
-                            && c.size == stat.size
-                            && options
-                                .index
-                                .and_then(|ix| ix.clean(path, &stat))
-                                .is_some_and(|d| digest_of(ws, path).as_ref() == Some(d))
-                    });
-                    if current
-                        .as_ref()
-                        .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
-                    {
-                        report.changed = true;
-                    }
-                    if vouched {
-                        report.files_skipped += 1;
-                        if current.as_ref().is_some_and(|c| c.mode != mode) {
-                            ws.set_mode(path, mode)?;
+                        if current.as_ref().map(|c| c.kind) != Some(EntryKind::Dir) {
+                            ws.mkdir(path)?;
                         }
-                    } else {
-                        match &current {
-                            Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
-                                report.reread += 1
+                        report
+                            .stats
+                            .insert(path.to_string(), Seen::Dir(listing_of(path, w.listing)));
+                    }
+                    Found::Symlink => {
+                        let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                        let target = std::fs::read_link(full).at(full)?;
+                        let target = target.to_str().ok_or_else(|| {
+                            CliError::bad_path(full, "symlink target is not valid UTF-8")
+                        })?;
+                        let same = current
+                            .as_ref()
+                            .is_some_and(|c| c.kind == EntryKind::Symlink)
+                            && ws.read_link(path).ok() == Some(target);
+                        if !same {
+                            report.changed = true;
+                            if current.is_some() {
+                                ws.remove(path)?;
                             }
-                            _ => report.changed = true,
+                            ws.symlink(path, target)?;
                         }
-                        if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
-                            ws.remove(path)?;
-                        }
-                        bytes_to_read += stat.size;
-                        to_read.push((full.to_path_buf(), path.to_string(), stat.size, mode));
+                        report.stats.insert(path.to_string(), Seen::Symlink(stat));
                     }
-                    let digest = if vouched { digest_of(ws, path) } else { None };
-                    report
-                        .stats
-                        .insert(path.to_string(), Seen::File(stat, digest));
+                    Found::File => {
+                        let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
+                        let mode = file_mode(stat.mode);
+                        let vouched = current.as_ref().is_some_and(|c| {
+                            c.kind == EntryKind::File
+                                && c.size == stat.size
+                                && options
+                                    .index
+                                    .and_then(|ix| ix.clean(path, &stat))
+                                    .is_some_and(|d| digest_of(ws, path).as_ref() == Some(d))
+                        });
+                        if current
+                            .as_ref()
+                            .is_some_and(|c| c.kind == EntryKind::File && c.mode != mode)
+                        {
+                            report.changed = true;
+                        }
+                        if vouched {
+                            report.files_skipped += 1;
+                            if current.as_ref().is_some_and(|c| c.mode != mode) {
+                                ws.set_mode(path, mode)?;
+                            }
+                        } else {
+                            match &current {
+                                Some(c) if c.kind == EntryKind::File && c.size == stat.size => {
+                                    report.reread += 1
+                                }
+                                _ => report.changed = true,
+                            }
+                            if current.as_ref().is_some_and(|c| c.kind != EntryKind::File) {
+                                ws.remove(path)?;
+                            }
+                            bytes_to_read += stat.size;
+                            to_read.push((full.to_path_buf(), path.to_string(), stat.size, mode));
+                        }
+                        let digest = if vouched { digest_of(ws, path) } else { None };
+                        report
+                            .stats
+                            .insert(path.to_string(), Seen::File(stat, digest));
+                    }
+                    Found::Other => {
+                        eprintln!(
+                            "warning: {}: not a file, directory or symlink; skipped",
+                            full.display()
+                        );
+                        return Ok(true);
+                    }
                 }
-                Found::Other => {
-                    eprintln!(
-                        "warning: {}: not a file, directory or symlink; skipped",
-                        full.display()
-                    );
-                    return Ok(true);
-                }
-            }
-            Ok(true)
-        },
-    )?;
+                Ok(true)
+            },
+        )
+    };
+    let (walked, to_compare, same) = match lazy {
+        Some(source) => {
+            let ((walked, _), to_compare, same) =
+                crate::recheck::while_walking(source, threads, walk)?;
+            (walked, to_compare, same)
+        }
+        // Only a lazy scan has candidates.
+        None => (walk(&mut |_| {})?.0, Vec::new(), Vec::new()),
+    };
     if let (Some(source), false) = (lazy, to_compare.is_empty()) {
         let compared_bytes = to_compare.iter().map(|c| c.stat.size).sum();
         crate::progress::phase(progress, "comparing", compared_bytes);
-        let same = crate::recheck::same_as_tip(&to_compare, source, ws.parallelism())?;
         progress.set_position(compared_bytes);
         for (c, same) in to_compare.into_iter().zip(same) {
             if same {
