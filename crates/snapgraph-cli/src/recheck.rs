@@ -100,17 +100,20 @@ pub fn while_walking<T>(
         out.push((i, r));
     };
     let (walked, mut done) = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..threads.max(1))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    drain(&mut out);
-                    out
-                })
-            })
-            .collect();
+        // Started with the first candidate to hash (a walk that finds none, a
+        // per-turn commit's, starts no thread).
+        let mut helpers = Vec::new();
         let walked = walk(&mut |c: Candidate| {
             if !listed(&c) {
+                if helpers.is_empty() {
+                    helpers.extend((1..threads.max(1)).map(|_| {
+                        scope.spawn(|| {
+                            let mut out = Vec::new();
+                            drain(&mut out);
+                            out
+                        })
+                    }));
+                }
                 // Without a helper, nothing takes them now: compared below.
                 let _ = tx.send((found.len(), c.clone()));
             }
