@@ -154,7 +154,12 @@ pub fn while_walking<T>(
 
 /// Reads `c` and says whether it is what the index recorded: `list` is, for a
 /// manifest, its chunk list as read (`Some(None)`: not readable, so no proof).
+/// Memory stays bounded whatever the file's size: a manifest's file is read chunk by
+/// chunk along its list (stopping at the first chunk that differs), and inline or
+/// one-chunk content at most one byte past its recorded size (a file that grew
+/// since its stat is no proof).
 fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>) -> Result<bool> {
+    use std::io::Read;
     // No read when nothing could prove it: a manifest whose list is not to be had,
     // or more bytes than one chunk holds recorded as one chunk.
     match (&c.digest, list) {
@@ -162,35 +167,56 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>) -> Result<bool> {
         (Digest::Chunk(_), _) if c.stat.size > CHUNK_MAX as u64 => return Ok(false),
         _ => {}
     }
-    let data = std::fs::read(&c.full).at(&c.full)?;
+    let mut file = std::fs::File::open(&c.full).at(&c.full)?;
+    if let (Digest::Manifest(_), Some(Some(list))) = (&c.digest, list) {
+        return spans_match(&mut file, list).at(&c.full);
+    }
+    let mut data = Vec::new();
+    (&mut file)
+        .take(c.stat.size.saturating_add(1))
+        .read_to_end(&mut data)
+        .at(&c.full)?;
     if data.len() as u64 != c.stat.size {
         return Ok(false);
     }
-    Ok(match (&c.digest, list) {
-        (Digest::Inline(bytes), _) => *bytes == data,
+    Ok(match &c.digest {
+        Digest::Inline(bytes) => *bytes == data,
         // A chunk of an older format version has another id: no proof.
-        (Digest::Chunk(id), _) => {
-            ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &data) == *id
-        }
-        (Digest::Manifest(_), Some(Some(list))) => spans_match(&data, list),
-        (Digest::Manifest(_), _) => false,
+        Digest::Chunk(id) => ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &data) == *id,
+        Digest::Manifest(_) => false,
     })
 }
 
-/// Whether `data` is exactly the chunks of `list`, in order (each chunk's id of the
-/// current format version).
-fn spans_match(data: &[u8], list: &[ChunkRef]) -> bool {
-    let mut at = 0usize;
+/// Whether what `file` holds from where it stands is exactly the chunks of `list`,
+/// in order (each chunk's id of the current format version), and nothing after:
+/// read one chunk at a time into one buffer, up to the first that differs. A file
+/// shorter than the list is no proof (not an error).
+fn spans_match(file: &mut std::fs::File, list: &[ChunkRef]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut buf = Vec::new();
     for c in list {
-        let Some(span) = data.get(at..at + c.len as usize) else {
-            return false;
-        };
-        if ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, span) != c.id {
-            return false;
+        let len = c.len as usize;
+        if len > CHUNK_MAX {
+            return Ok(false);
         }
-        at += span.len();
+        buf.resize(len, 0);
+        match file.read_exact(&mut buf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        if ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &buf) != c.id {
+            return Ok(false);
+        }
     }
-    at == data.len()
+    let mut past = [0u8; 1];
+    loop {
+        match file.read(&mut past) {
+            Ok(n) => return Ok(n == 0),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The chunk list of the manifest rooted at `root` for a file of `size` bytes, read
@@ -368,15 +394,26 @@ mod tests {
             }
             std::fs::write(&candidates[i].full, d).unwrap();
         }
-        // A length that moved since the stat: no proof.
-        let mut longer = datas[3].clone();
-        longer.push(0);
-        std::fs::write(&candidates[3].full, &longer).unwrap();
-        assert_eq!(
-            same_as_tip(&candidates[3..4], &store, 1).unwrap(),
-            vec![false]
-        );
-        std::fs::write(&candidates[3].full, &datas[3]).unwrap();
+        // A length that moved since the stat: no proof, whether the content is
+        // inline, one chunk or a manifest (read along its chunk list: the bytes past
+        // the last chunk are what differs), longer or shorter.
+        for i in [0, 1, 3, 4] {
+            let mut longer = datas[i].clone();
+            longer.push(0);
+            std::fs::write(&candidates[i].full, &longer).unwrap();
+            assert_eq!(
+                same_as_tip(&candidates[i..=i], &store, 1).unwrap(),
+                vec![false],
+                "file {i} longer"
+            );
+            std::fs::write(&candidates[i].full, &datas[i][..datas[i].len() - 1]).unwrap();
+            assert_eq!(
+                same_as_tip(&candidates[i..=i], &store, 1).unwrap(),
+                vec![false],
+                "file {i} shorter"
+            );
+            std::fs::write(&candidates[i].full, &datas[i]).unwrap();
+        }
         // Manifest nodes missing or damaged: no proof (chunks are not needed).
         let manifests: Vec<ObjectId> = store
             .iter()
