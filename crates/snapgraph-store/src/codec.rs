@@ -129,7 +129,6 @@ pub struct Dictionary {
     /// turn's whole store write costs less), and a reader never needs them. `None`
     /// when zstd refused: records are then kept raw.
     cdict: std::sync::OnceLock<Option<zstd::zstd_safe::CDict<'static>>>,
-    ddict: zstd::zstd_safe::DDict<'static>,
 }
 
 impl std::fmt::Debug for Dictionary {
@@ -170,14 +169,14 @@ impl Dictionary {
         if bytes.starts_with(&DICT_MAGIC) {
             return Err("a dictionary starting with the zstd dictionary magic".into());
         }
-        let ddict =
-            zstd::zstd_safe::DDict::try_create(&bytes).ok_or("zstd refused the dictionary")?;
+        // Readers decompress against the bytes themselves: for raw content zstd only
+        // points at them per frame, where a prepared `DDict` copied all 112 KiB into
+        // fresh memory in every process that read one record against it.
         Ok(Self {
             key,
             bytes,
             level: level.max(DICT_LEVEL),
             cdict: std::sync::OnceLock::new(),
-            ddict,
         })
     }
 
@@ -259,7 +258,7 @@ fn check_dict_key(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<(),
 pub fn decode_dict(id: &ObjectId, record: &[u8], dict: &Dictionary) -> Result<Vec<u8>, StoreError> {
     check_dict_key(id, record, dict)?;
     let corrupt = |reason: String| StoreError::Corrupt { id: *id, reason };
-    decompress_with(&record[DICT_HEADER..], Against::Prepared(&dict.ddict))
+    decompress_with(&record[DICT_HEADER..], Against::Raw(&dict.bytes))
         .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
 
@@ -530,7 +529,6 @@ fn compress_cdict(data: &[u8], cdict: &zstd::zstd_safe::CDict<'_>) -> Option<Vec
 enum Against<'a> {
     Nothing,
     Raw(&'a [u8]),
-    Prepared(&'a zstd::zstd_safe::DDict<'static>),
 }
 
 fn decompress(frame: &[u8], dict: Option<&[u8]>) -> Result<Vec<u8>, String> {
@@ -564,7 +562,6 @@ fn decompress_after(prefix: &[u8], frame: &[u8], dict: Against<'_>) -> Result<Ve
         let done = match dict {
             Against::Nothing => dctx.decompress(&mut out, frame),
             Against::Raw(dict) => dctx.decompress_using_dict(&mut out, frame, dict),
-            Against::Prepared(ddict) => dctx.decompress_using_ddict(&mut out, frame, ddict),
         };
         let out = out.into_inner();
         match done {
@@ -595,7 +592,7 @@ pub fn dict_to_plain(
     decompress_after(
         &[RAW],
         &record[DICT_HEADER..],
-        Against::Prepared(&dict.ddict),
+        Against::Raw(&dict.bytes),
     )
     .map_err(|reason| corrupt(format!("dictionary {:08x}: {reason}", dict.key)))
 }
