@@ -544,3 +544,57 @@ fn dir_chains_stop_at_the_write_depth() {
     let tmp = tempfile::tempdir().unwrap();
     chains_stop_at_the_write_depth(&DirStore::open(tmp.path().join("s")).unwrap());
 }
+
+/// A release that changes many files at once: their previous versions (chains of
+/// deltas, decoded as bases on two threads once they weigh enough) all serve as
+/// bases, every version reads back and the store verifies.
+#[test]
+fn a_release_changing_many_files_stores_each_as_a_delta() {
+    let store = SqliteStore::in_memory().unwrap();
+    let repo = Repo::new(&store);
+    let mut ws = Workspace::new();
+    let mut versions: Vec<(ObjectId, Vec<Vec<u8>>)> = Vec::new();
+    let mut chunks: Vec<Vec<ObjectId>> = Vec::new();
+    for v in 0..7u64 {
+        let mut files = Vec::new();
+        for f in 0..40u64 {
+            // One chunk each (a few KiB): the chunk is what is hinted.
+            let mut text = prose(500, f + 1);
+            text.extend(format!("release {v}\n").as_bytes());
+            ws.write(&format!("/pkg/f{f:02}.txt"), &text).unwrap();
+            files.push(text);
+        }
+        let c = repo
+            .commit(&mut ws, "main", RepoCommitOptions::message(format!("v{v}")))
+            .unwrap();
+        chunks.push(
+            (0..40)
+                .map(|f| {
+                    let (id, kind) = ws
+                        .file_content_object(&format!("/pkg/f{f:02}.txt"))
+                        .unwrap();
+                    assert_eq!(kind, ObjectKind::Chunk, "file {f}");
+                    id
+                })
+                .collect(),
+        );
+        versions.push((c.id, files));
+    }
+    let base_of: std::collections::HashMap<ObjectId, ObjectId> =
+        deltas(&store).into_iter().collect();
+    for (v, ids) in chunks.iter().enumerate().skip(1) {
+        for (f, id) in ids.iter().enumerate() {
+            assert!(
+                base_of.contains_key(id),
+                "file {f} of release {v} is a delta"
+            );
+        }
+    }
+    for (id, files) in &versions {
+        let old = repo.checkout(&id.to_string()).unwrap();
+        for (f, want) in files.iter().enumerate() {
+            assert_eq!(old.read(&format!("/pkg/f{f:02}.txt")).unwrap(), &want[..]);
+        }
+    }
+    assert!(verify(&store, true).unwrap().is_clean());
+}
