@@ -1274,31 +1274,21 @@ fn fetch_bases(
         .map(|r| r.as_deref().map_or(0, depth))
         .collect();
     let (ids, records) = (&rest_ids[..], rest_records);
-    let total: usize = records.iter().flatten().map(Vec::len).sum();
-    let stored = if ids.len() < 2 || total < PARALLEL_ENCODE || cores() < 2 {
-        decode_readable(ids, records, fetch)?
-    } else {
-        // Every record of every chain read first, on this thread (the store's reads
-        // stay here), then the chains decoded on two threads from those records: a
-        // new release's commit decoded its changed files' previous versions on one
-        // core before the two-thread encode.
-        let pool = chain_records(ids, &records, fetch)?;
-        let split = ids.len() / 2;
-        let (head, tail) = records.split_at(split);
-        let from_pool = |want: &[ObjectId]| -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-            Ok(want.iter().map(|id| pool.get(id).cloned()).collect())
-        };
-        std::thread::scope(|scope| {
-            let second = scope
-                .spawn(|| decode_readable(&ids[split..], tail.to_vec(), &mut |w| from_pool(w)));
-            let mut out = decode_readable(&ids[..split], head.to_vec(), &mut |w| from_pool(w))?;
-            out.extend(
-                second
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-            );
-            Ok::<_, StoreError>(out)
-        })?
+    let stored = match decode_many(ids, records.clone(), fetch) {
+        Ok(s) => s,
+        Err(e @ StoreError::Backend { .. }) => return Err(e),
+        // One unreadable base: read each on its own, keeping the readable ones.
+        Err(_) => {
+            let mut out = Vec::with_capacity(ids.len());
+            for (id, r) in ids.iter().zip(records) {
+                out.push(
+                    decode_many(std::slice::from_ref(id), vec![r], fetch)
+                        .ok()
+                        .and_then(|mut v| v.pop().flatten()),
+                );
+            }
+            out
+        }
     };
     out.extend(
         ids.iter()
@@ -1307,69 +1297,6 @@ fn fetch_bases(
             .filter_map(|((id, s), d)| s.map(|s| (*id, (s, d)))),
     );
     Ok(out)
-}
-
-/// [`decode_many`] of `ids` from `records`, where a batch that fails on one
-/// unreadable base is read again one id at a time, keeping the readable ones
-/// (`None` for the others); backend errors are returned.
-fn decode_readable(
-    ids: &[ObjectId],
-    records: Vec<Option<Vec<u8>>>,
-    fetch: &mut FetchRecords<'_>,
-) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-    match decode_many(ids, records.clone(), fetch) {
-        Ok(s) => Ok(s),
-        Err(e @ StoreError::Backend { .. }) => Err(e),
-        Err(_) => {
-            let mut out = Vec::with_capacity(ids.len());
-            for (id, r) in ids.iter().zip(records) {
-                let one = match decode_many(std::slice::from_ref(id), vec![r], fetch) {
-                    Err(e @ StoreError::Backend { .. }) => return Err(e),
-                    got => got.ok().and_then(|mut v| v.pop().flatten()),
-                };
-                out.push(one);
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// Every record the chains of `records` (those of `ids`) go through, by id, read
-/// through `fetch` one level at a time (at most [`MAX_DELTA_DEPTH`] levels; what a
-/// chain lacks is simply not there, for [`decode_many`] to report). The records
-/// asked for are in it too (a base of one may be another).
-fn chain_records(
-    ids: &[ObjectId],
-    records: &[Option<Vec<u8>>],
-    fetch: &mut FetchRecords<'_>,
-) -> Result<HashMap<ObjectId, Vec<u8>>, StoreError> {
-    let mut pool: HashMap<ObjectId, Vec<u8>> = ids
-        .iter()
-        .zip(records)
-        .filter_map(|(id, r)| Some((*id, r.clone()?)))
-        .collect();
-    let bases_of = |pool: &HashMap<ObjectId, Vec<u8>>, rs: &mut dyn Iterator<Item = &Vec<u8>>| {
-        let mut seen = HashSet::new();
-        rs.filter_map(|r| delta_base(r).map(|(b, _)| b))
-            .filter(|b| !pool.contains_key(b) && seen.insert(*b))
-            .collect::<Vec<ObjectId>>()
-    };
-    let mut next = bases_of(&pool, &mut pool.values());
-    for _ in 0..MAX_DELTA_DEPTH {
-        if next.is_empty() {
-            break;
-        }
-        let got: Vec<(ObjectId, Vec<u8>)> = next
-            .iter()
-            .copied()
-            .zip(fetch(&next)?)
-            .filter_map(|(id, r)| Some((id, r?)))
-            .collect();
-        let new: Vec<ObjectId> = got.iter().map(|(id, _)| *id).collect();
-        pool.extend(got);
-        next = bases_of(&pool, &mut new.iter().filter_map(|id| pool.get(id)));
-    }
-    Ok(pool)
 }
 
 #[cfg(test)]

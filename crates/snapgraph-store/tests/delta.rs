@@ -546,8 +546,8 @@ fn dir_chains_stop_at_the_write_depth() {
 }
 
 /// A release that changes many files at once: their previous versions (chains of
-/// deltas, decoded as bases on two threads once they weigh enough) all serve as
-/// bases, every version reads back and the store verifies.
+/// deltas, whose bottoms the first commit wrote against the store's dictionary)
+/// all serve as bases, every version reads back and the store verifies.
 #[test]
 fn a_release_changing_many_files_stores_each_as_a_delta() {
     let store = SqliteStore::in_memory().unwrap();
