@@ -74,8 +74,8 @@ pub fn same_as_tip(
 /// need no store read as they come; then compares the manifests on this thread and
 /// helps with what is left. Returns `walk`'s result, the candidates in the order
 /// found, and for each whether its bytes are the tip's. A walk that fails stops the
-/// comparing (its error is returned); so does a file that cannot be read (the
-/// first such error, in the order found).
+/// comparing (its error is returned); so does a file that cannot be read (an error
+/// naming it).
 pub fn while_walking<T>(
     source: &dyn ObjectSource,
     threads: usize,
@@ -119,6 +119,8 @@ pub fn while_walking<T>(
             }
             found.push(c);
         });
+        // Moved into this closure (so a walk that panics drops it on the way out,
+        // and the helpers waiting on it end before the scope joins them).
         drop(tx);
         if walked.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -370,6 +372,19 @@ mod tests {
             .unwrap_err();
             assert!(err.to_string().contains("the-walk"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_walk_that_panics_after_handing_over_does_not_hang_its_helpers() {
+        let t = tempfile::tempdir().unwrap();
+        let (candidates, store, _) = setup(t.path());
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            while_walking(&store, 2, |found| -> Result<()> {
+                found(candidates[1].clone());
+                panic!("the walk fails");
+            })
+        }));
+        assert!(panicked.is_err());
     }
 
     #[test]
