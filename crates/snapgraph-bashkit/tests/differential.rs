@@ -248,9 +248,40 @@ proptest! {
         let rt = rt();
         let mut pair = Pair::new();
         let (a, b) = rt.block_on(pair.exec(&script));
+        // A recursive copy into itself through a symlink stops at Bashkit's path
+        // depth limit; where it stops first, and what it copied before, follows the
+        // order a directory is listed in, which for Bashkit's `InMemoryFs` is its
+        // `HashMap`'s (arbitrary). Such a script has no one answer to compare with:
+        // `a_copy_into_itself_stops_at_the_depth_limit_on_both` checks what does
+        // agree.
+        prop_assume!(!too_deep(&a) && !too_deep(&b));
         prop_assert_eq!(a, b, "script:\n{}", script);
         let (ta, tb) = pair.trees();
         let diff = tree_diff(&ta, &tb);
         prop_assert!(diff.is_empty(), "script:\n{}\n{}", script, diff.join("\n"));
+    }
+}
+
+/// Whether a run stopped at Bashkit's path depth limit.
+fn too_deep(o: &Outcome) -> bool {
+    matches!(o, Outcome::Ran { stderr, .. } if stderr.contains("path too deep"))
+}
+
+/// Copying a directory into itself through a symlink (the case the random scripts
+/// found): both file systems stop at the depth limit with the same statuses and
+/// output; only which path is named first may differ (see the random scripts).
+#[test]
+fn a_copy_into_itself_stops_at_the_depth_limit_on_both() {
+    let script = "mkdir -p /w; cd /w\nln -s d b; echo \"rc=$?\"\nmkdir -p b; echo \"rc=$?\"\nmkdir d/a; echo \"rc=$?\"\ncp -r d b; echo \"rc=$?\"\n";
+    let rt = rt();
+    let mut pair = Pair::new();
+    let (a, b) = rt.block_on(pair.exec(script));
+    for o in [&a, &b] {
+        let Outcome::Ran { stdout, code, .. } = o else {
+            panic!("{o:?}");
+        };
+        assert_eq!(stdout, "rc=0\nrc=0\nrc=0\nrc=1\n");
+        assert_eq!(*code, 0);
+        assert!(too_deep(o), "{o:?}");
     }
 }
