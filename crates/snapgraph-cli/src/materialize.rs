@@ -318,6 +318,11 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
 /// Threads writing files in [`materialize`] (at most).
 pub const WRITERS: usize = 4;
 
+/// Files larger than this are written from their chunks a window at a time
+/// ([`Workspace::content_pieces`]), not loaded whole: a checkout's memory does not
+/// grow with its largest file.
+pub const STREAM_MIN: u64 = BATCH_BYTES;
+
 /// Files read in one batch at most.
 pub const BATCH_FILES: usize = 128;
 
@@ -453,6 +458,34 @@ fn process_umask() -> Option<u32> {
     u32::from_str_radix(line.trim(), 8).ok()
 }
 
+/// Hands the bytes of the file at `path` to `write`, in order, and returns how many
+/// there were. A file over [`STREAM_MIN`] that `ws` left in the store is handed over
+/// a window of chunks at a time ([`Workspace::content_pieces`]), never whole in
+/// memory: `write` may then have been given part of the file when an error (a bad
+/// chunk, a manifest not in canonical form, found after the last piece) comes back,
+/// so the caller writes somewhere it removes on error. Any other file is loaded
+/// into `ws` (verified whole first) and handed over in one piece.
+pub fn copy_out<S: ObjectSource + ?Sized>(
+    ws: &mut Workspace,
+    path: &str,
+    source: &S,
+    mut write: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<u64> {
+    if !ws.is_loaded(path) && ws.metadata(path)?.size > STREAM_MIN {
+        let mut written = 0u64;
+        for piece in ws.content_pieces(path, source)? {
+            let piece = piece?;
+            write(&piece)?;
+            written += piece.len() as u64;
+        }
+        return Ok(written);
+    }
+    ws.load_content(path, source)?;
+    let data = ws.read(path)?;
+    write(data)?;
+    Ok(data.len() as u64)
+}
+
 fn write_file<S: ObjectSource + ?Sized>(
     ws: &mut Workspace,
     source: &S,
@@ -462,12 +495,6 @@ fn write_file<S: ObjectSource + ?Sized>(
     done: &mut Materialized,
 ) -> Result<()> {
     let target = fs_path(dest, &e.components);
-    ws.load_content(&e.path, source)?;
-    // A mode the scan would record otherwise (not 0644 or 0755) leaves the
-    // digest unknown: the index is then not complete for this commit.
-    let digest =
-        crate::index::digest_of(ws, &e.path).filter(|_| crate::index::file_mode(e.mode) == e.mode);
-    let data = ws.read(&e.path)?;
     // Created with its final mode (the staging directory is private, so no one
     // sees a file before it is written); chmod'ed only where the umask would
     // take bits from it. One open, one write, one close for most files.
@@ -478,13 +505,17 @@ fn write_file<S: ObjectSource + ?Sized>(
         .mode(mode)
         .open(&target)
         .at(&target)?;
-    f.write_all(data).at(&target)?;
+    let written = copy_out(ws, &e.path, source, |b| f.write_all(b).at(&target))?;
+    // A mode the scan would record otherwise (not 0644 or 0755) leaves the
+    // digest unknown: the index is then not complete for this commit.
+    let digest =
+        crate::index::digest_of(ws, &e.path).filter(|_| crate::index::file_mode(e.mode) == e.mode);
     if umask.is_none_or(|u| mode & u != 0) {
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .at(&target)?;
     }
     done.files += 1;
-    done.bytes += data.len() as u64;
+    done.bytes += written;
     done.entries.push((e.path.clone(), e.kind, digest));
     // Free the bytes: this clone is only a plan now.
     ws.remove(&e.path)?;

@@ -944,6 +944,109 @@ fn a_tampered_object_fails_every_restore_by_id_and_changes_nothing() {
     assert_eq!(copy, here);
 }
 
+/// The chunk ids of the manifest file `path` at commit `rev`, in file order.
+fn chunks_of(repo: &Path, rev: &str, path: &str) -> Vec<snapgraph::ObjectId> {
+    use snapgraph::object::manifest::Manifest;
+    use snapgraph_store::ObjectStore;
+    let store = snapgraph_store::open(&format!(
+        "sqlite:{}",
+        repo.join(".snapgraph/store.db").display()
+    ))
+    .unwrap();
+    let repo = snapgraph_store::Repo::new(store);
+    let ws = repo.checkout_shallow(rev).unwrap();
+    let Some((root, snapgraph::ObjectKind::Manifest)) = ws.file_content_object(path) else {
+        panic!("{path} is a manifest")
+    };
+    let (mut level, mut chunks) = (vec![root], Vec::new());
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for (id, stored) in level.iter().zip(repo.store().get_many(&level).unwrap()) {
+            match Manifest::decode(id, &stored.unwrap()[2..]).unwrap() {
+                Manifest::Leaf(c) => chunks.extend(c.iter().map(|c| c.id)),
+                Manifest::Internal { children, .. } => next.extend(children.iter().map(|c| c.id)),
+            }
+        }
+        level = next;
+    }
+    chunks
+}
+
+/// A file over `materialize::STREAM_MIN` is written from its chunks a window at a
+/// time, not loaded whole: it checks out byte for byte (into a directory and into
+/// the working directory, whose index then vouches for it), and a damaged chunk
+/// past the first window (pieces already written) fails the checkout, naming the
+/// chunk, with nothing left behind.
+#[test]
+fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
+    use snapgraph_cli::materialize::STREAM_MIN;
+    let t = repo();
+    let big = pseudo_random(STREAM_MIN as usize * 3 + 12_345, 77);
+    write(t.path(), "data/big.bin", &big);
+    write(t.path(), "small.txt", b"small");
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("copy");
+    ok(t.path(), &["checkout", &one, "--to", to.to_str().unwrap()]);
+    assert_eq!(std::fs::read(to.join("data/big.bin")).unwrap(), big);
+    assert_eq!(std::fs::read(to.join("small.txt")).unwrap(), b"small");
+    // Into the working directory: the index records the streamed file's digest,
+    // so the next commit finds nothing to read.
+    std::fs::remove_file(t.path().join("data/big.bin")).unwrap();
+    ok(t.path(), &["checkout", "main", "--force"]);
+    assert_eq!(std::fs::read(t.path().join("data/big.bin")).unwrap(), big);
+    let report = ok(t.path(), &["commit", "-m", "same", "--allow-empty"]);
+    assert_eq!(field(&report, "files read"), 0, "{report}");
+    // `restore` streams it too.
+    std::fs::write(t.path().join("data/big.bin"), b"edited").unwrap();
+    ok(t.path(), &["restore", "--source", &one, "data"]);
+    assert_eq!(std::fs::read(t.path().join("data/big.bin")).unwrap(), big);
+
+    let chunks = chunks_of(t.path(), &one, "/data/big.bin");
+    assert!(
+        chunks.len() > snapgraph::PIECES_WINDOW,
+        "{} chunks",
+        chunks.len()
+    );
+    let victim = chunks[snapgraph::PIECES_WINDOW + 1];
+    let (_, mut stored) = {
+        use snapgraph_store::ObjectStore;
+        let store = snapgraph_store::open(&format!(
+            "sqlite:{}",
+            t.path().join(".snapgraph/store.db").display()
+        ))
+        .unwrap();
+        (
+            victim,
+            store.get_many(&[victim]).unwrap().pop().flatten().unwrap(),
+        )
+    };
+    stored[100] ^= 1;
+    tamper_record(t.path(), victim, &stored);
+    let to2 = out.path().join("copy2");
+    let err = fails(t.path(), &["checkout", &one, "--to", to2.to_str().unwrap()]);
+    assert!(err.contains(&victim.to_string()), "{err}");
+    let left: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("copy")],
+        "nothing else left"
+    );
+    // Over the working directory, and by `restore`: refused, and nothing in it
+    // changes (no temporary file is left beside the file).
+    std::fs::write(t.path().join("data/big.bin"), b"edited").unwrap();
+    let before = snapshot_of(t.path());
+    let err = fails(t.path(), &["checkout", &one, "--force"]);
+    assert!(err.contains(&victim.to_string()), "{err}");
+    assert_eq!(snapshot_of(t.path()), before);
+    let err = fails(t.path(), &["restore", "--source", &one, "data"]);
+    assert!(err.contains(&victim.to_string()), "{err}");
+    assert_eq!(snapshot_of(t.path()), before);
+}
+
 /// Files are written by up to `WRITERS` threads: any count gives the same tree,
 /// byte for byte and mode for mode, as one thread.
 #[test]

@@ -130,25 +130,34 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
                 symlinks += 1;
             }
             EntryKind::File => {
-                ws.load_content(&e.path, store)?;
-                let data = ws.read(&e.path)?;
+                // Written beside its place and renamed over it: a file too large to
+                // load is streamed (`copy_out`), and an error removes what was written.
                 let tmp = temp_beside(&target);
-                let written = std::fs::OpenOptions::new()
+                let mut f = std::fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(0o600)
                     .open(&tmp)
-                    .and_then(|mut f| {
-                        f.write_all(data)?;
-                        f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-                    });
-                if let Err(err) = written {
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(CliError::io(&target, err));
-                }
+                    .at(&target)?;
+                let written = crate::materialize::copy_out(&mut ws, &e.path, store, |b| {
+                    f.write_all(b).at(&target)
+                })
+                .and_then(|n| {
+                    f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                        .at(&target)?;
+                    Ok(n)
+                });
+                drop(f);
+                let written = match written {
+                    Ok(n) => n,
+                    Err(err) => {
+                        let _ = std::fs::remove_file(&tmp);
+                        return Err(err);
+                    }
+                };
                 rename(&tmp, &target)?;
                 files += 1;
-                bytes += data.len() as u64;
+                bytes += written;
                 ws.remove(&e.path)?;
             }
         }

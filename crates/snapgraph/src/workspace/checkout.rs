@@ -146,7 +146,7 @@ impl CheckoutOptions {
 
 /// How much of a commit a checkout reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Depth {
+pub(super) enum Depth {
     /// Everything.
     Full,
     /// Trees, not the content of files ([`CheckoutOptions::shallow`]).
@@ -472,7 +472,7 @@ impl Workspace {
         })
     }
 
-    fn loader<'a, S: ObjectSource + ?Sized>(
+    pub(super) fn loader<'a, S: ObjectSource + ?Sized>(
         &'a self,
         source: &'a S,
         commit: ObjectId,
@@ -582,7 +582,12 @@ impl Assembly {
 
 /// Checks a fetched chunk (its hash when `hash`, its header, its kind and the length
 /// the manifest gives it) and returns its format version.
-fn check_chunk(id: &ObjectId, stored: &[u8], len: usize, hash: bool) -> Result<u8, ObjectError> {
+pub(super) fn check_chunk(
+    id: &ObjectId,
+    stored: &[u8],
+    len: usize,
+    hash: bool,
+) -> Result<u8, ObjectError> {
     let (kind, version) = if hash {
         crate::object::verify(id, stored)?
     } else {
@@ -626,12 +631,12 @@ fn below(node: &TreeNode, trees: &mut Ahead, out: &mut Vec<ObjectId>) {
     }
 }
 
-struct Loader<'a, S: ?Sized> {
+pub(super) struct Loader<'a, S: ?Sized> {
     /// Threads a large file's chunks are verified on.
     threads: usize,
     /// Where the buffers of large files assembled from lent bytes come from.
     pool: Option<BufferPool>,
-    source: &'a S,
+    pub(super) source: &'a S,
     commit: ObjectId,
     limits: Limits,
     /// Entries, bytes and paths against `limits`: entries are charged as each leaf is
@@ -639,7 +644,7 @@ struct Loader<'a, S: ?Sized> {
     /// directories are counted apart from files, so that they do not use up the file
     /// limit, while a tree that repeats subtrees cannot make a checkout walk without
     /// end.
-    budget: Budget,
+    pub(super) budget: Budget,
     /// Length in bytes of the path being loaded (`/` before each component).
     path_len: usize,
     /// Whether to re-hash objects read.
@@ -859,7 +864,11 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
 
     /// A content object (a single chunk or a manifest root) of the expected kind,
     /// verified, through [`fetch_ahead`](Self::fetch_ahead).
-    fn load_ahead(&mut self, id: &ObjectId, kind: ObjectKind) -> Result<Loaded<'a>, ObjectError> {
+    pub(super) fn load_ahead(
+        &mut self,
+        id: &ObjectId,
+        kind: ObjectKind,
+    ) -> Result<Loaded<'a>, ObjectError> {
         let stored = self
             .fetch_ahead(std::slice::from_ref(id))?
             .pop()
@@ -1282,7 +1291,10 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
     }
 
     /// The stored bytes of a window of chunks, in one batched read: each present.
-    fn fetch_window(&mut self, window: &[ChunkRef]) -> Result<Vec<Cow<'a, [u8]>>, CheckoutError> {
+    pub(super) fn fetch_window(
+        &mut self,
+        window: &[ChunkRef],
+    ) -> Result<Vec<Cow<'a, [u8]>>, CheckoutError> {
         let ids: Vec<ObjectId> = window.iter().map(|c| c.id).collect();
         self.fetch_ahead(&ids)?
             .into_iter()

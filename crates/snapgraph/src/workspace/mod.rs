@@ -25,6 +25,7 @@
 
 pub mod checkout;
 pub mod commit;
+pub mod pieces;
 pub use crate::path;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +34,7 @@ use std::sync::Arc;
 pub use crate::path::PathError;
 pub use checkout::{CheckoutError, CheckoutOptions, CheckoutPolicy};
 pub use commit::{Commit, CommitError, CommitOptions};
+pub use pieces::{Pieces, PIECES_WINDOW};
 
 use crate::content::{ContentObjects, FileBytes, Previous};
 use crate::id::ObjectId;
