@@ -9,12 +9,14 @@ use snapgraph_cli::materialize::check_component;
 
 fuzz_target!(|data: &[u8]| {
     let pb = indicatif::ProgressBar::hidden();
-    // No batching hook: the checks below read every imported file's bytes back.
-    let Ok(mut ws) =
-        snapgraph_cli::tarball::import(data, std::path::Path::new("fuzz.tar"), &pb, &mut |_, _| {
-            Ok(())
-        })
-    else {
+    // No batches (every file read whole): the checks below read every imported
+    // file's bytes back.
+    let Ok(mut ws) = snapgraph_cli::tarball::import(
+        data,
+        std::path::Path::new("fuzz.tar"),
+        &pb,
+        &mut snapgraph_cli::batches::Whole,
+    ) else {
         return;
     };
     let mut bytes = 0u64;

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ahead;
+pub mod batches;
 pub mod cli;
 pub mod commands;
 pub mod error;

@@ -1026,18 +1026,19 @@ pub fn scan(
     options: ScanOptions<'_>,
     progress: &ProgressBar,
 ) -> Result<ScanReport> {
-    scan_batched(root, ws, options, progress, &mut |_, _| Ok(()))
+    scan_batched(root, ws, options, progress, &mut crate::batches::Whole)
 }
 
-/// [`scan`], calling `after_read(ws, bytes)` after each file read into `ws` (with
-/// its length): a caller committing in bounded batches hands the content over
-/// there ([`snapgraph_store::Batched::write`]).
+/// [`scan`], handing what it reads to `batches` ([`crate::batches`]): each file read
+/// whole into `ws` (a caller committing in bounded batches hands the content over
+/// there: [`snapgraph_store::Batched::write`]), and the objects of each file it
+/// streams in.
 pub fn scan_batched(
     root: &Path,
     ws: &mut Workspace,
     options: ScanOptions<'_>,
     progress: &ProgressBar,
-    after_read: &mut dyn FnMut(&mut Workspace, u64) -> Result<()>,
+    batches: &mut dyn crate::batches::Batches,
 ) -> Result<ScanReport> {
     let meta = std::fs::metadata(root).at(root)?;
     if !meta.is_dir() {
@@ -1320,19 +1321,17 @@ pub fn scan_batched(
     }
     let files_to_read = to_read.len() as u64;
     crate::progress::phase(progress, "reading", bytes_to_read);
-    for (full, path, _, mode) in to_read {
-        let data = std::fs::read(&full).at(&full)?;
+    for (full, path, size, mode) in to_read {
+        let f = std::fs::File::open(&full).at(&full)?;
+        // Whole, or streamed in past `batches::STREAM_MIN` (`crate::batches`).
+        let len = crate::batches::read_into(ws, &path, f, &full, size, batches)?;
         report.files_read += 1;
-        report.bytes_read += data.len() as u64;
-        progress.inc(data.len() as u64);
+        report.bytes_read += len;
+        progress.inc(len);
         progress.set_message(format!("{}/{files_to_read} files", report.files_read));
-        let len = data.len() as u64;
-        // The read buffer becomes the file's bytes (no copy into fresh memory).
-        ws.write_owned(&path, data)?;
         if ws.metadata(&path)?.mode != mode {
             ws.set_mode(&path, mode)?;
         }
-        after_read(ws, len)?;
     }
     // Removals: what the workspace holds and the walk did not see. With a complete
     // index that saw every one of its entries, there are none.

@@ -124,15 +124,18 @@ fn link_target<R: Read>(entry: &tar::Entry<'_, R>) -> std::result::Result<String
 /// file of the archive is refused. Other entry types (devices, FIFOs) are skipped
 /// with a warning.
 ///
-/// `after_file(ws, bytes)` is called after each regular file is added with its
-/// length: a caller committing in bounded batches hands the content over there
-/// ([`snapgraph_store::Batched::write`]). A hard link shares its target's content
-/// (also after a hand-over) and adds no bytes.
+/// Each regular file goes through `batches` ([`crate::batches::read_into`]): read
+/// whole, then [`Batches::file_read`](crate::batches::Batches::file_read) (a caller
+/// committing in bounded batches hands the content over there:
+/// [`snapgraph_store::Batched::write`]), or, past
+/// [`STREAM_MIN`](crate::batches::STREAM_MIN) when `batches` stores objects,
+/// streamed in. A hard link shares its target's content (also after a hand-over or
+/// a stream) and adds no bytes.
 pub fn import<R: Read>(
     input: R,
     file: &Path,
     progress: &ProgressBar,
-    after_file: &mut dyn FnMut(&mut Workspace, u64) -> Result<()>,
+    batches: &mut dyn crate::batches::Batches,
 ) -> Result<Workspace> {
     let bad = |p: &str, reason: &str| CliError::ArchiveEntry {
         file: file.to_path_buf(),
@@ -213,26 +216,24 @@ pub fn import<R: Read>(
                         &format!("declares {size} bytes, more than the workspace limit of {budget} bytes (with the {total} bytes before it)"),
                     ));
                 }
-                // Grow with what arrives past 64 MiB: a header's size is only a
-                // claim (a reservation it does not fill is never touched, so it
-                // costs address space, not memory).
-                let mut data = Vec::with_capacity(size.min(64 << 20) as usize);
-                (&mut entry).take(size).read_to_end(&mut data).at(file)?;
-                if data.len() as u64 != size {
-                    return Err(bad(
-                        &name,
-                        &format!("truncated: {} of {size} bytes", data.len()),
-                    ));
-                }
-                total += size;
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
                     ws.remove(&path)?;
                 }
-                // The buffer becomes the file's bytes (no copy into fresh memory).
-                data.shrink_to_fit();
-                ws.write_owned(&path, data)?;
+                // Whole, or streamed in past `batches::STREAM_MIN` (a header's size
+                // is only a claim: what arrives is what counts).
+                let read = crate::batches::read_into(
+                    &mut ws,
+                    &path,
+                    (&mut entry).take(size),
+                    file,
+                    size,
+                    batches,
+                )?;
+                if read != size {
+                    return Err(bad(&name, &format!("truncated: {read} of {size} bytes")));
+                }
+                total += size;
                 ws.set_mode(&path, crate::index::file_mode(mode))?;
-                after_file(&mut ws, size)?;
             }
             other => {
                 eprintln!(

@@ -173,3 +173,87 @@ fn an_import_failing_part_way_moves_no_ref_and_leaves_only_garbage() {
     ok(t.path(), &["verify", "--read-data"]);
     assert_eq!(tip(t.path(), "main").as_deref(), Some(first.as_str()));
 }
+
+/// Files over `batches::STREAM_MIN` are cut into their objects as they are read
+/// (never whole in memory): a commit and an import of one make the objects a whole
+/// write makes (the same content id as the engine's own commit of those bytes),
+/// restore byte for byte, and the stat cache records them (nothing to commit
+/// after). A streamed tar entry cut short fails the import, naming it, with no ref
+/// moved and only garbage left.
+#[test]
+fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
+    use snapgraph_cli::batches::STREAM_MIN;
+    let big = pseudo_random(STREAM_MIN as usize + 3_000_001, 4242);
+    let expected_id = {
+        let mut ws = snapgraph::Workspace::new();
+        ws.write("/big.bin", &big).unwrap();
+        let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+        ws.file_content_id("/big.bin").unwrap()
+    };
+    let content_id = |dir: &Path, path: &str| {
+        let store = snapgraph_store::open(&format!(
+            "sqlite:{}",
+            dir.join(".snapgraph/store.db").display()
+        ))
+        .unwrap();
+        snapgraph_store::Repo::new(store)
+            .checkout_shallow("main")
+            .unwrap()
+            .file_content_id(path)
+            .unwrap()
+    };
+
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    write(t.path(), "data/big.bin", &big);
+    write(t.path(), "small.txt", b"small");
+    let c = json(t.path(), &["commit", "-m", "big"]);
+    assert_eq!(c["files_added"], 2, "{c}");
+    assert_eq!(content_id(t.path(), "/data/big.bin"), expected_id);
+    let again = json(t.path(), &["commit"]);
+    assert_eq!(again["nothing_to_commit"], true, "{again}");
+    ok(t.path(), &["verify", "--read-data"]);
+    ok(t.path(), &["checkout", "main", "--to", "out"]);
+    assert_eq!(
+        std::fs::read(t.path().join("out/data/big.bin")).unwrap(),
+        big
+    );
+    std::fs::remove_dir_all(t.path().join("out")).unwrap();
+
+    // The same file through `import`, in a tar.
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(big.len() as u64);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "big.bin", &big[..]).unwrap();
+    let whole_tar = b.into_inner().unwrap();
+    let i = tempfile::tempdir().unwrap();
+    ok(i.path(), &["init"]);
+    std::fs::write(i.path().join("a.tar"), &whole_tar).unwrap();
+    ok(i.path(), &["import", "a.tar", "-m", "imported"]);
+    assert_eq!(content_id(i.path(), "/big.bin"), expected_id);
+    ok(i.path(), &["verify", "--read-data"]);
+    ok(i.path(), &["checkout", "main", "--to", "out"]);
+    assert_eq!(std::fs::read(i.path().join("out/big.bin")).unwrap(), big);
+
+    // Cut short past the stream size: refused, no ref moved, garbage collected.
+    let before = tip(i.path(), "main");
+    let other = pseudo_random(big.len(), 4343);
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(other.len() as u64);
+    h.set_mode(0o644);
+    b.append_data(&mut h, "big.bin", &other[..]).unwrap();
+    let other_tar = b.into_inner().unwrap();
+    let cut = &other_tar[..512 + STREAM_MIN as usize + 1_000_000];
+    std::fs::write(i.path().join("cut.tar"), cut).unwrap();
+    let err = fails(i.path(), &["import", "cut.tar", "-m", "cut"]);
+    assert!(
+        err.contains("big.bin") && err.contains("truncated"),
+        "{err}"
+    );
+    assert_eq!(tip(i.path(), "main"), before);
+    let gc = json(i.path(), &["gc"]);
+    assert!(gc["deleted"].as_u64().unwrap() > 100, "{gc}");
+    ok(i.path(), &["verify", "--read-data"]);
+}

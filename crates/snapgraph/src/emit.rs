@@ -123,6 +123,25 @@ impl ObjectSet {
         self.entries.iter().map(|(id, _)| id)
     }
 
+    /// Moves `other`'s objects to the end of this set, in their order, skipping those
+    /// it holds already: two sets in dependency order make one.
+    pub fn append(&mut self, other: ObjectSet) {
+        for (id, stored) in other.entries {
+            self.insert(id, stored);
+        }
+    }
+
+    /// Adds an object built for this set unless present (dependency order is the
+    /// caller's).
+    pub(crate) fn insert_owned(&mut self, id: ObjectId, stored: Vec<u8>) {
+        self.insert(id, Stored::Owned(stored));
+    }
+
+    /// Adds an object shared with a layout unless present.
+    pub(crate) fn insert_shared(&mut self, id: ObjectId, stored: Arc<[u8]>) {
+        self.insert(id, Stored::Shared(stored));
+    }
+
     /// Adds an object unless present. The caller keeps dependency order.
     fn insert(&mut self, id: ObjectId, stored: Stored) {
         if let hashbrown::hash_map::Entry::Vacant(v) = self.index.entry(id) {

@@ -62,6 +62,7 @@ pub mod drift;
 mod emit;
 pub mod graph;
 pub mod id;
+pub mod ingest;
 pub mod limits;
 pub mod object;
 pub mod pack;

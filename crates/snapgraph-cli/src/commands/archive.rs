@@ -190,17 +190,8 @@ pub(super) fn import(
     // Each batch is written on a writer thread while the next is read
     // (`super::pipelined`): two batches may be in memory, so each is half the budget.
     let mut batched = wd.repo.batched();
-    let mut unwritten = 0u64;
-    let half = (batch_bytes / 2).max(1);
-    let mut ws = super::pipelined(&mut batched, |hand| {
-        crate::tarball::import(reader, &file, &pb, &mut |ws, n| {
-            unwritten += n;
-            if unwritten >= half {
-                hand(ws)?;
-                unwritten = 0;
-            }
-            Ok(())
-        })
+    let mut ws = super::pipelined(&mut batched, batch_bytes, |batches| {
+        crate::tarball::import(reader, &file, &pb, batches)
     })?;
     pb.finish_and_clear();
     let branch = match branch {

@@ -224,44 +224,77 @@ pub fn run(cli: Cli) -> Result<()> {
 
 // ------------------------------------------------------------------ helpers
 
-/// Runs `read` (a scan or an import) with `hand`, a callback that takes a
-/// workspace's content handed over ([`Workspace::hand_over`]) to a writer thread,
-/// which writes each set under `batched`'s lease while `read` goes on reading and
-/// cutting the next: the store's write (encoding, SQLite's single-threaded insert)
-/// overlaps the next batch's read, FastCDC and BLAKE3 instead of following them.
-/// The thread starts at the first hand-over (a commit of small changes starts none).
-/// The channel holds nothing: a set waits in `hand` until the writer takes it, so at
-/// most two batches' bytes are in memory (callers hand over at half their budget).
-/// A writer's error is the one returned (the read stops at its next hand-over).
+/// Runs `read` (a scan or an import) with [`Batches`](crate::batches::Batches) that
+/// hand a workspace's content over ([`Workspace::hand_over`]) whenever the bytes read
+/// whole reach half of `batch_bytes`, and the objects of each file streamed in as
+/// they come, to a writer thread, which writes each set under `batched`'s lease
+/// while `read` goes on reading and cutting the next: the store's write (encoding,
+/// SQLite's single-threaded insert) overlaps the next batch's read, FastCDC and
+/// BLAKE3 instead of following them. The thread starts at the first hand-over (a
+/// commit of small changes starts none). The channel holds nothing: a set waits
+/// until the writer takes it, so at most two batches' bytes are in memory. A
+/// writer's error is the one returned (the read stops at its next hand-over).
 pub(super) fn pipelined<S: snapgraph_store::Store, T>(
     batched: &mut snapgraph_store::Batched<'_, S>,
-    read: impl FnOnce(&mut dyn FnMut(&mut Workspace) -> Result<()>) -> Result<T>,
+    batch_bytes: u64,
+    read: impl FnOnce(&mut dyn crate::batches::Batches) -> Result<T>,
 ) -> Result<T> {
     type Writer<'s> = (
         std::sync::mpsc::SyncSender<snapgraph::ObjectSet>,
         std::thread::ScopedJoinHandle<'s, Result<()>>,
     );
-    std::thread::scope(|scope| {
-        let mut batched = Some(batched);
-        let mut writer: Option<Writer<'_>> = None;
-        let mut hand = |ws: &mut Workspace| -> Result<()> {
-            if let Some(b) = batched.take() {
+    /// The writer thread, started by the first set handed over.
+    struct Pipeline<'s, 'b, 'r, S: snapgraph_store::Store> {
+        scope: &'s std::thread::Scope<'s, 'b>,
+        batched: Option<&'b mut snapgraph_store::Batched<'r, S>>,
+        writer: Option<Writer<'s>>,
+        unwritten: u64,
+        half: u64,
+    }
+    impl<S: snapgraph_store::Store> Pipeline<'_, '_, '_, S> {
+        fn send(&mut self, set: snapgraph::ObjectSet) -> Result<()> {
+            if let Some(b) = self.batched.take() {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<snapgraph::ObjectSet>(0);
-                let handle = scope.spawn(move || -> Result<()> {
+                let handle = self.scope.spawn(move || -> Result<()> {
                     for set in rx {
                         b.write_set(set)?;
                     }
                     Ok(())
                 });
-                writer = Some((tx, handle));
+                self.writer = Some((tx, handle));
             }
             let stopped = || CliError::Usage("the store writer stopped".into());
-            let (tx, _) = writer.as_ref().ok_or_else(stopped)?;
+            let (tx, _) = self.writer.as_ref().ok_or_else(stopped)?;
             // A failed send: the writer stopped on an error, which `join` returns.
-            tx.send(ws.hand_over(None)).map_err(|_| stopped())
+            tx.send(set).map_err(|_| stopped())
+        }
+    }
+    impl<S: snapgraph_store::Store> crate::batches::Batches for Pipeline<'_, '_, '_, S> {
+        fn file_read(&mut self, ws: &mut Workspace, bytes: u64) -> Result<()> {
+            self.unwritten += bytes;
+            if self.unwritten >= self.half {
+                self.unwritten = 0;
+                self.send(ws.hand_over(None))?;
+            }
+            Ok(())
+        }
+        fn objects(&mut self, set: snapgraph::ObjectSet) -> Result<()> {
+            self.send(set)
+        }
+        fn streams(&self) -> bool {
+            true
+        }
+    }
+    std::thread::scope(|scope| {
+        let mut pipeline = Pipeline {
+            scope,
+            batched: Some(batched),
+            writer: None,
+            unwritten: 0,
+            half: (batch_bytes / 2).max(1),
         };
-        let read = read(&mut hand);
-        if let Some((tx, handle)) = writer {
+        let read = read(&mut pipeline);
+        if let Some((tx, handle)) = pipeline.writer.take() {
             drop(tx);
             handle
                 .join()

@@ -240,9 +240,7 @@ pub(super) fn commit(
     // Each batch is written on a writer thread while the next is read
     // (`super::pipelined`): two batches may be in memory, so each is half the budget.
     let mut batched = wd.repo.batched();
-    let mut unwritten = 0u64;
-    let half = (batch_bytes / 2).max(1);
-    let report = super::pipelined(&mut batched, |hand| {
+    let report = super::pipelined(&mut batched, batch_bytes, |batches| {
         scan::scan_batched(
             &root,
             &mut ws,
@@ -259,14 +257,7 @@ pub(super) fn commit(
                 listings: surveyed.as_ref().map(|(_, listings)| listings),
             },
             &pb,
-            &mut |ws, n| {
-                unwritten += n;
-                if unwritten >= half {
-                    hand(ws)?;
-                    unwritten = 0;
-                }
-                Ok(())
-            },
+            batches,
         )
     })?;
     pb.finish_and_clear();

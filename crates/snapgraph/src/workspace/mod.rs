@@ -823,6 +823,61 @@ impl Workspace {
         self.put(path, data.len(), |_| (FileBytes::from(data), None))
     }
 
+    /// Puts at `path` a file whose content objects an [`Ingest`](crate::ingest::Ingest)
+    /// made (creating missing parent directories; an existing file keeps its mode, a
+    /// new one gets `0o644`), without its bytes: the workspace holds the reference,
+    /// as for a file a shallow checkout left in the store. The objects count as
+    /// [handed over](Self::hand_over): the caller must persist every object the
+    /// `Ingest` returned before it persists the commit, which does not emit them.
+    /// Reading the file needs [`load_content`](Self::load_content) or
+    /// [`content_pieces`](Self::content_pieces) from the store. A file of at most 64
+    /// bytes (inline) is written with its bytes, as [`write`](Self::write) would.
+    pub fn write_ingested(
+        &mut self,
+        path: &str,
+        file: crate::ingest::Ingested,
+    ) -> Result<(), FsError> {
+        let objects = file.objects;
+        if let crate::object::tree::Content::Inline(data) = objects.content {
+            return self.write_owned(path, data);
+        }
+        let comps = path::parse(path)?;
+        let (name, parent) = comps
+            .split_last()
+            .ok_or(FsError::IsADirectory { path: "/".into() })?;
+        self.check_dirs(parent)?;
+        let mode = match self.lookup(&comps)? {
+            Some(Node::File(f)) => f.mode,
+            Some(Node::Dir(_)) => {
+                return Err(FsError::IsADirectory {
+                    path: path::join(&comps),
+                })
+            }
+            Some(Node::Symlink(_)) => {
+                return Err(FsError::IsASymlink {
+                    path: path::join(&comps),
+                })
+            }
+            None => DEFAULT_FILE_MODE,
+        };
+        if let Some((id, _)) = objects.content.object() {
+            Arc::make_mut(&mut self.handed).insert(id);
+        }
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        dir.entries.insert(
+            name.clone(),
+            Node::File(FileNode {
+                data: None,
+                mode,
+                objects: Some(Arc::new(objects)),
+                prev: None,
+            }),
+        );
+        self.stale.remove(&path::join(&comps));
+        Ok(())
+    }
+
     /// Writes the file at `path` with the `len` bytes `data` makes, once the path is
     /// known to be writable. `data` is told whether the file keeps its previous
     /// version for the commit to reuse; it may return the objects of the bytes it

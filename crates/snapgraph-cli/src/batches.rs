@@ -1,0 +1,106 @@
+//! Where a scan or an `import` hands what it reads, so that a commit's memory is
+//! bounded by its batches, not by the tree or its largest file.
+//!
+//! Files are read whole into the workspace and handed over in batches
+//! ([`Batches::file_read`]); a file over [`STREAM_MIN`] is instead cut into its
+//! objects as it is read ([`snapgraph::ingest::Ingest`]), the objects handed to the
+//! store a few MiB at a time ([`Batches::objects`]), and the workspace given only
+//! its content reference ([`Workspace::write_ingested`]). A caller with no store to
+//! hand objects to (a scan that only reports) reads every file whole.
+
+use std::io::Read;
+use std::path::Path;
+
+use snapgraph::ingest::Ingest;
+use snapgraph::{ObjectSet, Workspace};
+
+use crate::error::{IoContext, Result};
+
+/// Files larger than this are streamed in (when the caller stores objects): at
+/// most [`READ_BLOCK`] bytes of the file, the cutter's megabyte and
+/// [`HAND_BYTES`] of objects are held at a time, whatever its size.
+pub const STREAM_MIN: u64 = 16 << 20;
+
+/// Bytes read from a streamed file per `read` call.
+pub const READ_BLOCK: usize = 1 << 20;
+
+/// Objects of a streamed file gathered before they are handed over.
+pub const HAND_BYTES: u64 = 4 << 20;
+
+/// What a reader of files hands its work to.
+pub trait Batches {
+    /// After the file of `bytes` bytes was written into `ws` whole.
+    fn file_read(&mut self, ws: &mut Workspace, bytes: u64) -> Result<()>;
+
+    /// Objects of a file being streamed in, in dependency order (chunks, then the
+    /// manifest nodes), to be stored before the commit that refers to them.
+    fn objects(&mut self, set: ObjectSet) -> Result<()>;
+
+    /// Whether [`objects`](Self::objects) stores what it is given: large files are
+    /// streamed in only then.
+    fn streams(&self) -> bool;
+}
+
+/// Batches that store nothing: every file is read whole.
+pub struct Whole;
+
+impl Batches for Whole {
+    fn file_read(&mut self, _: &mut Workspace, _: u64) -> Result<()> {
+        Ok(())
+    }
+    fn objects(&mut self, _: ObjectSet) -> Result<()> {
+        Ok(())
+    }
+    fn streams(&self) -> bool {
+        false
+    }
+}
+
+/// Reads the file at `path` in the workspace from `input` (`file` names it in
+/// errors; `expected` is its size as last seen): whole, or streamed in when over
+/// [`STREAM_MIN`] and `batches` stores objects. Returns the bytes read, which may
+/// differ from `expected` for a file that changed since.
+pub fn read_into(
+    ws: &mut Workspace,
+    path: &str,
+    mut input: impl Read,
+    file: &Path,
+    expected: u64,
+    batches: &mut dyn Batches,
+) -> Result<u64> {
+    if expected <= STREAM_MIN || !batches.streams() {
+        // Grow with what arrives past 64 MiB: a size is only a claim (a reservation
+        // it does not fill is never touched: address space, not memory).
+        let mut data = Vec::with_capacity(expected.min(64 << 20) as usize);
+        input.read_to_end(&mut data).at(file)?;
+        let len = data.len() as u64;
+        // The read buffer becomes the file's bytes (no copy into fresh memory).
+        ws.write_owned(path, data)?;
+        batches.file_read(ws, len)?;
+        return Ok(len);
+    }
+    let mut ingest = Ingest::new();
+    let mut block = vec![0u8; READ_BLOCK];
+    let mut pending = ObjectSet::new();
+    loop {
+        let n = match input.read(&mut block) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(crate::CliError::io(file, e)),
+        };
+        let made = ingest.push(&block[..n]);
+        pending.append(made);
+        if pending.stored_bytes() >= HAND_BYTES {
+            batches.objects(std::mem::take(&mut pending))?;
+        }
+    }
+    let len = ingest.len();
+    let (ingested, last) = ingest.finish();
+    pending.append(last);
+    if !pending.is_empty() {
+        batches.objects(pending)?;
+    }
+    ws.write_ingested(path, ingested)?;
+    Ok(len)
+}
