@@ -353,6 +353,27 @@ export declare class Workspace {
   /** Fetches and verifies the bytes of a file a shallow checkout left in the store. */
   loadContent(path: string, objects: Objects): void
   /**
+   * Writes the file at `path` from `read`, called with a byte count (1 MiB) until
+   * it returns an empty array, `null` or `undefined` (e.g. `(n) => { const b =
+   * Buffer.alloc(n); const got = fs.readSync(fd, b); return b.subarray(0, got) }`),
+   * cutting the bytes into their objects as they arrive: the file is never whole
+   * in memory. Each object goes to `store` (a `Store` or `Repo`) as it is made; the
+   * workspace keeps the file's reference, as after a shallow checkout, and the next
+   * commit does not emit its objects. The ids are those `write` and a commit would
+   * make. Returns the file's size. Throws what `write` throws for the path
+   * (`IS_A_DIRECTORY`, ...), and `CALLBACK` when `read` throws.
+   */
+  writeStream(path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo): number
+  /**
+   * Hands the bytes of the file at `path` to `write`, a window of chunks at a time
+   * for a file a shallow checkout left in `objects` (never whole in memory), each
+   * chunk re-hashed and checked as `loadContent` checks it. The bytes are the file
+   * only once this returns: on an error, discard what `write` was given. A loaded
+   * file is one call. Returns the bytes handed over. Throws what `loadContent`
+   * throws, and `CALLBACK` when `write` throws.
+   */
+  readStream(path: string, objects: Objects, write: (chunk: Buffer) => void): number
+  /**
    * Commits the workspace: `{ parents?, have?, parentSource?, meta?, objectsAs? }`.
    * `have` lists ids the destination holds (with their closures) or is an
    * `objects` value asked about changed paths, in one batch per commit;

@@ -28,6 +28,9 @@ use crate::value::{self, ObjectsAs};
 /// JavaScript or the engine runs.
 type Slot = Arc<Mutex<Option<RsWorkspace>>>;
 
+/// Bytes `Workspace.writeStream` asks its `read` callback for per call.
+const STREAM_BLOCK: u32 = 1 << 20;
+
 fn busy() -> crate::error::Error {
     error(
         "BUSY",
@@ -667,6 +670,88 @@ impl Workspace {
     pub fn load_content(&self, path: String, objects: ObjectsArg<'_>) -> Result<()> {
         let source = JsSource::new(objects)?;
         self.with(|ws| ws.load_content(&path, &source).or_js())
+    }
+
+    /// Writes the file at `path` from `read`, called with a byte count (1 MiB) until
+    /// it returns an empty array, `null` or `undefined` (e.g. `(n) => { const b =
+    /// Buffer.alloc(n); const got = fs.readSync(fd, b); return b.subarray(0, got) }`),
+    /// cutting the bytes into their objects as they arrive: the file is never whole
+    /// in memory. Each object goes to `store` (a `Store` or `Repo`) as it is made; the
+    /// workspace keeps the file's reference, as after a shallow checkout, and the next
+    /// commit does not emit its objects. The ids are those `write` and a commit would
+    /// make. Returns the file's size. Throws what `write` throws for the path
+    /// (`IS_A_DIRECTORY`, ...), and `CALLBACK` when `read` throws.
+    #[napi(
+        ts_args_type = "path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo"
+    )]
+    pub fn write_stream(
+        &self,
+        path: String,
+        read: Function<'_, u32, Bytes<'_>>,
+        store: Either<
+            napi::bindgen_prelude::ClassInstance<'_, crate::store::Store>,
+            napi::bindgen_prelude::ClassInstance<'_, crate::store::Repo>,
+        >,
+    ) -> Result<f64> {
+        let store = match store {
+            Either::A(s) => s.inner.clone(),
+            Either::B(r) => r.store_arc(),
+        };
+        let put = |set: snapgraph::ObjectSet| -> Result<()> {
+            let batch: Vec<(ObjectId, &[u8])> = set.iter().map(|(id, b)| (*id, b)).collect();
+            store.put_many(&batch).or_js()
+        };
+        let mut ingest = snapgraph::ingest::Ingest::new();
+        loop {
+            let block = read
+                .call(STREAM_BLOCK)
+                .map_err(|e| error("CALLBACK", format!("read threw: {}", e.reason)))?;
+            let block = match block {
+                napi::bindgen_prelude::Either3::A(b) => b,
+                _ => break,
+            };
+            if block.as_ref().is_empty() {
+                break;
+            }
+            let made = ingest.push(block.as_ref());
+            if !made.is_empty() {
+                put(made)?;
+            }
+        }
+        let size = ingest.len();
+        let (file, last) = ingest.finish();
+        if !last.is_empty() {
+            put(last)?;
+        }
+        self.with(|ws| ws.write_ingested(&path, file).or_js())?;
+        Ok(size as f64)
+    }
+
+    /// Hands the bytes of the file at `path` to `write`, a window of chunks at a time
+    /// for a file a shallow checkout left in `objects` (never whole in memory), each
+    /// chunk re-hashed and checked as `loadContent` checks it. The bytes are the file
+    /// only once this returns: on an error, discard what `write` was given. A loaded
+    /// file is one call. Returns the bytes handed over. Throws what `loadContent`
+    /// throws, and `CALLBACK` when `write` throws.
+    #[napi(ts_args_type = "path: string, objects: Objects, write: (chunk: Buffer) => void")]
+    pub fn read_stream(
+        &self,
+        path: String,
+        objects: ObjectsArg<'_>,
+        write: Function<'_, Buffer, Unknown<'_>>,
+    ) -> Result<f64> {
+        let source = JsSource::new(objects)?;
+        self.with(|ws| {
+            let mut written = 0u64;
+            for piece in ws.content_pieces(&path, &source).or_js()? {
+                let piece = piece.or_js()?;
+                written += piece.len() as u64;
+                write
+                    .call(Buffer::from(piece.into_owned()))
+                    .map_err(|e| error("CALLBACK", format!("write threw: {}", e.reason)))?;
+            }
+            Ok(written as f64)
+        })
     }
 
     // ----- commit, checkout -----

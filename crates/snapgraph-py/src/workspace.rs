@@ -28,6 +28,9 @@ impl PyWorkspace {
     }
 }
 
+/// Bytes `Workspace.write_stream` asks its reader for per call.
+const READ_BLOCK: usize = 1 << 20;
+
 fn policy(name: &str) -> PyResult<CheckoutPolicy> {
     match name {
         "superset" => Ok(CheckoutPolicy::Superset),
@@ -388,6 +391,104 @@ impl PyWorkspace {
         let objects = Objects::from_py(objects)?;
         let ws = &mut self.inner;
         Ok(py.detach(|| ws.load_content(path, objects.source()))?)
+    }
+
+    /// Writes the file at `path` from `reader` (any object with `read(n) -> bytes`,
+    /// such as a file opened in binary mode), read 1 MiB at a time and cut into its
+    /// objects as it arrives: the file is never whole in memory. Each object goes to
+    /// `objects` as it is made (a `snapgraph.Store`, or a mapping of hex id to bytes
+    /// set with `objects[id] = bytes`); the workspace keeps the file's reference, as
+    /// after a shallow checkout, and the next commit does not emit its objects (they
+    /// are the ones `objects` received: store them before the commit). The objects
+    /// and ids are those `write` and a commit would make. Returns the file's size.
+    /// Raises `FsError` for a path `write` refuses, and whatever `reader` raises.
+    fn write_stream(
+        &mut self,
+        py: Python<'_>,
+        path: &str,
+        reader: &Bound<'_, PyAny>,
+        objects: &Bound<'_, PyAny>,
+    ) -> Result<u64, Failure> {
+        let store = objects
+            .cast::<crate::store::PyStore>()
+            .ok()
+            .map(|s| s.get().inner.clone());
+        if store.is_none() && !objects.hasattr("__setitem__")? {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "objects must be a snapgraph store or a mapping of hex id to bytes (with \
+                 __setitem__), not {}",
+                objects.get_type().name()?
+            ))
+            .into());
+        }
+        let put = |set: snapgraph::ObjectSet| -> Result<(), Failure> {
+            match &store {
+                Some(store) => {
+                    let batch: Vec<(ObjectId, &[u8])> =
+                        set.iter().map(|(id, b)| (*id, b)).collect();
+                    Ok(py.detach(|| store.put_many(&batch))?)
+                }
+                None => {
+                    for (id, b) in set.iter() {
+                        objects.set_item(id.to_string(), PyBytes::new(py, b))?;
+                    }
+                    Ok(())
+                }
+            }
+        };
+        let mut ingest = snapgraph::ingest::Ingest::new();
+        loop {
+            let block = reader.call_method1("read", (READ_BLOCK,))?;
+            let block = block.cast::<PyBytes>().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "reader.read must return bytes, not {}",
+                    block
+                        .get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                ))
+            })?;
+            let bytes = block.as_bytes();
+            if bytes.is_empty() {
+                break;
+            }
+            let made = py.detach(|| ingest.push(bytes));
+            if !made.is_empty() {
+                put(made)?;
+            }
+        }
+        let size = ingest.len();
+        let (file, last) = py.detach(|| ingest.finish());
+        if !last.is_empty() {
+            put(last)?;
+        }
+        self.inner.write_ingested(path, file)?;
+        Ok(size)
+    }
+
+    /// Writes the bytes of the file at `path` to `writer` (any object with
+    /// `write(bytes)`), a window of chunks at a time for a file a shallow checkout
+    /// left in `objects`: never whole in memory. Every chunk is re-hashed and checked
+    /// as `load_content` checks it; the bytes are proven the file only once this
+    /// returns (on an error, what was written is not the file: write somewhere you
+    /// discard then). A loaded file is written in one call. Returns the bytes
+    /// written. Raises what `load_content` raises, and whatever `writer` raises.
+    fn read_stream(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        objects: &Bound<'_, PyAny>,
+        writer: &Bound<'_, PyAny>,
+    ) -> Result<u64, Failure> {
+        let objects = Objects::from_py(objects)?;
+        let mut written = 0u64;
+        for piece in self.inner.content_pieces(path, objects.source())? {
+            let piece = piece?;
+            writer.call_method1("write", (PyBytes::new(py, &piece),))?;
+            written += piece.len() as u64;
+        }
+        Ok(written)
     }
 
     /// The workspace as one self-contained packed snapshot (the same workspace always

@@ -299,3 +299,123 @@ def test_commit_can_leave_out_files_or_state(ws):
     restored = snapgraph.Workspace()
     restored.checkout(no_files.id, objects)
     assert restored.walk() == [] and restored.state() == b"interpreter state 1"
+
+
+def _pseudo_random(n, seed):
+    """Incompressible bytes, deterministic."""
+    import hashlib
+
+    out = bytearray()
+    counter = 0
+    while len(out) < n:
+        out += hashlib.blake2b(f"{seed}:{counter}".encode(), digest_size=64).digest()
+        counter += 1
+    return bytes(out[:n])
+
+
+class _Reader:
+    """A reader that records the sizes asked for."""
+
+    def __init__(self, data):
+        self.data, self.at, self.asked = data, 0, []
+
+    def read(self, n):
+        self.asked.append(n)
+        piece = self.data[self.at : self.at + n]
+        self.at += len(piece)
+        return piece
+
+
+def test_write_stream_makes_what_write_makes_and_read_stream_gives_it_back(tmp_path):
+    import io
+
+    data = _pseudo_random(3_500_000, 1)
+    whole = snapgraph.Workspace()
+    whole.write("/d/big.bin", data)
+    expected = whole.commit()
+
+    # Into a dict: every object the stream made, as the whole write's commit made it.
+    objects = {}
+    ws = snapgraph.Workspace()
+    reader = _Reader(data)
+    assert ws.write_stream("/d/big.bin", reader, objects) == len(data)
+    assert set(reader.asked) == {1 << 20}
+    assert not ws.is_loaded("/d/big.bin")
+    assert ws.metadata("/d/big.bin").size == len(data)
+    c = ws.commit()
+    assert c.id == expected.id
+    content = {k: v for k, v in expected.objects.items() if k not in c.objects}
+    assert content == objects
+    objects.update(c.objects)
+
+    # Out again, a window at a time, from the dict and from a store.
+    out = io.BytesIO()
+    assert ws.read_stream("/d/big.bin", objects, out) == len(data)
+    assert out.getvalue() == data
+    store = snapgraph.open(f"sqlite:{tmp_path / 's.db'}")
+    ws2 = snapgraph.Workspace()
+    assert ws2.write_stream("/big.bin", io.BytesIO(data), store) == len(data)
+    c2 = ws2.commit()
+    store.put(c2.objects)
+    back = snapgraph.Workspace()
+    back.checkout(c2.id, store, shallow=True)
+    out = io.BytesIO()
+    back.read_stream("/big.bin", store, out)
+    assert out.getvalue() == data
+    # A loaded file is one write.
+    out = io.BytesIO()
+    assert whole.read_stream("/d/big.bin", {}, out) == len(data)
+    assert out.getvalue() == data
+
+
+def test_streams_raise_typed_errors():
+    import io
+
+    data = _pseudo_random(300_000, 2)
+    objects = {}
+    ws = snapgraph.Workspace()
+    ws.write_stream("/f", io.BytesIO(data), objects)
+    c = ws.commit()
+    objects.update(c.objects)
+    shallow = snapgraph.Workspace()
+    shallow.checkout(c.id, objects, shallow=True)
+    # A damaged chunk: CorruptObjectError naming it.
+    # The file's chunks: its objects the commit did not emit, over 4 KiB each
+    # (its manifest node is a few hundred bytes).
+    chunk_ids = [k for k, v in objects.items() if k not in c.objects and len(v) > 4000]
+    victim = sorted(chunk_ids)[0]
+    damaged = dict(objects)
+    damaged[victim] = damaged[victim][:-1] + bytes([damaged[victim][-1] ^ 1])
+    with pytest.raises(snapgraph.CorruptObjectError) as e:
+        shallow.read_stream("/f", damaged, io.BytesIO())
+    assert e.value.id == victim
+    missing = dict(objects)
+    del missing[victim]
+    with pytest.raises(snapgraph.ObjectNotFoundError) as e:
+        shallow.read_stream("/f", missing, io.BytesIO())
+    assert e.value.id == victim
+    with pytest.raises(snapgraph.FsError) as e:
+        shallow.read_stream("/nope", objects, io.BytesIO())
+    assert e.value.code == "not_found"
+    # Paths `write` refuses, a reader that returns str, a sink that cannot take objects,
+    # and the reader's and writer's own errors.
+    ws.mkdir("/dir")
+    with pytest.raises(snapgraph.FsError) as e:
+        ws.write_stream("/dir", io.BytesIO(b"x" * 100), {})
+    assert e.value.code == "is_a_directory"
+    with pytest.raises(TypeError):
+        ws.write_stream("/g", io.StringIO("text"), {})
+    with pytest.raises(TypeError):
+        ws.write_stream("/g", io.BytesIO(b"x"), 42)
+
+    class Failing:
+        def read(self, n):
+            raise OSError("disk gone")
+
+        def write(self, data):
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk gone"):
+        ws.write_stream("/g", Failing(), {})
+    with pytest.raises(OSError, match="disk full"):
+        shallow.read_stream("/f", objects, Failing())

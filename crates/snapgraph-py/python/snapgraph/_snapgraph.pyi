@@ -1,6 +1,16 @@
 """Type stubs of the native module (kept by hand beside crates/snapgraph-py/src)."""
 
-from typing import Iterable, List, Literal, Mapping, Optional, Protocol, Union, final
+from typing import (
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    MutableMapping,
+    Optional,
+    Protocol,
+    Union,
+    final,
+)
 
 FORMAT_VERSION: int
 
@@ -11,6 +21,16 @@ class _Objects(Protocol):
 
 Objects = Union["Store", _Objects, Mapping[str, bytes]]
 """Where objects are read from: a snapgraph store, a dict, or any lazy mapping."""
+
+class _Reader(Protocol):
+    """Anything with ``read(n) -> bytes`` (``b""`` at the end), such as a binary file."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+class _Writer(Protocol):
+    """Anything with ``write(bytes)``, such as a binary file."""
+
+    def write(self, data: bytes, /) -> object: ...
 
 Policy = Literal["superset", "strict", "force"]
 DriftPolicy = Literal["strict", "off"]
@@ -212,6 +232,14 @@ class Workspace:
         shallow: bool = False,
     ) -> Restore: ...
     def load_content(self, path: str, objects: Objects) -> None: ...
+    def write_stream(
+        self, path: str, reader: _Reader, objects: Union["Store", MutableMapping[str, bytes]]
+    ) -> int:
+        """Writes a file from ``reader`` (1 MiB reads), cut into its objects as it
+        arrives, each put into ``objects``; the workspace keeps the reference."""
+    def read_stream(self, path: str, objects: Objects, writer: _Writer) -> int:
+        """Writes a file to ``writer`` a window of verified chunks at a time; the bytes
+        are the file only once this returns."""
     def snapshot(
         self, exclude_files: bool = False, exclude_state: bool = False, compress: bool = False
     ) -> bytes: ...
