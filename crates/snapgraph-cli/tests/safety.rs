@@ -830,14 +830,19 @@ fn libpq_password_sources() {
 
 // ------------------------------------------------------------------ checkout to disk
 
-/// The chunk id of `path`'s content at commit `rev`, and its stored bytes.
-fn content_of(repo: &Path, rev: &str, path: &str) -> (snapgraph::ObjectId, Vec<u8>) {
-    use snapgraph_store::ObjectStore;
-    let store = snapgraph_store::open(&format!(
+/// The repository's SQLite store, opened beside the CLI.
+fn open_store(repo: &Path) -> Box<dyn snapgraph_store::Store> {
+    snapgraph_store::open(&format!(
         "sqlite:{}",
         repo.join(".snapgraph/store.db").display()
     ))
-    .unwrap();
+    .unwrap()
+}
+
+/// The chunk id of `path`'s content at commit `rev`, and its stored bytes.
+fn content_of(repo: &Path, rev: &str, path: &str) -> (snapgraph::ObjectId, Vec<u8>) {
+    use snapgraph_store::ObjectStore;
+    let store = open_store(repo);
     let repo = snapgraph_store::Repo::new(store);
     let ws = repo.checkout_shallow(rev).unwrap();
     let id = ws
@@ -857,11 +862,7 @@ fn content_of(repo: &Path, rev: &str, path: &str) -> (snapgraph::ObjectId, Vec<u
 /// does not re-hash what it is given: the wrong bytes are caught when read).
 fn tamper_record(repo: &Path, id: snapgraph::ObjectId, stored: &[u8]) {
     use snapgraph_store::ObjectStore;
-    let store = snapgraph_store::open(&format!(
-        "sqlite:{}",
-        repo.join(".snapgraph/store.db").display()
-    ))
-    .unwrap();
+    let store = open_store(repo);
     store.delete_many(&[id]).unwrap();
     store.put_many(&[(id, stored)]).unwrap();
 }
@@ -948,11 +949,7 @@ fn a_tampered_object_fails_every_restore_by_id_and_changes_nothing() {
 fn chunks_of(repo: &Path, rev: &str, path: &str) -> Vec<snapgraph::ObjectId> {
     use snapgraph::object::manifest::Manifest;
     use snapgraph_store::ObjectStore;
-    let store = snapgraph_store::open(&format!(
-        "sqlite:{}",
-        repo.join(".snapgraph/store.db").display()
-    ))
-    .unwrap();
+    let store = open_store(repo);
     let repo = snapgraph_store::Repo::new(store);
     let ws = repo.checkout_shallow(rev).unwrap();
     let Some((root, snapgraph::ObjectKind::Manifest)) = ws.file_content_object(path) else {
@@ -1011,11 +1008,7 @@ fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
     let victim = chunks[snapgraph::PIECES_WINDOW + 1];
     let (_, mut stored) = {
         use snapgraph_store::ObjectStore;
-        let store = snapgraph_store::open(&format!(
-            "sqlite:{}",
-            t.path().join(".snapgraph/store.db").display()
-        ))
-        .unwrap();
+        let store = open_store(t.path());
         (
             victim,
             store.get_many(&[victim]).unwrap().pop().flatten().unwrap(),

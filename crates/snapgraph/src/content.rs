@@ -565,6 +565,26 @@ pub(crate) fn append(to: &mut Vec<u8>, from: &[u8]) {
 }
 
 /// Chunk spans of `data` for the given cut points, hashed on the calling thread.
+/// The spans of a file made of `chunks` (in order) whose format versions are
+/// `versions`: each chunk's offset is the sum of the lengths before it.
+pub(crate) fn spans_of(chunks: &[ChunkRef], versions: &[u8]) -> Vec<Span> {
+    let mut at = 0;
+    chunks
+        .iter()
+        .zip(versions)
+        .map(|(c, &version)| {
+            let span = Span {
+                id: c.id,
+                start: at,
+                len: c.len,
+                version,
+            };
+            at += c.len as usize;
+            span
+        })
+        .collect()
+}
+
 fn hash_spans(data: &[u8], cuts: &[usize]) -> Vec<Span> {
     let mut start = 0;
     cuts.iter()

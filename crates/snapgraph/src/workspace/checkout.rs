@@ -1093,21 +1093,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         } else {
             self.assemble(&chunks, size as usize)?
         };
-        let mut at = 0;
-        let spans: Vec<Span> = chunks
-            .iter()
-            .zip(versions)
-            .map(|(c, version)| {
-                let span = Span {
-                    id: c.id,
-                    start: at,
-                    len: c.len,
-                    version,
-                };
-                at += c.len as usize;
-                span
-            })
-            .collect();
+        let spans = crate::content::spans_of(&chunks, &versions);
         // A manifest's nodes are all of its root's format version (its chunks may be
         // older).
         let objects = ContentObjects::canonical(root, size, &spans)?;

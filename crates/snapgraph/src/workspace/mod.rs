@@ -842,40 +842,54 @@ impl Workspace {
             return self.write_owned(path, data);
         }
         let comps = path::parse(path)?;
-        let (name, parent) = comps
-            .split_last()
-            .ok_or(FsError::IsADirectory { path: "/".into() })?;
-        self.check_dirs(parent)?;
-        let mode = match self.lookup(&comps)? {
-            Some(Node::File(f)) => f.mode,
-            Some(Node::Dir(_)) => {
-                return Err(FsError::IsADirectory {
-                    path: path::join(&comps),
-                })
-            }
-            Some(Node::Symlink(_)) => {
-                return Err(FsError::IsASymlink {
-                    path: path::join(&comps),
-                })
-            }
-            None => DEFAULT_FILE_MODE,
-        };
+        let mode = self
+            .file_slot(&comps)?
+            .map_or(DEFAULT_FILE_MODE, |f| f.mode);
         if let Some((id, _)) = objects.content.object() {
             Arc::make_mut(&mut self.handed).insert(id);
         }
-        let dir = self.dir_mut(parent);
-        dir.dirty.insert(name.clone());
-        dir.entries.insert(
-            name.clone(),
-            Node::File(FileNode {
+        self.place(
+            &comps,
+            FileNode {
                 data: None,
                 mode,
                 objects: Some(Arc::new(objects)),
                 prev: None,
-            }),
+            },
         );
-        self.stale.remove(&path::join(&comps));
         Ok(())
+    }
+
+    /// The file a write at `comps` replaces (`None`: a new file), once the parents
+    /// are known to be directories (or missing, to be made); refused for the root,
+    /// a directory and a symlink.
+    fn file_slot(&self, comps: &[String]) -> Result<Option<&FileNode>, FsError> {
+        let (_, parent) = comps
+            .split_last()
+            .ok_or(FsError::IsADirectory { path: "/".into() })?;
+        self.check_dirs(parent)?;
+        match self.lookup(comps)? {
+            Some(Node::File(f)) => Ok(Some(f)),
+            Some(Node::Dir(_)) => Err(FsError::IsADirectory {
+                path: path::join(comps),
+            }),
+            Some(Node::Symlink(_)) => Err(FsError::IsASymlink {
+                path: path::join(comps),
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Puts `file` at `comps` ([`file_slot`](Self::file_slot) said it may go there),
+    /// making missing parents and marking the name changed.
+    fn place(&mut self, comps: &[String], file: FileNode) {
+        let Some((name, parent)) = comps.split_last() else {
+            return;
+        };
+        let dir = self.dir_mut(parent);
+        dir.dirty.insert(name.clone());
+        dir.entries.insert(name.clone(), Node::File(file));
+        self.stale.remove(&path::join(comps));
     }
 
     /// Writes the file at `path` with the `len` bytes `data` makes, once the path is
@@ -890,22 +904,8 @@ impl Workspace {
         data: impl FnOnce(bool) -> (FileBytes, Option<ContentObjects>),
     ) -> Result<(), FsError> {
         let comps = path::parse(path)?;
-        let (name, parent) = comps
-            .split_last()
-            .ok_or(FsError::IsADirectory { path: "/".into() })?;
-        self.check_dirs(parent)?;
-        let (mode, prev) = match self.lookup(&comps)? {
-            Some(Node::File(f)) => (f.mode, f.reusable(len)),
-            Some(Node::Dir(_)) => {
-                return Err(FsError::IsADirectory {
-                    path: path::join(&comps),
-                })
-            }
-            Some(Node::Symlink(_)) => {
-                return Err(FsError::IsASymlink {
-                    path: path::join(&comps),
-                })
-            }
+        let (mode, prev) = match self.file_slot(&comps)? {
+            Some(f) => (f.mode, f.reusable(len)),
             None => (DEFAULT_FILE_MODE, None),
         };
         let (data, built) = data(prev.is_some());
@@ -913,18 +913,15 @@ impl Workspace {
             Some(objects) => Some(Arc::new((data.clone(), Arc::new(objects)))),
             None => prev,
         };
-        let dir = self.dir_mut(parent);
-        dir.dirty.insert(name.clone());
-        dir.entries.insert(
-            name.clone(),
-            Node::File(FileNode {
+        self.place(
+            &comps,
+            FileNode {
                 data: Some(data),
                 mode,
                 objects: None,
                 prev,
-            }),
+            },
         );
-        self.stale.remove(&path::join(&comps));
         Ok(())
     }
 

@@ -25,7 +25,7 @@ use std::borrow::Cow;
 
 use super::checkout::{check_chunk, CheckoutError, Loader};
 use super::{path, ContentRule, Node, Workspace};
-use crate::content::{ContentObjects, Span};
+use crate::content::ContentObjects;
 use crate::id::ObjectId;
 use crate::object::capability::CapabilityFingerprint;
 use crate::object::manifest::{chunk_list, ChunkRef, Manifest};
@@ -234,22 +234,7 @@ impl<'a, S: ObjectSource + ?Sized> Chunked<'a, S> {
 
     /// After the last chunk: the manifest must be the one this engine writes for them.
     fn finish(&self) -> Result<(), CheckoutError> {
-        let mut at = 0;
-        let spans: Vec<Span> = self
-            .chunks
-            .iter()
-            .zip(&self.versions)
-            .map(|(c, &version)| {
-                let span = Span {
-                    id: c.id,
-                    start: at,
-                    len: c.len,
-                    version,
-                };
-                at += c.len as usize;
-                span
-            })
-            .collect();
+        let spans = crate::content::spans_of(&self.chunks, &self.versions);
         ContentObjects::canonical(self.root, self.size, &spans)?;
         Ok(())
     }
