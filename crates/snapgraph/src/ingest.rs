@@ -58,9 +58,8 @@ const HOLD: usize = 1 << 20;
 /// ```
 #[derive(Debug, Default)]
 pub struct Ingest {
-    /// Bytes not yet cut, from `buf[taken..]`; `taken` is where the next chunk starts.
+    /// Bytes not yet cut: the next chunk starts at `buf[0]`.
     buf: Vec<u8>,
-    taken: usize,
     /// Bytes cut so far (the next chunk's offset in the file).
     cut: u64,
     spans: Vec<Span>,
@@ -95,7 +94,7 @@ impl Ingest {
 
     /// Bytes pushed so far.
     pub fn len(&self) -> u64 {
-        self.cut + (self.buf.len() - self.taken) as u64
+        self.cut + self.buf.len() as u64
     }
 
     /// Whether nothing was pushed yet.
@@ -108,7 +107,7 @@ impl Ingest {
     pub fn push(&mut self, bytes: &[u8]) -> ObjectSet {
         self.buf.extend_from_slice(bytes);
         let mut out = ObjectSet::new();
-        if self.buf.len() - self.taken >= HOLD + CHUNK_MAX {
+        if self.buf.len() >= HOLD + CHUNK_MAX {
             self.cut_some(false, &mut out);
         }
         out
@@ -121,7 +120,7 @@ impl Ingest {
         let size = self.len();
         if size <= INLINE_MAX as u64 {
             // Nothing was cut: a cut needs a megabyte in hand.
-            let data = self.buf.split_off(self.taken);
+            let data = std::mem::take(&mut self.buf);
             let objects = ContentObjects::reference(size, Content::Inline(data));
             return (Ingested { objects }, out);
         }
@@ -139,7 +138,7 @@ impl Ingest {
     /// Cuts the bytes in hand into chunks, up to the last cut that more bytes could
     /// not move (all of them when `last`), into `out`.
     fn cut_some(&mut self, last: bool, out: &mut ObjectSet) {
-        let window = &self.buf[self.taken..];
+        let window = &self.buf[..];
         let mut start = 0;
         for c in chunker(window) {
             // A cut is final once CHUNK_MAX bytes from its chunk's start are in hand.
@@ -157,11 +156,9 @@ impl Ingest {
             });
             start = c.offset + c.length;
         }
-        self.taken += start;
         self.cut += start as u64;
-        // Keep what is not cut at the buffer's start (at most HOLD + CHUNK_MAX bytes
-        // plus a piece: the move is bounded, the buffer's capacity reused).
-        self.buf.drain(..self.taken);
-        self.taken = 0;
+        // Keep what is not cut at the buffer's start (less than CHUNK_MAX bytes: the
+        // move is small, the buffer's capacity reused).
+        self.buf.drain(..start);
     }
 }
