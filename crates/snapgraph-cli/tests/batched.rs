@@ -174,6 +174,16 @@ fn an_import_failing_part_way_moves_no_ref_and_leaves_only_garbage() {
     assert_eq!(tip(t.path(), "main").as_deref(), Some(first.as_str()));
 }
 
+/// A tar holding one regular file `name` (mode 0644) with `data`.
+fn tar_of_one(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    b.append_data(&mut h, name, data).unwrap();
+    b.into_inner().unwrap()
+}
+
 /// Files over `batches::STREAM_MIN` are cut into their objects as they are read
 /// (never whole in memory): a commit and an import of one make the objects a whole
 /// write makes (the same content id as the engine's own commit of those bytes),
@@ -221,12 +231,7 @@ fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     std::fs::remove_dir_all(t.path().join("out")).unwrap();
 
     // The same file through `import`, in a tar.
-    let mut b = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_gnu();
-    h.set_size(big.len() as u64);
-    h.set_mode(0o644);
-    b.append_data(&mut h, "big.bin", &big[..]).unwrap();
-    let whole_tar = b.into_inner().unwrap();
+    let whole_tar = tar_of_one("big.bin", &big);
     let i = tempfile::tempdir().unwrap();
     ok(i.path(), &["init"]);
     std::fs::write(i.path().join("a.tar"), &whole_tar).unwrap();
@@ -239,12 +244,7 @@ fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     // Cut short past the stream size: refused, no ref moved, garbage collected.
     let before = tip(i.path(), "main");
     let other = pseudo_random(big.len(), 4343);
-    let mut b = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_gnu();
-    h.set_size(other.len() as u64);
-    h.set_mode(0o644);
-    b.append_data(&mut h, "big.bin", &other[..]).unwrap();
-    let other_tar = b.into_inner().unwrap();
+    let other_tar = tar_of_one("big.bin", &other);
     let cut = &other_tar[..512 + STREAM_MIN as usize + 1_000_000];
     std::fs::write(i.path().join("cut.tar"), cut).unwrap();
     let err = fails(i.path(), &["import", "cut.tar", "-m", "cut"]);

@@ -580,6 +580,18 @@ impl Assembly {
     }
 }
 
+/// The body of a stored object (its 2-byte header dropped): an owning source's
+/// buffer kept (the header removed in place, no new allocation), lent bytes borrowed.
+pub(super) fn body_of(stored: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    match stored {
+        Cow::Owned(mut stored) => {
+            stored.drain(..2);
+            Cow::Owned(stored)
+        }
+        Cow::Borrowed(stored) => Cow::Borrowed(&stored[2..]),
+    }
+}
+
 /// Checks a fetched chunk (its hash when `hash`, its header, its kind and the length
 /// the manifest gives it) and returns its format version.
 pub(super) fn check_chunk(
@@ -636,7 +648,7 @@ pub(super) struct Loader<'a, S: ?Sized> {
     threads: usize,
     /// Where the buffers of large files assembled from lent bytes come from.
     pool: Option<BufferPool>,
-    pub(super) source: &'a S,
+    source: &'a S,
     commit: ObjectId,
     limits: Limits,
     /// Entries, bytes and paths against `limits`: entries are charged as each leaf is
@@ -1035,14 +1047,8 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                     len: body.len() as u32,
                     version: loaded.stored[1],
                 }];
-                let data = match loaded.stored {
-                    // An owning source gave its bytes away: drop the header in place.
-                    Cow::Owned(mut stored) => {
-                        stored.drain(..2);
-                        stored
-                    }
-                    Cow::Borrowed(stored) => stored[2..].to_vec(),
-                };
+                // An owning source gave its bytes away: its buffer is kept.
+                let data = body_of(loaded.stored).into_owned();
                 (
                     FileBytes::from(data),
                     ContentObjects::from_spans(size, spans),
@@ -1067,16 +1073,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
         // The root was read ahead with the walk's other content; each lower level is
         // one batched read. `chunk_list` checks the structure (levels, sizes, the
         // chunk count a file of `size` bytes can have, short chunks, at least two).
-        let chunks = chunk_list::<ObjectError>(root, size, &mut |ids| {
-            let loaded = match ids {
-                [only] => vec![self.load_ahead(only, ObjectKind::Manifest)?],
-                _ => load_many(self.source, ids, ObjectKind::Manifest, self.hash)?,
-            };
-            ids.iter()
-                .zip(loaded)
-                .map(|(id, l)| Manifest::decode(id, l.body()))
-                .collect()
-        })?;
+        let chunks = self.chunk_refs(root, size)?;
         // More than one window: announce every chunk the windows will ask for, so a
         // remote source can stream them in one wave (ObjectSource::will_read).
         if chunks.len() > CHECKOUT_WINDOW {
@@ -1274,6 +1271,27 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             kept.finish(pool.as_ref())
         };
         Ok((data, versions))
+    }
+
+    /// The chunk list of the manifest rooted at `root` for a file of `size` bytes: the
+    /// root read ahead with the walk's other content, each lower level one batched
+    /// read, every node verified; `chunk_list` checks the structure (levels, sizes,
+    /// the chunk count a file of `size` bytes can have, short chunks, at least two).
+    pub(super) fn chunk_refs(
+        &mut self,
+        root: ObjectId,
+        size: u64,
+    ) -> Result<Vec<ChunkRef>, ObjectError> {
+        chunk_list::<ObjectError>(root, size, &mut |ids| {
+            let loaded = match ids {
+                [only] => vec![self.load_ahead(only, ObjectKind::Manifest)?],
+                _ => load_many(self.source, ids, ObjectKind::Manifest, self.hash)?,
+            };
+            ids.iter()
+                .zip(loaded)
+                .map(|(id, l)| Manifest::decode(id, l.body()))
+                .collect()
+        })
     }
 
     /// The stored bytes of a window of chunks, in one batched read: each present.

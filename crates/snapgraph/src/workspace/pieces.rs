@@ -23,14 +23,14 @@
 
 use std::borrow::Cow;
 
-use super::checkout::{check_chunk, CheckoutError, Loader};
+use super::checkout::{body_of, check_chunk, CheckoutError, Loader};
 use super::{path, ContentRule, Node, Workspace};
 use crate::content::ContentObjects;
 use crate::id::ObjectId;
 use crate::object::capability::CapabilityFingerprint;
-use crate::object::manifest::{chunk_list, ChunkRef, Manifest};
+use crate::object::manifest::ChunkRef;
 use crate::object::tree::Content;
-use crate::object::{load_many, ObjectError, ObjectKind};
+use crate::object::{ObjectError, ObjectKind};
 use crate::source::ObjectSource;
 
 /// Chunks fetched per batched read by [`Pieces`]: with chunks of at most 64 KiB,
@@ -155,27 +155,11 @@ impl Workspace {
                     )
                     .into());
                 }
-                let body = match loaded.stored {
-                    Cow::Owned(mut stored) => {
-                        stored.drain(..2);
-                        Cow::Owned(stored)
-                    }
-                    Cow::Borrowed(stored) => Cow::Borrowed(&stored[2..]),
-                };
-                State::Ready(vec![body].into_iter())
+                State::Ready(vec![body_of(loaded.stored)].into_iter())
             }
             Content::Manifest(root) => {
                 let root = *root;
-                let chunks = chunk_list::<ObjectError>(root, size, &mut |ids| {
-                    let loaded = match ids {
-                        [only] => vec![loader.load_ahead(only, ObjectKind::Manifest)?],
-                        _ => load_many(loader.source, ids, ObjectKind::Manifest, true)?,
-                    };
-                    ids.iter()
-                        .zip(loaded)
-                        .map(|(id, l)| Manifest::decode(id, l.body()))
-                        .collect()
-                })?;
+                let chunks = loader.chunk_refs(root, size)?;
                 if chunks.len() > PIECES_WINDOW {
                     let ids: Vec<ObjectId> = chunks.iter().map(|c| c.id).collect();
                     source.will_read(&ids);
@@ -220,13 +204,7 @@ impl<'a, S: ObjectSource + ?Sized> Chunked<'a, S> {
         for (c, stored) in window.iter().zip(fetched) {
             self.versions
                 .push(check_chunk(&c.id, &stored, c.len as usize, true)?);
-            self.window.push_back(match stored {
-                Cow::Owned(mut stored) => {
-                    stored.drain(..2);
-                    Cow::Owned(stored)
-                }
-                Cow::Borrowed(stored) => Cow::Borrowed(&stored[2..]),
-            });
+            self.window.push_back(body_of(stored));
         }
         self.next = end;
         Ok(true)
