@@ -74,7 +74,11 @@ pub struct RepackReport {
     pub packs_removed: u64,
     /// Packs written.
     pub packs_written: u64,
-    /// The database file's bytes before (pages in use and free).
+    /// Segment files deleted (SQLite schema 4): their last live record moved out, or
+    /// no row named them.
+    pub segments_removed: u64,
+    /// The database file's bytes before (pages in use and free), its segment files
+    /// included.
     pub file_bytes_before: u64,
     /// The database file's bytes after.
     pub file_bytes_after: u64,

@@ -91,9 +91,16 @@ use crate::refs::apply_updates;
 use crate::store::{validate_ref_name, ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 
 mod repack;
+mod segments;
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+use segments::{SegmentRef, Segments};
+pub use segments::{SEGMENTED, SEGMENT_BATCH_MIN, SEGMENT_MIN, SEGMENT_SIZE};
+
+/// The newest schema version this build reads and writes.
+pub const SCHEMA_VERSION: i64 = 4;
+/// The version a new database starts at, and schemas 1 and 2 are upgraded to at open:
+/// schema 4 is written only with the first segment reference ([`segments`]).
+const SCHEMA_AT_OPEN: i64 = 3;
 
 /// The first byte of an `objects.data` value that refers to a record in a pack:
 /// `PACKED || pack: u64 LE || start: u32 LE || length: u32 LE` (codec tags are below
@@ -186,6 +193,8 @@ pub struct SqliteStore {
     dicts: Mutex<Dicts>,
     /// Trees and manifest nodes this handle verified ([`crate::known`]).
     known: Known,
+    /// The segment files beside the database (none in memory).
+    segments: Option<Segments>,
 }
 
 /// The dictionaries a store handle knows.
@@ -297,13 +306,15 @@ impl SqliteStore {
                 |r| r.get(0),
             )
             .ok();
-        if current == Some(SCHEMA_VERSION) {
+        let segments = on_disk.then(|| Segments::of(Path::new(&path)));
+        if current.is_some_and(|v| (SCHEMA_AT_OPEN..=SCHEMA_VERSION).contains(&v)) {
             return Ok(Self {
                 conn: Mutex::new(conn),
                 path,
                 compression: options.compression,
                 dicts: Mutex::new(Dicts::default()),
                 known: Known::default(),
+                segments,
             });
         }
         let tx = conn
@@ -336,7 +347,7 @@ impl SqliteStore {
                     },
                 ));
             }
-            Some(SCHEMA_VERSION) => {}
+            Some(SCHEMA_AT_OPEN..=SCHEMA_VERSION) => {}
             Some(_) => {
                 // Schema 1 lacks delta records (tag 2), schema 2 lacks packs: every
                 // record either holds reads the same, so the upgrade is the pack
@@ -346,7 +357,7 @@ impl SqliteStore {
                 tx.execute_batch(PACK_TABLES).map_err(fail)?;
                 tx.execute(
                     "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
-                    [SCHEMA_VERSION],
+                    [SCHEMA_AT_OPEN],
                 )
                 .map_err(fail)?;
             }
@@ -373,7 +384,7 @@ impl SqliteStore {
                 tx.execute_batch(PACK_TABLES).map_err(fail)?;
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
-                    [SCHEMA_VERSION],
+                    [SCHEMA_AT_OPEN],
                 )
                 .map_err(fail)?;
             }
@@ -385,6 +396,7 @@ impl SqliteStore {
             compression: options.compression,
             dicts: Mutex::new(Dicts::default()),
             known: Known::default(),
+            segments,
         })
     }
 
@@ -442,8 +454,21 @@ impl SqliteStore {
     /// record comes as its stored bytes ([`Raw::Plain`]: the tag is dropped while
     /// copying out of SQLite's page, which is the one copy a read makes).
     fn get_raw(&self, ids: &[ObjectId], plain: bool) -> Result<Vec<Option<Raw>>, StoreError> {
+        self.get_raw_again(ids, plain, true)
+    }
+
+    /// [`get_raw`](Self::get_raw); with `again`, the records whose segment file was
+    /// gone or short are read once more from a new snapshot (a repack or a collection
+    /// may have moved or deleted them since the row was read).
+    fn get_raw_again(
+        &self,
+        ids: &[ObjectId],
+        plain: bool,
+        again: bool,
+    ) -> Result<Vec<Option<Raw>>, StoreError> {
         let fail = self.fail("get_many");
         let mut out = Vec::with_capacity(ids.len());
+        let mut segmented: Vec<(usize, SegmentRef)> = Vec::new();
         let conn = self.lock();
         let tx = ReadTransaction::begin(&conn).map_err(&fail)?;
         {
@@ -469,6 +494,22 @@ impl SqliteStore {
                                 b.len()
                             )),
                         },
+                        ValueRef::Blob(b @ [SEGMENTED, ..]) => {
+                            match (SegmentRef::parse(b), &self.segments) {
+                                (Some(r), Some(_)) => {
+                                    segmented.push((out.len(), r));
+                                    Raw::Bytes(Vec::new())
+                                }
+                                (None, _) => Raw::Bad(format!(
+                                    "segment reference of {} bytes, not {}",
+                                    b.len(),
+                                    segments::SEGMENT_REFERENCE
+                                )),
+                                (Some(_), None) => {
+                                    Raw::Bad("segment reference in a database in memory".into())
+                                }
+                            }
+                        }
                         ValueRef::Blob(b) | ValueRef::Text(b) => Raw::Bytes(b.to_vec()),
                         other => Raw::NotBlob(other.data_type().to_string()),
                     }),
@@ -485,6 +526,34 @@ impl SqliteStore {
             }
         }
         tx.commit().map_err(&fail)?;
+        drop(conn);
+        // Records in segments, read outside the lock in file order.
+        let Some(files) = &self.segments else {
+            return Ok(out);
+        };
+        segmented.sort_by_key(|(_, r)| (r.segment, r.start));
+        let mut gone: Vec<usize> = Vec::new();
+        for (at, r) in segmented {
+            out[at] = Some(match files.read(&r, plain) {
+                Ok(record) if plain && r.tag == codec::RAW => Raw::Plain(record),
+                Ok(record) => Raw::Bytes(record),
+                Err(segments::ReadFailure::Gone(_)) if again => {
+                    files.forget(r.segment);
+                    gone.push(at);
+                    continue;
+                }
+                Err(e) => Raw::Bad(e.reason()),
+            });
+        }
+        if !gone.is_empty() {
+            let retry: Vec<ObjectId> = gone.iter().map(|&at| ids[at]).collect();
+            for (at, raw) in gone
+                .into_iter()
+                .zip(self.get_raw_again(&retry, plain, false)?)
+            {
+                out[at] = raw;
+            }
+        }
         Ok(out)
     }
 
@@ -592,6 +661,12 @@ impl SqliteStore {
                 }),
             })
             .collect()
+    }
+
+    /// The directory of the database's segment files, `<database>-segments` (schema
+    /// 4; `None` in memory): a copy of the store is the database and this directory.
+    pub fn segment_dir(&self) -> Option<&Path> {
+        self.segments.as_ref().map(Segments::dir)
     }
 
     fn read_ref(conn: &Connection, name: &str) -> rusqlite::Result<Option<Vec<u8>>> {
@@ -728,6 +803,14 @@ impl Drop for ReadTransaction<'_> {
 /// Whether `record` goes into a pack rather than inline.
 fn packable(record: &codec::Record<'_>) -> bool {
     packable_parts(record.tag(), record.len())
+}
+
+/// Whether `record`, not packed, may go into a segment: large and not a delta (deltas
+/// stay in the table, where `for_each_delta` reads their headers).
+fn segmentable(record: &codec::Record<'_>) -> bool {
+    matches!(record.tag(), Some(codec::RAW | codec::ZSTD | codec::DICT))
+        && record.len() >= SEGMENT_MIN
+        && !packable(record)
 }
 
 /// [`packable`] of a record by its tag and length.
@@ -963,6 +1046,44 @@ impl ObjectStore for SqliteStore {
                     into_packs.push(i);
                 }
             }
+            // Large records go into a segment when the batch has enough of them.
+            let mut into_segments: Vec<usize> = Vec::new();
+            if self.segments.is_some() {
+                let mut bytes = 0;
+                for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
+                    if segmentable(data)
+                        && seen.insert(*id)
+                        && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
+                    {
+                        into_segments.push(i);
+                        bytes += data.len();
+                    }
+                }
+                if bytes < SEGMENT_BATCH_MIN {
+                    into_segments.clear();
+                }
+            }
+            let mut in_segments: Vec<Option<SegmentRef>> = vec![None; objects.len()];
+            let mut appender = match (&self.segments, into_segments.is_empty()) {
+                (Some(files), false) => Some(segments::Appender::begin(&tx, files).map_err(&fail)?),
+                _ => None,
+            };
+            if let Some(appender) = &mut appender {
+                for &i in &into_segments {
+                    let id = &objects[i].0;
+                    let (tag, body) = match &encoded[i] {
+                        codec::Record::Raw(b) => (codec::RAW, &b[..]),
+                        codec::Record::Encoded(r) => (r[0], &r[1..]),
+                    };
+                    let r = appender.append(&tx, tag, body).map_err(|reason| {
+                        StoreError::backend(
+                            format!("sqlite put_many of object {id} into {}", self.path),
+                            reason,
+                        )
+                    })?;
+                    in_segments[i] = Some(r);
+                }
+            }
             let mut refs: Vec<Option<[u8; REFERENCE]>> = vec![None; objects.len()];
             let mut insert_pack = tx
                 .prepare_cached("INSERT INTO packs (data) VALUES (?1)")
@@ -1020,6 +1141,16 @@ impl ObjectStore for SqliteStore {
             let mut to_fill: Vec<(i64, usize)> = Vec::new();
             for (i, (((id, _), data), r)) in objects.iter().zip(&encoded).zip(&refs).enumerate() {
                 let key = &id.as_bytes()[..];
+                if let (Some(s), Some(appender)) = (&in_segments[i], &mut appender) {
+                    if stmt
+                        .execute(params![key, &s.encode()[..]])
+                        .map_err(put_fail(id))?
+                        == 1
+                    {
+                        appender.count(s);
+                    }
+                    continue;
+                }
                 match (r, data) {
                     (Some(r), _) => {
                         stmt.execute(params![key, &r[..]]).map_err(put_fail(id))?;
@@ -1060,6 +1191,11 @@ impl ObjectStore for SqliteStore {
                 handle.write_at(&[codec::RAW], 0).map_err(put_fail(id))?;
                 handle.write_at(bytes, 1).map_err(put_fail(id))?;
             }
+            if let Some(appender) = appender {
+                appender.finish(&tx).map_err(|reason| {
+                    StoreError::backend(format!("sqlite put_many into {}", self.path), reason)
+                })?;
+            }
         }
         tx.commit().map_err(&fail)?;
         drop(conn); // the dictionaries' lock is never taken under the connection's
@@ -1092,12 +1228,14 @@ impl ObjectStore for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
+        let mut gone: Vec<i64> = Vec::new();
         {
-            // A pack goes with the last object row that names it.
+            // A pack or a segment goes with the last object row that names it.
             let mut reference = tx
                 .prepare_cached(
                     "SELECT data FROM objects WHERE id = ?1
-                     AND length(data) = 17 AND substr(data, 1, 1) = x'80'",
+                     AND ((length(data) = 17 AND substr(data, 1, 1) = x'80')
+                       OR (length(data) = 22 AND substr(data, 1, 1) = x'81'))",
                 )
                 .map_err(&fail)?;
             let mut stmt = tx
@@ -1128,6 +1266,9 @@ impl ObjectStore for SqliteStore {
                 if stmt.execute([key]).map_err(&fail)? == 0 {
                     continue;
                 }
+                if let Some(r) = packed.as_deref().and_then(SegmentRef::parse) {
+                    gone.extend(segments::unlive(&tx, &r).map_err(&fail)?);
+                }
                 if let Some(r) = packed.as_deref().and_then(PackRef::parse) {
                     unlive.execute([r.pack]).map_err(&fail)?;
                     let live: Option<i64> = dead
@@ -1145,7 +1286,12 @@ impl ObjectStore for SqliteStore {
                 }
             }
         }
-        tx.commit().map_err(&fail)
+        tx.commit().map_err(&fail)?;
+        drop(conn);
+        if let Some(files) = &self.segments {
+            files.remove(&gone);
+        }
+        Ok(())
     }
 
     fn for_each_id(

@@ -202,14 +202,22 @@ fn opening_a_schema_2_sqlite_store_upgrades_it_to_3_in_place() {
     );
     assert_eq!(count(&db, "SELECT count(*) FROM packs"), 0);
     assert_eq!(count(&db, "SELECT count(*) FROM dicts"), 0);
-    // A newer schema is refused, naming the file.
-    rusqlite::Connection::open(&db)
-        .unwrap()
-        .execute("UPDATE meta SET value = 4 WHERE key = 'schema_version'", [])
-        .unwrap();
+    // Schema 4 (segments) opens; a newer one is refused, naming the file.
+    let set = |v: i64| {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                [v],
+            )
+            .unwrap();
+    };
+    set(4);
+    drop(SqliteStore::open(&db).unwrap());
+    set(5);
     let err = SqliteStore::open(&db).unwrap_err().to_string();
     assert!(
-        err.contains("schema version 4") && err.contains("store.db"),
+        err.contains("schema version 5") && err.contains("store.db"),
         "{err}"
     );
 }

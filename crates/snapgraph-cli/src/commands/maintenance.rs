@@ -94,7 +94,8 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
     let repack_json = packed.as_ref().map(|p| {
         json!({"rewritten": p.rewritten, "recompressed": p.recompressed, "skipped": p.skipped,
                "record_bytes_saved": p.record_bytes_saved, "packs_written": p.packs_written,
-               "packs_removed": p.packs_removed, "file_bytes_before": p.file_bytes_before,
+               "packs_removed": p.packs_removed, "segments_removed": p.segments_removed,
+               "file_bytes_before": p.file_bytes_before,
                "file_bytes_after": p.file_bytes_after, "vacuumed": p.vacuumed})
     });
     ctx.print(
@@ -113,12 +114,16 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
             if let Some(p) = &packed {
                 writeln!(
                     w,
-                    "repack: {} records rewritten ({} smaller, {} bytes saved), {} packs written, {} removed; file {} -> {} bytes{}",
+                    "repack: {} records rewritten ({} smaller, {} bytes saved), {} packs written, {} removed{}; file {} -> {} bytes{}",
                     p.rewritten,
                     p.recompressed,
                     p.record_bytes_saved,
                     p.packs_written,
                     p.packs_removed,
+                    match p.segments_removed {
+                        0 => String::new(),
+                        n => format!(", {n} segment files removed"),
+                    },
                     p.file_bytes_before,
                     p.file_bytes_after,
                     if p.vacuumed { " (vacuumed)" } else { "" }

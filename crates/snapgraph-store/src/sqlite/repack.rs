@@ -23,12 +23,18 @@
 //! objects and a sweep all see the same objects before, during and after.
 //! Dictionaries are kept: an older build that cached one may still write records
 //! against it (FORMAT.md promises writers that dictionaries stay).
+//!
+//! Then the segments (schema 4, [`super::segments`]): files no row names are removed
+//! under the write lock, and the records of a segment whose live records fill less
+//! than half of its file (never the newest, which new records go to) are verified and
+//! moved, as they are, into the newest; the segment goes with its last reference.
 
 use hashbrown::{HashMap, HashSet};
 use rusqlite::types::ValueRef;
 use rusqlite::{params, OptionalExtension, TransactionBehavior};
 use snapgraph::ObjectId;
 
+use super::segments::{self, SegmentRef};
 use super::{packable_parts, read_packed, PackRef, SqliteStore, PACKED, PACK_SIZE};
 use crate::codec::{self, Compression};
 use crate::error::{DeltaProblem, StoreError};
@@ -96,6 +102,7 @@ impl SqliteStore {
         if !sparse.is_empty() {
             self.repack_pass(&Pass::Sparse(&sparse), &mut report)?;
         }
+        self.repack_segments(&mut report)?;
         if options.vacuum {
             report.vacuumed = self.vacuum_if_free()?;
         }
@@ -103,9 +110,194 @@ impl SqliteStore {
         Ok(report)
     }
 
-    /// The database's pages, in bytes (free ones included).
+    /// The database's pages, in bytes (free ones included), and its segment files.
     fn file_bytes(&self) -> Result<u64, StoreError> {
         let fail = self.fail("repack");
+        let in_segments: u64 = match &self.segments {
+            Some(files) => files
+                .files()
+                .map_err(|e| self.segment_error(e.to_string()))?
+                .iter()
+                .map(|(_, len)| len)
+                .sum(),
+            None => 0,
+        };
+        Ok(in_segments + self.database_bytes(&fail)?)
+    }
+
+    fn segment_error(&self, reason: String) -> StoreError {
+        StoreError::backend(
+            format!("sqlite repack of the segments of {}", self.path),
+            reason,
+        )
+    }
+
+    /// Removes orphan segment files, then moves the records of sparse segments.
+    fn repack_segments(&self, report: &mut RepackReport) -> Result<(), StoreError> {
+        let Some(files) = &self.segments else {
+            return Ok(());
+        };
+        let fail = self.fail("repack segments");
+        let sparse: HashSet<i64> = {
+            let mut conn = self.lock();
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(&fail)?;
+            // Removed while the write lock is held: a writer could otherwise be
+            // given one of these numbers again and create its file.
+            let orphans = segments::orphans(&tx, files).map_err(|r| self.segment_error(r))?;
+            report.segments_removed += files.remove(&orphans);
+            let rows = segments::rows(&tx).map_err(&fail)?;
+            tx.finish().map_err(&fail)?;
+            let newest = rows.keys().max().copied();
+            files
+                .files()
+                .map_err(|e| self.segment_error(e.to_string()))?
+                .into_iter()
+                .filter(|(n, len)| {
+                    Some(*n) != newest
+                        && rows
+                            .get(n)
+                            .is_some_and(|&live| u64::try_from(live).unwrap_or(0) * 2 < *len)
+                })
+                .map(|(n, _)| n)
+                .collect()
+        };
+        if sparse.is_empty() {
+            return Ok(());
+        }
+        // Every reference into them (one scan), then batches of about BATCH_BYTES.
+        let mut moving: Vec<(ObjectId, Vec<u8>, SegmentRef)> = Vec::new();
+        {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT rowid, id, data FROM objects
+                     WHERE length(data) = 22 AND substr(data, 1, 1) = x'81' ORDER BY rowid",
+                )
+                .map_err(&fail)?;
+            let mut rows = stmt.query([]).map_err(&fail)?;
+            while let Some(row) = rows.next().map_err(&fail)? {
+                let rowid: i64 = row.get(0).map_err(&fail)?;
+                let (ValueRef::Blob(key), ValueRef::Blob(old)) = (
+                    row.get_ref(1).map_err(&fail)?,
+                    row.get_ref(2).map_err(&fail)?,
+                ) else {
+                    continue; // reads report a row of another type
+                };
+                let Some(r) = SegmentRef::parse(old) else {
+                    continue;
+                };
+                if sparse.contains(&r.segment) {
+                    let id = self.id_from(|| format!("objects row {rowid}"), key)?;
+                    moving.push((id, old.to_vec(), r));
+                }
+            }
+        }
+        let mut rest = &moving[..];
+        while !rest.is_empty() {
+            let mut size = 0usize;
+            let n = rest
+                .iter()
+                .take_while(|(_, _, r)| {
+                    size += r.len as usize;
+                    size <= BATCH_BYTES * 8
+                })
+                .count()
+                .max(1);
+            let (batch, more) = rest.split_at(n);
+            rest = more;
+            self.move_segment_records(files, batch, report)?;
+        }
+        Ok(())
+    }
+
+    /// Reads and verifies `batch`'s records, then moves them into the newest segment
+    /// in one write transaction that skips rows changed since they were read.
+    fn move_segment_records(
+        &self,
+        files: &segments::Segments,
+        batch: &[(ObjectId, Vec<u8>, SegmentRef)],
+        report: &mut RepackReport,
+    ) -> Result<(), StoreError> {
+        let mut records: Vec<Option<Vec<u8>>> = Vec::with_capacity(batch.len());
+        for (id, _, r) in batch {
+            records.push(match files.read(r, false) {
+                Ok(record) => {
+                    match record.first() {
+                        Some(&codec::DICT) => codec::check(id, self.undict(id, &record)?)?,
+                        _ => codec::decode(id, &record)?,
+                    };
+                    Some(record)
+                }
+                // Deleted or moved meanwhile, unless the row still names it (below).
+                Err(segments::ReadFailure::Gone(_)) => None,
+                Err(e) => {
+                    return Err(StoreError::Corrupt {
+                        id: *id,
+                        reason: format!("record in {}: {}", self.path, e.reason()),
+                    })
+                }
+            });
+        }
+        let fail = self.fail("repack segments");
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&fail)?;
+        let mut gone = Vec::new();
+        {
+            let mut appender = segments::Appender::begin(&tx, files).map_err(&fail)?;
+            let mut current = tx
+                .prepare_cached("SELECT data FROM objects WHERE id = ?1")
+                .map_err(&fail)?;
+            let mut update = tx
+                .prepare_cached("UPDATE objects SET data = ?1 WHERE id = ?2")
+                .map_err(&fail)?;
+            for ((id, old, r), record) in batch.iter().zip(&records) {
+                let now: Option<Vec<u8>> = current
+                    .query_row([&id.as_bytes()[..]], |row| row.get(0))
+                    .optional()
+                    .map_err(&fail)?;
+                if now.as_deref() != Some(&old[..]) {
+                    report.skipped += 1;
+                    continue;
+                }
+                let Some(record) = record else {
+                    return Err(StoreError::Corrupt {
+                        id: *id,
+                        reason: format!(
+                            "record in {}: segment file {} is missing or short",
+                            self.path,
+                            files.file(r.segment).display()
+                        ),
+                    });
+                };
+                let moved = appender
+                    .append(&tx, r.tag, &record[1..])
+                    .map_err(|reason| self.segment_error(reason))?;
+                update
+                    .execute(params![&moved.encode()[..], &id.as_bytes()[..]])
+                    .map_err(&fail)?;
+                appender.count(&moved);
+                gone.extend(segments::unlive(&tx, r).map_err(&fail)?);
+                report.rewritten += 1;
+            }
+            appender
+                .finish(&tx)
+                .map_err(|reason| self.segment_error(reason))?;
+        }
+        tx.commit().map_err(&fail)?;
+        drop(conn);
+        report.segments_removed += files.remove(&gone);
+        Ok(())
+    }
+
+    /// The database's pages, in bytes (free ones included).
+    fn database_bytes(
+        &self,
+        fail: &impl Fn(rusqlite::Error) -> StoreError,
+    ) -> Result<u64, StoreError> {
         let conn = self.lock();
         let pages: i64 = conn
             .query_row("PRAGMA page_count", [], |r| r.get(0))

@@ -1,0 +1,500 @@
+//! Large records outside the B-tree (schema 4): segment files beside the database.
+//!
+//! A record written into SQLite's pages is copied four times on its way to disk: into
+//! the page cache, into the WAL (checksummed), out of the WAL and into the database
+//! by the checkpoint. For a first commit of a big tree that is the whole cost of the
+//! store's writer thread (BENCHMARKS.md "Stop 37"). A batch holding at least
+//! [`SEGMENT_BATCH_MIN`] bytes of large records ([`SEGMENT_MIN`] bytes or more, neither
+//! packed nor deltas) writes their bytes once, with one `pwrite` each, into a segment
+//! file in the directory `<database>-segments/`, and each object's row holds a
+//! reference instead (FORMAT.md section 12, "SQLite layout (schema version 4)"):
+//!
+//! ```text
+//! segment reference = 81 || tag: u8 || segment: u64 || start: u64 || length: u32   (22 bytes)
+//!                     the record is tag || <segment file>[start .. start + length]
+//! ```
+//!
+//! The tag rides in the reference, so a tag 0 record's stored bytes are read straight
+//! into the buffer the caller gets (no copy to drop the tag).
+//!
+//! # Rules
+//!
+//! - **Order.** A segment's bytes are written and synced (`fdatasync`, and the
+//!   directory when a file was created) before the transaction that inserts the rows
+//!   naming them commits, and all of it happens under that transaction's write lock,
+//!   so writers of every process append one at a time, each at the file's end.
+//! - **Which file.** The newest row of `segments` (its `AUTOINCREMENT` key never
+//!   reuses a committed number) while its file is under [`SEGMENT_SIZE`]; else a new
+//!   row and file. A new file is created or truncated: only a writer that died before
+//!   its commit can have left one under that number, and nothing refers into it.
+//!   Bytes written by a writer that died are left where they are (garbage, reclaimed
+//!   by a repack when the segment is mostly dead).
+//! - **Counts.** `segments.live` and `segments.bytes` count the rows naming the
+//!   segment and their records' lengths; a deletion or a repack that moves the last
+//!   one deletes the row and, after its commit, the file.
+//! - **Reads** verify every record as any other read does. A reference whose file is
+//!   gone or too short is read again from a new snapshot once (a repack or a
+//!   collection may have moved or deleted the object meanwhile), then reported as
+//!   [`StoreError::Corrupt`](crate::StoreError::Corrupt) naming the object and the file.
+//! - **Upgrade.** A schema 3 database becomes schema 4 in the first transaction that
+//!   writes a segment reference (the table created, the version written), so older
+//!   builds keep reading stores that never held one, and refuse those that do.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use hashbrown::HashMap;
+use rusqlite::{params, OptionalExtension, Transaction};
+
+/// The first byte of an `objects.data` value that refers to a record in a segment.
+pub const SEGMENTED: u8 = 0x81;
+/// A segment reference's length.
+pub(super) const SEGMENT_REFERENCE: usize = 1 + 1 + 8 + 8 + 4;
+/// Records at least this long (tags 0, 1 and 3; not packed) may go to a segment.
+pub const SEGMENT_MIN: usize = 8 * 1024;
+/// A batch writes into a segment only when it has at least this many bytes of such
+/// records: a small commit keeps one file and one sync.
+pub const SEGMENT_BATCH_MIN: usize = 1 << 20;
+/// A segment takes no new records once it is this long.
+pub const SEGMENT_SIZE: u64 = 64 << 20;
+
+/// The table schema 4 adds.
+pub(super) const SEGMENT_TABLE: &str = "CREATE TABLE IF NOT EXISTS segments (
+         segment INTEGER PRIMARY KEY AUTOINCREMENT,
+         live INTEGER NOT NULL,
+         bytes INTEGER NOT NULL
+     );";
+
+/// Where a record in a segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SegmentRef {
+    pub tag: u8,
+    pub segment: i64,
+    pub start: u64,
+    pub len: u32,
+}
+
+impl SegmentRef {
+    pub fn parse(b: &[u8]) -> Option<Self> {
+        if b.len() != SEGMENT_REFERENCE || b[0] != SEGMENTED {
+            return None;
+        }
+        Some(Self {
+            tag: b[1],
+            segment: i64::from_le_bytes(b[2..10].try_into().ok()?),
+            start: u64::from_le_bytes(b[10..18].try_into().ok()?),
+            len: u32::from_le_bytes(b[18..22].try_into().ok()?),
+        })
+    }
+
+    pub fn encode(&self) -> [u8; SEGMENT_REFERENCE] {
+        let mut out = [0u8; SEGMENT_REFERENCE];
+        out[0] = SEGMENTED;
+        out[1] = self.tag;
+        out[2..10].copy_from_slice(&self.segment.to_le_bytes());
+        out[10..18].copy_from_slice(&self.start.to_le_bytes());
+        out[18..22].copy_from_slice(&self.len.to_le_bytes());
+        out
+    }
+}
+
+/// Why a segment read failed.
+#[derive(Debug)]
+pub(super) enum ReadFailure {
+    /// The file is absent or shorter than the reference: possibly moved or deleted
+    /// since the row was read; worth one more read from a new snapshot.
+    Gone(String),
+    /// Anything else (an I/O error, a reference of no length).
+    Bad(String),
+}
+
+impl ReadFailure {
+    pub fn reason(self) -> String {
+        match self {
+            Self::Gone(r) | Self::Bad(r) => r,
+        }
+    }
+}
+
+/// The segment files of one database, and the ones this handle has open for reading.
+#[derive(Debug)]
+pub(super) struct Segments {
+    dir: PathBuf,
+    open: Mutex<HashMap<i64, Arc<File>>>,
+}
+
+impl Segments {
+    /// The segments of the database at `db`: the directory `<db>-segments`.
+    pub fn of(db: &Path) -> Self {
+        let mut dir = db.as_os_str().to_owned();
+        dir.push("-segments");
+        Self {
+            dir: PathBuf::from(dir),
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Segment `n`'s file.
+    pub fn file(&self, n: i64) -> PathBuf {
+        self.dir.join(format!("{n}.seg"))
+    }
+
+    /// The record `r` names: with `plain` and tag 0, its stored bytes alone.
+    pub fn read(&self, r: &SegmentRef, plain: bool) -> Result<Vec<u8>, ReadFailure> {
+        let path = self.file(r.segment);
+        if r.len == 0 {
+            return Err(ReadFailure::Bad(format!(
+                "segment reference of no length into {}",
+                path.display()
+            )));
+        }
+        let file = self.reader(r.segment).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => {
+                ReadFailure::Gone(format!("segment file {} is missing", path.display()))
+            }
+            _ => ReadFailure::Bad(format!("segment file {}: {e}", path.display())),
+        })?;
+        let head = usize::from(!(plain && r.tag == super::codec::RAW));
+        let mut out = vec![0u8; head + r.len as usize];
+        if head == 1 {
+            out[0] = r.tag;
+        }
+        read_exact_at(&file, &mut out[head..], r.start).map_err(|e| {
+            let what = format!(
+                "segment file {} bytes {}+{}: {e}",
+                path.display(),
+                r.start,
+                r.len
+            );
+            match e.kind() {
+                io::ErrorKind::UnexpectedEof => ReadFailure::Gone(what),
+                _ => ReadFailure::Bad(what),
+            }
+        })?;
+        Ok(out)
+    }
+
+    fn reader(&self, n: i64) -> io::Result<Arc<File>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = open.get(&n) {
+            return Ok(Arc::clone(f));
+        }
+        let f = Arc::new(File::open(self.file(n))?);
+        open.insert(n, Arc::clone(&f));
+        Ok(f)
+    }
+
+    /// Forgets this handle's open file of segment `n` (deleted, or read short).
+    pub fn forget(&self, n: i64) {
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&n);
+    }
+
+    /// Deletes the files of `gone` (rows deleted by a committed transaction). Best
+    /// effort: a file left behind names no row, and the next repack removes it
+    /// ([`orphans`]). How many were deleted.
+    pub fn remove(&self, gone: &[i64]) -> u64 {
+        let mut removed = 0;
+        for &n in gone {
+            self.forget(n);
+            removed += u64::from(std::fs::remove_file(self.file(n)).is_ok());
+        }
+        removed
+    }
+
+    /// The segment numbers of the files in the directory (other names are ignored),
+    /// with their lengths.
+    pub fn files(&self) -> io::Result<Vec<(i64, u64)>> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(n) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".seg"))
+                .and_then(|n| n.parse::<i64>().ok())
+            else {
+                continue;
+            };
+            if self.file(n).file_name() == Some(&name) {
+                out.push((n, entry.metadata()?.len()));
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+}
+
+/// Records being appended under one write transaction.
+pub(super) struct Appender<'a> {
+    segments: &'a Segments,
+    /// The segment written to, its file and its length.
+    current: Option<(i64, File, u64)>,
+    /// Files written to, synced before the commit.
+    written: Vec<File>,
+    /// Whether a file was created (the directory is synced too).
+    created: bool,
+    /// Rows' count and bytes to add per segment once the rows are in.
+    pub counts: HashMap<i64, (i64, i64)>,
+}
+
+impl<'a> Appender<'a> {
+    /// Begins appending under `tx`: makes the database schema 4 if it is not yet.
+    pub fn begin(tx: &Transaction<'_>, segments: &'a Segments) -> rusqlite::Result<Self> {
+        tx.execute_batch(SEGMENT_TABLE)?;
+        tx.execute(
+            "UPDATE meta SET value = 4 WHERE key = 'schema_version' AND value < 4",
+            [],
+        )?;
+        Ok(Self {
+            segments,
+            current: None,
+            written: Vec::new(),
+            created: false,
+            counts: HashMap::new(),
+        })
+    }
+
+    /// Writes one record's bytes (without its tag) and returns where they are.
+    pub fn append(
+        &mut self,
+        tx: &Transaction<'_>,
+        tag: u8,
+        bytes: &[u8],
+    ) -> Result<SegmentRef, String> {
+        let len = u32::try_from(bytes.len()).map_err(|_| {
+            format!(
+                "a record of {} bytes is too long for a segment",
+                bytes.len()
+            )
+        })?;
+        let full = |at: u64| at > 0 && at + bytes.len() as u64 > SEGMENT_SIZE;
+        if self.current.as_ref().is_none_or(|(_, _, at)| full(*at)) {
+            self.switch(tx, bytes.len() as u64)?;
+        }
+        let Some((segment, file, at)) = self.current.as_mut() else {
+            return Err("no segment open".into());
+        };
+        write_all_at(file, bytes, *at).map_err(|e| {
+            format!(
+                "writing segment file {}: {e}",
+                self.segments.file(*segment).display()
+            )
+        })?;
+        let r = SegmentRef {
+            tag,
+            segment: *segment,
+            start: *at,
+            len,
+        };
+        *at += bytes.len() as u64;
+        Ok(r)
+    }
+
+    /// Moves on to the newest segment, or a new one when it is full (or there is
+    /// none) for a record of `need` bytes.
+    fn switch(&mut self, tx: &Transaction<'_>, need: u64) -> Result<(), String> {
+        if let Some((_, file, _)) = self.current.take() {
+            self.written.push(file);
+        }
+        let fail = |e: rusqlite::Error| format!("choosing a segment: {e}");
+        let newest: Option<i64> = if self.written.is_empty() {
+            tx.query_row(
+                "SELECT segment FROM segments ORDER BY segment DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(fail)?
+        } else {
+            None // the batch filled it: a new one
+        };
+        if let Some(n) = newest {
+            let path = self.segments.file(n);
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| format!("opening segment file {}: {e}", path.display()))?;
+            let at = file
+                .metadata()
+                .map_err(|e| format!("segment file {}: {e}", path.display()))?
+                .len();
+            if at == 0 || at + need <= SEGMENT_SIZE {
+                self.current = Some((n, file, at));
+                return Ok(());
+            }
+        }
+        tx.execute("INSERT INTO segments (live, bytes) VALUES (0, 0)", [])
+            .map_err(fail)?;
+        let n = tx.last_insert_rowid();
+        if !self.segments.dir.exists() {
+            std::fs::create_dir_all(&self.segments.dir).map_err(|e| {
+                format!(
+                    "creating the segment directory {}: {e}",
+                    self.segments.dir.display()
+                )
+            })?;
+            if let Some(parent) = self.segments.dir.parent() {
+                sync_dir(parent);
+            }
+        }
+        let path = self.segments.file(n);
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| format!("creating segment file {}: {e}", path.display()))?;
+        self.created = true;
+        self.current = Some((n, file, 0));
+        Ok(())
+    }
+
+    /// Counts a row that now names `r`.
+    pub fn count(&mut self, r: &SegmentRef) {
+        let c = self.counts.entry(r.segment).or_default();
+        c.0 += 1;
+        c.1 += i64::from(r.len);
+    }
+
+    /// Syncs what was written and adds the rows' counts: call before the commit.
+    pub fn finish(mut self, tx: &Transaction<'_>) -> Result<(), String> {
+        if let Some((_, file, _)) = self.current.take() {
+            self.written.push(file);
+        }
+        for file in &self.written {
+            file.sync_data()
+                .map_err(|e| format!("syncing a segment file: {e}"))?;
+        }
+        if self.created {
+            sync_dir(&self.segments.dir);
+        }
+        let mut add = tx
+            .prepare_cached(
+                "UPDATE segments SET live = live + ?2, bytes = bytes + ?3 WHERE segment = ?1",
+            )
+            .map_err(|e| format!("counting segment rows: {e}"))?;
+        for (segment, (rows, bytes)) in &self.counts {
+            add.execute(params![segment, rows, bytes])
+                .map_err(|e| format!("counting segment rows: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the database has the `segments` table (schema 4).
+pub(super) fn has_table(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'segments'",
+        [],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|r| r.is_some())
+}
+
+/// Takes one row naming `segment` off its counts; the segment's number when that
+/// was its last row (its row is deleted: the caller removes the file after commit).
+pub(super) fn unlive(tx: &Transaction<'_>, r: &SegmentRef) -> rusqlite::Result<Option<i64>> {
+    tx.prepare_cached(
+        "UPDATE segments SET live = live - 1, bytes = bytes - ?2 WHERE segment = ?1",
+    )?
+    .execute(params![r.segment, i64::from(r.len)])?;
+    let live: Option<i64> = tx
+        .prepare_cached("SELECT live FROM segments WHERE segment = ?1")?
+        .query_row([r.segment], |row| row.get(0))
+        .optional()?;
+    if live.is_some_and(|n| n <= 0) {
+        tx.prepare_cached("DELETE FROM segments WHERE segment = ?1")?
+            .execute([r.segment])?;
+        return Ok(Some(r.segment));
+    }
+    Ok(None)
+}
+
+/// The segments a write transaction `tx` can see, with their live bytes, by number.
+pub(super) fn rows(tx: &rusqlite::Connection) -> rusqlite::Result<HashMap<i64, i64>> {
+    if !has_table(tx)? {
+        return Ok(HashMap::new());
+    }
+    let mut stmt = tx.prepare_cached("SELECT segment, bytes FROM segments")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+/// Segment files no row names, found under the write lock of `tx` (no writer is
+/// between its append and its commit then): a writer that died before its commit
+/// left them, or a deletion that could not remove its file.
+pub(super) fn orphans(tx: &Transaction<'_>, segments: &Segments) -> Result<Vec<i64>, String> {
+    let named = rows(tx).map_err(|e| format!("reading segments: {e}"))?;
+    let files = segments
+        .files()
+        .map_err(|e| format!("listing {}: {e}", segments.dir.display()))?;
+    Ok(files
+        .into_iter()
+        .filter(|(n, _)| !named.contains_key(n))
+        .map(|(n, _)| n)
+        .collect())
+}
+
+/// Best effort: a directory's entries made durable (not every platform can).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], at: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, at)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut at: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, at) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                at += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+fn write_all_at(file: &File, mut buf: &[u8], mut at: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, at) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                buf = &buf[n..];
+                at += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! SQLite schema 4: large records in segment files beside the database
+//! (`sqlite::segments`): where they go, reading them back, deletion, repacking,
+//! damage, crash remnants and several writers.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+use snapgraph::ObjectId;
+use snapgraph_store::sqlite::{SqliteStore, SEGMENTED, SEGMENT_BATCH_MIN};
+use snapgraph_store::{ObjectStore, RepackOptions, StoreError};
+
+mod common;
+use common::*;
+
+fn count(path: &Path, sql: &str) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+fn schema(path: &Path) -> i64 {
+    count(path, "SELECT value FROM meta WHERE key = 'schema_version'")
+}
+
+fn in_segments(path: &Path) -> i64 {
+    count(
+        path,
+        "SELECT count(*) FROM objects WHERE length(data) = 22 AND substr(data, 1, 1) = x'81'",
+    )
+}
+
+fn segment_files(store: &SqliteStore) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(store.segment_dir().unwrap()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    out.sort();
+    out
+}
+
+/// `n` random objects of `len` bytes (seeds from `seed`), with their ids.
+fn blobs(seed: u64, n: usize, len: usize) -> Vec<(ObjectId, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let b = random(seed + i as u64, len);
+            (id_of(&b), b)
+        })
+        .collect()
+}
+
+fn put(store: &SqliteStore, objects: &[(ObjectId, Vec<u8>)]) {
+    let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+    store.put_many(&batch).unwrap();
+}
+
+fn assert_reads(store: &SqliteStore, objects: &[(ObjectId, Vec<u8>)]) {
+    let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+    let got = store.get_many(&ids).unwrap();
+    for ((id, b), g) in objects.iter().zip(got) {
+        assert_eq!(g.as_deref(), Some(&b[..]), "object {id}");
+    }
+}
+
+#[test]
+fn a_large_batch_goes_to_a_segment_and_a_small_one_stays_in_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.segment_dir().unwrap(),
+        dir.path().join("store.db-segments")
+    );
+    // Under the batch threshold: inline, and the file stays at schema 3 (older
+    // builds keep reading it).
+    let small = blobs(1, 3, 40_000);
+    put(&store, &small);
+    assert_eq!(in_segments(&path), 0);
+    assert_eq!(schema(&path), 3);
+    assert!(segment_files(&store).is_empty());
+    // Over it: every large record in a segment, text beside them compressed
+    // inline or in packs, one object twice and one already stored written once.
+    let mut large = blobs(10, 30, 40_000);
+    large.push(small[0].clone());
+    large.push(large[0].clone());
+    let texts: Vec<(ObjectId, Vec<u8>)> = (0..4)
+        .map(|i| {
+            let t = text(50 + i, 20_000);
+            (id_of(&t), t)
+        })
+        .collect();
+    let mut batch = large.clone();
+    batch.extend(texts.iter().cloned());
+    const { assert!(30 * 40_000 >= SEGMENT_BATCH_MIN) };
+    put(&store, &batch);
+    assert_eq!(in_segments(&path), 30);
+    assert_eq!(schema(&path), 4);
+    assert_eq!(count(&path, "SELECT count(*) FROM segments"), 1);
+    assert_eq!(count(&path, "SELECT live FROM segments"), 30);
+    assert_eq!(count(&path, "SELECT bytes FROM segments"), 30 * 40_000);
+    let files = segment_files(&store);
+    assert_eq!(files.len(), 1);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), 30 * 40_000);
+    assert_reads(&store, &batch);
+    assert_reads(&store, &small);
+    drop(store);
+    // Another handle reads them, and the writes of a third go into the same file.
+    let store = SqliteStore::open(&path).unwrap();
+    assert_reads(&store, &batch);
+    put(&store, &blobs(100, 30, 40_000));
+    assert_eq!(segment_files(&store).len(), 1);
+    assert_eq!(in_segments(&path), 60);
+    // A database in memory keeps everything in its table.
+    let memory = SqliteStore::in_memory().unwrap();
+    assert!(memory.segment_dir().is_none());
+    put(&memory, &large);
+    assert_reads(&memory, &large);
+}
+
+#[test]
+fn deleting_the_last_record_of_a_segment_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let objects = blobs(1, 40, 30_000);
+    put(&store, &objects);
+    let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
+    store.delete_many(&ids[..25]).unwrap();
+    assert_eq!(count(&path, "SELECT live FROM segments"), 15);
+    assert_eq!(count(&path, "SELECT bytes FROM segments"), 15 * 30_000);
+    assert_reads(&store, &objects[25..]);
+    assert_eq!(store.get_many(&ids[..1]).unwrap(), vec![None]);
+    store.delete_many(&ids[25..]).unwrap();
+    assert_eq!(count(&path, "SELECT count(*) FROM segments"), 0);
+    assert!(segment_files(&store).is_empty());
+    // The next large batch starts a new segment (numbers are never reused).
+    put(&store, &blobs(200, 40, 30_000));
+    let files = segment_files(&store);
+    assert_eq!(files.len(), 1);
+    assert!(files[0].ends_with("2.seg"), "{files:?}");
+}
+
+#[test]
+fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let objects = blobs(1, 40, 30_000);
+    put(&store, &objects);
+    let file = segment_files(&store).remove(0);
+    let last = objects.last().unwrap().0;
+    // Cut short: the last record (written last) is past the end.
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(39 * 30_000 + 100).unwrap();
+    drop(f);
+    match store.get_many(&[objects[0].0, last]) {
+        Err(StoreError::Corrupt { id, reason }) => {
+            assert_eq!(id, last);
+            assert!(reason.contains(&file.display().to_string()), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_reads(&store, &objects[..39]);
+    // A flipped byte is caught by the id check.
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[30_000 + 7] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let fresh = SqliteStore::open(&path).unwrap();
+    match fresh.get_many(&[objects[1].0]) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, objects[1].0),
+        other => panic!("{other:?}"),
+    }
+    // Gone: every record in it is corrupt, by id, naming the file.
+    std::fs::remove_file(&file).unwrap();
+    let fresh = SqliteStore::open(&path).unwrap();
+    match fresh.get_many(&[objects[5].0]) {
+        Err(StoreError::Corrupt { id, reason }) => {
+            assert_eq!(id, objects[5].0);
+            assert!(reason.contains("missing"), "{reason}");
+            assert!(reason.contains(&file.display().to_string()), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A reference of another length, or into a segment no file holds, as well.
+    let conn = Connection::open(&path).unwrap();
+    let key = &objects[6].0.as_bytes()[..];
+    conn.execute(
+        "UPDATE objects SET data = ?2 WHERE id = ?1",
+        rusqlite::params![key, vec![SEGMENTED, 0, 1]],
+    )
+    .unwrap();
+    match fresh.get_many(&[objects[6].0]) {
+        Err(StoreError::Corrupt { id, reason }) => {
+            assert_eq!(id, objects[6].0);
+            assert!(reason.contains("segment reference of 3 bytes"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bytes_a_dead_writer_left_are_skipped_and_orphan_files_removed_by_a_repack() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let first = blobs(1, 40, 30_000);
+    put(&store, &first);
+    let file = segment_files(&store).remove(0);
+    // A writer that died between its append and its commit: bytes past the last
+    // record, and a file under the next number with no row.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[0xee; 5_000]).unwrap();
+    drop(f);
+    let orphan = file.with_file_name("2.seg");
+    std::fs::write(&orphan, b"left by a writer that died").unwrap();
+    let stranger = file.with_file_name("notes.txt");
+    std::fs::write(&stranger, b"not ours").unwrap();
+    let second = blobs(100, 40, 30_000);
+    put(&store, &second);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        40 * 30_000 + 5_000 + 40 * 30_000
+    );
+    assert_reads(&store, &first);
+    assert_reads(&store, &second);
+    let report = store.repack(&RepackOptions::default()).unwrap().unwrap();
+    assert_eq!(report.segments_removed, 1, "{report:?}");
+    assert!(!orphan.exists());
+    assert!(stranger.exists(), "a file of another name is left alone");
+    assert_reads(&store, &first);
+    assert_reads(&store, &second);
+}
+
+#[test]
+fn a_repack_moves_the_records_of_a_mostly_dead_segment_and_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let old = blobs(1, 40, 30_000);
+    put(&store, &old);
+    // A second segment (the first is not full: a row and an empty file make the
+    // next one, as a writer would once the first reached SEGMENT_SIZE).
+    Connection::open(&path)
+        .unwrap()
+        .execute("INSERT INTO segments (live, bytes) VALUES (0, 0)", [])
+        .unwrap();
+    let first = segment_files(&store).remove(0);
+    let second = first.with_file_name("2.seg");
+    std::fs::write(&second, b"").unwrap();
+    let new = blobs(100, 40, 30_000);
+    put(&store, &new);
+    assert_eq!(std::fs::metadata(&second).unwrap().len(), 40 * 30_000);
+    // Three quarters of the first segment die.
+    let ids: Vec<ObjectId> = old.iter().map(|(id, _)| *id).collect();
+    store.delete_many(&ids[..30]).unwrap();
+    let report = store.repack(&RepackOptions::default()).unwrap().unwrap();
+    assert_eq!(report.rewritten, 10, "{report:?}");
+    assert_eq!(report.segments_removed, 1, "{report:?}");
+    assert!(!first.exists());
+    assert_eq!(std::fs::metadata(&second).unwrap().len(), 50 * 30_000);
+    assert_eq!(count(&path, "SELECT count(*) FROM segments"), 1);
+    assert_eq!(count(&path, "SELECT live FROM segments"), 50);
+    assert!(
+        report.file_bytes_after < report.file_bytes_before,
+        "{report:?}"
+    );
+    assert_reads(&store, &old[30..]);
+    assert_reads(&store, &new);
+    // The newest segment is never moved into itself, however sparse.
+    let new_ids: Vec<ObjectId> = new.iter().map(|(id, _)| *id).collect();
+    store.delete_many(&new_ids[..35]).unwrap();
+    let again = store.repack(&RepackOptions::default()).unwrap().unwrap();
+    assert_eq!(again.rewritten, 0, "{again:?}");
+    assert_reads(&store, &old[30..]);
+    assert_reads(&store, &new[35..]);
+}
+
+#[test]
+fn writers_on_several_handles_append_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let batches: Vec<Vec<(ObjectId, Vec<u8>)>> =
+        (0..4).map(|k| blobs(1_000 * k, 24, 50_000)).collect();
+    std::thread::scope(|s| {
+        for batch in &batches {
+            let path = &path;
+            s.spawn(move || {
+                let store = SqliteStore::open(path).unwrap();
+                for part in batch.chunks(24) {
+                    put(&store, part);
+                }
+            });
+        }
+    });
+    let store = SqliteStore::open(&path).unwrap();
+    for batch in &batches {
+        assert_reads(&store, batch);
+    }
+    assert_eq!(in_segments(&path), 96);
+    let on_disk: u64 = segment_files(&store)
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .sum();
+    assert_eq!(on_disk, 96 * 50_000);
+}
