@@ -7,8 +7,11 @@
 //! store dictionary) goes to `corpus/v2/stores/sqlite-3/store.db`: the first 24
 //! objects in one batch (a dictionary is sampled from it), the rest in batches of 4
 //! hinted against the previous object of their kind in earlier batches, so it holds
-//! packs, tag 3 records and delta chains. Refuses to touch an existing directory:
-//! released store layouts are never rewritten.
+//! packs, tag 3 records and delta chains. SQLite schema 4 (segment files) goes to
+//! `corpus/v2/stores/sqlite-4/`: the same as schema 3, then a commit of one file of
+//! [`LARGE`] incompressible bytes (BLAKE3's XOF of [`LARGE_SEED`]) whose chunks are
+//! written in one batch into a segment, named by the ref `sample/large`. Refuses to
+//! touch an existing directory: released store layouts are never rewritten.
 //!
 //! ```text
 //! cargo run -p snapgraph-store --example gen_store_corpus
@@ -20,7 +23,11 @@ use std::path::Path;
 use snapgraph::ObjectId;
 use snapgraph_store::dir::DirStore;
 use snapgraph_store::sqlite::{SqliteStore, SCHEMA_VERSION};
-use snapgraph_store::{Repo, Store};
+use snapgraph_store::{Repo, RepoCommitOptions, Store};
+
+/// The schema 4 sample's large file: its length and the seed of its bytes.
+const LARGE: usize = 1_310_720;
+const LARGE_SEED: &[u8] = b"snapgraph corpus sqlite-4 large file";
 
 fn fill(store: &dyn Store, corpus: &Path, first: usize, then: usize) {
     let dump = std::fs::read(corpus.join("v1/store.pack")).expect("corpus/v1/store.pack");
@@ -66,10 +73,31 @@ fn fill(store: &dyn Store, corpus: &Path, first: usize, then: usize) {
         .expect("tag");
 }
 
+/// Commits `big.bin` ([`LARGE`] bytes) on a branch, then names the commit by
+/// `sample/large` instead (the corpus checks compare the branches with the dump's).
+fn large_sample(store: &dyn Store) {
+    let mut bytes = vec![0u8; LARGE];
+    blake3::Hasher::new()
+        .update(LARGE_SEED)
+        .finalize_xof()
+        .fill(&mut bytes);
+    let repo = Repo::new(store);
+    let mut ws = snapgraph::Workspace::new();
+    ws.write("/big.bin", &bytes).expect("write");
+    let id = repo
+        .commit(&mut ws, "large", RepoCommitOptions::message("large"))
+        .expect("commit")
+        .id;
+    store
+        .compare_and_swap_ref("sample/large", None, id, "corpus")
+        .expect("ref");
+    repo.delete_branch("large", id).expect("branch");
+}
+
 fn main() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
     assert_eq!(
-        SCHEMA_VERSION, 3,
+        SCHEMA_VERSION, 4,
         "a new schema: choose its corpus directory"
     );
     let v2 = corpus.join("v2/stores");
@@ -84,18 +112,23 @@ fn main() {
         fill(&dir, &corpus, 1, 1);
         println!("wrote {}", v2.display());
     }
-    let out = v2.join("sqlite-3");
-    if out.exists() {
-        eprintln!(
-            "{} exists: released store layouts are never rewritten",
-            out.display()
-        );
-        return;
+    for (name, large) in [("sqlite-3", false), ("sqlite-4", true)] {
+        let out = v2.join(name);
+        if out.exists() {
+            eprintln!(
+                "{} exists: released store layouts are never rewritten",
+                out.display()
+            );
+            continue;
+        }
+        std::fs::create_dir_all(&out).expect("create");
+        {
+            let sqlite = SqliteStore::open(out.join("store.db")).expect("sqlite");
+            fill(&sqlite, &corpus, 24, 4);
+            if large {
+                large_sample(&sqlite);
+            }
+        } // closed: the WAL is checkpointed into store.db and removed
+        println!("wrote {}", out.display());
     }
-    std::fs::create_dir_all(&out).expect("create");
-    {
-        let sqlite = SqliteStore::open(out.join("store.db")).expect("sqlite");
-        fill(&sqlite, &corpus, 24, 4);
-    } // closed: the WAL is checkpointed into store.db and removed
-    println!("wrote {}", out.display());
 }

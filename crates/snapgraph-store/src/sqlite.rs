@@ -238,7 +238,10 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&shown, e))?;
-        Self::init(conn, shown, options, true)
+        // Made absolute now, as SQLite does with the database's own path: a later
+        // change of the working directory must not move the segments.
+        let segments = Segments::of(&std::path::absolute(path).unwrap_or_else(|_| path.into()));
+        Self::init(conn, shown, options, Some(segments))
     }
 
     /// A fresh database in memory (gone when dropped), with default options.
@@ -250,15 +253,16 @@ impl SqliteStore {
     pub fn in_memory_with(options: SqliteOptions) -> Result<Self, StoreError> {
         let shown = ":memory:".to_string();
         let conn = Connection::open_in_memory().map_err(|e| open_error(&shown, e))?;
-        Self::init(conn, shown, options, false)
+        Self::init(conn, shown, options, None)
     }
 
     fn init(
         mut conn: Connection,
         path: String,
         options: SqliteOptions,
-        on_disk: bool,
+        segments: Option<Segments>,
     ) -> Result<Self, StoreError> {
+        let on_disk = segments.is_some();
         let fail = |e| open_error(&path, e);
         conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
         if on_disk {
@@ -306,7 +310,6 @@ impl SqliteStore {
                 |r| r.get(0),
             )
             .ok();
-        let segments = on_disk.then(|| Segments::of(Path::new(&path)));
         if current.is_some_and(|v| (SCHEMA_AT_OPEN..=SCHEMA_VERSION).contains(&v)) {
             return Ok(Self {
                 conn: Mutex::new(conn),

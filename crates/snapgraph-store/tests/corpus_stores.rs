@@ -186,6 +186,49 @@ fn the_schema_3_sqlite_store_with_packs_and_a_dictionary_stays_readable() {
     check(&sqlite, "corpus/v2/stores/sqlite-3");
 }
 
+/// Copies the schema 4 sample (the database and its segment files) into `to`.
+fn copy_schema_4(to: &Path) -> PathBuf {
+    let from = corpus().join("v2/stores/sqlite-4");
+    std::fs::copy(from.join("store.db"), to.join("store.db")).unwrap();
+    copy_dir(
+        &from.join("store.db-segments"),
+        &to.join("store.db-segments"),
+    );
+    to.join("store.db")
+}
+
+#[test]
+fn the_schema_4_sqlite_store_with_segments_stays_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = copy_schema_4(tmp.path());
+    // What only schema 4 holds: a segment, and references into it.
+    assert_eq!(
+        count(&db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+        4
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM segments"), 1);
+    let referenced = count(
+        &db,
+        "SELECT count(*) FROM objects WHERE length(data) = 22 AND substr(data, 1, 1) = x'81'",
+    );
+    assert!(referenced >= 40, "{referenced} segment references");
+    assert_eq!(count(&db, "SELECT live FROM segments"), referenced);
+    let sqlite = SqliteStore::open(&db).unwrap();
+    assert!(delta_count(&sqlite) > 0, "the schema 4 corpus holds deltas");
+    check(&sqlite, "corpus/v2/stores/sqlite-4");
+    // The large file reads back whole (the generator's bytes: BLAKE3's XOF).
+    let mut want = vec![0u8; 1_310_720];
+    blake3::Hasher::new()
+        .update(b"snapgraph corpus sqlite-4 large file")
+        .finalize_xof()
+        .fill(&mut want);
+    let large = snapgraph_store::RefStore::get_ref(&sqlite, "sample/large")
+        .unwrap()
+        .unwrap();
+    let ws = Repo::new(&sqlite).checkout(&large.to_string()).unwrap();
+    assert!(ws.read("/big.bin").unwrap() == &want[..], "big.bin differs");
+}
+
 #[test]
 fn opening_a_schema_2_sqlite_store_upgrades_it_to_3_in_place() {
     let tmp = tempfile::tempdir().unwrap();
@@ -249,6 +292,10 @@ fn repacking_copies_of_the_sqlite_corpus_stores_keeps_them_whole() {
     // dictionary): a full repack, then a sparse one, and everything reads as before.
     for (from, what) in [
         (
+            "v2/stores/sqlite-4/store.db",
+            "corpus/v2/stores/sqlite-4 repacked",
+        ),
+        (
             "v2/stores/sqlite-3/store.db",
             "corpus/v2/stores/sqlite-3 repacked",
         ),
@@ -259,8 +306,14 @@ fn repacking_copies_of_the_sqlite_corpus_stores_keeps_them_whole() {
         ("stores-v1/store.db", "corpus/stores-v1 sqlite repacked"),
     ] {
         let tmp = tempfile::tempdir().unwrap();
-        let db = tmp.path().join("store.db");
-        std::fs::copy(corpus().join(from), &db).unwrap();
+        let db = match from {
+            "v2/stores/sqlite-4/store.db" => copy_schema_4(tmp.path()),
+            _ => {
+                let db = tmp.path().join("store.db");
+                std::fs::copy(corpus().join(from), &db).unwrap();
+                db
+            }
+        };
         let sqlite = SqliteStore::open(&db).unwrap();
         let full = snapgraph_store::ObjectStore::repack(
             &sqlite,
