@@ -1,11 +1,13 @@
 //! The SQLite adapter: one database file holding objects, refs and reflogs.
 //!
 //! ```text
-//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 3 (1, 2: upgraded at open)
-//! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode, or a pack reference
+//! meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)          -- 'schema_version' = 3 or 4 (1, 2: upgraded to 3 at open)
+//! objects(id BLOB PRIMARY KEY, data BLOB NOT NULL)             -- data: codec::encode, a pack or a segment reference
 //! packs(pack INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- records back to back (schema 3)
 //! pack_live(pack INTEGER PRIMARY KEY, live INTEGER NOT NULL)   -- objects rows naming the pack
 //! dicts(dict INTEGER PRIMARY KEY, data BLOB NOT NULL)          -- zstd dictionaries by key (schema 3)
+//! segments(segment INTEGER PRIMARY KEY AUTOINCREMENT,
+//!          live INTEGER NOT NULL, bytes INTEGER NOT NULL)      -- files <db>-segments/N.seg (schema 4)
 //! refs(name TEXT PRIMARY KEY, id BLOB NOT NULL)
 //! reflog(seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL,
 //!        old BLOB, new BLOB, message TEXT NOT NULL)           -- index on (name, seq)
@@ -68,6 +70,16 @@
 //! they are small, pack densely in leaves anyway, and `for_each_delta` reads their
 //! headers from the table alone. A commit still writes only its own records (one
 //! pack per batch of new records), and reads still verify every object.
+//!
+//! # Segments (schema 4)
+//!
+//! A batch with at least 1 MiB of large records (8 KiB or more, not packed, not
+//! deltas: a big first commit, an import) writes their bytes once into segment files
+//! beside the database instead of through SQLite's pages, WAL and checkpoint; the rows
+//! hold 22-byte references. The `segments` module has the rules (order of writes and
+//! syncs, which file, counts, reads racing a repack, the lazy upgrade to schema 4).
+//! A copy of a store is the database file and its `<db>-segments` directory
+//! ([`SqliteStore::segment_dir`]).
 //!
 //! # Repacking
 //!

@@ -196,6 +196,25 @@ fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
         }
         other => panic!("{other:?}"),
     }
+    // A hostile reference naming 4 GiB past a file's end is refused before any
+    // buffer of that size is made.
+    put(&fresh, &blobs(300, 40, 30_000));
+    let mut hostile = vec![SEGMENTED, 0];
+    hostile.extend_from_slice(&2i64.to_le_bytes());
+    hostile.extend_from_slice(&(u64::MAX - 10).to_le_bytes());
+    hostile.extend_from_slice(&u32::MAX.to_le_bytes());
+    conn.execute(
+        "UPDATE objects SET data = ?2 WHERE id = ?1",
+        rusqlite::params![key, hostile],
+    )
+    .unwrap();
+    match fresh.get_many(&[objects[6].0]) {
+        Err(StoreError::Corrupt { id, reason }) => {
+            assert_eq!(id, objects[6].0);
+            assert!(reason.contains("2.seg holds"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

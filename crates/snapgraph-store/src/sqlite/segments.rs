@@ -160,6 +160,23 @@ impl Segments {
             }
             _ => ReadFailure::Bad(format!("segment file {}: {e}", path.display())),
         })?;
+        // The range is checked against the file before a buffer of the reference's
+        // length is allocated (a hostile row may name 4 GiB).
+        let size = file
+            .metadata()
+            .map_err(|e| ReadFailure::Bad(format!("segment file {}: {e}", path.display())))?
+            .len();
+        if r.start
+            .checked_add(u64::from(r.len))
+            .is_none_or(|end| end > size)
+        {
+            return Err(ReadFailure::Gone(format!(
+                "segment file {} holds {size} bytes, the reference names {}+{}",
+                path.display(),
+                r.start,
+                r.len
+            )));
+        }
         let head = usize::from(!(plain && r.tag == super::codec::RAW));
         let mut out = vec![0u8; head + r.len as usize];
         if head == 1 {
