@@ -24,7 +24,8 @@
 //!   naming them commits, and all of it happens under that transaction's write lock,
 //!   so writers of every process append one at a time, each at the file's end.
 //! - **Which file.** The newest row of `segments` (its `AUTOINCREMENT` key never
-//!   reuses a committed number) while its file is under [`SEGMENT_SIZE`]; else a new
+//!   reuses a committed number) while its file is present and under
+//!   [`SEGMENT_SIZE`]; else a new
 //!   row and file. A new file is created or truncated: only a writer that died before
 //!   its commit can have left one under that number, and nothing refers into it.
 //!   Bytes written by a writer that died are left where they are (garbage, reclaimed
@@ -341,17 +342,21 @@ impl<'a> Appender<'a> {
         };
         if let Some(n) = newest {
             let path = self.segments.file(n);
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| format!("opening segment file {}: {e}", path.display()))?;
-            let at = file
-                .metadata()
-                .map_err(|e| format!("segment file {}: {e}", path.display()))?
-                .len();
-            if at == 0 || at + need <= SEGMENT_SIZE {
-                self.current = Some((n, file, at));
-                return Ok(());
+            // A file that is gone (a damaged store: its records read as corrupt)
+            // takes no more; the batch starts a new segment.
+            match OpenOptions::new().write(true).open(&path) {
+                Ok(file) => {
+                    let at = file
+                        .metadata()
+                        .map_err(|e| format!("segment file {}: {e}", path.display()))?
+                        .len();
+                    if at == 0 || at + need <= SEGMENT_SIZE {
+                        self.current = Some((n, file, at));
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("opening segment file {}: {e}", path.display())),
             }
         }
         tx.execute("INSERT INTO segments (live, bytes) VALUES (0, 0)", [])
