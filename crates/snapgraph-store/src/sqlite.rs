@@ -250,9 +250,13 @@ impl SqliteStore {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| open_error(&shown, e))?;
-        // Made absolute now, as SQLite does with the database's own path: a later
-        // change of the working directory must not move the segments.
-        let segments = Segments::of(&std::path::absolute(path).unwrap_or_else(|_| path.into()));
+        // Resolved now, as SQLite resolves the database's path for its WAL: a later
+        // change of the working directory must not move the segments, nor may a
+        // symbolic link to the file give them a second home.
+        let real = std::fs::canonicalize(path)
+            .or_else(|_| std::path::absolute(path))
+            .unwrap_or_else(|_| path.into());
+        let segments = Segments::of(&real);
         Self::init(conn, shown, options, Some(segments))
     }
 

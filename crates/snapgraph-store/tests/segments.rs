@@ -1,6 +1,6 @@
 //! SQLite schema 4: large records in segment files beside the database
 //! (`sqlite::segments`): where they go, reading them back, deletion, repacking,
-//! damage, crash remnants and several writers.
+//! damage, crash remnants, several writers and a database opened through a link.
 
 use std::path::{Path, PathBuf};
 
@@ -69,7 +69,7 @@ fn a_large_batch_goes_to_a_segment_and_a_small_one_stays_in_the_table() {
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(
         store.segment_dir().unwrap(),
-        dir.path().join("store.db-segments")
+        dir.path().canonicalize().unwrap().join("store.db-segments")
     );
     // Under the batch threshold: inline, and the file stays at schema 3 (older
     // builds keep reading it).
@@ -325,4 +325,26 @@ fn writers_on_several_handles_append_one_at_a_time() {
         .map(|f| std::fs::metadata(f).unwrap().len())
         .sum();
     assert_eq!(on_disk, 96 * 50_000);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_store_opened_through_a_link_keeps_its_segments_beside_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let path = real.join("store.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&path, &link).unwrap();
+    let objects = blobs(1, 40, 30_000);
+    {
+        let store = SqliteStore::open(&link).unwrap();
+        put(&store, &objects);
+    }
+    assert!(real.join("store.db-segments/1.seg").exists());
+    assert!(!dir.path().join("link.db-segments").exists());
+    let store = SqliteStore::open(&path).unwrap();
+    assert_reads(&store, &objects);
+    assert_eq!(in_segments(&path), 40);
 }
