@@ -257,3 +257,58 @@ fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     assert!(gc["deleted"].as_u64().unwrap() > 100, "{gc}");
     ok(i.path(), &["verify", "--read-data"]);
 }
+
+/// The files of the default store's segment directory (SQLite schema 4).
+fn segment_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir.join(".snapgraph/store.db-segments")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn large_chunks_of_a_big_commit_live_in_segment_files_that_gc_removes_with_them() {
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    write(t.path(), "small.txt", b"stays in the database");
+    let first = json(t.path(), &["commit", "-m", "small"]);
+    assert!(
+        segment_files(t.path()).is_empty(),
+        "a small commit: no segment"
+    );
+    // A branch with 3 MB of incompressible files: its chunks go to a segment.
+    ok(t.path(), &["fork", "big", "--at", "main"]);
+    for i in 0..3u64 {
+        write(
+            t.path(),
+            &format!("blobs/b{i}.bin"),
+            &pseudo_random(1_000_000, 7 + i),
+        );
+    }
+    ok(t.path(), &["commit", "-m", "big", "-b", "big"]);
+    assert_eq!(segment_files(t.path()), ["1.seg"]);
+    ok(t.path(), &["verify", "--read-data"]);
+    ok(t.path(), &["checkout", "big", "--to", "out"]);
+    for i in 0..3u64 {
+        assert_eq!(
+            std::fs::read(t.path().join(format!("out/blobs/b{i}.bin"))).unwrap(),
+            pseudo_random(1_000_000, 7 + i)
+        );
+    }
+    // Once nothing reaches them, a collection deletes the objects and the file.
+    std::fs::remove_dir_all(t.path().join("out")).unwrap();
+    std::fs::remove_dir_all(t.path().join("blobs")).unwrap();
+    ok(t.path(), &["branch", "-D", "big"]);
+    let gc = json(t.path(), &["gc", "--prune=now"]);
+    assert!(gc["deleted"].as_u64().unwrap() >= 40, "{gc}");
+    assert!(segment_files(t.path()).is_empty(), "{gc}");
+    ok(t.path(), &["verify", "--read-data"]);
+    assert_eq!(
+        tip(t.path(), "main"),
+        first["id"].as_str().map(String::from)
+    );
+}
