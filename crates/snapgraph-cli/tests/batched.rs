@@ -299,6 +299,17 @@ fn large_chunks_of_a_big_commit_live_in_segment_files_that_gc_removes_with_them(
             pseudo_random(1_000_000, 7 + i)
         );
     }
+    // A copy of the database without its segments: `verify` says so without
+    // reading every chunk, naming the file.
+    let segments = t.path().join(".snapgraph/store.db-segments");
+    let aside = t.path().join("aside");
+    std::fs::rename(&segments, &aside).unwrap();
+    let out = common::run_in(t.path(), &["verify"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("1.seg is missing"), "{said}");
+    std::fs::rename(&aside, &segments).unwrap();
+    ok(t.path(), &["verify"]);
     // Once nothing reaches them, a collection deletes the objects and the file.
     std::fs::remove_dir_all(t.path().join("out")).unwrap();
     std::fs::remove_dir_all(t.path().join("blobs")).unwrap();

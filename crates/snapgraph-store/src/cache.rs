@@ -317,6 +317,13 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
         Ok(remote + self.local.remove_orphans()?)
     }
 
+    /// The remote store's (what `has_many` and `for_each_id` answer for).
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        self.remote
+            .check_at_rest()
+            .map_err(|e| remote_err("check_at_rest", e))
+    }
+
     /// The local cache is repacked; the remote store is left to its own maintenance.
     fn repack(
         &self,

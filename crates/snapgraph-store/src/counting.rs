@@ -170,6 +170,10 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
         self.add(OTHER, 1);
         self.inner.remove_orphans()
     }
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        self.add(OTHER, 1);
+        self.inner.check_at_rest()
+    }
     fn repack(
         &self,
         options: &crate::repack::RepackOptions,

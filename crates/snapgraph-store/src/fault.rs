@@ -222,6 +222,9 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.inner.remove_orphans()
     }
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        self.inner.check_at_rest()
+    }
     fn repack(
         &self,
         options: &crate::repack::RepackOptions,

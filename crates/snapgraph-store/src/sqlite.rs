@@ -1230,6 +1230,54 @@ impl ObjectStore for SqliteStore {
         Ok(())
     }
 
+    /// Every segment reference whose file is missing or too short (schema 4), and
+    /// every value starting with the reference byte that is not a reference.
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        let Some(files) = &self.segments else {
+            return Ok(Vec::new());
+        };
+        let fail = self.fail("check_at_rest");
+        let mut refs: Vec<(Vec<u8>, SegmentRef)> = Vec::new();
+        let mut out = Vec::new();
+        {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'81'",
+                )
+                .map_err(&fail)?;
+            let mut rows = stmt.query([]).map_err(&fail)?;
+            while let Some(row) = rows.next().map_err(&fail)? {
+                let rowid: i64 = row.get(0).map_err(&fail)?;
+                let key = match row.get_ref(1).map_err(&fail)? {
+                    ValueRef::Blob(b) => b.to_vec(),
+                    _ => Vec::new(),
+                };
+                let id = self.id_from(|| format!("objects row {rowid}"), &key)?;
+                match row.get_ref(2).map_err(&fail)? {
+                    ValueRef::Blob(b) => match SegmentRef::parse(b) {
+                        Some(r) => refs.push((key, r)),
+                        None => out.push((
+                            id,
+                            format!(
+                                "record in {}: segment reference of {} bytes, not {}",
+                                self.path,
+                                b.len(),
+                                segments::SEGMENT_REFERENCE
+                            ),
+                        )),
+                    },
+                    _ => continue, // not a blob: reads report it
+                }
+            }
+        }
+        for (key, why) in files.check(&refs) {
+            let id = self.id_from(|| "objects row".into(), &key)?;
+            out.push((id, format!("record in {}: {why}", self.path)));
+        }
+        Ok(out)
+    }
+
     fn repack(
         &self,
         options: &crate::repack::RepackOptions,

@@ -189,6 +189,16 @@ pub trait ObjectStore: Send + Sync {
         Ok(0)
     }
 
+    /// Objects whose record's place at rest is not there, found without reading the
+    /// records: each with why (SQLite: a segment file a reference names is missing
+    /// or shorter than the reference says). A read of such an object fails as
+    /// [`StoreError::Corrupt`]; this finds them all at the cost of the store's index,
+    /// for [`crate::verify()`] without `read_data`. Default: nothing to check (an
+    /// empty list); wrappers forward it.
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        Ok(Vec::new())
+    }
+
     /// Rewrites how objects are kept at rest (recompressed, moved out of sparse
     /// packs), never which objects are held or a record's delta depth, so it is safe
     /// beside writers and collectors without a lease ([`crate::repack`]). Every
@@ -352,6 +362,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
+    }
+    fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        self.objects.check_at_rest()
     }
     fn repack(
         &self,
@@ -630,6 +643,9 @@ macro_rules! forward_store {
             }
             fn remove_orphans(&self) -> Result<u64, StoreError> {
                 (**self).remove_orphans()
+            }
+            fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+                (**self).check_at_rest()
             }
             fn repack(
                 &self,

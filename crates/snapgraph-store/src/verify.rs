@@ -54,7 +54,9 @@ impl VerifyReport {
 /// anything reachable that the marking would not keep
 /// ([`WalkProblem::Unmarked`]): the two walks are written apart so that each checks
 /// the other, and a collector that forgets part of a closure is caught before it
-/// deletes anything.
+/// deletes anything. Without `read_data`, the store's own check of where its
+/// records are kept ([`crate::ObjectStore::check_at_rest`]: a SQLite store's segment
+/// files) reports what a read would find missing, as [`WalkProblem::Invalid`].
 pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreError> {
     let refs: Vec<(String, ObjectId)> = store
         .list_refs("")?
@@ -69,6 +71,16 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
     let held: HashSet<ObjectId> = all.iter().copied().collect();
     let (mut report, read) = check(store, &refs, Some(&held), read_data)?;
     report.objects = all.len();
+    if !read_data {
+        // Records whose place at rest is gone (a segment file of a SQLite store),
+        // which only a read of each would find otherwise.
+        let known: HashSet<ObjectId> = report.problems.iter().map(WalkProblem::id).collect();
+        for (id, reason) in store.check_at_rest()? {
+            if !known.contains(&id) {
+                report.problems.push(WalkProblem::Invalid { id, reason });
+            }
+        }
+    }
     if read_data {
         // Everything else the store holds is re-hashed too.
         let rest: Vec<ObjectId> = all

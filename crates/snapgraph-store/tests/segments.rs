@@ -348,3 +348,35 @@ fn a_store_opened_through_a_link_keeps_its_segments_beside_the_file() {
     assert_reads(&store, &objects);
     assert_eq!(in_segments(&path), 40);
 }
+
+#[test]
+fn verify_without_reading_data_finds_records_whose_segment_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let objects = blobs(1, 40, 30_000);
+    put(&store, &objects);
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    let file = segment_files(&store).remove(0);
+    // Cut short: the last two records are past the end.
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(38 * 30_000 + 5).unwrap();
+    drop(f);
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    let mut named: Vec<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+    named.sort();
+    let mut want = vec![objects[38].0, objects[39].0];
+    want.sort();
+    assert_eq!(named, want, "{:?}", report.problems);
+    assert!(
+        report.problems[0].to_string().contains("1.seg holds"),
+        "{}",
+        report.problems[0]
+    );
+    // Gone: every object in it, by id.
+    std::fs::remove_file(&file).unwrap();
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert_eq!(report.problems.len(), 40, "{:?}", report.problems);
+    assert!(report.problems[0].to_string().contains("missing"));
+}

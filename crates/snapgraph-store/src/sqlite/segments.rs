@@ -198,6 +198,35 @@ impl Segments {
         Ok(out)
     }
 
+    /// The references in `rows` whose file is missing or shorter than their range,
+    /// each with why (one `stat` per segment).
+    pub fn check(&self, rows: &[(Vec<u8>, SegmentRef)]) -> Vec<(Vec<u8>, String)> {
+        let mut sizes: HashMap<i64, io::Result<u64>> = HashMap::new();
+        let mut out = Vec::new();
+        for (key, r) in rows {
+            let path = self.file(r.segment);
+            let size = sizes
+                .entry(r.segment)
+                .or_insert_with(|| std::fs::metadata(&path).map(|m| m.len()));
+            let end = r.start.checked_add(u64::from(r.len));
+            let why = match size {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    format!("segment file {} is missing", path.display())
+                }
+                Err(e) => format!("segment file {}: {e}", path.display()),
+                Ok(size) if r.len == 0 || end.is_none_or(|end| end > *size) => format!(
+                    "segment file {} holds {size} bytes, the reference names {}+{}",
+                    path.display(),
+                    r.start,
+                    r.len
+                ),
+                Ok(_) => continue,
+            };
+            out.push((key.clone(), why));
+        }
+        out
+    }
+
     fn reader(&self, n: i64) -> io::Result<Arc<File>> {
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = open.get(&n) {
