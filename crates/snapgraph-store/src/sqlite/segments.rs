@@ -295,7 +295,7 @@ pub(super) struct Appender<'a> {
     /// Whether a file was created (the directory is synced too).
     created: bool,
     /// Rows' count and bytes to add per segment once the rows are in.
-    pub counts: HashMap<i64, (i64, i64)>,
+    counts: HashMap<i64, (i64, i64)>,
 }
 
 impl<'a> Appender<'a> {
