@@ -25,7 +25,7 @@ pub const STREAM_MIN: u64 = 16 << 20;
 pub const READ_BLOCK: usize = 1 << 20;
 
 /// Objects of a streamed file gathered before they are handed over.
-pub const HAND_BYTES: u64 = 4 << 20;
+pub const HAND_BYTES: u64 = snapgraph::ingest::PUT_BYTES;
 
 /// What a reader of files hands its work to.
 pub trait Batches {

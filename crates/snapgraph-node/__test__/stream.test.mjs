@@ -2,6 +2,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { sg, throwsCode } from './helpers.mjs'
 
 const { Workspace } = sg
@@ -93,4 +96,24 @@ test('streams throw typed errors', () => {
   throwsCode(() => ws.writeStream('/dir', reader(Buffer.alloc(100)).read, store), 'IS_A_DIRECTORY', '/dir')
   throwsCode(() => ws.writeStream('/g', () => { throw new Error('disk gone') }, store), 'CALLBACK', 'disk gone')
   throwsCode(() => shallow.readStream('/f', objects, () => { throw new Error('disk full') }), 'CALLBACK', 'disk full')
+})
+
+test('writeStream stores in writes of a few MiB: a SQLite store keeps the chunks in its segment file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-stream-'))
+  try {
+    const data = pseudoRandom(3_500_000, 3)
+    const store = sg.open(`sqlite:${join(dir, 's.db')}`)
+    const ws = new Workspace()
+    assert.equal(ws.writeStream('/big.bin', reader(data).read, store), data.length)
+    assert.deepEqual(readdirSync(join(dir, 's.db-segments')), ['1.seg'])
+    const c = ws.commit()
+    store.putMany(c.objects)
+    const back = new Workspace()
+    back.checkout(c.id, store, { shallow: true })
+    const pieces = []
+    back.readStream('/big.bin', store, (b) => pieces.push(b))
+    assert.deepEqual(Buffer.concat(pieces), data)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })

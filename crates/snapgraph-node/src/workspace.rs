@@ -702,6 +702,8 @@ impl Workspace {
             store.put_many(&batch).or_js()
         };
         let mut ingest = snapgraph::ingest::Ingest::new();
+        // Gathered into store writes of a few MiB (fewer transactions and syncs).
+        let mut pending = snapgraph::ObjectSet::new();
         loop {
             let block = read
                 .call(STREAM_BLOCK)
@@ -713,15 +715,16 @@ impl Workspace {
             if block.as_ref().is_empty() {
                 break;
             }
-            let made = ingest.push(block.as_ref());
-            if !made.is_empty() {
-                put(made)?;
+            pending.append(ingest.push(block.as_ref()));
+            if pending.stored_bytes() >= snapgraph::ingest::PUT_BYTES {
+                put(std::mem::take(&mut pending))?;
             }
         }
         let size = ingest.len();
         let (file, last) = ingest.finish();
-        if !last.is_empty() {
-            put(last)?;
+        pending.append(last);
+        if !pending.is_empty() {
+            put(pending)?;
         }
         self.with(|ws| ws.write_ingested(&path, file).or_js())?;
         Ok(size as f64)

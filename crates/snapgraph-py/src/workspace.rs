@@ -437,6 +437,8 @@ impl PyWorkspace {
             }
         };
         let mut ingest = snapgraph::ingest::Ingest::new();
+        // Gathered into store writes of a few MiB (fewer transactions and syncs).
+        let mut pending = snapgraph::ObjectSet::new();
         loop {
             let block = reader.call_method1("read", (READ_BLOCK,))?;
             let block = block.cast::<PyBytes>().map_err(|_| {
@@ -453,15 +455,16 @@ impl PyWorkspace {
             if bytes.is_empty() {
                 break;
             }
-            let made = py.detach(|| ingest.push(bytes));
-            if !made.is_empty() {
-                put(made)?;
+            pending.append(py.detach(|| ingest.push(bytes)));
+            if pending.stored_bytes() >= snapgraph::ingest::PUT_BYTES {
+                put(std::mem::take(&mut pending))?;
             }
         }
         let size = ingest.len();
         let (file, last) = py.detach(|| ingest.finish());
-        if !last.is_empty() {
-            put(last)?;
+        pending.append(last);
+        if !pending.is_empty() {
+            put(pending)?;
         }
         self.inner.write_ingested(path, file)?;
         Ok(size)

@@ -355,6 +355,9 @@ def test_write_stream_makes_what_write_makes_and_read_stream_gives_it_back(tmp_p
     store = snapgraph.open(f"sqlite:{tmp_path / 's.db'}")
     ws2 = snapgraph.Workspace()
     assert ws2.write_stream("/big.bin", io.BytesIO(data), store) == len(data)
+    # Stored in writes of a few MiB: the SQLite store keeps the large chunks in its
+    # segment file beside the database (back both up together).
+    assert [p.name for p in (tmp_path / "s.db-segments").iterdir()] == ["1.seg"]
     c2 = ws2.commit()
     store.put(c2.objects)
     back = snapgraph.Workspace()

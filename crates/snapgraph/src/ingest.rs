@@ -31,6 +31,13 @@ use crate::object::{chunk_id, encode_chunk, FORMAT_VERSION};
 /// piece pushed is held.
 const HOLD: usize = 1 << 20;
 
+/// Stored bytes of objects worth gathering (with [`ObjectSet::append`]) before one
+/// store write, for a caller storing what [`Ingest::push`] hands back (about a MiB
+/// at a time): each write of a store is a transaction and a sync, and a SQLite
+/// store keeps a batch's large records outside its database only from 1 MiB on.
+/// Memory stays bounded by this plus the `Ingest`'s own.
+pub const PUT_BYTES: u64 = 4 << 20;
+
 /// A file being cut into its content objects as its bytes arrive. See the
 /// [module documentation](self).
 ///
