@@ -43,7 +43,12 @@ COUNT=${PEERS_VERSIONS:-30}
 REPEAT=${PEERS_REPEAT:-5}
 BIG_MIB=${PEERS_BIG_MIB:-1024}
 read -r -a TOOLS <<< "${PEERS_TOOLS:-snapgraph git restic borg}"
-[ -n "${PEERS_SG_BEFORE:-}" ] && TOOLS=(snapgraph-before "${TOOLS[@]}")
+# An older build runs first; named in PEERS_TOOLS as well, it is still run once.
+if [ -n "${PEERS_SG_BEFORE:-}" ]; then
+  rest=()
+  for t in "${TOOLS[@]}"; do [ "$t" = snapgraph-before ] || rest+=("$t"); done
+  TOOLS=(snapgraph-before "${rest[@]}")
+fi
 CACHE=$ROOT/target/peers
 SHM=${PEERS_TMP:-/dev/shm/snapgraph-peers}
 
