@@ -62,6 +62,22 @@ fn assert_reads(store: &SqliteStore, objects: &[(ObjectId, Vec<u8>)]) {
     }
 }
 
+/// A fresh store at `<tmp>/store.db` holding 40 random objects of 30,000 bytes
+/// written in one batch (so in segment 1), with the directory kept alive.
+fn filled() -> (
+    tempfile::TempDir,
+    PathBuf,
+    SqliteStore,
+    Vec<(ObjectId, Vec<u8>)>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let objects = blobs(1, 40, 30_000);
+    put(&store, &objects);
+    (dir, path, store, objects)
+}
+
 #[test]
 fn a_large_batch_goes_to_a_segment_and_a_small_one_stays_in_the_table() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,11 +135,7 @@ fn a_large_batch_goes_to_a_segment_and_a_small_one_stays_in_the_table() {
 
 #[test]
 fn deleting_the_last_record_of_a_segment_removes_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let objects = blobs(1, 40, 30_000);
-    put(&store, &objects);
+    let (_dir, path, store, objects) = filled();
     let ids: Vec<ObjectId> = objects.iter().map(|(id, _)| *id).collect();
     store.delete_many(&ids[..25]).unwrap();
     assert_eq!(count(&path, "SELECT live FROM segments"), 15);
@@ -142,11 +154,7 @@ fn deleting_the_last_record_of_a_segment_removes_it() {
 
 #[test]
 fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let objects = blobs(1, 40, 30_000);
-    put(&store, &objects);
+    let (_dir, path, store, objects) = filled();
     let file = segment_files(&store).remove(0);
     let last = objects.last().unwrap().0;
     // Cut short: the last record (written last) is past the end.
@@ -219,11 +227,7 @@ fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
 
 #[test]
 fn bytes_a_dead_writer_left_are_skipped_and_orphan_files_removed_by_a_repack() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let first = blobs(1, 40, 30_000);
-    put(&store, &first);
+    let (_dir, _, store, first) = filled();
     let file = segment_files(&store).remove(0);
     // A writer that died between its append and its commit: bytes past the last
     // record, and a file under the next number with no row.
@@ -255,11 +259,7 @@ fn bytes_a_dead_writer_left_are_skipped_and_orphan_files_removed_by_a_repack() {
 
 #[test]
 fn a_repack_moves_the_records_of_a_mostly_dead_segment_and_removes_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let old = blobs(1, 40, 30_000);
-    put(&store, &old);
+    let (_dir, path, store, old) = filled();
     // A second segment (the first is not full: a row and an empty file make the
     // next one, as a writer would once the first reached SEGMENT_SIZE).
     Connection::open(&path)
@@ -351,11 +351,7 @@ fn a_store_opened_through_a_link_keeps_its_segments_beside_the_file() {
 
 #[test]
 fn verify_without_reading_data_finds_records_whose_segment_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let objects = blobs(1, 40, 30_000);
-    put(&store, &objects);
+    let (_dir, _, store, objects) = filled();
     let report = snapgraph_store::verify(&store, false).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
     let file = segment_files(&store).remove(0);
