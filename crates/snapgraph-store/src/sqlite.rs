@@ -682,6 +682,34 @@ impl SqliteStore {
             .collect()
     }
 
+    /// Every `objects` row whose value starts with the segment reference byte, in
+    /// rowid order: the object, the value, and the reference it holds (`None`: not a
+    /// well-formed one). Rows of another type are left to reads to report.
+    fn segment_rows(&self) -> Result<Vec<SegmentRow>, StoreError> {
+        let fail = self.fail("segment references");
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'81'
+                 ORDER BY rowid",
+            )
+            .map_err(&fail)?;
+        let mut rows = stmt.query([]).map_err(&fail)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(&fail)? {
+            let rowid: i64 = row.get(0).map_err(&fail)?;
+            let (ValueRef::Blob(key), ValueRef::Blob(value)) = (
+                row.get_ref(1).map_err(&fail)?,
+                row.get_ref(2).map_err(&fail)?,
+            ) else {
+                continue;
+            };
+            let id = self.id_from(|| format!("objects row {rowid}"), key)?;
+            out.push((id, value.to_vec(), SegmentRef::parse(value)));
+        }
+        Ok(out)
+    }
+
     /// The directory of the database's segment files, `<database>-segments` (schema
     /// 4; `None` in memory): a copy of the store is the database and this directory.
     pub fn segment_dir(&self) -> Option<&Path> {
@@ -701,6 +729,10 @@ impl SqliteStore {
         }
     }
 }
+
+/// An `objects` row naming a segment: the object, its value, the reference it holds
+/// (`None`: not a well-formed one).
+type SegmentRow = (ObjectId, Vec<u8>, Option<SegmentRef>);
 
 /// An object's record as read, decoded outside the lock.
 #[derive(Debug, Clone)]
@@ -1236,43 +1268,23 @@ impl ObjectStore for SqliteStore {
         let Some(files) = &self.segments else {
             return Ok(Vec::new());
         };
-        let fail = self.fail("check_at_rest");
-        let mut refs: Vec<(Vec<u8>, SegmentRef)> = Vec::new();
+        let mut refs: Vec<(ObjectId, SegmentRef)> = Vec::new();
         let mut out = Vec::new();
-        {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'81'",
-                )
-                .map_err(&fail)?;
-            let mut rows = stmt.query([]).map_err(&fail)?;
-            while let Some(row) = rows.next().map_err(&fail)? {
-                let rowid: i64 = row.get(0).map_err(&fail)?;
-                let key = match row.get_ref(1).map_err(&fail)? {
-                    ValueRef::Blob(b) => b.to_vec(),
-                    _ => Vec::new(),
-                };
-                let id = self.id_from(|| format!("objects row {rowid}"), &key)?;
-                match row.get_ref(2).map_err(&fail)? {
-                    ValueRef::Blob(b) => match SegmentRef::parse(b) {
-                        Some(r) => refs.push((key, r)),
-                        None => out.push((
-                            id,
-                            format!(
-                                "record in {}: segment reference of {} bytes, not {}",
-                                self.path,
-                                b.len(),
-                                segments::SEGMENT_REFERENCE
-                            ),
-                        )),
-                    },
-                    _ => continue, // not a blob: reads report it
-                }
+        for (id, value, r) in self.segment_rows()? {
+            match r {
+                Some(r) => refs.push((id, r)),
+                None => out.push((
+                    id,
+                    format!(
+                        "record in {}: segment reference of {} bytes, not {}",
+                        self.path,
+                        value.len(),
+                        segments::SEGMENT_REFERENCE
+                    ),
+                )),
             }
         }
-        for (key, why) in files.check(&refs) {
-            let id = self.id_from(|| "objects row".into(), &key)?;
+        for (id, why) in files.check(&refs) {
             out.push((id, format!("record in {}: {why}", self.path)));
         }
         Ok(out)

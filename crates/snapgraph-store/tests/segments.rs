@@ -62,6 +62,17 @@ fn assert_reads(store: &SqliteStore, objects: &[(ObjectId, Vec<u8>)]) {
     }
 }
 
+/// The reason of the `Corrupt` error reading `ids` gives, which must name `id`.
+fn corrupt(store: &SqliteStore, ids: &[ObjectId], id: ObjectId) -> String {
+    match store.get_many(ids) {
+        Err(StoreError::Corrupt { id: named, reason }) => {
+            assert_eq!(named, id, "{reason}");
+            reason
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A fresh store at `<tmp>/store.db` holding 40 random objects of 30,000 bytes
 /// written in one batch (so in segment 1), with the directory kept alive.
 fn filled() -> (
@@ -161,34 +172,21 @@ fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
     let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
     f.set_len(39 * 30_000 + 100).unwrap();
     drop(f);
-    match store.get_many(&[objects[0].0, last]) {
-        Err(StoreError::Corrupt { id, reason }) => {
-            assert_eq!(id, last);
-            assert!(reason.contains(&file.display().to_string()), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reason = corrupt(&store, &[objects[0].0, last], last);
+    assert!(reason.contains(&file.display().to_string()), "{reason}");
     assert_reads(&store, &objects[..39]);
     // A flipped byte is caught by the id check.
     let mut bytes = std::fs::read(&file).unwrap();
     bytes[30_000 + 7] ^= 0x40;
     std::fs::write(&file, &bytes).unwrap();
     let fresh = SqliteStore::open(&path).unwrap();
-    match fresh.get_many(&[objects[1].0]) {
-        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, objects[1].0),
-        other => panic!("{other:?}"),
-    }
+    corrupt(&fresh, &[objects[1].0], objects[1].0);
     // Gone: every record in it is corrupt, by id, naming the file.
     std::fs::remove_file(&file).unwrap();
     let fresh = SqliteStore::open(&path).unwrap();
-    match fresh.get_many(&[objects[5].0]) {
-        Err(StoreError::Corrupt { id, reason }) => {
-            assert_eq!(id, objects[5].0);
-            assert!(reason.contains("missing"), "{reason}");
-            assert!(reason.contains(&file.display().to_string()), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reason = corrupt(&fresh, &[objects[5].0], objects[5].0);
+    assert!(reason.contains("missing"), "{reason}");
+    assert!(reason.contains(&file.display().to_string()), "{reason}");
     // A reference of another length, or into a segment no file holds, as well.
     let conn = Connection::open(&path).unwrap();
     let key = &objects[6].0.as_bytes()[..];
@@ -197,13 +195,8 @@ fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
         rusqlite::params![key, vec![SEGMENTED, 0, 1]],
     )
     .unwrap();
-    match fresh.get_many(&[objects[6].0]) {
-        Err(StoreError::Corrupt { id, reason }) => {
-            assert_eq!(id, objects[6].0);
-            assert!(reason.contains("segment reference of 3 bytes"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reason = corrupt(&fresh, &[objects[6].0], objects[6].0);
+    assert!(reason.contains("segment reference of 3 bytes"), "{reason}");
     // A hostile reference naming 4 GiB past a file's end is refused before any
     // buffer of that size is made.
     put(&fresh, &blobs(300, 40, 30_000));
@@ -216,13 +209,8 @@ fn a_missing_or_short_segment_is_corrupt_naming_the_object_and_the_file() {
         rusqlite::params![key, hostile],
     )
     .unwrap();
-    match fresh.get_many(&[objects[6].0]) {
-        Err(StoreError::Corrupt { id, reason }) => {
-            assert_eq!(id, objects[6].0);
-            assert!(reason.contains("2.seg holds"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reason = corrupt(&fresh, &[objects[6].0], objects[6].0);
+    assert!(reason.contains("2.seg holds"), "{reason}");
 }
 
 #[test]

@@ -167,33 +167,13 @@ impl SqliteStore {
             return Ok(());
         }
         // Every reference into them (one scan), then batches of about BATCH_BYTES.
-        let mut moving: Vec<(ObjectId, Vec<u8>, SegmentRef)> = Vec::new();
-        {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT rowid, id, data FROM objects
-                     WHERE length(data) = 22 AND substr(data, 1, 1) = x'81' ORDER BY rowid",
-                )
-                .map_err(&fail)?;
-            let mut rows = stmt.query([]).map_err(&fail)?;
-            while let Some(row) = rows.next().map_err(&fail)? {
-                let rowid: i64 = row.get(0).map_err(&fail)?;
-                let (ValueRef::Blob(key), ValueRef::Blob(old)) = (
-                    row.get_ref(1).map_err(&fail)?,
-                    row.get_ref(2).map_err(&fail)?,
-                ) else {
-                    continue; // reads report a row of another type
-                };
-                let Some(r) = SegmentRef::parse(old) else {
-                    continue;
-                };
-                if sparse.contains(&r.segment) {
-                    let id = self.id_from(|| format!("objects row {rowid}"), key)?;
-                    moving.push((id, old.to_vec(), r));
-                }
-            }
-        }
+        // (A malformed reference is left where it is: reads report it.)
+        let moving: Vec<(ObjectId, Vec<u8>, SegmentRef)> = self
+            .segment_rows()?
+            .into_iter()
+            .filter_map(|(id, old, r)| Some((id, old, r?)))
+            .filter(|(_, _, r)| sparse.contains(&r.segment))
+            .collect();
         let mut rest = &moving[..];
         while !rest.is_empty() {
             let mut size = 0usize;

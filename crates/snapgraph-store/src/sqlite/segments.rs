@@ -48,6 +48,7 @@ use std::sync::{Arc, Mutex};
 
 use hashbrown::HashMap;
 use rusqlite::{params, OptionalExtension, Transaction};
+use snapgraph::ObjectId;
 
 /// The first byte of an `objects.data` value that refers to a record in a segment.
 pub const SEGMENTED: u8 = 0x81;
@@ -200,10 +201,10 @@ impl Segments {
 
     /// The references in `rows` whose file is missing or shorter than their range,
     /// each with why (one `stat` per segment).
-    pub fn check(&self, rows: &[(Vec<u8>, SegmentRef)]) -> Vec<(Vec<u8>, String)> {
+    pub fn check(&self, rows: &[(ObjectId, SegmentRef)]) -> Vec<(ObjectId, String)> {
         let mut sizes: HashMap<i64, io::Result<u64>> = HashMap::new();
         let mut out = Vec::new();
-        for (key, r) in rows {
+        for (id, r) in rows {
             let path = self.file(r.segment);
             let size = sizes
                 .entry(r.segment)
@@ -222,7 +223,7 @@ impl Segments {
                 ),
                 Ok(_) => continue,
             };
-            out.push((key.clone(), why));
+            out.push((*id, why));
         }
         out
     }
