@@ -13,6 +13,7 @@ fn main() {
     // library crates and the bindings' shared objects are unaffected.
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo::rustc-link-arg-bins=-no-pie");
+        link_statically();
     }
     println!("cargo::rerun-if-env-changed=SNAPGRAPH_SKIP_S3");
     println!("cargo::rustc-check-cfg=cfg(snapgraph_skip_s3)");
@@ -28,4 +29,100 @@ fn main() {
         Ok("") | Err(_) => {}
         Ok(other) => panic!("SNAPGRAPH_SKIP_PG must be 1 or unset, not {other:?}"),
     }
+}
+
+/// The libraries rustc names for the standard library on `*-linux-gnu` (`-lgcc_s
+/// -lutil -lrt -lpthread -lm -ldl -lc`), each with the static archives it stands for.
+const STATIC_LIBS: [(&str, &[&str]); 7] = [
+    ("c", &["libc.a"]),
+    ("m", &["libm.a"]),
+    ("pthread", &["libpthread.a"]),
+    ("dl", &["libdl.a"]),
+    ("rt", &["librt.a"]),
+    ("util", &["libutil.a"]),
+    ("gcc_s", &["libgcc_eh.a", "libgcc.a"]),
+];
+
+/// Links the `snapgraph` binary statically against glibc, when its static archives
+/// are installed (`libc6-dev` has them): a command run once per agent turn spent a
+/// tenth of a no-change commit (about 0.5 ms of 5.5) in the dynamic loader: mapping
+/// `ld.so`, libc, libm and libgcc_s, binding their symbols and faulting their pages
+/// in. ARCHITECTURE.md ("Stop 38") has the figures and the trade-off.
+///
+/// rustc links the standard library's C libraries dynamically unless the whole build
+/// sets `-C target-feature=+crt-static`, which cargo cannot set for one binary (and
+/// which proc macros and the bindings' shared objects refuse). So the link of our
+/// binaries alone gets `-static` and a search directory, written here, in which
+/// `libc.so` and its siblings are linker scripts naming the static archives: the
+/// linker then finds archives where rustc asked for shared libraries, and the result
+/// has no interpreter and no dynamic section. Library crates, tests and the bindings
+/// link as before.
+///
+/// `SNAPGRAPH_LINK=dynamic` keeps the binary dynamic (a host whose name service
+/// needs modules of another glibc than the one linked in, say: see README);
+/// `SNAPGRAPH_LINK=static` fails the build instead of falling back when the archives
+/// are missing. Unset, the build links statically when it can and says so when it
+/// cannot.
+fn link_statically() {
+    println!("cargo::rerun-if-env-changed=SNAPGRAPH_LINK");
+    let required = match std::env::var("SNAPGRAPH_LINK").as_deref() {
+        Ok("dynamic") => return,
+        Ok("static") => true,
+        Ok("") | Err(_) => false,
+        Ok(other) => panic!("SNAPGRAPH_LINK must be static, dynamic or unset, not {other:?}"),
+    };
+    if std::env::var("CARGO_CFG_TARGET_ENV").as_deref() != Ok("gnu")
+        || std::env::var("CARGO_CFG_TARGET_FEATURE")
+            .is_ok_and(|f| f.split(',').any(|f| f == "crt-static"))
+    {
+        // musl links statically already; so does a build that sets crt-static.
+        return;
+    }
+    match static_search_dir() {
+        Ok(dir) => {
+            println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
+            println!("cargo::rustc-link-arg-bins=-static");
+        }
+        Err(why) if required => panic!("SNAPGRAPH_LINK=static: {why}"),
+        Err(why) => {
+            println!("cargo::warning=linking the snapgraph binary dynamically: {why}");
+        }
+    }
+}
+
+/// Writes the directory of linker scripts [`link_statically`] puts first on the
+/// binary's library path, after finding each archive with the C compiler rustc
+/// links through (`cc -print-file-name`, which answers the bare name when the file
+/// is not installed).
+fn static_search_dir() -> Result<std::path::PathBuf, String> {
+    println!("cargo::rerun-if-env-changed=CC");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let dir = std::path::PathBuf::from(std::env::var("OUT_DIR").map_err(|e| e.to_string())?)
+        .join("static-libs");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (lib, archives) in STATIC_LIBS {
+        let mut inputs = Vec::new();
+        for archive in archives {
+            let out = std::process::Command::new(&cc)
+                .arg(format!("-print-file-name={archive}"))
+                .output()
+                .map_err(|e| format!("running {cc}: {e}"))?;
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !out.status.success() || !std::path::Path::new(&path).is_absolute() {
+                return Err(format!("{cc} finds no {archive} (install libc6-dev)"));
+            }
+            let path = std::fs::canonicalize(&path).map_err(|e| format!("{path}: {e}"))?;
+            if path.to_string_lossy().contains([' ', '(', ')', '"']) {
+                return Err(format!(
+                    "{} is not a path a linker script can name",
+                    path.display()
+                ));
+            }
+            inputs.push(path.display().to_string());
+        }
+        let script = dir.join(format!("lib{lib}.so"));
+        std::fs::write(&script, format!("INPUT({})\n", inputs.join(" ")))
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+    }
+    Ok(dir)
 }

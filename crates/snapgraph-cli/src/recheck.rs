@@ -62,15 +62,20 @@ pub fn same_as_tip(
     source: &dyn ObjectSource,
     threads: usize,
 ) -> Result<Vec<bool>> {
-    let ((), _, same) = while_walking(source, threads, |found| {
-        candidates.iter().cloned().for_each(found);
-        Ok(())
-    })?;
+    let ((), _, same) = while_walking(
+        source,
+        || threads,
+        |found| {
+            candidates.iter().cloned().for_each(found);
+            Ok(())
+        },
+    )?;
     Ok(same)
 }
 
 /// Runs `walk`, which hands each candidate it finds to the function it is given,
-/// while other threads (up to `threads` in all) read and hash the candidates that
+/// while other threads (up to `threads()` in all, asked when the first candidate
+/// to hash comes, so a walk that finds none never asks) read and hash the candidates that
 /// need no store read as they come; then compares the manifests on this thread and
 /// helps with what is left. Returns `walk`'s result, the candidates in the order
 /// found, and for each whether its bytes are the tip's. A walk that fails stops the
@@ -78,7 +83,7 @@ pub fn same_as_tip(
 /// naming it).
 pub fn while_walking<T>(
     source: &dyn ObjectSource,
-    threads: usize,
+    threads: impl Fn() -> usize,
     walk: impl FnOnce(&mut dyn FnMut(Candidate)) -> Result<T>,
 ) -> Result<(T, Vec<Candidate>, Vec<bool>)> {
     let listed = |c: &Candidate| matches!(c.digest, Digest::Manifest(_));
@@ -106,7 +111,7 @@ pub fn while_walking<T>(
         let walked = walk(&mut |c: Candidate| {
             if !listed(&c) {
                 if helpers.is_empty() {
-                    helpers.extend((1..threads.max(1)).map(|_| {
+                    helpers.extend((1..threads().max(1)).map(|_| {
                         scope.spawn(|| {
                             let mut out = Vec::new();
                             drain(&mut out);
@@ -327,10 +332,14 @@ mod tests {
             std::fs::write(&candidates[i].full, &d).unwrap();
         }
         for threads in [1, 2, 3] {
-            let (_, found, same) = while_walking(&store, threads, |found| {
-                candidates.iter().rev().cloned().for_each(found);
-                Ok(())
-            })
+            let (_, found, same) = while_walking(
+                &store,
+                || threads,
+                |found| {
+                    candidates.iter().rev().cloned().for_each(found);
+                    Ok(())
+                },
+            )
             .unwrap();
             let answers: Vec<(&str, bool)> =
                 found.iter().map(|c| c.path.as_str()).zip(same).collect();
@@ -351,10 +360,14 @@ mod tests {
             std::fs::write(&candidates[i].full, &datas[i]).unwrap();
         }
         for threads in [1, 2, 3] {
-            let (walked, found, same) = while_walking(&store, threads, |found| {
-                candidates.iter().rev().cloned().for_each(found);
-                Ok(7)
-            })
+            let (walked, found, same) = while_walking(
+                &store,
+                || threads,
+                |found| {
+                    candidates.iter().rev().cloned().for_each(found);
+                    Ok(7)
+                },
+            )
             .unwrap();
             assert_eq!(walked, 7);
             let order: Vec<&str> = found.iter().map(|c| c.path.as_str()).collect();
@@ -362,13 +375,17 @@ mod tests {
             assert_eq!(order, want, "in the order found");
             assert_eq!(same, vec![true; candidates.len()], "{threads} threads");
             // A walk that fails: its error, whatever was compared meanwhile.
-            let err = while_walking(&store, threads, |found| {
-                candidates.iter().cloned().for_each(found);
-                Err::<(), _>(crate::error::CliError::bad_path(
-                    std::path::Path::new("/the-walk"),
-                    "stopped",
-                ))
-            })
+            let err = while_walking(
+                &store,
+                || threads,
+                |found| {
+                    candidates.iter().cloned().for_each(found);
+                    Err::<(), _>(crate::error::CliError::bad_path(
+                        std::path::Path::new("/the-walk"),
+                        "stopped",
+                    ))
+                },
+            )
             .unwrap_err();
             assert!(err.to_string().contains("the-walk"), "{err}");
         }
@@ -379,10 +396,14 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let (candidates, store, _) = setup(t.path());
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            while_walking(&store, 2, |found| -> Result<()> {
-                found(candidates[1].clone());
-                panic!("the walk fails");
-            })
+            while_walking(
+                &store,
+                || 2,
+                |found| -> Result<()> {
+                    found(candidates[1].clone());
+                    panic!("the walk fails");
+                },
+            )
         }));
         assert!(panicked.is_err());
     }

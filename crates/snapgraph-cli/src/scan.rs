@@ -1101,7 +1101,9 @@ pub fn scan_batched(
     // handed to `found` as the walk meets them (`recheck::while_walking` hashes them
     // on other threads meanwhile).
     let mut bytes_to_read = 0u64;
-    let threads = ws.parallelism();
+    // Asked only if the walk finds a file to hash, not for every turn (the CLI never
+    // sets a workspace's parallelism: its workspaces use the default).
+    let threads = snapgraph::default_parallelism;
     let mut walk = |found: &mut dyn FnMut(crate::recheck::Candidate)| {
         walk_kept(
             root,

@@ -516,7 +516,7 @@ pub(crate) const REUSE_MIN: usize = 1 << 20;
 /// Contents at least this large are cut and hashed by several threads at once.
 pub(crate) const PARALLEL_FILE_MIN: usize = 4 << 20;
 /// Below this many bytes in total, a commit hashes on the calling thread.
-const PARALLEL_TOTAL_MIN: usize = 1 << 20;
+pub(crate) const PARALLEL_TOTAL_MIN: usize = 1 << 20;
 /// The smallest segment one thread cuts on its own: bounds the threads a content is
 /// split across, so that a segment is many chunks (the work wasted before two cut
 /// sequences meet is a few chunks).

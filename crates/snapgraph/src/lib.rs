@@ -85,8 +85,9 @@ pub use pack::{RestoreOptions, SnapshotError, SnapshotKey, SnapshotOptions};
 pub use pool::BufferPool;
 pub use source::{BoxError, EmptySource, ObjectSource};
 pub use workspace::{
-    CheckoutError, CheckoutOptions, CheckoutPolicy, Commit, CommitError, CommitOptions, DirEntry,
-    EntryKind, FsError, Metadata, PathError, Pieces, Workspace, PIECES_WINDOW,
+    default_parallelism, CheckoutError, CheckoutOptions, CheckoutPolicy, Commit, CommitError,
+    CommitOptions, DirEntry, EntryKind, FsError, Metadata, PathError, Pieces, Workspace,
+    PIECES_WINDOW,
 };
 
 /// Any error of this crate: each operation's error converts into it, so `?` works

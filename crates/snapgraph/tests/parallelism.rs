@@ -67,6 +67,28 @@ fn ingest_gives_the_same_objects_on_every_thread_count() {
     }
 }
 
+/// A workspace whose caller sets nothing uses the process's default (resolved only
+/// once work is large enough to split) and builds the same objects as one told to use
+/// a single thread; a setting survives a clone and overrides the default.
+#[test]
+fn a_workspace_left_at_its_default_uses_the_process_default() {
+    let default = snapgraph::default_parallelism();
+    assert!((1..=8).contains(&default), "default parallelism {default}");
+    let mut ws = Workspace::new();
+    assert_eq!(ws.parallelism(), default);
+    workload(&mut ws);
+    let by_default = ws.commit(CommitOptions::new()).unwrap().id();
+    let mut one = Workspace::new();
+    one.set_parallelism(1);
+    assert_eq!(one.clone().parallelism(), 1);
+    workload(&mut one);
+    assert_eq!(one.commit(CommitOptions::new()).unwrap().id(), by_default);
+    let mut fresh = Workspace::default();
+    fresh.set_parallelism(3);
+    assert_eq!(fresh.clone().parallelism(), 3);
+    assert_eq!(Workspace::new().clone().parallelism(), default);
+}
+
 /// Every chunk of the large files, damaged in turn at a sample of positions (first,
 /// last, and spread between, so each thread's share is hit): checkout reports it by id
 /// on every thread count and leaves the workspace as it was.

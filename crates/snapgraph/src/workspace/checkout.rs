@@ -480,7 +480,7 @@ impl Workspace {
         depth: Depth,
     ) -> Loader<'a, S> {
         Loader {
-            threads: self.parallelism(),
+            threads: self.parallelism,
             pool: self.buffers.clone(),
             source,
             commit,
@@ -644,7 +644,8 @@ fn below(node: &TreeNode, trees: &mut Ahead, out: &mut Vec<ObjectId>) {
 }
 
 pub(super) struct Loader<'a, S: ?Sized> {
-    /// Threads a large file's chunks are verified on.
+    /// Threads a large file's chunks are verified on: the workspace's setting, which
+    /// may be unset until a file large enough to split asks (see [`Loader::threads`]).
     threads: usize,
     /// Where the buffers of large files assembled from lent bytes come from.
     pool: Option<BufferPool>,
@@ -692,6 +693,11 @@ const AHEAD_CONTENTS: usize = 1024;
 const AHEAD_BYTES: u64 = 8 << 20;
 
 impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
+    /// The threads a large file is verified on, the default resolved on first use.
+    fn threads(&self) -> usize {
+        super::resolve_parallelism(self.threads)
+    }
+
     fn node(&self, id: &ObjectId) -> Result<TreeNode, ObjectError> {
         let loaded = load_with(self.source, id, ObjectKind::Tree, self.hash)?;
         TreeNode::decode(id, loaded.body())
@@ -1085,7 +1091,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             self.source.will_read(&ids);
         }
         // Sizes were checked against the budget by the caller and sum to `size`.
-        let (data, versions) = if self.threads > 1 && size >= PARALLEL_CHECKOUT_MIN {
+        let (data, versions) = if size >= PARALLEL_CHECKOUT_MIN && self.threads() > 1 {
             self.assemble_parallel(&chunks, size as usize)?
         } else {
             self.assemble(&chunks, size as usize)?
@@ -1135,7 +1141,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
     ) -> Result<(FileBytes, Vec<u8>), CheckoutError> {
         use std::sync::atomic::{AtomicBool, Ordering};
         use std::sync::mpsc;
-        let threads = self.threads;
+        let threads = self.threads();
         let hash = self.hash;
         let pool = self.pool.clone();
         let first = self.fetch_window(&chunks[..chunks.len().min(CHECKOUT_WINDOW)])?;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{DirNode, LastCommit, Node, Workspace, DEFAULT_DIR_MODE};
-use crate::content::{ContentObjects, Pending};
+use crate::content::{ContentObjects, Pending, PARALLEL_TOTAL_MIN};
 use crate::emit::{Emitter, Have, ObjectSet};
 use crate::id::ObjectId;
 use crate::object::commit::{CommitObject, MAX_GENERATION};
@@ -297,7 +297,8 @@ impl Workspace {
                 prev: None,
             });
         }
-        let mut built = ContentObjects::build_many(&pending, self.parallelism).into_iter();
+        let threads = self.threads_for(fresh_bytes(&pending), PARALLEL_TOTAL_MIN);
+        let mut built = ContentObjects::build_many(&pending, threads).into_iter();
         let epoch = COMMIT_EPOCH.fetch_add(1, Ordering::Relaxed);
         if !self.root.is_clean() {
             commit_dir(Arc::make_mut(&mut self.root), &mut built, epoch);
@@ -421,7 +422,8 @@ impl Workspace {
         if pending.is_empty() {
             return ObjectSet::new();
         }
-        let built = ContentObjects::build_many(&pending, self.parallelism);
+        let threads = self.threads_for(fresh_bytes(&pending), PARALLEL_TOTAL_MIN);
+        let built = ContentObjects::build_many(&pending, threads);
         let have = Have {
             ids: None,
             sources: have_in.into_iter().collect(),
@@ -496,6 +498,17 @@ fn names_to_commit(dir: &DirNode) -> Vec<String> {
     } else {
         dir.dirty.iter().cloned().collect()
     }
+}
+
+/// The bytes of `pending` that [`ContentObjects::build_many`] cuts afresh (those
+/// without a previous version to rebuild around): what decides whether a commit's
+/// hashing is worth threads.
+fn fresh_bytes(pending: &[Pending]) -> usize {
+    pending
+        .iter()
+        .filter(|p| p.prev.is_none())
+        .map(|p| p.data.len())
+        .sum()
 }
 
 /// Collects, in the order [`commit_dir`] visits them, every file whose objects must
