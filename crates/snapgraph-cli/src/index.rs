@@ -96,10 +96,13 @@
 //! fails its hash or does not decode: what precedes it is a complete earlier state,
 //! which is all a cache needs (it was true when written, and the rules above hold
 //! against a directory and a branch that moved on since: the stats differ, or the
-//! tip does). A journal with such a tail, one grown past half its base (at least
-//! [`JOURNAL_MIN`] bytes) or one of [`JOURNAL_RECORDS`] records, is not appended
-//! to: the next save rewrites base and journal as one new base, atomically (temporary
-//! file, fsync, rename). Appends are one `write` each at the end of the file
+//! tip does). A record is appended only to a file without such a tail, whose
+//! journal holds fewer than [`JOURNAL_RECORDS`] records and, with the record, stays
+//! within half its base (at least [`JOURNAL_MIN`] bytes); otherwise the save rewrites
+//! base and journal as one new base, atomically (temporary file, fsync, rename). So a
+//! record as large as the base (a release `rsync`ed over the tree restats every
+//! entry) becomes the new base instead of a journal that every later command reads
+//! and merges. Appends are one `write` each at the end of the file
 //! (`O_APPEND`); they are not fsynced, since a lost or torn append leaves exactly such
 //! an earlier state. A process that rewrote the file since it was read (another
 //! command in the same working directory) changed the base hash, so a record
@@ -791,9 +794,33 @@ impl Tail {
     fn appendable(&self) -> Option<[u8; 32]> {
         let (head, base, len) = self.at?;
         let journal = len - base;
-        (journal < JOURNAL_MIN.max(base / 2) && self.records < JOURNAL_RECORDS).then_some(head)
+        (journal < journal_limit(base) && self.records < JOURNAL_RECORDS).then_some(head)
+    }
+
+    /// The journal record of `payload` to append, if the file may be appended to and
+    /// its journal, with the record, stays within [`journal_limit`]; `None`: rewrite
+    /// the file as a new base. A record as large as the base itself (a release
+    /// `rsync`ed over the tree gives every entry a new stat) is never appended: every
+    /// later command would read and merge it after the base it replaces.
+    fn record_for(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        let head = self.appendable()?;
+        let (_, base, len) = self.at?;
+        let after = (len - base).saturating_add(payload.len() as u64 + RECORD_HEADER);
+        if after > journal_limit(base) {
+            return None;
+        }
+        Some(record(&head, payload)?.0)
     }
 }
+
+/// The most bytes of journal a base of `base` bytes carries: half of it, at least
+/// [`JOURNAL_MIN`].
+fn journal_limit(base: u64) -> u64 {
+    JOURNAL_MIN.max(base / 2)
+}
+
+/// A journal record's bytes before its payload: the length and the chain hash.
+const RECORD_HEADER: u64 = 4 + 32;
 
 /// An index base's body, as read.
 #[cfg_attr(test, derive(Debug, PartialEq))]
@@ -1358,7 +1385,7 @@ impl Index {
     /// The journal record that turns `old` into `self`, if it is small enough to
     /// append (see the module docs).
     fn delta_after(&self, old: &Index) -> Option<Vec<u8>> {
-        let head = old.log.appendable()?;
+        old.log.appendable()?;
         if old.root != self.root {
             return None;
         }
@@ -1404,7 +1431,7 @@ impl Index {
             upserts,
         })
         .ok()?;
-        Some(record(&head, &payload)?.0)
+        old.log.record_for(&payload)
     }
 
     /// The index file's bytes as one base (see the module docs; the skeleton is
@@ -1509,7 +1536,7 @@ impl Index {
     /// may be appended to, else a new base (see the module docs).
     pub fn save_delta(&self, path: &Path, delta: Delta) -> Result<()> {
         forget_watch_token(path);
-        let record = self.log.appendable().and_then(|head| {
+        let record = self.log.appendable().and_then(|_| {
             let payload = postcard::to_allocvec(&DeltaOut {
                 probe_ns: delta.probe_ns,
                 tip: delta.tip,
@@ -1517,7 +1544,7 @@ impl Index {
                 upserts: delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect(),
             })
             .ok()?;
-            Some(record(&head, &payload)?.0)
+            self.log.record_for(&payload)
         });
         match record {
             Some(bytes) => append(path, &bytes),
@@ -1546,7 +1573,7 @@ fn forget_watch_token(path: &Path) {
 /// nothing, `Some(Some(record))` the objects it lacks, `None` rewrite it (it cannot
 /// be appended to, or holds more than twice the objects of `new`).
 fn skeleton_delta(new: &HashMap<ObjectId, Vec<u8>>, old: &Index) -> Option<Option<Vec<u8>>> {
-    let head = old.skeleton_log.appendable()?;
+    old.skeleton_log.appendable()?;
     let mut added: Vec<(&ObjectId, &Vec<u8>)> = new
         .iter()
         .filter(|(id, _)| !old.skeleton.contains_key(*id))
@@ -1559,7 +1586,7 @@ fn skeleton_delta(new: &HashMap<ObjectId, Vec<u8>>, old: &Index) -> Option<Optio
     }
     added.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let payload = postcard::to_allocvec(&added).ok()?;
-    Some(Some(record(&head, &payload)?.0))
+    Some(Some(old.skeleton_log.record_for(&payload)?))
 }
 
 const SKELETON_MAGIC: &[u8; 8] = b"SGSKEL\0\0";
@@ -2112,8 +2139,7 @@ mod tests {
         let path = dir.path().join("index");
         let mut ix = sample();
         ix.save(&path).unwrap();
-        // Many records: the file never grows past base + max(JOURNAL_MIN, base/2)
-        // plus one record.
+        // Many records: the file never grows past base + max(JOURNAL_MIN, base/2).
         for i in 0..2_000i64 {
             let mut old = Index::load(&path, Path::new("/w")).unwrap();
             old.load_skeleton(&path);
@@ -2156,6 +2182,67 @@ mod tests {
         let mut read = Index::load(&path, Path::new("/w")).unwrap();
         read.load_skeleton(&path);
         assert_eq!(read.skeleton, next.skeleton);
+    }
+
+    /// A record as large as the base it would follow (every entry restatted, as a
+    /// release `rsync`ed over the tree does) becomes the new base, by either save;
+    /// a small one after it is appended.
+    #[test]
+    fn a_record_as_large_as_its_base_becomes_the_new_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let w = Path::new("/w");
+        let mut ix = sample();
+        let file = |i: i64| IndexEntry::File {
+            stat: stat(i),
+            digest: Digest::Chunk(ObjectId::from_bytes([i as u8; 32])),
+        };
+        for i in 0..3_000i64 {
+            ix.entries.insert(format!("/many/f{i:04}"), file(i));
+        }
+        ix.save(&path).unwrap();
+        let base = std::fs::metadata(&path).unwrap().len();
+        assert!(base > 2 * JOURNAL_MIN, "{base}");
+        let restat = |ix: &mut Index, at: i64| {
+            for i in 0..3_000i64 {
+                ix.entries.insert(format!("/many/f{i:04}"), file(at + i));
+            }
+        };
+        // save_after: the whole index changed.
+        let old = Index::load(&path, w).unwrap();
+        restat(&mut ix, 10_000);
+        ix.save_after(&path, Some(&old)).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert_eq!(read, ix);
+        assert_eq!(read.log.records, 0);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ix.to_bytes().len() as u64);
+        // save_delta: the same, from a lazy scan's report.
+        let upserts: Vec<(String, IndexEntry)> = (0..3_000i64)
+            .map(|i| (format!("/many/f{i:04}"), file(20_000 + i)))
+            .collect();
+        let delta = Delta {
+            probe_ns: 200,
+            tip: ix.tip,
+            removed: Vec::new(),
+            upserts,
+        };
+        read.save_delta(&path, delta).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        restat(&mut ix, 20_000);
+        ix.probe_ns = 200;
+        assert_eq!(read, ix);
+        assert_eq!(read.log.records, 0);
+        // A one-entry change is appended.
+        let delta = Delta {
+            probe_ns: 300,
+            tip: ix.tip,
+            removed: Vec::new(),
+            upserts: vec![("/many/f0001".into(), file(30_000))],
+        };
+        read.save_delta(&path, delta).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert_eq!(read.log.records, 1);
+        assert_eq!(read.entries.get("/many/f0001"), Some(&file(30_000)));
     }
 
     /// Hostile bytes are a typed error naming what is wrong (the caller then reads
