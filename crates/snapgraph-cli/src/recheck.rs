@@ -24,12 +24,13 @@
 //! so a doubt costs speed, never a missed change.
 //!
 //! Files are read and hashed on up to [`Workspace::parallelism`](snapgraph::Workspace::parallelism)
-//! threads, one file at a time each (memory holds at most one file a thread). A scan
-//! hands them over while it walks ([`while_walking`]): a file whose content is one
-//! chunk or inline is read and hashed on another thread as soon as the walk finds
-//! it, so the hashing of a release `rsync`ed over the tree overlaps the walk instead
-//! of following it. Manifests need their chunk lists, read from the store on the
-//! calling thread only (a store need not be `Sync`), after the walk.
+//! threads, one file at a time each (memory holds at most one file a thread, and
+//! the queue one chunk list a manifest). A scan hands them over while it walks
+//! ([`while_walking`]): a file is read and hashed on another thread as soon as the
+//! walk finds it, so the hashing of a release `rsync`ed over the tree overlaps the
+//! walk instead of following it. A manifest's chunk list is read from the store by
+//! the walking thread (a store need not be `Sync`) when it finds the file, and goes
+//! with it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -75,53 +76,58 @@ pub fn same_as_tip(
 
 /// Runs `walk`, which hands each candidate it finds to the function it is given,
 /// while other threads (up to `threads()` in all, asked when the first candidate
-/// to hash comes, so a walk that finds none never asks) read and hash the candidates that
-/// need no store read as they come; then compares the manifests on this thread and
-/// helps with what is left. Returns `walk`'s result, the candidates in the order
-/// found, and for each whether its bytes are the tip's. A walk that fails stops the
-/// comparing (its error is returned); so does a file that cannot be read (an error
-/// naming it).
+/// comes, so a walk that finds none never asks) read and hash the candidates as they
+/// come; this thread helps with what is left once the walk is over. A manifest's
+/// chunk list is read from `source` on this thread (a store need not be `Sync`)
+/// when the walk finds it, so its file is hashed on the helpers while the walk goes
+/// on instead of on this thread after it. Returns `walk`'s result, the candidates in
+/// the order found, and for each whether its bytes are the tip's. A walk that fails
+/// stops the comparing (its error is returned); so does a file that cannot be read
+/// (an error naming it).
 pub fn while_walking<T>(
     source: &dyn ObjectSource,
     threads: impl Fn() -> usize,
     walk: impl FnOnce(&mut dyn FnMut(Candidate)) -> Result<T>,
 ) -> Result<(T, Vec<Candidate>, Vec<bool>)> {
-    let listed = |c: &Candidate| matches!(c.digest, Digest::Manifest(_));
     let mut found: Vec<Candidate> = Vec::new();
-    let (tx, rx) = mpsc::channel::<(usize, Candidate)>();
+    // Each candidate with its position and, for a manifest, its chunk list as read.
+    let (tx, rx) = mpsc::channel::<(usize, Candidate, Option<Option<Vec<ChunkRef>>>)>();
     let rx = Mutex::new(rx);
     let stop = AtomicBool::new(false);
-    // Takes plain candidates until the walk is over and none is left (or a stop).
+    // Takes candidates until the walk is over and none is left (or a stop).
     let drain = |out: &mut Vec<(usize, Result<bool>)>| loop {
         let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok((i, c)) = next else { return };
+        let Ok((i, c, list)) = next else { return };
         if stop.load(Ordering::Relaxed) {
             continue;
         }
-        let r = compare(&c, None);
+        let r = compare(&c, list.as_ref().map(Option::as_deref));
         if r.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
         out.push((i, r));
     };
     let (walked, mut done) = std::thread::scope(|scope| {
-        // Started with the first candidate to hash (a walk that finds none, a
-        // per-turn commit's, starts no thread).
+        // Started with the first candidate (a walk that finds none, a per-turn
+        // commit's, starts no thread).
         let mut helpers = Vec::new();
         let walked = walk(&mut |c: Candidate| {
-            if !listed(&c) {
-                if helpers.is_empty() {
-                    helpers.extend((1..threads().max(1)).map(|_| {
-                        scope.spawn(|| {
-                            let mut out = Vec::new();
-                            drain(&mut out);
-                            out
-                        })
-                    }));
-                }
-                // Without a helper, nothing takes them now: compared below.
-                let _ = tx.send((found.len(), c.clone()));
+            if helpers.is_empty() {
+                helpers.extend((1..threads().max(1)).map(|_| {
+                    scope.spawn(|| {
+                        let mut out = Vec::new();
+                        drain(&mut out);
+                        out
+                    })
+                }));
             }
+            let list = match &c.digest {
+                Digest::Manifest(_) if stop.load(Ordering::Relaxed) => Some(None),
+                Digest::Manifest(id) => Some(chunk_list(*id, c.stat.size, source)),
+                Digest::Chunk(_) | Digest::Inline(_) => None,
+            };
+            // Without a helper, nothing takes them now: compared below.
+            let _ = tx.send((found.len(), c.clone(), list));
             found.push(c);
         });
         // Moved into this closure (so a walk that panics drops it on the way out,
@@ -131,16 +137,6 @@ pub fn while_walking<T>(
             stop.store(true, Ordering::Relaxed);
         }
         let mut mine: Vec<(usize, Result<bool>)> = Vec::new();
-        for (i, c) in found.iter().enumerate().filter(|(_, c)| listed(c)) {
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            let list = match &c.digest {
-                Digest::Manifest(id) => chunk_list(*id, c.stat.size, source),
-                Digest::Chunk(_) | Digest::Inline(_) => None,
-            };
-            mine.push((i, compare(c, Some(list.as_deref()))));
-        }
         drain(&mut mine);
         for h in helpers {
             mine.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
