@@ -121,27 +121,46 @@ rm -rf "$SHM" && mkdir -p "$SHM"
 export RESTIC_PASSWORD=peers BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes BORG_RELOCATED_REPO_ACCESS_IS_OK=yes
 export GIT_AUTHOR_NAME=peers GIT_AUTHOR_EMAIL=p@example.invalid GIT_COMMITTER_NAME=peers GIT_COMMITTER_EMAIL=p@example.invalid
 
-elapsed() { python3 -c "print(f'{$2 - $1:.3f}')"; }
-sum() { python3 -c "import sys; print(f'{sum(map(float, sys.argv[1:])):.2f}')" "$@"; }
-median() { python3 -c "import sys, statistics; print(f'{statistics.median(map(float, sys.argv[1:])):.4f}')" "$@"; }
-# timed VAR CMD...: runs CMD, adds its wall time (s) to the array VAR and the CPU time
-# (user + system) of the processes it ran to the array VAR_cpu. The CPU time comes
-# from bash's `times` (its children's rusage), written to a file so no subshell forks.
-cpu_of() { python3 -c "
-import re, sys
-line = open(sys.argv[1]).read().splitlines()[1]
-print(sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', line)))" "$1"; }
+# A timed entry (see `timed`) as seconds: a wall entry is "T0 T1" ($EPOCHREALTIME
+# before and after), a CPU entry "BEFORE|AFTER" (the children's line of bash's `times`).
+VALUE='
+import re, statistics, sys
+def cpu(line):
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line))
+def val(e):
+    if "|" in e:
+        before, after = e.split("|")
+        return cpu(after) - cpu(before)
+    if " " in e:
+        t0, t1 = e.split()
+        return float(t1) - float(t0)
+    return float(e)
+'
+sum() { python3 -c "$VALUE
+print(f'{sum(map(val, sys.argv[1:])):.2f}')" "$@"; }
+median() { python3 -c "$VALUE
+print(f'{statistics.median(map(val, sys.argv[1:])):.4f}')" "$@"; }
+# timed VAR CMD...: runs CMD, adds its wall time to the array VAR and the CPU time
+# (user + system) of the processes it ran to the array VAR_cpu, both as raw entries
+# that `sum` and `median` turn into seconds. Nothing but builtins runs between two
+# timed commands (the CPU time is bash's `times`, its children's rusage, written to
+# a file and read back by `read`): a python3 start between turns, as this function
+# had, left the next turn a millisecond slower (cold caches), a sixth of a per-turn
+# commit.
 timed() {
   local -n into=$1
   local -n cpu_into=${1}_cpu
   shift
+  local c0 c1
   times > "$SHM/times0"
   local t0=$EPOCHREALTIME
   "$@"
   local t1=$EPOCHREALTIME
   times > "$SHM/times1"
-  into+=("$(elapsed "$t0" "$t1")")
-  cpu_into+=("$(python3 -c "print(f'{$(cpu_of "$SHM/times1") - $(cpu_of "$SHM/times0"):.3f}')")")
+  { read -r _; read -r c0; } < "$SHM/times0"
+  { read -r _; read -r c1; } < "$SHM/times1"
+  into+=("$t0 $t1")
+  cpu_into+=("$c0|$c1")
 }
 
 # Per tool: init / snapshot VERSION / restore VERSION DIR; each runs in its tree.
@@ -262,7 +281,7 @@ for tool in "${TOOLS[@]}"; do
   # The tool's own maintenance, once, then the size and restores after it.
   times=() times_cpu=()
   timed times "${p}_gc"
-  GC[$tool]=${times[0]} GC_CPU[$tool]=${times_cpu[0]}
+  GC[$tool]=$(median "${times[0]}") GC_CPU[$tool]=$(median "${times_cpu[0]}")
   SIZE_GC[$tool]=$(du -sb "$R" | cut -f1)
   times=() times_cpu=()
   for ((i = 0; i < REPEAT; i++)); do
@@ -366,7 +385,7 @@ PY
     local t0=$EPOCHREALTIME
     /usr/bin/time -v -o "$BIG/time.txt" bash -c "$(declare -f "$1"); $*"
     local secs
-    secs=$(elapsed "$t0" "$EPOCHREALTIME")
+    secs=$(python3 -c "print(f'{$EPOCHREALTIME - $t0:.3f}')")
     local kib cpu
     kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$BIG/time.txt")
     cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {printf "%.2f", s}' "$BIG/time.txt")
