@@ -397,7 +397,6 @@ PY
   big_git_commit() { cd "$BIG/tree" && git init -q --separate-git-dir "$BIG/git" . && git add -A && git commit -q -m big; }
   big_git_checkout() { mkdir -p "$BIG/gout" && git --git-dir="$BIG/git" --work-tree="$BIG/gout" checkout -q -f HEAD -- .; }
   export SG BIG
-  export -f elapsed
   for sg in snapgraph-before snapgraph; do
     [[ " ${TOOLS[*]} " == *" $sg "* ]] || continue
     SG=$SG_AFTER
