@@ -2215,7 +2215,10 @@ mod tests {
         let read = Index::load(&path, w).unwrap();
         assert_eq!(read, ix);
         assert_eq!(read.log.records, 0);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), ix.to_bytes().len() as u64);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            ix.to_bytes().len() as u64
+        );
         // save_delta: the same, from a lazy scan's report.
         let upserts: Vec<(String, IndexEntry)> = (0..3_000i64)
             .map(|i| (format!("/many/f{i:04}"), file(20_000 + i)))
