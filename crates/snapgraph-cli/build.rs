@@ -78,6 +78,16 @@ fn link_statically() {
         // musl links statically already; so does a build that sets crt-static.
         return;
     }
+    // The archives are found with the host's C compiler: a cross build (which may
+    // link through another compiler, for another libc) stays dynamic.
+    if std::env::var("TARGET").ok() != std::env::var("HOST").ok() {
+        let why = "cross-compiling (the static archives are looked up for the host)";
+        if required {
+            panic!("SNAPGRAPH_LINK=static: {why}");
+        }
+        println!("cargo::warning=linking the snapgraph binary dynamically: {why}");
+        return;
+    }
     match static_search_dir() {
         Ok(dir) => {
             println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
