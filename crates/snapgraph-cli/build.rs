@@ -4,6 +4,10 @@
 //! other value is refused, so the variable has one meaning everywhere.
 //! `SNAPGRAPH_SKIP_S3=1` does the same for the tests that need an S3 server
 //! (`SNAPGRAPH_S3_URL`, from `scripts/s3`).
+//!
+//! On Linux the `snapgraph` binary is linked position-dependent and, on glibc,
+//! statically where glibc's archives are installed (`SNAPGRAPH_LINK`: `static`,
+//! `dynamic` or unset; see `link_statically`).
 fn main() {
     // The `snapgraph` binary is linked as a position-dependent executable on Linux:
     // a PIE's 23,000 relative relocations were applied by the dynamic loader at
