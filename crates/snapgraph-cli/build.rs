@@ -37,8 +37,12 @@ fn main() {
 
 /// The libraries rustc names for the standard library on `*-linux-gnu` (`-lgcc_s
 /// -lutil -lrt -lpthread -lm -ldl -lc`), each with the static archives it stands for.
+/// libc's group holds libgcc's archives too, as gcc's own static link does
+/// (`--start-group -lgcc -lgcc_eh -lc --end-group`): libc.a calls into them
+/// (`__gcc_personality_v0`, the `__float128` helpers) and comes last, and GNU ld,
+/// unlike lld, looks back only within a group.
 const STATIC_LIBS: [(&str, &[&str]); 7] = [
-    ("c", &["libc.a"]),
+    ("c", &["libc.a", "libgcc.a", "libgcc_eh.a"]),
     ("m", &["libm.a"]),
     ("pthread", &["libpthread.a"]),
     ("dl", &["libdl.a"]),
@@ -57,7 +61,8 @@ const STATIC_LIBS: [(&str, &[&str]); 7] = [
 /// sets `-C target-feature=+crt-static`, which cargo cannot set for one binary (and
 /// which proc macros and the bindings' shared objects refuse). So the link of our
 /// binaries alone gets `-static` and a search directory, written here, in which
-/// `libc.so` and its siblings are linker scripts naming the static archives: the
+/// `libc.so` and its siblings are linker scripts naming the static archives (a
+/// `GROUP`, which both GNU ld and lld read): the
 /// linker then finds archives where rustc asked for shared libraries, and the result
 /// has no interpreter and no dynamic section. Library crates, tests and the bindings
 /// link as before.
@@ -135,7 +140,7 @@ fn static_search_dir() -> Result<std::path::PathBuf, String> {
             inputs.push(path.display().to_string());
         }
         let script = dir.join(format!("lib{lib}.so"));
-        std::fs::write(&script, format!("INPUT({})\n", inputs.join(" ")))
+        std::fs::write(&script, format!("GROUP({})\n", inputs.join(" ")))
             .map_err(|e| format!("{}: {e}", script.display()))?;
     }
     Ok(dir)
