@@ -44,54 +44,6 @@ use crate::index::{Entries, FileStat, IndexEntry};
 /// walk's side) costs more than it saves.
 pub const MIN_ENTRIES: usize = 512;
 
-/// How many cores this process may run on (its affinity mask; one system call,
-/// asked once per process). A helper on a single core would only take turns with
-/// the walk.
-pub fn cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(|| {
-        rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count() as usize)
-    })
-}
-
-/// Moves the calling thread off the core `cpu` (where the walk runs), when it may
-/// run elsewhere. The kernel places a new thread on its creator's core and may
-/// leave it queued there behind the walk for milliseconds (measured on a 2-core
-/// guest: the whole of a turn) while the other core idles; a thread that moves
-/// itself runs at once. Best effort: on failure the thread stays where it is.
-pub fn leave_cpu(cpu: usize) {
-    if let Ok(mut set) = rustix::thread::sched_getaffinity(None) {
-        if set.is_set(cpu) && set.count() > 1 {
-            set.unset(cpu);
-            let _ = rustix::thread::sched_setaffinity(None, &set);
-        }
-    }
-}
-
-/// The core the calling thread last ran on, from `/proc/thread-self/stat` (field
-/// 39; one open, read and close, about 10 us), or `None` where that file cannot be
-/// read or parsed. Not `getcpu` through rustix: its vDSO lookup crashes under
-/// valgrind (rustix issue 1559), where the benches run the CLI.
-pub fn current_cpu() -> Option<usize> {
-    use std::io::Read;
-    // One read (the file says it is empty, so `fs::read` would read it in growing
-    // pieces, each of which the kernel formats whole): its 52 fields fit in 1 KiB.
-    let mut buf = [0u8; 1024];
-    let len = std::fs::File::open("/proc/thread-self/stat")
-        .ok()?
-        .read(&mut buf)
-        .ok()?;
-    let stat = &buf[..len];
-    // The name (field 2) is in parentheses and may hold anything: the fields are
-    // counted after its closing one, from field 3.
-    let after = stat.iter().rposition(|&b| b == b')')?;
-    let field = stat[after + 1..]
-        .split(|b| b.is_ascii_whitespace())
-        .filter(|f| !f.is_empty())
-        .nth(39 - 3)?;
-    std::str::from_utf8(field).ok()?.parse().ok()
-}
-
 /// An entry no one has claimed.
 const FREE: u8 = 0;
 /// An entry the helper stats.
@@ -259,14 +211,6 @@ mod tests {
     use super::*;
     use crate::index::Digest;
     use proptest::prelude::*;
-
-    #[test]
-    fn the_current_cpu_is_one_this_thread_may_run_on() {
-        // `/proc` is mounted wherever these tests run (Linux CI).
-        let cpu = current_cpu().expect("/proc/thread-self/stat");
-        let set = rustix::thread::sched_getaffinity(None).unwrap();
-        assert!(set.is_set(cpu), "cpu {cpu}");
-    }
 
     /// A tree of `files` files under `root` (`/dNN/fNN`, a directory every ten),
     /// as the index's sorted entries (stats as recorded: zero, not the files').

@@ -1280,10 +1280,18 @@ impl Loading {
     /// thread (or, when none starts, leaves it to [`Loading::finish`]).
     pub fn start(path: PathBuf, root: PathBuf) -> Self {
         let (p, r) = (path.clone(), root.clone());
+        // Off this core (see `crate::cpus`): queued behind the command's own thread,
+        // the load ran only once `finish` waited for it, after the store had opened,
+        // instead of beside it (a no-change turn 6.49 -> 5.50 ms).
+        let beside = crate::cpus::Beside::here();
         let thread = std::thread::Builder::new()
             .name("snapgraph-index".into())
-            .spawn(move || Index::load(&p, &r))
+            .spawn(move || {
+                beside.leave();
+                Index::load(&p, &r)
+            })
             .ok();
+        beside.yield_to();
         Loading { path, root, thread }
     }
 

@@ -310,25 +310,19 @@ pub fn walk_kept(
         let stats = &stats;
         // On one core a helper would only take turns with the walk: the stats are
         // then all the walk's own, kept all the same.
-        let helper = (ahead::cores() > 1).then(|| {
-            let walk_cpu = ahead::current_cpu();
+        let helper = (crate::cpus::cores() > 1).then(|| {
+            let beside = crate::cpus::Beside::here();
             let helper = std::thread::Builder::new()
                 .name("snapgraph-stat".into())
                 .spawn_scoped(threads, move || {
-                    if let Some(cpu) = walk_cpu {
-                        ahead::leave_cpu(cpu);
-                    }
+                    beside.leave();
                     // The root opened again here (its error, if any, is the walk's
                     // to report): no stat is taken ahead without it.
                     if let Ok(fd) = open_dir(root) {
                         stats.run(&fd);
                     }
                 });
-            // A new thread may be queued on this core behind the walk: let it run
-            // the lines that move it to another one.
-            if walk_cpu.is_some() {
-                std::thread::yield_now();
-            }
+            beside.yield_to();
             helper
         });
         // A walk that ends (done, stopped early or failed) stops the helper.
