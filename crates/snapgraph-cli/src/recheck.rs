@@ -174,7 +174,10 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>) -> Result<bool> {
     if let (Digest::Manifest(_), Some(Some(list))) = (&c.digest, list) {
         return spans_match(&mut file, list).at(&c.full);
     }
-    let mut data = Vec::new();
+    // Sized for the recorded bytes and the one past them: one read fills it and a
+    // second finds the end (an empty vector grew by doubling from a 32-byte probe,
+    // a reallocation and a copy each step).
+    let mut data = Vec::with_capacity(usize::try_from(c.stat.size).map_or(0, |n| n + 1));
     (&mut file)
         .take(c.stat.size.saturating_add(1))
         .read_to_end(&mut data)
