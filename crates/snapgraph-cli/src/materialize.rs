@@ -192,8 +192,8 @@ fn fs_path(base: &Path, components: &[String]) -> PathBuf {
 ///
 /// Directories and symlinks are created first, in walk order; then files are
 /// fetched, verified and written by up to [`WRITERS`] threads, each reading a run
-/// of files' objects in one batch, then loading one file at a time
-/// into its own copy-on-write clone of `ws` and dropping it once written, so memory
+/// of files' objects in one batch, then writing one file at a time from its
+/// verified pieces ([`copy_out`]; `ws` is shared and never changed), so memory
 /// stays near one batch per thread.
 pub fn materialize<S: ObjectSource + Sync + ?Sized>(
     ws: &Workspace,
@@ -259,7 +259,6 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let write_some = || -> Result<Materialized> {
-        let mut mine = ws.clone();
         let mut out = Materialized::default();
         while !failed.load(Ordering::Relaxed) {
             let Some(batch) = batches.get(next.fetch_add(1, Ordering::Relaxed)) else {
@@ -273,7 +272,7 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                 if failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = write_file(&mut mine, &fetched, dest, e, umask, &mut out);
+                let r = write_file(ws, &fetched, dest, e, umask, &mut out);
                 if r.is_err() {
                     failed.store(true, Ordering::Relaxed);
                     return r.map(|()| out);
@@ -318,9 +317,9 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
 /// Threads writing files in [`materialize`] (at most).
 pub const WRITERS: usize = 4;
 
-/// Files larger than this are written from their chunks a window at a time
-/// ([`Workspace::content_pieces`]), not loaded whole: a checkout's memory does not
-/// grow with its largest file.
+/// Files larger than this are read in a batch of their own, their chunks a window at
+/// a time ([`Workspace::content_pieces`], as every file is written): a checkout's
+/// memory does not grow with its largest file.
 pub const STREAM_MIN: u64 = BATCH_BYTES;
 
 /// Files read in one batch at most.
@@ -354,10 +353,10 @@ fn batches(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
 
 /// The content objects of a batch of files (each file's single chunk or manifest
 /// root), read from the store in one [`ObjectSource::get_many`] and handed to the
-/// files' loads by value: a file's load takes its objects out (no copy; an object
+/// files' reads by value: a file's read takes its objects out (no copy; an object
 /// two files of the batch share is copied for all but its last use), and asks the
 /// store for anything else (a manifest's chunks, an object the batch lacks). Nothing
-/// is trusted: `load_content` re-hashes every object as if it came from the store.
+/// is trusted: `content_pieces` re-hashes every object as if it came from the store.
 /// A batch whose read fails holds nothing, so each file's load meets (and reports,
 /// with its path) the error on its own.
 struct Fetched<'s, S: ?Sized> {
@@ -459,35 +458,30 @@ fn process_umask() -> Option<u32> {
 }
 
 /// Hands the bytes of the file at `path` to `write`, in order, and returns how many
-/// there were. A file over [`STREAM_MIN`] that `ws` left in the store is handed over
-/// a window of chunks at a time ([`Workspace::content_pieces`]), never whole in
-/// memory: `write` may then have been given part of the file when an error (a bad
-/// chunk, a manifest not in canonical form, found after the last piece) comes back,
-/// so the caller writes somewhere it removes on error. Any other file is loaded
-/// into `ws` (verified whole first) and handed over in one piece.
+/// there were: [`Workspace::content_pieces`], each piece verified as it comes (a
+/// manifest's chunks a window at a time, so a file is never whole in memory; a
+/// one-chunk or inline file is one piece). `write` may have been given part of the
+/// file when an error (a bad chunk, a manifest not in canonical form, found after
+/// the last piece) comes back, so the caller writes somewhere it removes on error.
+/// Nothing in `ws` changes: no file's bytes are loaded into it (which cost a path
+/// parse and a copy-on-write change of the tree per file, then another to free them).
 pub fn copy_out<S: ObjectSource + ?Sized>(
-    ws: &mut Workspace,
+    ws: &Workspace,
     path: &str,
     source: &S,
     mut write: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<u64> {
-    if !ws.is_loaded(path) && ws.metadata(path)?.size > STREAM_MIN {
-        let mut written = 0u64;
-        for piece in ws.content_pieces(path, source)? {
-            let piece = piece?;
-            write(&piece)?;
-            written += piece.len() as u64;
-        }
-        return Ok(written);
+    let mut written = 0u64;
+    for piece in ws.content_pieces(path, source)? {
+        let piece = piece?;
+        write(&piece)?;
+        written += piece.len() as u64;
     }
-    ws.load_content(path, source)?;
-    let data = ws.read(path)?;
-    write(data)?;
-    Ok(data.len() as u64)
+    Ok(written)
 }
 
 fn write_file<S: ObjectSource + ?Sized>(
-    ws: &mut Workspace,
+    ws: &Workspace,
     source: &S,
     dest: &Path,
     e: &PlannedEntry,
@@ -505,11 +499,27 @@ fn write_file<S: ObjectSource + ?Sized>(
         .mode(mode)
         .open(&target)
         .at(&target)?;
-    let written = copy_out(ws, &e.path, source, |b| f.write_all(b).at(&target))?;
+    // The digest the index records: the content object's id, or for content with
+    // none (inline in its tree entry) the bytes themselves, handed over as one piece.
+    let object = ws.file_content_object(&e.path);
+    let mut inline: Option<Vec<u8>> = None;
+    let mut pieces = 0usize;
+    let written = copy_out(ws, &e.path, source, |b| {
+        pieces += 1;
+        if object.is_none() && pieces == 1 && b.len() <= snapgraph::limits::INLINE_MAX {
+            inline = Some(b.to_vec());
+        }
+        f.write_all(b).at(&target)
+    })?;
+    let digest = match object {
+        Some((id, snapgraph::ObjectKind::Chunk)) => Some(crate::index::Digest::Chunk(id)),
+        Some((id, _)) => Some(crate::index::Digest::Manifest(id)),
+        None if pieces == 1 => inline.map(crate::index::Digest::Inline),
+        None => None,
+    }
     // A mode the scan would record otherwise (not 0644 or 0755) leaves the
     // digest unknown: the index is then not complete for this commit.
-    let digest =
-        crate::index::digest_of(ws, &e.path).filter(|_| crate::index::file_mode(e.mode) == e.mode);
+    .filter(|_| crate::index::file_mode(e.mode) == e.mode);
     if umask.is_none_or(|u| mode & u != 0) {
         f.set_permissions(std::fs::Permissions::from_mode(mode))
             .at(&target)?;
@@ -517,8 +527,6 @@ fn write_file<S: ObjectSource + ?Sized>(
     done.files += 1;
     done.bytes += written;
     done.entries.push((e.path.clone(), e.kind, digest));
-    // Free the bytes: this clone is only a plan now.
-    ws.remove(&e.path)?;
     Ok(())
 }
 

@@ -342,6 +342,46 @@ fn a_checkout_of_another_branch_is_seen() {
     assert_eq!(out["files_changed"], 1, "{out}");
 }
 
+/// A checkout writes an index complete for what it checked out: every file with the
+/// digest of its content as stored (inline bytes, one chunk's id, a manifest's root),
+/// so the next commit vouches for the files without reading them.
+#[test]
+fn a_checkout_records_every_kind_of_content() {
+    use snapgraph_cli::index::Digest;
+    let t = repo();
+    write(t.path(), "inline.txt", b"tiny");
+    write(t.path(), "d/one.bin", &pseudo_random(20_000, 1));
+    write(t.path(), "d/many.bin", &pseudo_random(400_000, 2));
+    write(t.path(), "d/empty", b"");
+    let first = json(t.path(), &["commit", "-m", "one"]);
+    ok(t.path(), &["branch", "side"]);
+    write(t.path(), "d/one.bin", &pseudo_random(20_000, 3));
+    ok(t.path(), &["commit", "-m", "two"]);
+    ok(t.path(), &["checkout", "side"]);
+    let ix = Index::load(&t.path().join(".snapgraph/index"), t.path()).expect("an index");
+    assert_eq!(
+        ix.tip.map(|id| id.to_string()),
+        first["id"].as_str().map(String::from),
+        "complete for the commit checked out"
+    );
+    let digest = |p: &str| match ix.entries.get(p) {
+        Some(IndexEntry::File { digest, .. }) => digest.clone(),
+        other => panic!("{p}: {other:?}"),
+    };
+    assert_eq!(digest("/inline.txt"), Digest::Inline(b"tiny".to_vec()));
+    assert_eq!(digest("/d/empty"), Digest::Inline(Vec::new()));
+    assert!(matches!(digest("/d/one.bin"), Digest::Chunk(_)));
+    assert!(matches!(digest("/d/many.bin"), Digest::Manifest(_)));
+    assert_eq!(
+        std::fs::read(t.path().join("d/one.bin")).unwrap(),
+        pseudo_random(20_000, 1)
+    );
+    assert_eq!(
+        std::fs::read(t.path().join("d/many.bin")).unwrap(),
+        pseudo_random(400_000, 2)
+    );
+}
+
 #[test]
 fn a_corrupted_or_old_index_means_reading_everything() {
     let t = armed();

@@ -37,7 +37,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
         .iter()
         .map(|p| path_in_workdir(ctx, &wd, p))
         .collect::<Result<_>>()?;
-    let mut ws = shallow(id, store)?;
+    let ws = shallow(id, store)?;
     let planned =
         crate::materialize::plan(id, ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
     for t in &tops {
@@ -130,8 +130,8 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
                 symlinks += 1;
             }
             EntryKind::File => {
-                // Written beside its place and renamed over it: a file too large to
-                // load is streamed (`copy_out`), and an error removes what was written.
+                // Written beside its place and renamed over it: its verified pieces
+                // are streamed (`copy_out`), and an error removes what was written.
                 let tmp = temp_beside(&target);
                 let mut f = std::fs::OpenOptions::new()
                     .write(true)
@@ -139,7 +139,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
                     .mode(0o600)
                     .open(&tmp)
                     .at(&target)?;
-                let written = crate::materialize::copy_out(&mut ws, &e.path, store, |b| {
+                let written = crate::materialize::copy_out(&ws, &e.path, store, |b| {
                     f.write_all(b).at(&target)
                 })
                 .and_then(|n| {
@@ -158,7 +158,6 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
                 rename(&tmp, &target)?;
                 files += 1;
                 bytes += written;
-                ws.remove(&e.path)?;
             }
         }
     }
