@@ -22,7 +22,6 @@
 //! all or nothing for a new target directory.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -36,10 +35,8 @@ use crate::error::{CliError, IoContext, Result};
 /// One validated entry to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedEntry {
-    /// The workspace path (`/a/b`).
+    /// The workspace path (`/a/b`), each component checked ([`check_component`]).
     pub path: String,
-    /// Its components.
-    pub components: Vec<String>,
     /// What it is.
     pub kind: EntryKind,
     /// Its recorded mode.
@@ -115,8 +112,25 @@ pub fn check_component(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+impl PlannedEntry {
+    /// The path relative to the root (`a/b`): plain names joined by `/`, safe to
+    /// join to a directory.
+    pub fn relative(&self) -> &str {
+        &self.path[1..]
+    }
+
+    /// Where it goes below `base`.
+    pub fn under(&self, base: &Path) -> PathBuf {
+        base.join(self.relative())
+    }
+}
+
 /// Validates entries (in the workspace's walk order: parents before children) and
 /// returns them planned, or the first hostile one.
+///
+/// Only an entry's parent is looked up: a directory is accepted only below an
+/// accepted directory (or at the root), so the parent's acceptance vouches for
+/// every ancestor: none is a symlink or a file, and none is missing.
 pub fn plan(
     commit: ObjectId,
     entries: impl IntoIterator<Item = (String, EntryKind, u32)>,
@@ -126,32 +140,31 @@ pub fn plan(
         path: path.to_string(),
         reason: reason.to_string(),
     };
-    let mut dirs: HashSet<String> = HashSet::new();
-    let mut taken: HashSet<String> = HashSet::new();
-    let mut symlinks: HashSet<String> = HashSet::new();
-    let mut out = Vec::new();
+    let entries = entries.into_iter();
+    let mut dirs: hashbrown::HashSet<String> = hashbrown::HashSet::new();
+    let mut symlinks: hashbrown::HashSet<String> = hashbrown::HashSet::new();
+    let mut taken: hashbrown::HashSet<String> =
+        hashbrown::HashSet::with_capacity(entries.size_hint().0);
+    let mut out = Vec::with_capacity(entries.size_hint().0);
     for (path, kind, mode) in entries {
         let Some(rest) = path.strip_prefix('/') else {
             return Err(hostile(&path, "not an absolute workspace path"));
         };
-        let components: Vec<String> = rest.split('/').map(str::to_string).collect();
-        for c in &components {
+        for c in rest.split('/') {
             check_component(c).map_err(|r| hostile(&path, r))?;
         }
-        let mut prefix = String::new();
-        for c in &components[..components.len() - 1] {
-            prefix.push('/');
-            prefix.push_str(c);
-            if symlinks.contains(&prefix) {
+        if let Some(cut) = rest.rfind('/') {
+            let parent = &path[..cut + 1];
+            if symlinks.contains(parent) {
                 return Err(hostile(
                     &path,
-                    &format!("lies below the symlink {prefix} (would write through it)"),
+                    &format!("lies below the symlink {parent} (would write through it)"),
                 ));
             }
-            if !dirs.contains(&prefix) {
+            if !dirs.contains(parent) {
                 return Err(hostile(
                     &path,
-                    &format!("parent {prefix} is not a directory"),
+                    &format!("parent {parent} is not a directory"),
                 ));
             }
         }
@@ -167,22 +180,9 @@ pub fn plan(
             }
             EntryKind::File => {}
         }
-        out.push(PlannedEntry {
-            path,
-            components,
-            kind,
-            mode,
-        });
+        out.push(PlannedEntry { path, kind, mode });
     }
     Ok(out)
-}
-
-fn fs_path(base: &Path, components: &[String]) -> PathBuf {
-    let mut p = base.to_path_buf();
-    for c in components {
-        p.push(c);
-    }
-    p
 }
 
 /// Writes the shallow workspace `ws` (at commit `commit`, file bytes in `source`)
@@ -229,7 +229,7 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
     let mut files: Vec<&PlannedEntry> = Vec::new();
     let mut file_sizes: Vec<u64> = Vec::new();
     for (e, size) in planned.iter().zip(&sizes) {
-        let target = fs_path(dest, &e.components);
+        let target = e.under(dest);
         match e.kind {
             EntryKind::Dir => {
                 std::fs::DirBuilder::new()
@@ -307,7 +307,7 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         done.entries.extend(part.entries);
     }
     for e in planned.iter().rev().filter(|e| e.kind == EntryKind::Dir) {
-        let target = fs_path(dest, &e.components);
+        let target = e.under(dest);
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(e.mode & 0o777))
             .at(&target)?;
     }
@@ -488,7 +488,7 @@ fn write_file<S: ObjectSource + ?Sized>(
     umask: Option<u32>,
     done: &mut Materialized,
 ) -> Result<()> {
-    let target = fs_path(dest, &e.components);
+    let target = e.under(dest);
     // Created with its final mode (the staging directory is private, so no one
     // sees a file before it is written); chmod'ed only where the umask would
     // take bits from it. One open, one write, one close for most files.
@@ -563,6 +563,18 @@ mod tests {
         assert!(e.contains("/link/x") && e.contains("symlink /link"), "{e}");
         let e = err_of(vec![("/a/b", EntryKind::File)]);
         assert!(e.contains("parent /a"), "{e}");
+        // Deeper below a symlink, with no directory between: the parent is not one.
+        let e = err_of(vec![
+            ("/link", EntryKind::Symlink),
+            ("/link/x/y", EntryKind::File),
+        ]);
+        assert!(
+            e.contains("/link/x/y") && e.contains("parent /link/x"),
+            "{e}"
+        );
+        // A file's name as a parent.
+        let e = err_of(vec![("/f", EntryKind::File), ("/f/x", EntryKind::File)]);
+        assert!(e.contains("parent /f is not a directory"), "{e}");
         let e = err_of(vec![("/a", EntryKind::File), ("/a", EntryKind::File)]);
         assert!(e.contains("twice"), "{e}");
         let e = err_of(vec![("a", EntryKind::File)]);
@@ -597,6 +609,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.len(), 3);
-        assert_eq!(p[1].components, vec!["d", "f"]);
+        assert_eq!(p[1].relative(), "d/f");
+        assert_eq!(p[1].under(Path::new("/x")), Path::new("/x/d/f"));
     }
 }

@@ -66,11 +66,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
         }
     }
     parents.sort_by(|a, b| a.path.cmp(&b.path));
-    let fs = |e: &PlannedEntry| -> PathBuf {
-        let mut p = wd.root.clone();
-        p.extend(&e.components);
-        p
-    };
+    let fs = |e: &PlannedEntry| -> PathBuf { e.under(&wd.root) };
     // Check everything before writing anything.
     for e in parents.iter().copied().chain(chosen.iter().copied()) {
         let target = fs(e);

@@ -682,7 +682,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         }
     };
     pb.finish_and_clear();
-    ctx.print(
+    let printed = ctx.print(
         json!({
             "id": id.to_string(),
             "to": target,
@@ -702,7 +702,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 done.bytes
             )
         },
-    )
+    );
+    // The process ends with the command: the plan's tree and the list of what was
+    // written are not freed entry by entry (about 1 % of a checkout of 1,800 files).
+    std::mem::forget(ws);
+    std::mem::forget(done);
+    printed
 }
 
 /// Writes commit `id` (shallow in `ws`) into `staging`, removing it on failure.
