@@ -22,13 +22,15 @@
 //! all or nothing for a new target directory.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use indicatif::ProgressBar;
-use snapgraph::{BoxError, EntryKind, ObjectId, ObjectSource, Workspace};
+use snapgraph::object::manifest::Manifest;
+use snapgraph::{BoxError, EntryKind, ObjectId, ObjectKind, ObjectSource, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
 
@@ -267,7 +269,8 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
             // The batch's content objects in one read (the store decodes each delta
             // base once for the batch and reads packed records in pack order); each
             // file then takes its own objects from it and verifies them as before.
-            let fetched = Fetched::new(ws, source, &files[batch.clone()]);
+            let bytes = file_sizes[batch.clone()].iter().sum();
+            let fetched = Fetched::new(ws, source, &files[batch.clone()], bytes);
             for e in &files[batch.clone()] {
                 if failed.load(Ordering::Relaxed) {
                     break;
@@ -360,35 +363,63 @@ fn batches(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
 /// A batch whose read fails holds nothing, so each file's load meets (and reports,
 /// with its path) the error on its own.
 struct Fetched<'s, S: ?Sized> {
-    held: std::sync::Mutex<std::collections::HashMap<ObjectId, (Vec<u8>, usize)>>,
+    held: std::sync::Mutex<HashMap<ObjectId, (Vec<u8>, usize)>>,
     rest: &'s S,
 }
 
 impl<'s, S: ObjectSource + ?Sized> Fetched<'s, S> {
-    fn new(ws: &Workspace, rest: &'s S, files: &[&PlannedEntry]) -> Self {
-        let mut uses: std::collections::HashMap<ObjectId, usize> = std::collections::HashMap::new();
+    /// Reads the content objects of `files` (whose recorded sizes add up to
+    /// `bytes`) in one batch and, when they fit in [`BATCH_BYTES`], the chunks of
+    /// the one-level manifests among them in a second: a manifest's file then takes
+    /// its chunks from the batch instead of reading them from the store on its own
+    /// (a read, a transaction and a walk along a pack's overflow pages per file).
+    fn new(ws: &Workspace, rest: &'s S, files: &[&PlannedEntry], bytes: u64) -> Self {
+        let mut uses: HashMap<ObjectId, usize> = HashMap::new();
         let mut ids = Vec::new();
+        let mut manifests: Vec<ObjectId> = Vec::new();
         for e in files {
             if ws.is_loaded(&e.path) {
                 continue;
             }
-            if let Some(id) = ws.file_content_id(&e.path) {
+            if let Some((id, kind)) = ws.file_content_object(&e.path) {
                 let n = uses.entry(id).or_default();
                 if *n == 0 {
                     ids.push(id);
+                    if kind == ObjectKind::Manifest {
+                        manifests.push(id);
+                    }
                 }
                 *n += 1;
             }
         }
-        let mut held = std::collections::HashMap::new();
-        if let Ok(got) = rest.get_many(&ids) {
-            if got.len() == ids.len() {
-                for (id, bytes) in ids.into_iter().zip(got) {
-                    if let Some(b) = bytes {
-                        held.insert(id, (b.into_owned(), uses[&id]));
+        let mut held = HashMap::new();
+        hold(rest, ids, &uses, &mut held);
+        if bytes <= BATCH_BYTES && !manifests.is_empty() {
+            // Chunk ids as the manifests list them (each root verified first; one
+            // of another format version or with index nodes is left to the load).
+            let mut chunk_uses: HashMap<ObjectId, usize> = HashMap::new();
+            let mut chunks = Vec::new();
+            for root in &manifests {
+                let Some((stored, n)) = held.get(root) else {
+                    continue;
+                };
+                let leaf = snapgraph::object::verify(root, stored)
+                    .ok()
+                    .filter(|&(kind, version)| {
+                        kind == ObjectKind::Manifest && version == snapgraph::FORMAT_VERSION
+                    })
+                    .and_then(|_| Manifest::decode(root, stored.get(2..)?).ok());
+                if let Some(Manifest::Leaf(list)) = leaf {
+                    for c in list {
+                        let m = chunk_uses.entry(c.id).or_default();
+                        if *m == 0 && !held.contains_key(&c.id) {
+                            chunks.push(c.id);
+                        }
+                        *m += n;
                     }
                 }
             }
+            hold(rest, chunks, &chunk_uses, &mut held);
         }
         Self {
             held: std::sync::Mutex::new(held),
@@ -405,6 +436,28 @@ impl<'s, S: ObjectSource + ?Sized> Fetched<'s, S> {
             return Some(bytes.clone());
         }
         held.remove(id).map(|(b, _)| b)
+    }
+}
+
+/// Reads `ids` from `source` in one batch into `held`, each with its count of uses
+/// from `uses`; a failed read holds nothing (each load then meets the error itself).
+fn hold<S: ObjectSource + ?Sized>(
+    source: &S,
+    ids: Vec<ObjectId>,
+    uses: &HashMap<ObjectId, usize>,
+    held: &mut HashMap<ObjectId, (Vec<u8>, usize)>,
+) {
+    if ids.is_empty() {
+        return;
+    }
+    if let Ok(got) = source.get_many(&ids) {
+        if got.len() == ids.len() {
+            for (id, bytes) in ids.into_iter().zip(got) {
+                if let Some(b) = bytes {
+                    held.insert(id, (b.into_owned(), uses[&id]));
+                }
+            }
+        }
     }
 }
 
@@ -512,7 +565,7 @@ fn write_file<S: ObjectSource + ?Sized>(
         f.write_all(b).at(&target)
     })?;
     let digest = match object {
-        Some((id, snapgraph::ObjectKind::Chunk)) => Some(crate::index::Digest::Chunk(id)),
+        Some((id, ObjectKind::Chunk)) => Some(crate::index::Digest::Chunk(id)),
         Some((id, _)) => Some(crate::index::Digest::Manifest(id)),
         None if pieces == 1 => inline.map(crate::index::Digest::Inline),
         None => None,

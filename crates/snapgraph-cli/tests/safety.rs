@@ -1040,6 +1040,58 @@ fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
     assert_eq!(snapshot_of(t.path()), before);
 }
 
+/// A manifest's chunks are read with its batch of files (not by the file's own
+/// load): they still check out byte for byte, and a damaged one among them fails
+/// the checkout, naming it, with nothing left behind.
+#[test]
+fn a_bad_chunk_read_with_its_batch_is_refused() {
+    let t = repo();
+    let mid = pseudo_random(300_000, 5);
+    for i in 0..20u64 {
+        write(
+            t.path(),
+            &format!("d/s{i:02}.txt"),
+            &pseudo_random(2_000, i + 10),
+        );
+    }
+    write(t.path(), "d/mid.bin", &mid);
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("copy");
+    ok(t.path(), &["checkout", &one, "--to", to.to_str().unwrap()]);
+    assert_eq!(std::fs::read(to.join("d/mid.bin")).unwrap(), mid);
+    assert_eq!(
+        std::fs::read(to.join("d/s07.txt")).unwrap(),
+        pseudo_random(2_000, 17)
+    );
+    let chunks = chunks_of(t.path(), &one, "/d/mid.bin");
+    assert!(chunks.len() > 3, "{} chunks", chunks.len());
+    let victim = chunks[2];
+    let mut stored = {
+        use snapgraph_store::ObjectStore;
+        open_store(t.path())
+            .get_many(&[victim])
+            .unwrap()
+            .pop()
+            .flatten()
+            .unwrap()
+    };
+    stored[10] ^= 1;
+    tamper_record(t.path(), victim, &stored);
+    let to2 = out.path().join("copy2");
+    let err = fails(t.path(), &["checkout", &one, "--to", to2.to_str().unwrap()]);
+    assert!(err.contains(&victim.to_string()), "{err}");
+    let left: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("copy")],
+        "nothing else left"
+    );
+}
+
 /// Files are written by up to `WRITERS` threads: any count gives the same tree,
 /// byte for byte and mode for mode, as one thread.
 #[test]
