@@ -432,9 +432,10 @@ impl SqliteStore {
 
     /// A closure turning a rusqlite error into a backend error naming the operation
     /// and the file.
-    fn fail(&self, op: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        let context = format!("sqlite {op} in {}", self.path);
-        move |e| StoreError::backend(context.clone(), e)
+    fn fail<'a>(&'a self, op: &'a str) -> impl Fn(rusqlite::Error) -> StoreError + 'a {
+        // The context is formatted only when an error comes (a read called this for
+        // every batch: a string built and dropped per read).
+        move |e| StoreError::backend(format!("sqlite {op} in {}", self.path), e)
     }
 
     fn malformed(&self, what: String, reason: impl Into<String>) -> StoreError {
