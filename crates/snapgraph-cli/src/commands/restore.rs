@@ -11,7 +11,6 @@
 //! file, refuses the whole restore before anything is written. HEAD does not move.
 
 use std::collections::HashSet;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -135,14 +134,12 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
                     .mode(0o600)
                     .open(&tmp)
                     .at(&target)?;
-                let written = crate::materialize::copy_out(&ws, &e.path, store, |b| {
-                    f.write_all(b).at(&target)
-                })
-                .and_then(|n| {
-                    f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
-                        .at(&target)?;
-                    Ok(n)
-                });
+                let written = crate::materialize::copy_out(&ws, &e.path, store, &mut f, &target)
+                    .and_then(|c| {
+                        f.set_permissions(std::fs::Permissions::from_mode(e.mode & 0o777))
+                            .at(&target)?;
+                        Ok(c.bytes)
+                    });
                 drop(f);
                 let written = match written {
                     Ok(n) => n,
