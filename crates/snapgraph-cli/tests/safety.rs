@@ -1006,28 +1006,8 @@ fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
         chunks.len()
     );
     let victim = chunks[snapgraph::PIECES_WINDOW + 1];
-    let (_, mut stored) = {
-        use snapgraph_store::ObjectStore;
-        let store = open_store(t.path());
-        (
-            victim,
-            store.get_many(&[victim]).unwrap().pop().flatten().unwrap(),
-        )
-    };
-    stored[100] ^= 1;
-    tamper_record(t.path(), victim, &stored);
-    let to2 = out.path().join("copy2");
-    let err = fails(t.path(), &["checkout", &one, "--to", to2.to_str().unwrap()]);
-    assert!(err.contains(&victim.to_string()), "{err}");
-    let left: Vec<_> = std::fs::read_dir(out.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(
-        left,
-        vec![std::ffi::OsString::from("copy")],
-        "nothing else left"
-    );
+    flip_byte(t.path(), victim, 100);
+    copy_refused(t.path(), &one, out.path(), victim);
     // Over the working directory, and by `restore`: refused, and nothing in it
     // changes (no temporary file is left beside the file).
     std::fs::write(t.path().join("data/big.bin"), b"edited").unwrap();
@@ -1067,21 +1047,30 @@ fn a_bad_chunk_read_with_its_batch_is_refused() {
     let chunks = chunks_of(t.path(), &one, "/d/mid.bin");
     assert!(chunks.len() > 3, "{} chunks", chunks.len());
     let victim = chunks[2];
-    let mut stored = {
-        use snapgraph_store::ObjectStore;
-        open_store(t.path())
-            .get_many(&[victim])
-            .unwrap()
-            .pop()
-            .flatten()
-            .unwrap()
-    };
-    stored[10] ^= 1;
-    tamper_record(t.path(), victim, &stored);
-    let to2 = out.path().join("copy2");
-    let err = fails(t.path(), &["checkout", &one, "--to", to2.to_str().unwrap()]);
-    assert!(err.contains(&victim.to_string()), "{err}");
-    let left: Vec<_> = std::fs::read_dir(out.path())
+    flip_byte(t.path(), victim, 10);
+    copy_refused(t.path(), &one, out.path(), victim);
+}
+
+/// Flips byte `at` of object `id`'s stored bytes in the repository's store.
+fn flip_byte(repo: &Path, id: snapgraph::ObjectId, at: usize) {
+    use snapgraph_store::ObjectStore;
+    let mut stored = open_store(repo)
+        .get_many(&[id])
+        .unwrap()
+        .pop()
+        .flatten()
+        .unwrap();
+    stored[at] ^= 1;
+    tamper_record(repo, id, &stored);
+}
+
+/// `checkout REV --to OUT/copy2` fails naming `bad`, and OUT holds nothing but the
+/// `copy` made before.
+fn copy_refused(repo: &Path, rev: &str, out: &Path, bad: snapgraph::ObjectId) {
+    let to = out.join("copy2");
+    let err = fails(repo, &["checkout", rev, "--to", to.to_str().unwrap()]);
+    assert!(err.contains(&bad.to_string()), "{err}");
+    let left: Vec<_> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
