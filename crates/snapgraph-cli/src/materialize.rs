@@ -528,7 +528,7 @@ pub const WRITE_RUN: usize = 1 << 20;
 /// order: [`Workspace::content_pieces`], each piece verified as it comes (a
 /// manifest's chunks a window at a time, so a file is never whole in memory; a
 /// one-chunk or inline file is one piece), gathered into one `writev` per
-/// [`WRITE_RUN`] bytes (a `write` per chunk cost a third more CPU on a tree of
+/// [`WRITE_RUN`] bytes (a `write` per chunk cost a fifth more CPU on a tree of
 /// large files). `file` may hold part of the file when an error (a bad chunk, a
 /// manifest not in canonical form, found after the last piece) comes back, so the
 /// caller writes somewhere it removes on error. Nothing in `ws` changes: no file's

@@ -176,8 +176,9 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>) -> Result<bool> {
     }
     // Sized for the recorded bytes and the one past them: one read fills it and a
     // second finds the end (an empty vector grew by doubling from a 32-byte probe,
-    // a reallocation and a copy each step).
-    let mut data = Vec::with_capacity(usize::try_from(c.stat.size).map_or(0, |n| n + 1));
+    // a reallocation and a copy each step). Content recorded inline or as one chunk
+    // is at most a chunk long, whatever an index claims.
+    let mut data = Vec::with_capacity(c.stat.size.min(CHUNK_MAX as u64) as usize + 1);
     (&mut file)
         .take(c.stat.size.saturating_add(1))
         .read_to_end(&mut data)
