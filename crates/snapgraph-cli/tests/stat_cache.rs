@@ -412,6 +412,14 @@ fn journal_records_are_appended_and_a_torn_one_costs_only_speed() {
     let index = t.path().join(".snapgraph/index");
     let before = std::fs::read(&index).unwrap();
     write(t.path(), "d/b.txt", b"bravo two");
+    // Older than the commit's clock probe, whatever the file system's tick: the
+    // fast path below then trusts it (a file written in the probe's tick is racy,
+    // and read again by the next commit).
+    set_mtime(
+        t.path(),
+        "d/b.txt",
+        SystemTime::now() - Duration::from_secs(100),
+    );
     let out = commit_records_the_directory(t.path());
     assert_eq!(out["files_read"], 1, "{out}");
     let after = std::fs::read(&index).unwrap();
@@ -429,6 +437,11 @@ fn journal_records_are_appended_and_a_torn_one_costs_only_speed() {
     // is rewritten whole, and the next commit trusts it again.
     std::fs::write(&index, &after[..after.len() - 3]).unwrap();
     write(t.path(), "a.txt", b"alpha two");
+    set_mtime(
+        t.path(),
+        "a.txt",
+        SystemTime::now() - Duration::from_secs(100),
+    );
     let out = commit_records_the_directory(t.path());
     assert_eq!(out["files_changed"], 1, "{out}");
     let rewritten = std::fs::read(&index).unwrap();

@@ -34,7 +34,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
     let store: &dyn ObjectSource = &verifying;
     let tops: Vec<String> = paths
         .iter()
-        .map(|p| path_in_workdir(ctx, &wd, p))
+        .map(|p| path_in_workdir(ctx, &wd.root, p))
         .collect::<Result<_>>()?;
     let ws = shallow(id, store)?;
     let planned =

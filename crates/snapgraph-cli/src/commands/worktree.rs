@@ -46,7 +46,7 @@ use crate::scan::{self, ScanOptions};
 /// The workspace path (`/a/b`, `/` for the root) of `p`, which must lie in the
 /// working directory (it need not exist: committing a removed path records the
 /// removal).
-pub(super) fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<String> {
+pub(super) fn path_in_workdir(ctx: &Ctx, root: &Path, p: &Path) -> Result<String> {
     let full = resolve_path(ctx, p);
     let canonical = match std::fs::canonicalize(&full) {
         Ok(c) => c,
@@ -60,10 +60,10 @@ pub(super) fn path_in_workdir(ctx: &Ctx, wd: &Workdir, p: &Path) -> Result<Strin
                 .join(name)
         }
     };
-    let rel = canonical.strip_prefix(&wd.root).map_err(|_| {
+    let rel = canonical.strip_prefix(root).map_err(|_| {
         CliError::bad_path(
             &full,
-            format!("outside the working directory {}", wd.root.display()),
+            format!("outside the working directory {}", root.display()),
         )
     })?;
     if rel.starts_with(repo::DOT_DIR) {
@@ -87,12 +87,15 @@ pub(super) fn commit(
     allow_empty: bool,
     batch_bytes: u64,
 ) -> Result<()> {
-    // The index is read and decoded on a second thread while the store opens and
-    // the refs (and a watcher) are read.
+    // The store opens on a second thread while this one reads the index, HEAD and
+    // a watcher's answer and, for a per-turn commit, surveys the working directory:
+    // the survey needs the index only, and what it found is used only if the tip
+    // (read once the store is open) is the one the index is complete for.
     let found = repo::find_root(&ctx.cwd)?;
-    let loading =
-        crate::index::Loading::start(found.join(repo::DOT_DIR).join("index"), found.clone());
-    let wd = repo::open_at(found)?;
+    let opening = repo::Opening::start(found.clone());
+    let root = found;
+    let dot = root.join(repo::DOT_DIR);
+    let index_path = dot.join("index");
     // The user's --meta, checked now; who and when are read only for a commit that
     // is made (below: nothing-to-commit turns read no config or host name).
     let user_meta = parse_pairs(meta, "--meta")?;
@@ -102,33 +105,48 @@ pub(super) fn commit(
         Some(
             paths
                 .iter()
-                .map(|p| path_in_workdir(ctx, &wd, p))
+                .map(|p| path_in_workdir(ctx, &root, p))
                 .collect::<Result<Vec<_>>>()?,
         )
     };
-    let root = wd.root.clone();
     // A detached HEAD commits only with --branch: onto that branch, which a new
     // name starts at the detached commit; HEAD then follows the branch.
-    let detached = match wd.head()? {
+    let head = repo::head_at(&dot)?;
+    let detached = match head {
         repo::Head::Detached(id) => Some(id),
         repo::Head::Branch(_) => None,
     };
-    let branch = match branch {
-        Some(b) => b,
-        None => wd.head_branch()?,
+    let branch = match (branch, head) {
+        (Some(b), _) => b,
+        (None, repo::Head::Branch(b)) => b,
+        (None, repo::Head::Detached(commit)) => return Err(CliError::Detached { commit }),
     };
-    let store: &dyn ObjectSource = wd.repo.store();
-    let tip = wd.repo.branch(&branch)?.or(detached);
-    let index_path = wd.dot.join("index");
     // A watcher, if one runs (`crate::watch`), is asked before anything of the
     // directory is looked at: its token then marks a point before this command's
     // scan, and is stored with the index this commit saves. Its list of changes is
     // trusted only with an index complete for the tip (the per-turn path below).
     let watch = match only {
-        None => crate::watch::query(&wd.dot, &index_path),
+        None => crate::watch::query(&dot, &index_path),
         Some(_) => None,
     };
-    let index = loading.finish(&index_path, &root);
+    let index = Index::load(&index_path, &root);
+    // The per-turn survey (see the fast path below), taken before the tip is known
+    // when the index is complete for some commit and no watcher's list may stand in
+    // for it: after this command's clock probe, as the fast path would take it.
+    let mut early = None;
+    if let (false, None, Some(ix)) = (allow_empty, &only, &index) {
+        let listed = watch.as_ref().is_some_and(|a| a.changed.is_some());
+        if ix.tip.is_some() && !listed {
+            let probe_ns = crate::index::fs_now(&dot)?;
+            early = Some((
+                probe_ns,
+                scan::survey(&root, ix, &dot, crate::watch::MAX_PATHS)?,
+            ));
+        }
+    }
+    let wd = opening.finish()?;
+    let store: &dyn ObjectSource = wd.repo.store();
+    let tip = wd.repo.branch(&branch)?.or(detached);
     let complete_for_tip = tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
     let reported = watch
         .as_ref()
@@ -163,9 +181,14 @@ pub(super) fn commit(
                 // Changes reported: the lazy scan below looks at just those.
                 Some(_) => None,
                 None => {
-                    let probe_ns = crate::index::fs_now(&wd.dot)?;
+                    let (probe_ns, survey) = match early.take() {
+                        Some(taken) => taken,
+                        None => (
+                            crate::index::fs_now(&dot)?,
+                            scan::survey(&root, ix, &dot, crate::watch::MAX_PATHS)?,
+                        ),
+                    };
                     probe = Some(probe_ns);
-                    let survey = scan::survey(&root, ix, &wd.dot, crate::watch::MAX_PATHS)?;
                     kept = survey.kept;
                     match survey.changed {
                         Some(changed) if changed.is_empty() => {
