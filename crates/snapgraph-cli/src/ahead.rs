@@ -9,15 +9,25 @@
 //! entry's stat when it reaches it: the helper's, waited for if it is being taken,
 //! or `None` (the entry is then claimed for the walk, which stats it itself).
 //!
+//! Directories are entries too: a directory whose recorded listing may hold is
+//! stat'ed by its path, ahead or by the walk, and opened only if the listing does
+//! not hold (see [`crate::scan::walk`]).
+//!
 //! The helper stats by the entry's path below the root (`statat` from the root's
-//! descriptor); the walk stats by name in the open directory. Either is a stat of
-//! the same path taken while the command runs, after the clock probe the command
-//! took before its walk, so the racy-file rule of [`crate::index`] holds for both.
-//! A stat taken ahead is a stat taken earlier than the walk would have taken it,
-//! which changes nothing the walk decides:
-//! - a reused listing still rests on the directory's own `fstat`: a name added,
-//!   removed or replaced at any time since the listing was recorded changes it, so a
-//!   listing that is reused holds the very inodes the helper saw;
+//! descriptor); the walk stats by path below the root too inside a directory whose
+//! listing holds, else by name in the open directory. Either is a stat of the same
+//! path taken while the command runs, after the clock probe the command took before
+//! its walk, so the racy-file rule of [`crate::index`] holds for both. A stat taken
+//! ahead is a stat taken earlier than the walk would have taken it, which changes
+//! nothing the walk decides:
+//! - a reused listing still rests on the directory's own stat: a name added,
+//!   removed or replaced at any time since the listing was recorded changes the
+//!   directory's mtime and ctime, so a listing that is reused holds the inodes the
+//!   stats were taken of, or one of them was replaced after the directory's stat,
+//!   and its own stat (of a new inode, with a new ctime) differs from the recorded
+//!   one. A directory moved or replaced while it is walked is the same case: its
+//!   entries' stats, taken by path, are of whatever is there, and differ from the
+//!   recorded ones unless they are the recorded files themselves;
 //! - the walk uses a stat only if it shows the kind the listing gives (a name
 //!   retyped in between is stat'ed again by the walk);
 //! - a stat that failed ahead (a name gone, a permission) is taken again by the
@@ -92,14 +102,13 @@ impl<'a> Ahead<'a> {
     /// every entry is claimed or [`stop`](Self::stop) is called. Every entry it
     /// claims gets its slot set, so [`take`](Self::take) never waits for nothing.
     pub fn run(&self, root: &rustix::fd::OwnedFd) {
-        for (i, (path, entry)) in self.entries.iter().enumerate().rev() {
+        for (i, (path, _)) in self.entries.iter().enumerate().rev() {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if matches!(entry, IndexEntry::Dir { .. })
-                || self
-                    .kept
-                    .is_some_and(|(k, probe)| k.vouched(self.entries, probe, i).is_some())
+            if self
+                .kept
+                .is_some_and(|(k, probe)| k.vouched(self.entries, probe, i).is_some())
             {
                 continue;
             }
@@ -257,7 +266,7 @@ mod tests {
 
         /// Whatever the order the walk asks in (some entries twice, as after a
         /// reused listing that failed) and wherever the helper is (or stopped), a
-        /// stat taken ahead is the file's own, a directory never gets one, and no
+        /// stat taken ahead is the entry's own (a file's or a directory's), and no
         /// question waits forever.
         #[test]
         fn a_stat_taken_ahead_is_the_files_own(
@@ -276,10 +285,7 @@ mod tests {
                         ahead.stop();
                     }
                     let got = ahead.take(i);
-                    let (path, entry) = entries.at(i).unwrap();
-                    if matches!(entry, IndexEntry::Dir { .. }) {
-                        prop_assert!(got.is_none(), "{}: {:?}", path, got);
-                    }
+                    let (path, _) = entries.at(i).unwrap();
                     if let Some(stat) = got {
                         let now = FileStat::lstat(&t.path().join(&path[1..])).unwrap();
                         prop_assert_eq!(stat, now, "{}", path);
@@ -292,21 +298,21 @@ mod tests {
     }
 
     #[test]
-    fn a_helper_alone_stats_every_file_and_the_walk_waits_for_none() {
+    fn a_helper_alone_stats_every_entry_and_the_walk_waits_for_none() {
         let t = tempfile::tempdir().unwrap();
         let entries = tree(t.path(), 40);
         let ahead = Ahead::new(&entries);
         ahead.run(&open(t.path()));
-        for (i, (path, entry)) in entries.iter().enumerate() {
-            let got = ahead.take(i);
-            match entry {
-                IndexEntry::Dir { .. } => assert_eq!(got, None, "{path}"),
-                _ => assert_eq!(
-                    got,
-                    Some(FileStat::lstat(&t.path().join(&path[1..])).unwrap()),
-                    "{path}"
-                ),
-            }
+        // Directories too (the walk opens only those whose listing does not hold).
+        assert!(entries
+            .iter()
+            .any(|(_, e)| matches!(e, IndexEntry::Dir { .. })));
+        for (i, (path, _)) in entries.iter().enumerate() {
+            assert_eq!(
+                ahead.take(i),
+                Some(FileStat::lstat(&t.path().join(&path[1..])).unwrap()),
+                "{path}"
+            );
         }
     }
 

@@ -380,6 +380,11 @@ fn walk_with(
     // The listing's buffer, reused by every directory: `RawDir` hands out names
     // borrowed from it (no allocation per entry, as `Dir`'s owned names were).
     let mut dirents: Vec<u8> = Vec::with_capacity(DIRENT_BUFFER);
+    // The root, open (set when it is listed, first): directories whose listings
+    // hold are stat'ed by their path below it, not opened.
+    let mut root_fd: Option<Rc<rustix::fd::OwnedFd>> = None;
+    // The path below the root of an entry stat'ed by path, reused.
+    let mut below_buf = String::new();
     // A reused listing's entries, borrowed from the index.
     let mut children: Vec<(usize, &str, &IndexEntry)> = Vec::new();
     while let Some(Pending {
@@ -392,22 +397,65 @@ fn walk_with(
         parent,
     }) = stack.pop()
     {
-        // Opened by name in its open parent (one lookup, not one per component of
-        // the whole path), the root by its path.
-        let dir_fd = Rc::new(match (&parent, dir.file_name()) {
-            (Some(parent), Some(name)) => open_dir_at(parent, name, &dir)?,
-            _ => open_dir(&dir)?,
-        });
-        let fd: &rustix::fd::OwnedFd = &dir_fd;
-        // The directory's own stat, taken before it is listed (the root has no
-        // entry, so no listing of its own is recorded).
-        let dir_stat = if record && !dir_path.is_empty() {
-            Some(FileStat::of_stat(
+        // The directory's own stat (the root has no entry, so no listing of its own
+        // is recorded). A directory whose recorded listing may hold is stat'ed by
+        // its path below the root (ahead, by the helper, or here) and opened only
+        // if the listing does not hold: its entries are then stat'ed by path too.
+        // Any other directory is opened by name in its open parent (one lookup, not
+        // one per component of the whole path; by its path below the root when the
+        // parent was not opened), the root by its path, and `fstat`ed, before it is
+        // listed.
+        let below = dir_path.trim_start_matches('/');
+        let listed_at = match (recorded, record) {
+            (Some(ix), true) if !dir_path.is_empty() => dir_at
+                .or_else(|| ix.entries.position(&dir_path))
+                .filter(|&i| {
+                    matches!(
+                        ix.entries.at(i),
+                        Some((_, IndexEntry::Dir { listing: Some(_) }))
+                    )
+                }),
+            _ => None,
+        };
+        let fstat = |fd: &rustix::fd::OwnedFd| -> Result<FileStat> {
+            Ok(FileStat::of_stat(
                 &rustix::fs::fstat(fd).map_err(|e| CliError::io(&dir, e.into()))?,
             ))
-        } else {
-            None
         };
+        let by_path = match (listed_at, &root_fd) {
+            (Some(i), Some(root_fd)) => ahead
+                .and_then(|a| a.take(i))
+                .filter(|s| Kind::of_mode(s.mode) == Kind::Dir)
+                .or_else(|| {
+                    let now = rustix::fs::statat(&**root_fd, below, AtFlags::SYMLINK_NOFOLLOW)
+                        .ok()
+                        .map(|s| FileStat::of_stat(&s))
+                        .filter(|s| Kind::of_mode(s.mode) == Kind::Dir)?;
+                    if let Some(a) = ahead {
+                        a.keep(i, now);
+                    }
+                    Some(now)
+                })
+                .map(|now| (DirAt::Below(root_fd.clone()), now)),
+            _ => None,
+        };
+        let (mut dir_at_fd, mut dir_stat) = match by_path {
+            Some((at, now)) => (at, Some(now)),
+            None => {
+                let fd = open_in(parent.as_ref(), root_fd.as_ref(), &dir, below)?;
+                let now = if record && !dir_path.is_empty() {
+                    Some(fstat(&fd)?)
+                } else {
+                    None
+                };
+                (DirAt::Open(fd), now)
+            }
+        };
+        if dir_path.is_empty() {
+            if let DirAt::Open(fd) = &dir_at_fd {
+                root_fd = Some(fd.clone());
+            }
+        }
         name_bytes.clear();
         names.clear();
         stats.clear();
@@ -417,7 +465,7 @@ fn walk_with(
                 ix,
                 &dir,
                 &dir_path,
-                fd,
+                &dir_at_fd.stat_in(below),
                 &now,
                 &parent_fingerprint,
                 &mut ignore_bytes,
@@ -425,6 +473,7 @@ fn walk_with(
                 &mut names,
                 &mut stats,
                 &mut children,
+                &mut below_buf,
                 ahead,
                 kept,
             )?,
@@ -433,12 +482,24 @@ fn walk_with(
         if reused {
             report.reused += 1;
         } else {
+            // The listing does not hold: the directory is listed, opened now if it
+            // was not, with a stat taken now, before the listing.
+            let fd = match &dir_at_fd {
+                DirAt::Open(fd) => fd.clone(),
+                DirAt::Below(_) => {
+                    let fd = open_in(parent.as_ref(), root_fd.as_ref(), &dir, below)?;
+                    dir_stat = Some(fstat(&fd)?);
+                    dir_at_fd = DirAt::Open(fd.clone());
+                    fd
+                }
+            };
             name_bytes.clear();
             names.clear();
             stats.clear();
-            list_dir(fd, &dir, &mut dirents, &mut name_bytes, &mut names)?;
+            list_dir(&fd, &dir, &mut dirents, &mut name_bytes, &mut names)?;
             report.listed += 1;
         }
+        let stat_in = dir_at_fd.stat_in(below);
         let name_of = |&(start, end, _): &(usize, usize, Kind)| &name_bytes[start..end];
         if !dir_path.is_empty() && !reused {
             if names
@@ -570,7 +631,7 @@ fn walk_with(
                                 .and_then(|ix| ix.entries.position(&path))
                         });
                         Some(
-                            stat_child(ahead, kept, at, fd, name, kind)
+                            stat_child(ahead, kept, at, &stat_in, name, kind, &mut below_buf)
                                 .map_err(|e| CliError::io(full_path, e.into()))?,
                         )
                     }
@@ -596,7 +657,8 @@ fn walk_with(
             break;
         }
         // Reversed onto the stack: directories are walked in name order. They share
-        // this directory's descriptor (so at most one per level of the walk is open).
+        // this directory's descriptor, if it was opened (so at most one per level of
+        // the walk is open); else they are opened by their path below the root.
         for (full, path, scope, at) in subdirs.into_iter().rev() {
             stack.push(Pending {
                 at,
@@ -605,12 +667,82 @@ fn walk_with(
                 scope,
                 rules: rules.clone(),
                 fingerprint,
-                parent: Some(dir_fd.clone()),
+                parent: dir_at_fd.opened(),
             });
         }
     }
     report.nested.sort();
     Ok(report)
+}
+
+/// How the walk reaches a directory: open, or (its recorded listing may hold) by its
+/// path below the root, whose descriptor this holds.
+enum DirAt {
+    Open(Rc<rustix::fd::OwnedFd>),
+    Below(Rc<rustix::fd::OwnedFd>),
+}
+
+impl DirAt {
+    /// Where its entries are stat'ed; `below` is its path below the root.
+    fn stat_in<'a>(&'a self, below: &'a str) -> StatIn<'a> {
+        match self {
+            DirAt::Open(fd) => StatIn::Dir(fd),
+            DirAt::Below(root) => StatIn::Below(root, below),
+        }
+    }
+
+    /// Its descriptor, if it was opened.
+    fn opened(&self) -> Option<Rc<rustix::fd::OwnedFd>> {
+        match self {
+            DirAt::Open(fd) => Some(fd.clone()),
+            DirAt::Below(_) => None,
+        }
+    }
+}
+
+/// Where a directory's entries are stat'ed: by name in the open directory, or by
+/// path below the open root (the directory's path below it, then the name).
+enum StatIn<'a> {
+    Dir(&'a rustix::fd::OwnedFd),
+    Below(&'a rustix::fd::OwnedFd, &'a str),
+}
+
+impl StatIn<'_> {
+    /// The `lstat` of the entry `name`; `buf` holds its path below the root.
+    fn stat(&self, name: &str, buf: &mut String) -> rustix::io::Result<FileStat> {
+        let (fd, path) = match *self {
+            StatIn::Dir(fd) => (fd, name),
+            StatIn::Below(root, dir) => {
+                buf.clear();
+                buf.push_str(dir);
+                buf.push('/');
+                buf.push_str(name);
+                (root, buf.as_str())
+            }
+        };
+        Ok(FileStat::of_stat(&rustix::fs::statat(
+            fd,
+            path,
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?))
+    }
+}
+
+/// Opens the directory `dir` (`below` the root): by name in its open `parent`, else
+/// by path below the open root, else (the root itself) by its path.
+fn open_in(
+    parent: Option<&Rc<rustix::fd::OwnedFd>>,
+    root: Option<&Rc<rustix::fd::OwnedFd>>,
+    dir: &Path,
+    below: &str,
+) -> Result<Rc<rustix::fd::OwnedFd>> {
+    Ok(Rc::new(match (parent, dir.file_name(), root) {
+        (Some(parent), Some(name), _) => open_dir_at(parent, name, dir)?,
+        (None, Some(_), Some(root)) if !below.is_empty() => {
+            open_dir_at(root, std::ffi::OsStr::new(below), dir)?
+        }
+        _ => open_dir(dir)?,
+    }))
 }
 
 /// A directory the walk has yet to list.
@@ -627,7 +759,8 @@ struct Pending {
     rules: Rc<Vec<Gitignore>>,
     /// Their fingerprint ([`rules_fingerprint`]).
     fingerprint: [u8; 32],
-    /// Its parent, open (`None` for the root).
+    /// Its parent, open (`None` for the root, and for a directory whose parent's
+    /// listing held: it is opened by its path below the root, if it must be).
     parent: Option<Rc<rustix::fd::OwnedFd>>,
 }
 
@@ -696,7 +829,7 @@ fn list_dir(
 }
 
 /// Whether the listing `ix` records for the directory `dir` (workspace path
-/// `dir_path`, open as `fd`, whose `fstat` is `now`) holds now, and if so its
+/// `dir_path`, its entries stat'ed in `dir_in`, whose stat is `now`) holds now, and if so its
 /// entries in `names` (sorted, as a listing would give them after sorting) with
 /// the stats of its files and symlinks in `stats`, and its ignore file's bytes in
 /// `ignore_bytes` (see [`crate::index`], "A directory's listing is reused"). A
@@ -709,7 +842,7 @@ fn reuse_listing<'a>(
     ix: &'a Index,
     dir: &Path,
     dir_path: &str,
-    fd: &rustix::fd::OwnedFd,
+    dir_in: &StatIn<'_>,
     now: &FileStat,
     parent_fingerprint: &[u8; 32],
     ignore_bytes: &mut Option<Vec<u8>>,
@@ -717,6 +850,7 @@ fn reuse_listing<'a>(
     names: &mut Vec<(usize, usize, Kind)>,
     stats: &mut Vec<Option<FileStat>>,
     children: &mut Vec<(usize, &'a str, &'a IndexEntry)>,
+    below_buf: &mut String,
     ahead: Option<&Ahead<'_>>,
     kept: Option<(&Kept, &Index)>,
 ) -> Result<bool> {
@@ -758,7 +892,8 @@ fn reuse_listing<'a>(
         let stat = match kind {
             Kind::Dir => None,
             _ => {
-                let Ok(st) = stat_child(ahead, kept, Some(at), fd, name, kind) else {
+                let Ok(st) = stat_child(ahead, kept, Some(at), dir_in, name, kind, below_buf)
+                else {
                     return Ok(false);
                 };
                 if Kind::of_mode(st.mode) != kind {
@@ -788,17 +923,19 @@ enum Kind {
     Other,
 }
 
-/// The `lstat` of `name` in the open directory `fd`, the index's entry `at`: one an
+/// The `lstat` of `name` in `dir`, the index's entry `at`: one an
 /// earlier walk `kept` that the index vouches for, else the one taken ahead (see
 /// [`crate::ahead`]), when it shows the kind `want`; else one taken now (and kept
 /// for a later walk).
+#[allow(clippy::too_many_arguments)] // the walk's reused buffer
 fn stat_child(
     ahead: Option<&Ahead<'_>>,
     kept: Option<(&Kept, &Index)>,
     at: Option<usize>,
-    fd: &rustix::fd::OwnedFd,
+    dir: &StatIn<'_>,
     name: &str,
     want: Kind,
+    buf: &mut String,
 ) -> rustix::io::Result<FileStat> {
     if let Some(i) = at {
         // Kept first: the helper leaves those entries alone (no wait for it).
@@ -811,7 +948,7 @@ fn stat_child(
             return Ok(taken);
         }
     }
-    let stat = FileStat::of_stat(&rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)?);
+    let stat = dir.stat(name, buf)?;
     if let (Some(a), Some(i)) = (ahead, at) {
         a.keep(i, stat);
     }
