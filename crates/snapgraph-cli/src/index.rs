@@ -129,7 +129,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use serde::{Deserialize, Serialize};
@@ -1265,47 +1265,6 @@ fn skeleton_path(path: &Path) -> std::path::PathBuf {
     path.with_extension("skeleton")
 }
 
-/// An index being read and decoded on a thread of its own ([`Loading::start`]), so that
-/// a command opens its store, reads its refs and asks a watcher meanwhile: the decode
-/// is most of what a per-turn commit spends before it looks at the directory.
-#[derive(Debug)]
-pub struct Loading {
-    path: PathBuf,
-    root: PathBuf,
-    thread: Option<std::thread::JoinHandle<Option<Index>>>,
-}
-
-impl Loading {
-    /// Starts [`Index::load`] of `path` for the working directory `root` on a new
-    /// thread (or, when none starts, leaves it to [`Loading::finish`]).
-    pub fn start(path: PathBuf, root: PathBuf) -> Self {
-        let (p, r) = (path.clone(), root.clone());
-        // Off this core (see `crate::cpus`): queued behind the command's own thread,
-        // the load ran only once `finish` waited for it, after the store had opened,
-        // instead of beside it (a no-change turn 6.49 -> 5.50 ms).
-        let beside = crate::cpus::Beside::here();
-        let thread = std::thread::Builder::new()
-            .name("snapgraph-index".into())
-            .spawn(move || {
-                beside.leave();
-                Index::load(&p, &r)
-            })
-            .ok();
-        beside.yield_to();
-        Loading { path, root, thread }
-    }
-
-    /// The index of `path` for `root`: the thread's, when it read that very file for
-    /// that very root, else read now. A thread that panicked is a cache miss too.
-    pub fn finish(self, path: &Path, root: &Path) -> Option<Index> {
-        let same = self.path == path && self.root == root;
-        match self.thread.map(std::thread::JoinHandle::join) {
-            Some(Ok(index)) if same => index,
-            _ => Index::load(path, root),
-        }
-    }
-}
-
 impl Index {
     /// An empty index of `root` with clock probe `probe_ns`.
     pub fn new(root: &Path, probe_ns: i64) -> Self {
@@ -2046,32 +2005,6 @@ mod tests {
         old.load_skeleton(&path);
         next.save_after(&path, Some(&old)).unwrap();
         std::fs::read(&path).unwrap()
-    }
-
-    /// An index read on its own thread is the one `Index::load` reads; asked for
-    /// another file or root, `finish` reads that one instead of handing over the
-    /// thread's.
-    #[test]
-    fn an_index_loaded_ahead_is_the_one_asked_for() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("index");
-        let ix = sample();
-        ix.save(&path).unwrap();
-        let root = Path::new("/w");
-        let loading = Loading::start(path.clone(), root.to_path_buf());
-        assert_eq!(loading.finish(&path, root), Index::load(&path, root));
-        assert_eq!(
-            Loading::start(path.clone(), root.to_path_buf())
-                .finish(&path, root)
-                .map(|read| read.entries),
-            Some(ix.entries)
-        );
-        // Another root: the thread's index (of /w) is not taken for it.
-        let loading = Loading::start(path.clone(), root.to_path_buf());
-        assert_eq!(loading.finish(&path, Path::new("/elsewhere")), None);
-        let other = dir.path().join("other");
-        let loading = Loading::start(path.clone(), root.to_path_buf());
-        assert_eq!(loading.finish(&other, root), None);
     }
 
     #[test]
