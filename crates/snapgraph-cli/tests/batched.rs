@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails, json, ok, pseudo_random, rich_tree, snapshot_of, write};
+use common::{fails, json, ok, pseudo_random, rich_tree, snapshot_of, write, BIN};
 
 /// A budget far below the tree: many batches.
 const SMALL: &str = "65536";
@@ -322,4 +322,28 @@ fn large_chunks_of_a_big_commit_live_in_segment_files_that_gc_removes_with_them(
         tip(t.path(), "main"),
         first["id"].as_str().map(String::from)
     );
+}
+
+/// `cat` streams a file a window of chunks at a time: a 64 MiB file comes out whole
+/// under a 40 MiB address-space limit (`ulimit -v`), where loading it would abort.
+#[test]
+fn cat_streams_a_file_larger_than_its_memory_limit() {
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    let big = pseudo_random(64 << 20, 77);
+    write(t.path(), "big.bin", &big);
+    ok(t.path(), &["commit", "-m", "big"]);
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 40960 && exec \"$0\" cat main:big.bin --quiet")
+        .arg(&*BIN)
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout == big, "{} bytes out", out.stdout.len());
 }

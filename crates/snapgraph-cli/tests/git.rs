@@ -467,3 +467,59 @@ fn restore_puts_paths_back_and_touches_nothing_else() {
     // Nothing was written by the refused restore.
     assert!(p.join("other.txt").is_dir());
 }
+
+/// A text file over `TEXT_DIFF_MAX_BYTES` (32 MiB) is not diffed line by line:
+/// `diff -p` between two commits says its versions differ as binary, `--stat` counts
+/// it as binary, and neither reads it: both run under a 40 MiB address-space limit
+/// (`ulimit -v`), where holding its two versions would abort. A small file changed in
+/// the same commits still gets its patch.
+#[test]
+fn files_over_the_text_limit_diff_as_binary_without_being_read() {
+    let t = repo();
+    let p = t.path();
+    let mut big = String::new();
+    let mut n = 0u64;
+    while big.len() <= 33 << 20 {
+        big.push_str(&format!("line {n}\n"));
+        n += 1;
+    }
+    write(p, "big.txt", big.as_bytes());
+    write(p, "small.txt", b"one\ntwo\n");
+    let one = commit_id(&ok(p, &["commit", "-m", "one"]));
+    write(
+        p,
+        "big.txt",
+        big.replacen("line 7\n", "line seven\n", 1).as_bytes(),
+    );
+    write(p, "small.txt", b"one\n2\n");
+    let two = commit_id(&ok(p, &["commit", "-m", "two"]));
+    let limited = |args: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -v 40960 && exec \"$0\" {args} --quiet"))
+            .arg(&*BIN)
+            .current_dir(p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let patch = limited(&format!("diff -p {one} {two}"));
+    assert!(
+        patch.contains(
+            "diff --git a/big.txt b/big.txt\nBinary files a/big.txt and b/big.txt differ\n"
+        ),
+        "{patch}"
+    );
+    assert!(
+        patch.contains("--- a/small.txt\n+++ b/small.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"),
+        "{patch}"
+    );
+    let stat = limited(&format!("diff --stat {one} {two}"));
+    assert!(stat.contains(" big.txt   | Bin"), "{stat}");
+    assert!(stat.contains(" small.txt | "), "{stat}");
+}

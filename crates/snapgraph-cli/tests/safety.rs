@@ -1051,6 +1051,29 @@ fn a_bad_chunk_read_with_its_batch_is_refused() {
     copy_refused(t.path(), &one, out.path(), victim);
 }
 
+/// `cat` streams a file a window of chunks at a time: a damaged chunk ends it with an
+/// error naming that chunk, and what it wrote before is a prefix of the true bytes
+/// (never a byte of the damaged chunk).
+#[test]
+fn cat_stops_at_a_bad_chunk_having_written_only_true_bytes() {
+    let t = repo();
+    let big = pseudo_random(3_000_000, 41);
+    write(t.path(), "big.bin", &big);
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    let spec = format!("{one}:big.bin");
+    assert_eq!(run_in(t.path(), &["cat", &spec]).stdout, big);
+    let chunks = chunks_of(t.path(), &one, "/big.bin");
+    assert!(chunks.len() > 20, "{} chunks", chunks.len());
+    let victim = chunks[chunks.len() - 3];
+    flip_byte(t.path(), victim, 10);
+    let out = run_in(t.path(), &["cat", &spec]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&victim.to_string()), "{err}");
+    assert!(out.stdout.len() < big.len());
+    assert_eq!(out.stdout[..], big[..out.stdout.len()]);
+}
+
 /// Flips byte `at` of object `id`'s stored bytes in the repository's store.
 fn flip_byte(repo: &Path, id: snapgraph::ObjectId, at: usize) {
     use snapgraph_store::ObjectStore;

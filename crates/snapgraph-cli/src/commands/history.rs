@@ -263,7 +263,7 @@ pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     let wd = ctx.open()?;
     let (id, path) = wd.resolve_path(spec, true)?;
     let store: &dyn ObjectSource = wd.repo.store();
-    let mut ws = shallow(id, store)?;
+    let ws = shallow(id, store)?;
     match ws.metadata(&path) {
         Ok(m) if m.kind == EntryKind::File => {}
         Ok(m) if m.kind == EntryKind::Symlink => {
@@ -279,8 +279,26 @@ pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
         }
         Err(_) => return Err(CliError::NotInCommit { commit: id, path }),
     }
-    ws.load_content(&path, store)?;
-    let data = ws.read(&path)?;
-    crate::output::with_stdout(|w| w.write_all(data))?;
-    Ok(())
+    // Streamed a window of chunks at a time, each verified before it is written: a
+    // file of any size in bounded memory. A chunk that is missing or damaged ends the
+    // output there with an error naming it, so what was written is always a prefix of
+    // the file's true bytes.
+    let pieces = ws.content_pieces(&path, store)?;
+    let mut failed = None;
+    crate::output::with_stdout(|w| {
+        for piece in pieces {
+            match piece {
+                Ok(bytes) => w.write_all(&bytes)?,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }

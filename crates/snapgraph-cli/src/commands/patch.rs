@@ -12,7 +12,9 @@
 //! Patches are git's extended unified format (`diff --git a/P b/P`, mode and
 //! rename headers, 3 lines of context), so `git apply` takes them. Content with a
 //! NUL byte in its first 8000 bytes is binary (git's rule): "Binary files ...
-//! differ".
+//! differ". So is a file over [`TEXT_DIFF_MAX_BYTES`] (git's `core.bigFileThreshold`
+//! does the same at 512 MiB), whose bytes are then never read: a patch of a commit
+//! holds at most two files' bytes at a time, each read a window of chunks at a time.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -29,6 +31,10 @@ use crate::output::quote;
 pub const SIMILAR_MAX_BYTES: u64 = 1 << 20;
 /// Most removed x added pairs `-M` compares.
 pub const SIMILAR_MAX_PAIRS: usize = 10_000;
+/// Largest file diffed line by line (`-p`, `--stat`); a larger one is reported as
+/// binary without being read. Two of them and the line diff's tables stay well
+/// within the CLI's 256 MiB memory budget.
+pub const TEXT_DIFF_MAX_BYTES: u64 = 32 << 20;
 
 /// One side of a diff: a commit's trees, read only when something needs them
 /// (inline content, patches, `-M`), file bytes fetched on demand.
@@ -97,19 +103,30 @@ impl<'a> Side<'a> {
         Ok(Some((m.kind, m.size, k)))
     }
 
-    /// The file's bytes (a symlink's target); empty when absent.
-    pub(super) fn bytes(&mut self, path: &str) -> Result<Vec<u8>> {
+    /// The file's bytes (a symlink's target); empty when absent; `None` for a file
+    /// over [`TEXT_DIFF_MAX_BYTES`], which is not read. The bytes are read a window
+    /// of chunks at a time (each verified) into the one buffer returned: the side's
+    /// workspace does not keep them, so a diff of many files holds one at a time.
+    pub(super) fn bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>> {
         let source = self.source;
         let Some(ws) = self.ws()? else {
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         };
         match ws.metadata(path) {
-            Ok(m) if m.kind == EntryKind::Symlink => Ok(ws.read_link(path)?.as_bytes().to_vec()),
-            Ok(m) if m.kind == EntryKind::File => {
-                ws.load_content(path, source)?;
-                Ok(ws.read(path)?.to_vec())
+            Ok(m) if m.kind == EntryKind::Symlink => {
+                Ok(Some(ws.read_link(path)?.as_bytes().to_vec()))
             }
-            _ => Ok(Vec::new()),
+            Ok(m) if m.kind == EntryKind::File => {
+                if m.size > TEXT_DIFF_MAX_BYTES {
+                    return Ok(None);
+                }
+                let mut out = Vec::with_capacity(m.size as usize);
+                for piece in ws.content_pieces(path, source)? {
+                    out.extend_from_slice(&piece?);
+                }
+                Ok(Some(out))
+            }
+            _ => Ok(Some(Vec::new())),
         }
     }
 }
@@ -260,7 +277,8 @@ fn similar_renames(
     if olds.is_empty() || news.is_empty() || olds.len() * news.len() > SIMILAR_MAX_PAIRS {
         return Ok(());
     }
-    let text = |v: Vec<u8>| String::from_utf8_lossy(&v).into_owned();
+    // Both lists hold files of at most `SIMILAR_MAX_BYTES`, under the text limit.
+    let text = |v: Option<Vec<u8>>| String::from_utf8_lossy(&v.unwrap_or_default()).into_owned();
     let old_bytes: Vec<String> = olds
         .iter()
         .map(|p| a.bytes(p).map(text))
@@ -369,18 +387,28 @@ fn old_path(e: &Entry) -> &str {
     e.from.as_deref().unwrap_or(&e.path)
 }
 
-fn contents(e: &Entry, a: &mut Side<'_>, b: &mut Side<'_>) -> Result<(Vec<u8>, Vec<u8>)> {
+/// The old and new bytes of `e`; `None` when either side is a file over
+/// [`TEXT_DIFF_MAX_BYTES`] (then neither is read whole).
+fn contents(e: &Entry, a: &mut Side<'_>, b: &mut Side<'_>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let too_big = |m: Option<snapgraph::Metadata>| {
+        m.is_some_and(|m| m.kind == EntryKind::File && m.size > TEXT_DIFF_MAX_BYTES)
+    };
+    if (e.status != 'A' && too_big(a.meta(old_path(e))?))
+        || (e.status != 'D' && too_big(b.meta(&e.path)?))
+    {
+        return Ok(None);
+    }
     let old = if e.status == 'A' {
-        Vec::new()
+        Some(Vec::new())
     } else {
         a.bytes(old_path(e))?
     };
     let new = if e.status == 'D' {
-        Vec::new()
+        Some(Vec::new())
     } else {
         b.bytes(&e.path)?
     };
-    Ok((old, new))
+    Ok(old.zip(new))
 }
 
 /// Counts insertions and deletions of each entry.
@@ -388,14 +416,15 @@ pub(super) fn counts(entries: &[Entry], a: &mut Side<'_>, b: &mut Side<'_>) -> R
     entries
         .iter()
         .map(|e| {
-            let (old, new) = contents(e, a, b)?;
-            if is_binary(&old) || is_binary(&new) {
+            let Some((old, new)) =
+                contents(e, a, b)?.filter(|(o, n)| !is_binary(o) && !is_binary(n))
+            else {
                 return Ok(Counts {
                     insertions: 0,
                     deletions: 0,
                     binary: true,
                 });
-            }
+            };
             let (old, new) = (String::from_utf8_lossy(&old), String::from_utf8_lossy(&new));
             let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
             let (mut insertions, mut deletions) = (0, 0);
@@ -486,6 +515,21 @@ fn git_mode(m: &snapgraph::Metadata) -> String {
     }
 }
 
+/// The `a/` and `b/` names of a patch's sides (`/dev/null` for an absent one).
+fn names(e: &Entry, oq: &str, nq: &str) -> (String, String) {
+    let old_name = if e.status == 'A' {
+        "/dev/null".to_string()
+    } else {
+        format!("a/{oq}")
+    };
+    let new_name = if e.status == 'D' {
+        "/dev/null".to_string()
+    } else {
+        format!("b/{nq}")
+    };
+    (old_name, new_name)
+}
+
 /// The patch of one entry, as text.
 pub(super) fn patch(e: &Entry, a: &mut Side<'_>, b: &mut Side<'_>) -> Result<String> {
     use std::fmt::Write as _;
@@ -524,20 +568,20 @@ pub(super) fn patch(e: &Entry, a: &mut Side<'_>, b: &mut Side<'_>) -> Result<Str
             quote(rel(from))
         );
     }
-    let (old, new) = contents(e, a, b)?;
+    let Some((old, new)) = contents(e, a, b)? else {
+        // Too large to diff by lines: binary, unless it is a rename of the same
+        // content (a rename's entry says so without reading it).
+        if e.status == 'R' && e.score == 100 {
+            return Ok(s);
+        }
+        let (old_name, new_name) = names(e, &oq, &nq);
+        let _ = writeln!(s, "Binary files {old_name} and {new_name} differ");
+        return Ok(s);
+    };
     if e.status == 'R' && old == new {
         return Ok(s);
     }
-    let old_name = if e.status == 'A' {
-        "/dev/null".to_string()
-    } else {
-        format!("a/{oq}")
-    };
-    let new_name = if e.status == 'D' {
-        "/dev/null".to_string()
-    } else {
-        format!("b/{nq}")
-    };
+    let (old_name, new_name) = names(e, &oq, &nq);
     if is_binary(&old) || is_binary(&new) {
         let _ = writeln!(s, "Binary files {old_name} and {new_name} differ");
         return Ok(s);
