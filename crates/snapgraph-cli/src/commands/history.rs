@@ -162,7 +162,7 @@ pub(super) fn diff(
     let (b, b_source): (ObjectId, &dyn ObjectSource) = match b {
         Some(b) => (wd.resolve(b)?, store),
         None => {
-            let (id, _, overlay, _) = working_commit(ctx, &wd)?;
+            let (id, _, overlay, _) = working_commit(ctx, &wd, super::Early::index_of(&wd))?;
             working = overlay;
             (id, &working)
         }

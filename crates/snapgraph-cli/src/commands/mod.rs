@@ -366,6 +366,65 @@ impl ObjectSource for Overlay<'_> {
     }
 }
 
+/// What a command that commits the working directory in memory (`status`, `diff`
+/// against it) reads before its store is open: the index, and, for an index complete
+/// for some commit, what changed since it was saved ([`Seen`]). The store can then
+/// open on its own thread meanwhile ([`repo::Opening`]); what was seen is used only
+/// if the index is complete for the tip read once the store is open.
+#[derive(Default)]
+pub(super) struct Early {
+    index: Option<Index>,
+    seen: Option<Seen>,
+}
+
+/// What changed in the working directory since its index was saved.
+pub(super) enum Seen {
+    /// A watcher's report (see `crate::watch`), which stands for the survey as in a
+    /// commit: nothing changed is answered without a walk, and a list of changes
+    /// narrows the scan; nested repositories are then not listed.
+    Reported(Vec<String>),
+    /// A survey of the whole directory against the index. No clock probe: nothing
+    /// is recorded, so its stats decide only this answer.
+    Surveyed(scan::Survey),
+}
+
+impl Seen {
+    /// Asks the watcher of the working directory at `root`, else surveys it against
+    /// `ix`.
+    fn look(root: &Path, dot: &Path, ix: &Index) -> Result<Seen> {
+        let reported = crate::watch::query(dot, &dot.join("index"))
+            .and_then(|a| a.changed)
+            .map(scan::minimal)
+            .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+        Ok(match reported {
+            Some(paths) => Seen::Reported(paths),
+            None => Seen::Surveyed(scan::survey(root, ix, dot, crate::watch::MAX_PATHS)?),
+        })
+    }
+}
+
+impl Early {
+    /// The index of the working directory at `root` and, when it is complete for
+    /// some commit, what changed since ([`Seen::look`]).
+    pub(super) fn read(root: &Path) -> Result<Early> {
+        let dot = root.join(repo::DOT_DIR);
+        let index = Index::load(&dot.join("index"), root);
+        let seen = match &index {
+            Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix)?),
+            _ => None,
+        };
+        Ok(Early { index, seen })
+    }
+
+    /// Only the index of `wd`: what changed is looked at once the tip is known.
+    pub(super) fn index_of(wd: &Workdir) -> Early {
+        Early {
+            index: Index::load(&wd.dot.join("index"), &wd.root),
+            seen: None,
+        }
+    }
+}
+
 /// The working directory committed in memory (no ref moves, nothing written):
 /// its commit id and the objects the store lacks.
 ///
@@ -377,11 +436,12 @@ impl ObjectSource for Overlay<'_> {
 pub(super) fn working_commit<'a>(
     ctx: &Ctx,
     wd: &'a Workdir,
+    early: Early,
 ) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
     let tip = wd.head_commit()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
-    let mut index = Index::load(&index_path, &wd.root);
+    let Early { mut index, seen } = early;
     // The survey's stats serve the whole-tree scan below where the index vouches
     // for them.
     let mut kept = None;
@@ -414,25 +474,21 @@ pub(super) fn working_commit<'a>(
                 };
                 (t, tip, overlay, report)
             };
-            // A watcher's report since the index was saved (see `crate::watch`)
-            // stands for the survey, as in a commit: nothing changed is answered
-            // without a walk, and a list of changes narrows the scan. Nested
-            // repositories are then not listed.
-            let reported = crate::watch::query(&wd.dot, &index_path)
-                .and_then(|a| a.changed)
-                .map(scan::minimal)
-                .filter(|p| p.len() <= crate::watch::MAX_PATHS);
-            if reported.as_ref().is_some_and(Vec::is_empty) {
-                return Ok(unchanged(ix.file_count(), Vec::new()));
-            }
-            // No clock probe: nothing is recorded, so the survey's stats decide
-            // only this answer.
-            let survey = match reported {
-                Some(paths) => scan::Survey {
+            // What was seen before the tip was known, or now: a watcher's report
+            // or a survey (see `Early`).
+            let seen = match seen {
+                Some(seen) => seen,
+                None => Seen::look(&wd.root, &wd.dot, ix)?,
+            };
+            let survey = match seen {
+                Seen::Reported(paths) if paths.is_empty() => {
+                    return Ok(unchanged(ix.file_count(), Vec::new()));
+                }
+                Seen::Reported(paths) => scan::Survey {
                     changed: Some(paths),
                     ..scan::Survey::default()
                 },
-                None => scan::survey(&wd.root, ix, &wd.dot, crate::watch::MAX_PATHS)?,
+                Seen::Surveyed(survey) => survey,
             };
             match survey.changed {
                 Some(paths) if paths.is_empty() => {

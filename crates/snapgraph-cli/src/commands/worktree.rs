@@ -527,8 +527,13 @@ fn nothing_changed(
 
 /// `status`.
 pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
-    let wd = ctx.open()?;
-    let (id, tip, overlay, report) = working_commit(ctx, &wd)?;
+    // The store opens on its own thread while this one reads the index and looks at
+    // the directory (as a commit does; see `Early`).
+    let root = repo::find_root(&ctx.cwd)?;
+    let opening = repo::Opening::start(root.clone());
+    let early = super::Early::read(&root)?;
+    let wd = opening.finish()?;
+    let (id, tip, overlay, report) = working_commit(ctx, &wd, early)?;
     let d = diff_of(tip, id, &overlay)?;
     let entries = {
         let mut a = super::patch::Side::open(tip, &overlay);
@@ -657,7 +662,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         }
         None => {
             if !args.force {
-                let (wid, tip, overlay, report) = working_commit(ctx, &wd)?;
+                let (wid, tip, overlay, report) =
+                    working_commit(ctx, &wd, super::Early::index_of(&wd))?;
                 let dirty = match tip {
                     Some(t) => {
                         SnapshotGraph::commit(wid, &overlay)?.tree
