@@ -171,6 +171,7 @@ impl<'a> Ahead<'a> {
             of: self.entries.identity(),
             // Moved, not copied: a walk that found nothing different drops them.
             stats: self.taken,
+            after_probe: false,
         }
     }
 }
@@ -186,7 +187,11 @@ impl<'a> Ahead<'a> {
 /// only where the old index trusts it (equal to the recorded stat, and not racy
 /// against the *old* probe): such a file's last change was before the old probe,
 /// so any later one gives it an mtime of at least that probe's tick, which the next
-/// command sees whatever probe this one records. Any other entry is stat'ed again.
+/// command sees whatever probe this one records. Any other entry is stat'ed again,
+/// unless the stats were taken after the clock probe the second walk records
+/// ([`Kept::after_probe`]: a commit probes before it surveys): then every stat is as
+/// good as one taken now, since what the rule needs of a recorded stat is that it
+/// was taken after the probe recorded with it and before the file was read.
 #[derive(Debug)]
 pub struct Kept {
     /// Where the entries the stats are of lie in memory: stats of another index
@@ -194,17 +199,33 @@ pub struct Kept {
     of: usize,
     /// By entry position: set once by either side of the walk, or never.
     stats: Box<[OnceLock<Option<FileStat>>]>,
+    /// Whether they were taken after the clock probe the next walk records.
+    after_probe: bool,
 }
 
 impl Kept {
+    /// These stats, taken after the clock probe that the walk using them records
+    /// with what it finds: each one stands for the entry whatever the old index says
+    /// (see [`Kept`]).
+    pub fn after_probe(self) -> Self {
+        Self {
+            after_probe: true,
+            ..self
+        }
+    }
+
     /// The kept stat of entry `i` of `entries` (the index's the stats were taken
     /// over, unchanged since) when the index, whose clock probe is `probe_ns`,
-    /// vouches for the entry with it ([`crate::index::Index::trusted`]).
+    /// vouches for the entry with it ([`crate::index::Index::trusted`]), or whenever
+    /// the stats were taken [after the probe](Self::after_probe).
     pub fn vouched(&self, entries: &Entries, probe_ns: i64, i: usize) -> Option<FileStat> {
         if self.of != entries.identity() || self.stats.len() != entries.len() {
             return None;
         }
         let stat = (*self.stats.get(i)?.get()?)?;
+        if self.after_probe {
+            return Some(stat);
+        }
         match entries.at(i)? {
             (
                 _,

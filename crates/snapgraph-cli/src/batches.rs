@@ -72,7 +72,13 @@ pub fn read_into(
         // Grow with what arrives past 64 MiB: a size is only a claim (a reservation
         // it does not fill is never touched: address space, not memory).
         let mut data = Vec::with_capacity(expected.min(64 << 20) as usize);
-        input.read_to_end(&mut data).at(file)?;
+        // Through `Take`, whose `read_to_end` is the plain loop: `File`'s own first
+        // asks the file for its size and position (an `fstat` and an `lseek` per
+        // file read), which `expected` already gives.
+        (&mut input)
+            .take(u64::MAX)
+            .read_to_end(&mut data)
+            .at(file)?;
         let len = data.len() as u64;
         // The read buffer becomes the file's bytes (no copy into fresh memory).
         ws.write_owned(path, data)?;
