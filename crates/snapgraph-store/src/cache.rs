@@ -290,6 +290,10 @@ impl<L: ObjectStore, R: ObjectStore> ObjectStore for CachingStore<L, R> {
     }
 
     /// Only the ids the cache lacks reach the remote (the rest read locally).
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        self.local.share_reads(share)?;
+        self.remote.share_reads(share)
+    }
     fn will_read(&self, ids: &[ObjectId]) {
         if let Ok(absent) = self.local.has_many(ids) {
             if !absent.is_empty() {

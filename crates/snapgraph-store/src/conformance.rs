@@ -24,6 +24,36 @@ pub fn run_objects<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
     large_batches(store);
     serves_the_core(store);
     deltas(store);
+    shared_reads(store);
+}
+
+/// Reads shared through [`ObjectStore::share_reads`] answer as unshared ones do for
+/// what this handle writes: an object put, deleted or put again while reads are
+/// shared reads back as the store now holds it, and so after sharing ends.
+pub fn shared_reads<S: ObjectStore + ObjectSource + ?Sized>(store: &S) {
+    let a = b"shared reads: a".to_vec();
+    let b = b"shared reads: b".to_vec();
+    let (ia, ib) = (id_of(&a), id_of(&b));
+    store.put_many(&[(ia, &a)]).unwrap();
+    store.share_reads(true).unwrap();
+    assert_eq!(
+        ObjectStore::get_many(store, &[ia]).unwrap(),
+        vec![Some(a.clone())]
+    );
+    assert_eq!(store.has_many(&[ia, ib]).unwrap(), vec![ib]);
+    store.put_many(&[(ib, &b)]).unwrap();
+    assert_eq!(
+        ObjectStore::get_many(store, &[ia, ib]).unwrap(),
+        vec![Some(a.clone()), Some(b.clone())],
+        "a write through the handle is seen by its next read"
+    );
+    store.delete_many(&[ia]).unwrap();
+    assert_eq!(store.has_many(&[ia, ib]).unwrap(), vec![ia]);
+    assert_eq!(ObjectStore::get_many(store, &[ia]).unwrap(), vec![None]);
+    store.share_reads(false).unwrap();
+    assert_eq!(store.has_many(&[ia, ib]).unwrap(), vec![ia]);
+    store.delete_many(&[ib]).unwrap();
+    assert_eq!(store.has_many(&[ib]).unwrap(), vec![ib]);
 }
 
 /// Objects written with delta hints ([`ObjectStore::put_many_with_bases`]) read back

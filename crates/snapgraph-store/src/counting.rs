@@ -158,6 +158,9 @@ impl<S: ObjectStore> ObjectStore for CountingStore<S> {
     fn will_read(&self, ids: &[ObjectId]) {
         self.inner.will_read(ids)
     }
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        self.inner.share_reads(share)
+    }
     fn fence(&self) -> Result<(), StoreError> {
         self.add(OTHER, 1);
         self.inner.fence()

@@ -212,6 +212,9 @@ impl<S: ObjectStore + RefStore> ObjectStore for FaultyStore<S> {
     fn will_read(&self, ids: &[ObjectId]) {
         self.inner.will_read(ids)
     }
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        self.inner.share_reads(share)
+    }
     // Neither is counted: fault plans number the calls of the operations they tear.
     fn fence(&self) -> Result<(), StoreError> {
         self.inner.fence()

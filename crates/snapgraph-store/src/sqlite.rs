@@ -207,6 +207,8 @@ pub struct SqliteStore {
     known: Known,
     /// The segment files beside the database (none in memory).
     segments: Option<Segments>,
+    /// Whether reads share one read transaction ([`ObjectStore::share_reads`]).
+    shared: std::sync::atomic::AtomicBool,
 }
 
 /// The dictionaries a store handle knows.
@@ -333,6 +335,7 @@ impl SqliteStore {
                 compression: options.compression,
                 dicts: Mutex::new(Dicts::default()),
                 known: Known::default(),
+                shared: Default::default(),
                 segments,
             });
         }
@@ -415,6 +418,7 @@ impl SqliteStore {
             compression: options.compression,
             dicts: Mutex::new(Dicts::default()),
             known: Known::default(),
+            shared: Default::default(),
             segments,
         })
     }
@@ -428,6 +432,22 @@ impl SqliteStore {
         // A panic while holding the lock drops any open transaction, which rolls it
         // back: the connection is left clean, so poison is safe to ignore.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`lock`](Self::lock) for a transaction of its own (every write, and reads that
+    /// begin theirs through rusqlite): the read transaction shared reads keep open
+    /// ([`ObjectStore::share_reads`]) is ended first, so that a write is never part of
+    /// it and begins on the store as it is.
+    fn lock_clear(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        let conn = self.lock();
+        end_shared(&conn).map_err(self.fail("end the shared read transaction"))?;
+        Ok(conn)
+    }
+
+    /// Whether reads share one read transaction (read under the lock: see
+    /// [`ObjectStore::share_reads`]).
+    fn sharing(&self) -> bool {
+        self.shared.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A closure turning a rusqlite error into a backend error naming the operation
@@ -490,7 +510,7 @@ impl SqliteStore {
         let mut out = Vec::with_capacity(ids.len());
         let mut segmented: Vec<(usize, SegmentRef)> = Vec::new();
         let conn = self.lock();
-        let tx = ReadTransaction::begin(&conn).map_err(&fail)?;
+        let tx = ReadTransaction::begin(&conn, self.sharing()).map_err(&fail)?;
         {
             let mut stmt = conn
                 .prepare_cached("SELECT data FROM objects WHERE id = ?1")
@@ -566,6 +586,8 @@ impl SqliteStore {
             });
         }
         if !gone.is_empty() {
+            // A new snapshot: not the shared one these rows came from.
+            end_shared(&self.lock()).map_err(&fail)?;
             let retry: Vec<ObjectId> = gone.iter().map(|&at| ids[at]).collect();
             for (at, raw) in gone
                 .into_iter()
@@ -824,32 +846,59 @@ fn read_packed<'c>(
 /// 2,900 instructions a read (a tenth of a tree node's read) when a commit reads its
 /// trees one by one. Dropped without [`commit`](Self::commit) (an error on the way),
 /// it rolls back.
+///
+/// With reads shared ([`ObjectStore::share_reads`]) it is left open past `commit`
+/// for the next read, which runs inside it (no `BEGIN`, no `COMMIT`: no lock,
+/// unlock and `fstat` of the file each); a transaction of its own
+/// ([`SqliteStore::lock_clear`]) or the end of sharing ends it ([`end_shared`]).
+/// Only these reads run inside it: every other transaction first ends it.
 struct ReadTransaction<'c> {
     conn: &'c Connection,
-    open: bool,
+    /// Whether this one ends the transaction (`COMMIT`, or `ROLLBACK` when dropped):
+    /// not when it runs inside the shared one or leaves the one it began for the
+    /// next read.
+    ends: bool,
 }
 
 impl<'c> ReadTransaction<'c> {
-    fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+    fn begin(conn: &'c Connection, share: bool) -> rusqlite::Result<Self> {
+        if !conn.is_autocommit() {
+            if share {
+                // The shared one, left open by an earlier read.
+                return Ok(Self { conn, ends: false });
+            }
+            end_shared(conn)?;
+        }
         conn.prepare_cached("BEGIN")?.execute([])?;
-        Ok(Self { conn, open: true })
+        Ok(Self { conn, ends: !share })
     }
 
     fn commit(mut self) -> rusqlite::Result<()> {
-        self.open = false;
+        if !self.ends {
+            return Ok(());
+        }
+        self.ends = false;
         self.conn.prepare_cached("COMMIT")?.execute([]).map(|_| ())
     }
 }
 
 impl Drop for ReadTransaction<'_> {
     fn drop(&mut self) {
-        if self.open {
+        if self.ends {
             let _ = self
                 .conn
                 .prepare_cached("ROLLBACK")
                 .and_then(|mut s| s.execute([]));
         }
     }
+}
+
+/// Ends the read transaction shared reads left open on `conn`, if one is.
+fn end_shared(conn: &Connection) -> rusqlite::Result<()> {
+    if conn.is_autocommit() {
+        return Ok(());
+    }
+    conn.prepare_cached("COMMIT")?.execute([]).map(|_| ())
 }
 
 /// Whether `record` goes into a pack rather than inline.
@@ -884,6 +933,18 @@ fn open_error(path: &str, e: rusqlite::Error) -> StoreError {
 }
 
 impl ObjectStore for SqliteStore {
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        // Set under the lock, which every read holds while it decides whether to
+        // share (`sharing`): no read begins a shared transaction after this ends it.
+        let conn = self.lock();
+        self.shared
+            .store(share, std::sync::atomic::Ordering::Relaxed);
+        if share {
+            return Ok(());
+        }
+        end_shared(&conn).map_err(self.fail("end the shared read transaction"))
+    }
+
     fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.get_many_checked(ids, ReadCheck::Store)
     }
@@ -964,11 +1025,11 @@ impl ObjectStore for SqliteStore {
     fn has_many(&self, ids: &[ObjectId]) -> Result<Vec<ObjectId>, StoreError> {
         let fail = self.fail("has_many");
         let mut absent = Vec::new();
-        let mut conn = self.lock();
-        let tx = conn.transaction().map_err(&fail)?;
+        let conn = self.lock();
+        let tx = ReadTransaction::begin(&conn, self.sharing()).map_err(&fail)?;
         {
             // Answered from the primary-key index alone.
-            let mut stmt = tx
+            let mut stmt = conn
                 .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
                 .map_err(&fail)?;
             for id in ids {
@@ -977,7 +1038,7 @@ impl ObjectStore for SqliteStore {
                 }
             }
         }
-        tx.finish().map_err(&fail)?;
+        tx.commit().map_err(&fail)?;
         Ok(absent)
     }
 
@@ -1053,7 +1114,7 @@ impl ObjectStore for SqliteStore {
             &mut |ids| self.records(ids),
         )?;
         let fail = self.fail("put_many");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
@@ -1304,7 +1365,7 @@ impl ObjectStore for SqliteStore {
         }
         self.known.forget(ids);
         let fail = self.fail("delete_many");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
@@ -1459,7 +1520,7 @@ impl RefStore for SqliteStore {
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
         crate::refs::check_batch(updates)?;
         let fail = self.fail("update_refs");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;

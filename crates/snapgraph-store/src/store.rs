@@ -170,6 +170,19 @@ pub trait ObjectStore: Send + Sync {
         let _ = ids;
     }
 
+    /// With `true`, lets this handle's reads share one snapshot of the store until it
+    /// is called with `false`: a hint for a burst of small reads, such as a commit's
+    /// scan loading the directories that changed. SQLite then begins one read
+    /// transaction for all of them instead of one a call (a lock, an unlock and an
+    /// `fstat` of the file each). Meanwhile reads may not see what other handles
+    /// write; a write through this handle ends the shared snapshot, and the next read
+    /// begins another, which sees it. Default: nothing (each read sees the store as it
+    /// is). Wrappers forward it.
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        let _ = share;
+        Ok(())
+    }
+
     /// Whether this store answers presence questions from memory, so that asking it
     /// one id at a time costs no more than a batch ([`snapgraph::ObjectSource::answers_in_memory`],
     /// which stores get through [`impl_object_source!`](crate::impl_object_source)):
@@ -359,6 +372,9 @@ impl<O: ObjectStore, R: Send + Sync> ObjectStore for Paired<O, R> {
     }
     fn answers_in_memory(&self) -> bool {
         self.objects.answers_in_memory()
+    }
+    fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+        self.objects.share_reads(share)
     }
     fn remove_orphans(&self) -> Result<u64, StoreError> {
         self.objects.remove_orphans()
@@ -637,6 +653,9 @@ macro_rules! forward_store {
             }
             fn will_read(&self, ids: &[ObjectId]) {
                 (**self).will_read(ids)
+            }
+            fn share_reads(&self, share: bool) -> Result<(), StoreError> {
+                (**self).share_reads(share)
             }
             fn answers_in_memory(&self) -> bool {
                 (**self).answers_in_memory()

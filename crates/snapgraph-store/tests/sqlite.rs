@@ -11,7 +11,9 @@ use rusqlite::Connection;
 use snapgraph::{ObjectId, ObjectSource};
 use snapgraph_store::dir::{DirOptions, DirStore};
 use snapgraph_store::sqlite::{SqliteError, SqliteOptions, SqliteStore};
-use snapgraph_store::{conformance, Compression, ObjectStore, RefStore, Store, StoreError};
+use snapgraph_store::{
+    conformance, Compression, ObjectStore, RefStore, RefUpdate, Store, StoreError,
+};
 
 mod common;
 use common::*;
@@ -43,6 +45,49 @@ fn sqlite_uncompressed_conforms() {
     };
     let store = SqliteStore::open_with(dir.path().join("raw.db"), options).unwrap();
     conformance::run(&store);
+}
+
+/// Reads shared on one handle (`share_reads`) may keep the snapshot they began in,
+/// but never past the end of sharing or a write through that handle: then they see
+/// what another handle wrote meanwhile, objects and refs alike.
+#[test]
+fn shared_reads_see_other_handles_writes_once_they_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let one = SqliteStore::open(&path).unwrap();
+    let two = SqliteStore::open(&path).unwrap();
+    let obj = |s: &str| (ObjectId::hash_stored(s.as_bytes()), s.as_bytes().to_vec());
+    let (ia, a) = obj("a");
+    let (ib, b) = obj("b");
+    let (ic, c) = obj("c");
+    one.put_many(&[(ia, &a)]).unwrap();
+    one.share_reads(true).unwrap();
+    assert_eq!(one.has_many(&[ia]).unwrap(), Vec::<ObjectId>::new());
+    two.put_many(&[(ib, &b)]).unwrap();
+    // Ended by a write through the handle: the next read sees `b` as well.
+    one.put_many(&[(ic, &c)]).unwrap();
+    assert_eq!(one.has_many(&[ia, ib, ic]).unwrap(), Vec::<ObjectId>::new());
+    // Ended by the end of sharing.
+    let _ = one.has_many(&[ia]).unwrap();
+    two.delete_many(&[ib]).unwrap();
+    two.update_refs(&[RefUpdate::new("refs/heads/main", None, Some(ia))], "m")
+        .unwrap();
+    one.share_reads(false).unwrap();
+    assert_eq!(one.has_many(&[ib]).unwrap(), vec![ib]);
+    assert_eq!(one.get_ref("refs/heads/main").unwrap(), Some(ia));
+    // Writes of every kind go through while reads are shared.
+    one.share_reads(true).unwrap();
+    let _ = ObjectStore::get_many(&one, &[ia]).unwrap();
+    one.update_refs(
+        &[RefUpdate::new("refs/heads/main", Some(ia), Some(ic))],
+        "m",
+    )
+    .unwrap();
+    one.delete_many(&[ic]).unwrap();
+    one.repack(&Default::default()).unwrap();
+    assert_eq!(two.get_ref("refs/heads/main").unwrap(), Some(ic));
+    assert_eq!(two.has_many(&[ic]).unwrap(), vec![ic]);
+    one.share_reads(false).unwrap();
 }
 
 #[test]

@@ -366,6 +366,29 @@ impl ObjectSource for Overlay<'_> {
     }
 }
 
+/// Reads through a store sharing one snapshot while this lives
+/// ([`snapgraph_store::ObjectStore::share_reads`]): for a phase of many small reads
+/// (the directories a scan loads, the chunk lists it compares against, a diff's
+/// trees), which SQLite then makes in one read transaction. A write through the store
+/// ends the snapshot (the next read begins another); so does dropping this.
+pub(super) struct SharedReads<'a>(&'a dyn snapgraph_store::ObjectStore);
+
+impl<'a> SharedReads<'a> {
+    pub(super) fn new(store: &'a dyn snapgraph_store::ObjectStore) -> Self {
+        // A hint: a store that cannot share reads answers each as before.
+        let _ = store.share_reads(true);
+        Self(store)
+    }
+}
+
+impl Drop for SharedReads<'_> {
+    fn drop(&mut self) {
+        // Ending a read transaction cannot lose anything; a failure here shows again
+        // (and is reported) at the next transaction of the store.
+        let _ = self.0.share_reads(false);
+    }
+}
+
 /// What a command that commits the working directory in memory (`status`, `diff`
 /// against it) reads before its store is open: the index, and, for an index complete
 /// for some commit, what changed since it was saved ([`Seen`]). The store can then

@@ -147,6 +147,9 @@ pub(super) fn commit(
     let wd = opening.finish()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
+    // The scan's reads (the directories holding a change, the chunk lists it compares
+    // files against) share one snapshot until the commit writes.
+    let shared = super::SharedReads::new(&**wd.repo.store());
     let complete_for_tip = tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
     let reported = watch
         .as_ref()
@@ -189,7 +192,9 @@ pub(super) fn commit(
                         ),
                     };
                     probe = Some(probe_ns);
-                    kept = survey.kept;
+                    // Taken after this command's clock probe, which the index it
+                    // saves records: each stands for a stat taken now.
+                    kept = survey.kept.map(crate::ahead::Kept::after_probe);
                     match survey.changed {
                         Some(changed) if changed.is_empty() => {
                             // Nothing to commit; listings that no longer held are
@@ -397,6 +402,7 @@ pub(super) fn commit(
         }
         bar.set_position(p.bytes_done);
     });
+    drop(shared);
     let committed = batched.commit(&mut ws, &branch, options);
     pb.finish_and_clear();
     let committed = committed?;
@@ -405,7 +411,9 @@ pub(super) fn commit(
     // the new tip's trees from the store. The index is saved even if the diff fails
     // (the commit is made).
     let diff_source = SkeletonSource::new(&skeleton, store);
+    let shared = super::SharedReads::new(&**wd.repo.store());
     let d = diff_of(committed.previous, committed.id, &diff_source);
+    drop(shared);
     save(&ws, Some(committed.id), diff_source.into_read())?;
     store_token(&index_path);
     let d = d?;
@@ -533,6 +541,7 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     let opening = repo::Opening::start(root.clone());
     let early = super::Early::read(&root)?;
     let wd = opening.finish()?;
+    let _shared = super::SharedReads::new(&**wd.repo.store());
     let (id, tip, overlay, report) = working_commit(ctx, &wd, early)?;
     let d = diff_of(tip, id, &overlay)?;
     let entries = {

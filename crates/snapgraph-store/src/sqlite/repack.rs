@@ -139,7 +139,7 @@ impl SqliteStore {
         };
         let fail = self.fail("repack segments");
         let sparse: HashSet<i64> = {
-            let mut conn = self.lock();
+            let mut conn = self.lock_clear()?;
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(&fail)?;
@@ -221,7 +221,7 @@ impl SqliteStore {
             });
         }
         let fail = self.fail("repack segments");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
@@ -357,7 +357,7 @@ impl SqliteStore {
         pass: &Pass<'_>,
     ) -> Result<(Vec<Item>, i64), StoreError> {
         let fail = self.fail("repack");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn.transaction().map_err(&fail)?;
         let mut items = Vec::new();
         let mut next = last;
@@ -552,7 +552,7 @@ impl SqliteStore {
     /// Swaps a batch's new records in, in one write transaction.
     fn repack_swap(&self, items: Vec<Item>, report: &mut RepackReport) -> Result<(), StoreError> {
         let fail = self.fail("repack");
-        let mut conn = self.lock();
+        let mut conn = self.lock_clear()?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
@@ -674,7 +674,7 @@ impl SqliteStore {
     /// checkpointed and truncated. Whether it ran.
     fn vacuum_if_free(&self) -> Result<bool, StoreError> {
         let fail = self.fail("repack vacuum");
-        let conn = self.lock();
+        let conn = self.lock_clear()?;
         let pages: i64 = conn
             .query_row("PRAGMA page_count", [], |r| r.get(0))
             .map_err(&fail)?;
