@@ -349,7 +349,8 @@ mod tests {
 
     /// A stat kept from an earlier walk stands for a later one only where the index
     /// trusts it (equal to the record, older than the index's clock probe), of the
-    /// very entries it was taken over.
+    /// very entries it was taken over; any of them once taken after the probe the
+    /// later walk records (`Kept::after_probe`).
     #[test]
     fn kept_stats_vouch_only_for_trusted_records_of_the_same_entries() {
         let t = tempfile::tempdir().unwrap();
@@ -414,6 +415,17 @@ mod tests {
         // Another index (an equal copy elsewhere in memory).
         let copy = recorded.clone();
         assert_eq!(kept.vouched(&copy, i64::MAX, file), None);
+        // Taken after the probe the next walk records: every stat stands, racy or
+        // unlike the record, a directory's too; still only over the same entries.
+        let kept = kept.after_probe();
+        assert_eq!(kept.vouched(&recorded, mtime, file), now[file]);
+        assert_eq!(kept.vouched(&recorded, i64::MAX, dir), now[dir]);
+        assert_eq!(kept.vouched(&copy, i64::MAX, file), None);
+        let ahead = Ahead::new(&moved);
+        ahead.take(file);
+        ahead.keep(file, now[file].unwrap());
+        let moved_kept = ahead.into_kept().after_probe();
+        assert_eq!(moved_kept.vouched(&moved, i64::MAX, file), now[file]);
     }
 
     #[test]
