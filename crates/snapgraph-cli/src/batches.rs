@@ -56,6 +56,26 @@ impl Batches for Whole {
     }
 }
 
+/// Batches for a commit made in memory only (`status`, `diff` against the working
+/// directory): a file over [`STREAM_MIN`] is streamed in, hashed, and its objects
+/// dropped, so that such a commit holds only their ids and its memory does not grow
+/// with the files it reads. Nothing reads those objects after: a diff treats files
+/// that large as binary without reading them
+/// ([`crate::commands`]' `patch::TEXT_DIFF_MAX_BYTES`).
+pub struct Hashed;
+
+impl Batches for Hashed {
+    fn file_read(&mut self, _: &mut Workspace, _: u64) -> Result<()> {
+        Ok(())
+    }
+    fn objects(&mut self, _: ObjectSet) -> Result<()> {
+        Ok(())
+    }
+    fn streams(&self) -> bool {
+        true
+    }
+}
+
 /// Reads the file at `path` in the workspace from `input` (`file` names it in
 /// errors; `expected` is its size as last seen): whole, or streamed in when over
 /// [`STREAM_MIN`] and `batches` stores objects. Returns the bytes read, which may

@@ -347,3 +347,62 @@ fn cat_streams_a_file_larger_than_its_memory_limit() {
     );
     assert!(out.stdout == big, "{} bytes out", out.stdout.len());
 }
+
+/// `status` and `diff` against the working directory commit it in memory without its
+/// large files' bytes (`batches::Hashed`): a new 64 MiB file and a 20 MiB one edited
+/// are reported (as binary to `-p` and `--stat`, past the 16 MiB text limit) under a
+/// 40 MiB address-space limit, where holding them would abort; a commit then records
+/// exactly what `status` reported.
+#[test]
+fn status_and_diff_of_the_working_directory_hold_no_large_file() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path();
+    ok(p, &["init"]);
+    write(p, "small.txt", b"one\ntwo\n");
+    write(p, "mid.bin", &pseudo_random(20 << 20, 5));
+    ok(p, &["commit", "-m", "one"]);
+    write(p, "big.bin", &pseudo_random(64 << 20, 78));
+    let mut mid = pseudo_random(20 << 20, 5);
+    mid[7] ^= 1;
+    write(p, "mid.bin", &mid);
+    write(p, "small.txt", b"one\n2\n");
+    let limited = |args: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -v 40960 && exec \"$0\" {args} --quiet"))
+            .arg(&*BIN)
+            .current_dir(p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let status = limited("status --json");
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(v["added"], serde_json::json!(["/big.bin"]), "{v}");
+    let modified = v["modified"].as_array().unwrap();
+    assert_eq!(modified.len(), 2, "{v}");
+    let patch = limited("diff -p");
+    assert!(
+        patch.contains("Binary files /dev/null and b/big.bin differ\n"),
+        "{patch}"
+    );
+    assert!(
+        patch.contains("Binary files a/mid.bin and b/mid.bin differ\n"),
+        "{patch}"
+    );
+    assert!(patch.contains("-two\n+2\n"), "{patch}");
+    let stat = limited("diff --stat");
+    assert!(stat.contains(" big.bin   | Bin"), "{stat}");
+    let c = json(p, &["commit", "-m", "two"]);
+    assert_eq!(c["files_added"], 1, "{c}");
+    assert_eq!(c["files_modified"], 2, "{c}");
+    assert_eq!(
+        ok(p, &["status"]).lines().nth(1),
+        Some("nothing changed since main")
+    );
+}

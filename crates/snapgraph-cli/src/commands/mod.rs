@@ -520,7 +520,7 @@ pub(super) fn working_commit<'a>(
                 Some(paths) => {
                     let mut ws = lazy(t, store)?;
                     let pb = ctx.bar(None, "scanning");
-                    let mut report = scan::scan(
+                    let mut report = scan::scan_batched(
                         &wd.root,
                         &mut ws,
                         scan::ScanOptions {
@@ -533,6 +533,7 @@ pub(super) fn working_commit<'a>(
                             listings: None,
                         },
                         &pb,
+                        &mut crate::batches::Hashed,
                     )?;
                     pb.finish_and_clear();
                     // The narrowed walk saw part of the tree; the survey saw it all.
@@ -554,7 +555,7 @@ pub(super) fn working_commit<'a>(
         (None, _) => Workspace::new(),
     };
     let pb = ctx.bar(None, "scanning");
-    let report = scan::scan(
+    let report = scan::scan_batched(
         &wd.root,
         &mut ws,
         scan::ScanOptions {
@@ -567,6 +568,7 @@ pub(super) fn working_commit<'a>(
             listings: None,
         },
         &pb,
+        &mut crate::batches::Hashed,
     )?;
     pb.finish_and_clear();
     let (id, extra) = in_memory(&mut ws)?;

@@ -12,9 +12,10 @@
 //! Patches are git's extended unified format (`diff --git a/P b/P`, mode and
 //! rename headers, 3 lines of context), so `git apply` takes them. Content with a
 //! NUL byte in its first 8000 bytes is binary (git's rule): "Binary files ...
-//! differ". So is a file over [`TEXT_DIFF_MAX_BYTES`] (git's `core.bigFileThreshold`
-//! does the same at 512 MiB), whose bytes are then never read: a patch of a commit
-//! holds at most two files' bytes at a time, each read a window of chunks at a time.
+//! differ". So is a file over [`TEXT_DIFF_MAX_BYTES`] (16 MiB; git's
+//! `core.bigFileThreshold` does the same at 512 MiB), whose bytes are then never
+//! read: a patch of a commit holds at most two files' bytes at a time, each read a
+//! window of chunks at a time.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,8 +34,10 @@ pub const SIMILAR_MAX_BYTES: u64 = 1 << 20;
 pub const SIMILAR_MAX_PAIRS: usize = 10_000;
 /// Largest file diffed line by line (`-p`, `--stat`); a larger one is reported as
 /// binary without being read. Two of them and the line diff's tables stay well
-/// within the CLI's 256 MiB memory budget.
-pub const TEXT_DIFF_MAX_BYTES: u64 = 32 << 20;
+/// within the CLI's 256 MiB memory budget. It is the size past which a commit
+/// streams a file in ([`crate::batches::STREAM_MIN`]): the working directory's side
+/// of a diff holds no bytes of such a file ([`crate::batches::Hashed`]).
+pub const TEXT_DIFF_MAX_BYTES: u64 = crate::batches::STREAM_MIN;
 
 /// One side of a diff: a commit's trees, read only when something needs them
 /// (inline content, patches, `-M`), file bytes fetched on demand.
