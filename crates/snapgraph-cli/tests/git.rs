@@ -468,7 +468,7 @@ fn restore_puts_paths_back_and_touches_nothing_else() {
     assert!(p.join("other.txt").is_dir());
 }
 
-/// A text file over `TEXT_DIFF_MAX_BYTES` (32 MiB) is not diffed line by line:
+/// A text file over `TEXT_DIFF_MAX_BYTES` (16 MiB) is not diffed line by line:
 /// `diff -p` between two commits says its versions differ as binary, `--stat` counts
 /// it as binary, and neither reads it: both run under a 40 MiB address-space limit
 /// (`ulimit -v`), where holding its two versions would abort. A small file changed in
