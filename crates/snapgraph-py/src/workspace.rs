@@ -475,8 +475,10 @@ impl PyWorkspace {
     /// left in `objects`: never whole in memory. Every chunk is re-hashed and checked
     /// as `load_content` checks it; the bytes are proven the file only once this
     /// returns (on an error, what was written is not the file: write somewhere you
-    /// discard then). A loaded file is written in one call. Returns the bytes
-    /// written. Raises what `load_content` raises, and whatever `writer` raises.
+    /// discard then). A loaded file is written in one call. Chunks are fetched
+    /// from a store without holding the GIL (a mapping's `__getitem__` takes it).
+    /// Returns the bytes written. Raises what `load_content` raises, and whatever
+    /// `writer` raises.
     fn read_stream(
         &self,
         py: Python<'_>,
@@ -486,10 +488,27 @@ impl PyWorkspace {
     ) -> Result<u64, Failure> {
         let objects = Objects::from_py(objects)?;
         let mut written = 0u64;
-        for piece in self.inner.content_pieces(path, objects.source())? {
-            let piece = piece?;
-            writer.call_method1("write", (PyBytes::new(py, &piece),))?;
+        let mut write = |piece: &[u8]| -> Result<(), Failure> {
+            writer.call_method1("write", (PyBytes::new(py, piece),))?;
             written += piece.len() as u64;
+            Ok(())
+        };
+        match &objects {
+            // A store's window of chunks is fetched and checked without the GIL
+            // (other Python threads run meanwhile); `writer` is called with it.
+            Objects::Store(store) => {
+                let store: &dyn snapgraph_store::Store = &**store;
+                let mut pieces = self.inner.content_pieces(path, store)?;
+                while let Some(piece) = py.detach(|| pieces.next()) {
+                    write(&piece?)?;
+                }
+            }
+            // A mapping's reads take the GIL for each `__getitem__` anyway.
+            Objects::Mapping(_) => {
+                for piece in self.inner.content_pieces(path, objects.source())? {
+                    write(&piece?)?;
+                }
+            }
         }
         Ok(written)
     }

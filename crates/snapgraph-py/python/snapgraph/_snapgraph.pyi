@@ -238,8 +238,9 @@ class Workspace:
         """Writes a file from ``reader`` (1 MiB reads), cut into its objects as it
         arrives, each put into ``objects``; the workspace keeps the reference."""
     def read_stream(self, path: str, objects: Objects, writer: _Writer) -> int:
-        """Writes a file to ``writer`` a window of verified chunks at a time; the bytes
-        are the file only once this returns."""
+        """Writes a file to ``writer`` a window of verified chunks at a time (fetched
+        from a store without holding the GIL); the bytes are the file only once this
+        returns."""
     def snapshot(
         self, exclude_files: bool = False, exclude_state: bool = False, compress: bool = False
     ) -> bytes: ...
