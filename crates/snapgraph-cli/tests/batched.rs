@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails, json, ok, pseudo_random, rich_tree, snapshot_of, write, BIN};
+use common::{fails, json, ok, ok_within, pseudo_random, rich_tree, snapshot_of, write};
 
 /// A budget far below the tree: many batches.
 const SMALL: &str = "65536";
@@ -333,19 +333,8 @@ fn cat_streams_a_file_larger_than_its_memory_limit() {
     let big = pseudo_random(64 << 20, 77);
     write(t.path(), "big.bin", &big);
     ok(t.path(), &["commit", "-m", "big"]);
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 40960 && exec \"$0\" cat main:big.bin --quiet")
-        .arg(&*BIN)
-        .current_dir(t.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.stdout == big, "{} bytes out", out.stdout.len());
+    let out = ok_within(t.path(), 40960, &["cat", "main:big.bin"]);
+    assert!(out == big, "{} bytes out", out.len());
 }
 
 /// `status` and `diff` against the working directory commit it in memory without its
@@ -366,27 +355,13 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
     mid[7] ^= 1;
     write(p, "mid.bin", &mid);
     write(p, "small.txt", b"one\n2\n");
-    let limited = |args: &str| {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("ulimit -v 40960 && exec \"$0\" {args} --quiet"))
-            .arg(&*BIN)
-            .current_dir(p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let status = limited("status --json");
+    let limited = |args: &[&str]| String::from_utf8(ok_within(p, 40960, args)).unwrap();
+    let status = limited(&["status", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(v["added"], serde_json::json!(["/big.bin"]), "{v}");
     let modified = v["modified"].as_array().unwrap();
     assert_eq!(modified.len(), 2, "{v}");
-    let patch = limited("diff -p");
+    let patch = limited(&["diff", "-p"]);
     assert!(
         patch.contains("Binary files /dev/null and b/big.bin differ\n"),
         "{patch}"
@@ -396,7 +371,7 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
         "{patch}"
     );
     assert!(patch.contains("-two\n+2\n"), "{patch}");
-    let stat = limited("diff --stat");
+    let stat = limited(&["diff", "--stat"]);
     assert!(stat.contains(" big.bin   | Bin"), "{stat}");
     let c = json(p, &["commit", "-m", "two"]);
     assert_eq!(c["files_added"], 1, "{c}");

@@ -493,22 +493,8 @@ fn files_over_the_text_limit_diff_as_binary_without_being_read() {
     );
     write(p, "small.txt", b"one\n2\n");
     let two = commit_id(&ok(p, &["commit", "-m", "two"]));
-    let limited = |args: &str| {
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("ulimit -v 40960 && exec \"$0\" {args} --quiet"))
-            .arg(&*BIN)
-            .current_dir(p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let patch = limited(&format!("diff -p {one} {two}"));
+    let limited = |args: &[&str]| String::from_utf8(ok_within(p, 40960, args)).unwrap();
+    let patch = limited(&["diff", "-p", &one, &two]);
     assert!(
         patch.contains(
             "diff --git a/big.txt b/big.txt\nBinary files a/big.txt and b/big.txt differ\n"
@@ -519,7 +505,7 @@ fn files_over_the_text_limit_diff_as_binary_without_being_read() {
         patch.contains("--- a/small.txt\n+++ b/small.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+2\n"),
         "{patch}"
     );
-    let stat = limited(&format!("diff --stat {one} {two}"));
+    let stat = limited(&["diff", "--stat", &one, &two]);
     assert!(stat.contains(" big.txt   | Bin"), "{stat}");
     assert!(stat.contains(" small.txt | "), "{stat}");
 }

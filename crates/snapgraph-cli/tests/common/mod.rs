@@ -25,6 +25,27 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
+/// Runs `args` (`--quiet` added) in `dir` under an address-space limit of `kib` KiB
+/// (`ulimit -v`, through `sh`), requiring success; returns stdout. What a command
+/// holds in memory shows as an abort past the limit.
+pub fn ok_within(dir: &Path, kib: u64, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$@\" --quiet"))
+        .arg("sh")
+        .arg(&*BIN)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("sh runs");
+    assert!(
+        out.status.success(),
+        "snapgraph {args:?} within {kib} KiB failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Runs and requires success; returns stdout.
 pub fn ok(dir: &Path, args: &[&str]) -> String {
     let out = run_in(dir, args);
