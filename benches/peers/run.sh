@@ -17,6 +17,10 @@
 # benches/peers/synth.py's stand-in of the same shape (about 1,800 files, 21 MiB,
 # 2-4 % of the files edited per release), for machines that may not download.
 #
+# The tools run interleaved: every version, repetition and step goes through each
+# tool in turn (the first one rotating), so that a machine drifting during the run
+# weighs on all of them alike.
+#
 # What is timed, per tool: each version's snapshot command only (replacing the
 # working tree's files with the next release is done the same way for every tool,
 # with rsync, and not timed). Then: the repository's size on disk, a snapshot with
@@ -201,13 +205,16 @@ borg_time() { (cd "$W" && borg create "$R::edit-$RANDOM$RANDOM" .); }
 borg_restore() { mkdir -p "$2" && (cd "$2" && borg extract "$R::v$1"); }
 borg_gc() { borg compact "$R" >/dev/null; }
 
-# peaked CMD...: runs CMD (a shell function) under /usr/bin/time, keeps the largest
-# maximum resident set size seen (KiB) in PEAK[$tool], and adds CMD's wall and CPU
-# time, taken inside the wrapper by `inner`, to `times` and `times_cpu` as `timed`
-# would. The wrapper (/usr/bin/time, env, and a bash that parses this script's
+# peaked VAR CMD...: runs CMD (a shell function) under /usr/bin/time, keeps the
+# largest maximum resident set size seen (KiB) in PEAK[$tool], and adds CMD's wall
+# and CPU time, taken inside the wrapper by `inner`, to the arrays VAR and VAR_cpu as
+# `timed` would. The wrapper (/usr/bin/time, env, and a bash that parses this script's
 # functions) costs about 17 ms a version here, the same for every tool, and is not
 # part of what a tool does: it used to be inside the timed region (stop 39).
 peaked() {
+  local -n into=$1
+  local -n cpu_into=${1}_cpu
+  shift
   /usr/bin/time -f %M -o "$SHM/rss" env W="$W" R="$R" SG="$SG" SHM="$SHM" \
     bash -c "$(declare -f); inner $*"
   local kib c0 c1 wall
@@ -216,8 +223,8 @@ peaked() {
   { read -r _; read -r c0; } < "$SHM/times0"
   { read -r _; read -r c1; } < "$SHM/times1"
   read -r wall < "$SHM/wall"
-  times+=("$wall")
-  times_cpu+=("$c0|$c1")
+  into+=("$wall")
+  cpu_into+=("$c0|$c1")
 }
 # inner CMD...: runs CMD in the wrapper's bash, writing its wall time ("T0 T1") to
 # $SHM/wall and the bash's children's CPU before and after (`times`) to
@@ -237,82 +244,146 @@ declare -A TOTAL TOTAL_CPU SIZE NOCHANGE INCR RESTORE NOCHANGE_CPU INCR_CPU REST
 declare -A GC GC_CPU SIZE_GC RESTORE_GC RESTORE_GC_CPU
 declare -A NOCHANGE_W NOCHANGE_W_CPU INCR_W INCR_W_CPU
 MIDDLE=${VERSIONS[$((COUNT / 2))]}
-for tool in "${TOOLS[@]}"; do
+# The tools run interleaved: each version, repetition and step goes through every
+# tool before the next one, the first tool rotating from round to round (as
+# `alternate.py` does), so that a machine whose speed drifts during the run (by a
+# third within minutes on the 2-vCPU guests of stops 39-41) weighs on every tool
+# alike. Run tool after tool (before stop 41), the first tool's columns came out
+# ahead of the same build's run second.
+NT=${#TOOLS[@]}
+# use K: the K-th tool's context (tool, p, SG, W, R) for the functions above.
+use() {
+  tool=${TOOLS[$1]}
   p=${PREFIX[$tool]}
   SG=$SG_AFTER
   [ "$tool" = snapgraph-before ] && SG=$PEERS_SG_BEFORE
   W=$SHM/$tool-tree R=$SHM/$tool-repo
+}
+# order ROUND: the tools' indices for that round, starting at ROUND modulo their count.
+order() { local k; for ((k = 0; k < NT; k++)); do echo $(((k + $1) % NT)); done; }
+# fresh NAME: empty arrays NAME_K and NAME_K_cpu for every tool K (what `timed` and
+# `peaked` append to).
+fresh() { local k; for ((k = 0; k < NT; k++)); do declare -g -a "$1_$k=()" "$1_${k}_cpu=()"; done; }
+# med NAME / tot NAME: the median / sum of the array NAME (and of NAME_cpu, with cpu).
+med() { local -n a=$1; median "${a[@]}"; }
+tot() { local -n a=$1; sum "${a[@]}"; }
+for ((k = 0; k < NT; k++)); do
+  use $k
   mkdir -p "$W"
   "${p}_init"
-  times=() times_cpu=()
-  for v in "${VERSIONS[@]}"; do
+done
+fresh ST
+round=0
+for v in "${VERSIONS[@]}"; do
+  for k in $(order $round); do
+    use $k
     # --modify-window=-1: rsync's quick check compares whole seconds by default, so
     # a file of the same size whose mtime moved less than a second (synth.py writes
     # the releases within one) was left at its old content and every tool stored a
     # history without that edit; nanoseconds count now.
     rsync -a --delete --modify-window=-1 --exclude=/.snapgraph "$TREES/$v/" "$W/"
-    peaked "${p}_snap" "$v"
+    peaked "ST_$k" "${p}_snap" "$v"
   done
-  TOTAL[$tool]=$(sum "${times[@]}")
-  TOTAL_CPU[$tool]=$(sum "${times_cpu[@]}")
+  round=$((round + 1))
+done
+for ((k = 0; k < NT; k++)); do
+  use $k
+  TOTAL[$tool]=$(tot "ST_$k")
+  TOTAL_CPU[$tool]=$(tot "ST_${k}_cpu")
   SIZE[$tool]=$(du -sb "$R" | cut -f1)
-  times=() times_cpu=()
-  for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
-  NOCHANGE[$tool]=$(median "${times[@]}")
-  NOCHANGE_CPU[$tool]=$(median "${times_cpu[@]}")
-  times=() times_cpu=()
-  for ((i = 0; i < REPEAT; i++)); do
+done
+fresh NC
+fresh IN
+for ((i = 0; i < REPEAT; i++)); do
+  for k in $(order $i); do use $k; timed "NC_$k" "${p}_time" "same"; done
+done
+for ((i = 0; i < REPEAT; i++)); do
+  for k in $(order $i); do
+    use $k
     echo "# local change $i" >> "$W/$EDIT_FILE"
-    timed times "${p}_time" "edit"
+    timed "IN_$k" "${p}_time" "edit"
   done
-  INCR[$tool]=$(median "${times[@]}")
-  INCR_CPU[$tool]=$(median "${times_cpu[@]}")
-  # The same two turns with `snapgraph watch` running in the working tree (snapgraph
-  # only: git's builtin fsmonitor daemon does not exist on Linux, and its hook needs
-  # watchman, so git's columns stay the scans above). The first commit with the
-  # watcher scans everything and stores its token; it is not timed.
+done
+for ((k = 0; k < NT; k++)); do
+  use $k
+  NOCHANGE[$tool]=$(med "NC_$k") NOCHANGE_CPU[$tool]=$(med "NC_${k}_cpu")
+  INCR[$tool]=$(med "IN_$k") INCR_CPU[$tool]=$(med "IN_${k}_cpu")
+done
+# The same two turns with `snapgraph watch` running in each snapgraph working tree
+# (snapgraph only: git's builtin fsmonitor daemon does not exist on Linux, and its
+# hook needs watchman, so git's columns stay the scans above). The first commit with
+# the watcher scans everything and stores its token; it is not timed.
+watched=()
+declare -A WATCH_PID
+for ((k = 0; k < NT; k++)); do
+  use $k
   if [ "$p" = sg ] && "$SG" watch --help >/dev/null 2>&1; then
-    "$SG" -C "$W" watch -q >/dev/null 2>"$SHM/watch.err" &
-    watch_pid=$!
-    for _ in $(seq 100); do [ -S "$W/.snapgraph/watch.sock" ] && break; sleep 0.05; done
-    sg_time "warm-up"
-    times=() times_cpu=()
-    for ((i = 0; i < REPEAT; i++)); do timed times "${p}_time" "same"; done
-    NOCHANGE_W[$tool]=$(median "${times[@]}")
-    NOCHANGE_W_CPU[$tool]=$(median "${times_cpu[@]}")
-    times=() times_cpu=()
-    for ((i = 0; i < REPEAT; i++)); do
-      echo "# watched change $i" >> "$W/$EDIT_FILE"
-      timed times "${p}_time" "edit"
-    done
-    INCR_W[$tool]=$(median "${times[@]}")
-    INCR_W_CPU[$tool]=$(median "${times_cpu[@]}")
-    "$SG" -C "$W" watch --stop -q >/dev/null || true
-    wait "$watch_pid" || echo "warning: snapgraph watch: $(cat "$SHM/watch.err")" >&2
+    "$SG" -C "$W" watch -q >/dev/null 2>"$SHM/watch-$k.err" &
+    WATCH_PID[$k]=$!
+    watched+=("$k")
   fi
-  times=() times_cpu=()
-  for ((i = 0; i < REPEAT; i++)); do
-    out=$SHM/$tool-restore-$i
-    timed times "${p}_restore" "$MIDDLE" "$out"
-    diff -r -q "$TREES/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE differs" >&2
-    rm -rf "$out"
+done
+for k in "${watched[@]}"; do
+  use $k
+  for _ in $(seq 100); do [ -S "$W/.snapgraph/watch.sock" ] && break; sleep 0.05; done
+  sg_time "warm-up"
+done
+fresh NW
+fresh IW
+nw=${#watched[@]}
+for ((i = 0; i < REPEAT; i++)); do
+  for ((j = 0; j < nw; j++)); do
+    k=${watched[$(((j + i) % nw))]}
+    use $k
+    timed "NW_$k" "${p}_time" "same"
   done
-  RESTORE[$tool]=$(median "${times[@]}")
-  RESTORE_CPU[$tool]=$(median "${times_cpu[@]}")
-  # The tool's own maintenance, once, then the size and restores after it.
-  times=() times_cpu=()
-  timed times "${p}_gc"
-  GC[$tool]=$(median "${times[0]}") GC_CPU[$tool]=$(median "${times_cpu[0]}")
+done
+for ((i = 0; i < REPEAT; i++)); do
+  for ((j = 0; j < nw; j++)); do
+    k=${watched[$(((j + i) % nw))]}
+    use $k
+    echo "# watched change $i" >> "$W/$EDIT_FILE"
+    timed "IW_$k" "${p}_time" "edit"
+  done
+done
+for k in "${watched[@]}"; do
+  use $k
+  NOCHANGE_W[$tool]=$(med "NW_$k") NOCHANGE_W_CPU[$tool]=$(med "NW_${k}_cpu")
+  INCR_W[$tool]=$(med "IW_$k") INCR_W_CPU[$tool]=$(med "IW_${k}_cpu")
+  "$SG" -C "$W" watch --stop -q >/dev/null || true
+  wait "${WATCH_PID[$k]}" || echo "warning: snapgraph watch: $(cat "$SHM/watch-$k.err")" >&2
+done
+# restores NAME WHEN: REPEAT restores of the middle version by every tool, interleaved.
+restores() {
+  fresh "$1"
+  local i k out
+  for ((i = 0; i < REPEAT; i++)); do
+    for k in $(order "$i"); do
+      use "$k"
+      out=$SHM/$tool-restore-$i
+      timed "$1_$k" "${p}_restore" "$MIDDLE" "$out"
+      diff -r -q "$TREES/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE$2 differs" >&2
+      rm -rf "$out"
+    done
+  done
+}
+restores RS ""
+for ((k = 0; k < NT; k++)); do
+  use $k
+  RESTORE[$tool]=$(med "RS_$k") RESTORE_CPU[$tool]=$(med "RS_${k}_cpu")
+done
+# Each tool's own maintenance, once, then the size and restores after it.
+fresh GCT
+for ((k = 0; k < NT; k++)); do
+  use $k
+  timed "GCT_$k" "${p}_gc"
+  GC[$tool]=$(med "GCT_$k") GC_CPU[$tool]=$(med "GCT_${k}_cpu")
   SIZE_GC[$tool]=$(du -sb "$R" | cut -f1)
-  times=() times_cpu=()
-  for ((i = 0; i < REPEAT; i++)); do
-    out=$SHM/$tool-restore-$i
-    timed times "${p}_restore" "$MIDDLE" "$out"
-    diff -r -q "$TREES/$MIDDLE" "$out" >/dev/null || echo "warning: $tool restore of $MIDDLE after gc differs" >&2
-    rm -rf "$out"
-  done
-  RESTORE_GC[$tool]=$(median "${times[@]}")
-  RESTORE_GC_CPU[$tool]=$(median "${times_cpu[@]}")
+done
+restores RG " after gc"
+for ((k = 0; k < NT; k++)); do
+  use $k
+  RESTORE_GC[$tool]=$(med "RG_$k") RESTORE_GC_CPU[$tool]=$(med "RG_${k}_cpu")
   rm -rf "$W" "$R"
   echo "$tool done: total ${TOTAL[$tool]} s" >&2
 done
