@@ -181,7 +181,13 @@ sg_gc() {
   else (cd "$W" && "$SG" gc -q --repack full >/dev/null); fi
 }
 
-git_init() { git init -q --bare "$R" && git --git-dir="$R" config core.bare false; }
+# No automatic gc or maintenance: git starts them detached after a commit, and with
+# the tools interleaved they would run beside the next tool's timed commands (git's
+# own `git gc` step below is its maintenance, timed).
+git_init() {
+  git init -q --bare "$R" && git --git-dir="$R" config core.bare false &&
+    git --git-dir="$R" config gc.auto 0 && git --git-dir="$R" config maintenance.auto false
+}
 g() { git --git-dir="$R" --work-tree="$W" "$@"; }
 git_snap() { g add -A && g commit -q -m "$1" && g tag "v$1"; }
 # With nothing changed, `git commit` reports it and exits 1: not an error here.
