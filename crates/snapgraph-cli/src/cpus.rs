@@ -8,6 +8,16 @@
 //! spawns ([`Beside::here`]), the new thread moves itself off that core first thing
 //! ([`Beside::leave`]), and the creator yields once so that the new thread runs those
 //! lines ([`Beside::yield_to`]).
+//!
+//! Every thread the CLI starts beside its own work goes through it: the store's
+//! opener ([`crate::repo::Opening`]), the stat helper ([`crate::ahead`]), the
+//! hashers of files whose stat changed ([`crate::recheck`]), a batched commit's
+//! writer (`commands::pipelined`) and a checkout's writers ([`crate::materialize`],
+//! where the starting thread writes too). The hashers were the last to get it: on a
+//! release `rsync`ed over the tree, the one hasher of a 2-core machine was found
+//! sharing the walking thread's core for 8 ms and more at a time while the other
+//! core idled (`perf sched timehist`), and a release's commit took 34.4 ms instead
+//! of 30.4.
 
 use std::sync::OnceLock;
 

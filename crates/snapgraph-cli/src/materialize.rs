@@ -288,19 +288,29 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
     let results: Vec<Result<Materialized>> = if threads <= 1 {
         vec![write_some()]
     } else {
+        // This thread writes too, beside `threads - 1` helpers started off its core
+        // (see `crate::cpus`): left to the kernel, a helper could wait behind it.
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads).map(|_| s.spawn(write_some)).collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(CliError::bad_path(
-                            dest,
-                            "a checkout writer thread panicked",
-                        ))
+            let beside = crate::cpus::Beside::here();
+            let handles: Vec<_> = (1..threads)
+                .map(|_| {
+                    s.spawn(move || {
+                        beside.leave();
+                        write_some()
                     })
                 })
-                .collect()
+                .collect();
+            beside.yield_to();
+            let mut results = vec![write_some()];
+            results.extend(handles.into_iter().map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(CliError::bad_path(
+                        dest,
+                        "a checkout writer thread panicked",
+                    ))
+                })
+            }));
+            results
         })
     };
     for r in results {

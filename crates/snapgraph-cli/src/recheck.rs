@@ -113,13 +113,16 @@ pub fn while_walking<T>(
         let mut helpers = Vec::new();
         let walked = walk(&mut |c: Candidate| {
             if helpers.is_empty() {
+                let beside = crate::cpus::Beside::here();
                 helpers.extend((1..threads().max(1)).map(|_| {
-                    scope.spawn(|| {
+                    scope.spawn(move || {
+                        beside.leave();
                         let mut out = Vec::new();
                         drain(&mut out);
                         out
                     })
                 }));
+                beside.yield_to();
             }
             let list = match &c.digest {
                 Digest::Manifest(_) if stop.load(Ordering::Relaxed) => Some(None),

@@ -255,12 +255,16 @@ pub(super) fn pipelined<S: snapgraph_store::Store, T>(
         fn send(&mut self, set: snapgraph::ObjectSet) -> Result<()> {
             if let Some(b) = self.batched.take() {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<snapgraph::ObjectSet>(0);
+                // Off this core (see `crate::cpus`): it writes while this one reads.
+                let beside = crate::cpus::Beside::here();
                 let handle = self.scope.spawn(move || -> Result<()> {
+                    beside.leave();
                     for set in rx {
                         b.write_set(set)?;
                     }
                     Ok(())
                 });
+                beside.yield_to();
                 self.writer = Some((tx, handle));
             }
             let stopped = || CliError::Usage("the store writer stopped".into());
