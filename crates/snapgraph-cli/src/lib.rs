@@ -7,7 +7,7 @@ pub mod ahead;
 pub mod batches;
 pub mod cli;
 pub mod commands;
-pub mod cpus;
+pub use snapgraph_store::cpus;
 pub mod error;
 pub mod index;
 pub mod materialize;

@@ -46,6 +46,7 @@ pub mod cache;
 pub mod codec;
 pub mod conformance;
 pub mod counting;
+pub mod cpus;
 #[cfg(feature = "dir")]
 pub mod dir;
 pub mod error;

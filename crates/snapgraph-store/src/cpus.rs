@@ -1,7 +1,8 @@
-//! Which cores the CLI's threads run on.
+//! Which cores the threads snapgraph starts run on.
 //!
-//! A command starts a thread for work beside its own (the index decoded while the
-//! store opens, stats taken ahead of a walk). The kernel places a new thread on its
+//! The store's encoder and the CLI start threads for work beside their own (a
+//! batch's second half encoded, the store opened while the index is read, stats
+//! taken ahead of a walk). The kernel places a new thread on its
 //! creator's core and may leave it queued there behind the creator for milliseconds
 //! (measured on a 2-core guest: the whole of a turn) while the other core idles.
 //! [`Beside`] is the remedy, in three steps: the creator notes its core before it
@@ -9,11 +10,10 @@
 //! ([`Beside::leave`]), and the creator yields once so that the new thread runs those
 //! lines ([`Beside::yield_to`]).
 //!
-//! Every thread the CLI starts beside its own work goes through it: the store's
-//! opener ([`crate::repo::Opening`]), the stat helper ([`crate::ahead`]), the
-//! hashers of files whose stat changed ([`crate::recheck`]), a batched commit's
-//! writer (`commands::pipelined`) and a checkout's writers ([`crate::materialize`],
-//! where the starting thread writes too). The hashers were the last to get it: on a
+//! Every thread started beside a thread's own work goes through it: the encoder's
+//! second thread ([`crate::codec`]) and, in the CLI, the store's opener, the stat
+//! helper, the hashers of files whose stat changed, a batched commit's writer and a
+//! checkout's writers (where the starting thread writes too). The hashers were the last to get it: on a
 //! release `rsync`ed over the tree, the one hasher of a 2-core machine was found
 //! sharing the walking thread's core for 8 ms and more at a time while the other
 //! core idled (`perf sched timehist`), and a release's commit took 34.4 ms instead
@@ -27,7 +27,11 @@ use std::sync::OnceLock;
 pub fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| {
-        rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count() as usize)
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let n = rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count() as usize);
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        n
     })
 }
 
@@ -35,12 +39,15 @@ pub fn cores() -> usize {
 /// elsewhere: a thread that moves itself runs at once (see the module docs). Best
 /// effort: on failure the thread stays where it is.
 pub fn leave_cpu(cpu: usize) {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     if let Ok(mut set) = rustix::thread::sched_getaffinity(None) {
         if set.is_set(cpu) && set.count() > 1 {
             set.unset(cpu);
             let _ = rustix::thread::sched_setaffinity(None, &set);
         }
     }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let _ = cpu;
 }
 
 /// The core the calling thread last ran on, from `/proc/thread-self/stat` (field
@@ -95,7 +102,7 @@ impl Beside {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(target_os = "linux", target_os = "android")))]
 mod tests {
     use super::*;
 
