@@ -1048,77 +1048,208 @@ pub fn encode_many_records<'a>(
     fetch: &mut FetchRecords<'_>,
 ) -> Result<Vec<Record<'a>>, StoreError> {
     let hint = |i: usize| bases.get(i).copied().flatten();
-    let wanted: Vec<ObjectId> = {
-        let mut seen = HashSet::new();
-        (0..objects.len())
-            .filter_map(hint)
-            .filter(|b| seen.insert(*b))
-            .collect()
-    };
-    if compression == Compression::None || wanted.is_empty() {
+    if compression == Compression::None || (0..objects.len()).all(|i| hint(i).is_none()) {
         return Ok(encode_all(objects, |_, b| {
             encode_record(b, compression, dict)
         }));
     }
-    // A hint whose record is as deep as a writer goes gives way to the whole record
-    // at the bottom of its chain (see [`WRITE_DELTA_DEPTH`]).
-    let mut records: HashMap<ObjectId, Option<Vec<u8>>> =
-        wanted.iter().copied().zip(fetch(&wanted)?).collect();
-    let deep: Vec<(ObjectId, ObjectId, u8)> = wanted
-        .iter()
-        .filter_map(|id| {
-            let (base, level) = delta_base(records.get(id)?.as_deref()?)?;
-            (level >= WRITE_DELTA_DEPTH).then_some((*id, base, level))
-        })
-        .collect();
-    let (roots, root_records) = if deep.is_empty() {
-        (HashMap::new(), HashMap::new())
-    } else {
-        chain_roots(deep, fetch)?
+    let encode = |bytes: &'a [u8], base: &Option<ResolvedBase>| match base {
+        Some(b) => {
+            let record = encode_delta_record(
+                bytes,
+                &Base {
+                    id: b.id,
+                    stored: &b.stored.0,
+                    depth: b.stored.1,
+                },
+                compression,
+                dict,
+            );
+            // Against its chain's whole record, a delta is kept only while it is
+            // small: each one repeats every change since that record.
+            if b.rebased
+                && record.tag() == Some(DELTA)
+                && record.len().saturating_mul(DELTA_SURE) > bytes.len()
+            {
+                encode_record(bytes, compression, dict)
+            } else {
+                record
+            }
+        }
+        None => encode_record(bytes, compression, dict),
     };
-    let base_of = |hint: ObjectId| roots.get(&hint).copied().unwrap_or(hint);
-    let wanted: Vec<ObjectId> = {
-        let mut seen = HashSet::new();
-        wanted
-            .iter()
-            .map(|h| base_of(*h))
-            .filter(|b| seen.insert(*b))
-            .collect()
+    let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    let mut resolver = Resolver::default();
+    if total < PARALLEL_ENCODE || objects.len() < PIPELINE_PARTS || cores() < 2 {
+        let found = resolver.resolve(0..objects.len(), &hint, known, fetch)?;
+        return Ok(encode_all(objects, |i, bytes| encode(bytes, &found[i])));
+    }
+    // Pipelined: the bases of each part of the batch are read (on this thread: the
+    // adapter's reads) while the parts before it are encoded on a second one; the
+    // last parts are encoded on both. The records are those of the one-shot order:
+    // each object's base, chain root and bytes are resolved the same way.
+    let parts = split_by_bytes(objects, PIPELINE_PARTS);
+    type Job = (usize, std::ops::Range<usize>, Vec<Option<ResolvedBase>>);
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let rx = std::sync::Mutex::new(rx);
+    // Takes parts until none is left and the sender is gone.
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+            let Ok((part, range, found)) = job else {
+                return done;
+            };
+            let records: Vec<Record<'a>> = range
+                .zip(&found)
+                .map(|(i, base)| encode(objects[i].1, base))
+                .collect();
+            done.push((part, records));
+        }
     };
-    records.retain(|id, _| !roots.contains_key(id));
-    records.extend(root_records.into_iter().map(|(id, r)| (id, Some(r))));
-    let found = fetch_bases(&wanted, records, known, fetch)?;
-    Ok(encode_all(objects, |i, bytes| {
-        let rebased = hint(i).is_some_and(|h| roots.contains_key(&h));
-        match hint(i)
-            .map(base_of)
-            .and_then(|b| found.get(&b).map(|f| (b, f)))
-        {
-            Some((id, (stored, depth))) => {
-                let record = encode_delta_record(
-                    bytes,
-                    &Base {
-                        id,
-                        stored,
-                        depth: *depth,
-                    },
-                    compression,
-                    dict,
-                );
-                // Against its chain's whole record, a delta is kept only while it
-                // is small: each one repeats every change since that record.
-                if rebased
-                    && record.tag() == Some(DELTA)
-                    && record.len().saturating_mul(DELTA_SURE) > bytes.len()
-                {
-                    encode_record(bytes, compression, dict)
-                } else {
-                    record
+    let work = &work;
+    std::thread::scope(|scope| {
+        let beside = crate::cpus::Beside::here();
+        let helper = scope.spawn(move || {
+            beside.leave();
+            work()
+        });
+        beside.yield_to();
+        let mut failed = None;
+        for (part, range) in parts.iter().enumerate() {
+            match resolver.resolve(range.clone(), &hint, known, fetch) {
+                Ok(found) => {
+                    // The helper ends only when the sender is dropped.
+                    let _ = tx.send((part, range.clone(), found));
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
             }
-            None => encode_record(bytes, compression, dict),
         }
-    }))
+        drop(tx);
+        let mut done = work();
+        done.extend(
+            helper
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        );
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        done.sort_unstable_by_key(|(part, _)| *part);
+        Ok(done.into_iter().flat_map(|(_, records)| records).collect())
+    })
+}
+
+/// Parts a large batch's encoding is pipelined in ([`encode_many_records`]).
+const PIPELINE_PARTS: usize = 4;
+
+/// `objects`' positions in `parts` consecutive ranges of about equal bytes (each
+/// holding one object at least, the last the rest).
+fn split_by_bytes(objects: &[(ObjectId, &[u8])], parts: usize) -> Vec<std::ops::Range<usize>> {
+    let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    let mut out = Vec::with_capacity(parts);
+    let (mut start, mut seen) = (0, 0);
+    for (i, (_, b)) in objects.iter().enumerate() {
+        seen += b.len();
+        let left = objects.len() - i - 1;
+        if out.len() + 1 < parts && seen * parts >= total * (out.len() + 1) && left > 0 {
+            out.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    out.push(start..objects.len());
+    out
+}
+
+/// The base an object is encoded against: its id, verified stored bytes and record
+/// depth (shared between the objects hinted at it), and whether it is the root of
+/// the hint's chain rather than the hint itself.
+#[derive(Clone)]
+struct ResolvedBase {
+    id: ObjectId,
+    stored: std::sync::Arc<(Vec<u8>, u8)>,
+    rebased: bool,
+}
+
+/// The bases read so far for one batch, part by part ([`Resolver::resolve`]).
+#[derive(Default)]
+struct Resolver {
+    /// Hints already looked at (found or not): never read twice.
+    tried: HashSet<ObjectId>,
+    /// A hint whose record is as deep as a writer goes, and its chain's root.
+    roots: HashMap<ObjectId, ObjectId>,
+    /// Bases found, by id.
+    found: HashMap<ObjectId, std::sync::Arc<(Vec<u8>, u8)>>,
+}
+
+impl Resolver {
+    /// The base of each object of `range` (by `hint`): the hints not looked at yet
+    /// are read through `fetch` (one call for their records, one per level of the
+    /// chains too deep to extend, see [`WRITE_DELTA_DEPTH`], one for the bases' own
+    /// chains), their bytes taken from `known` where it has them.
+    fn resolve(
+        &mut self,
+        range: std::ops::Range<usize>,
+        hint: &dyn Fn(usize) -> Option<ObjectId>,
+        known: &dyn Fn(&ObjectId) -> Option<Vec<u8>>,
+        fetch: &mut FetchRecords<'_>,
+    ) -> Result<Vec<Option<ResolvedBase>>, StoreError> {
+        let wanted: Vec<ObjectId> = range
+            .clone()
+            .filter_map(hint)
+            .filter(|h| self.tried.insert(*h))
+            .collect();
+        if !wanted.is_empty() {
+            // A hint whose record is as deep as a writer goes gives way to the whole
+            // record at the bottom of its chain.
+            let mut records: HashMap<ObjectId, Option<Vec<u8>>> =
+                wanted.iter().copied().zip(fetch(&wanted)?).collect();
+            let deep: Vec<(ObjectId, ObjectId, u8)> = wanted
+                .iter()
+                .filter_map(|id| {
+                    let (base, level) = delta_base(records.get(id)?.as_deref()?)?;
+                    (level >= WRITE_DELTA_DEPTH).then_some((*id, base, level))
+                })
+                .collect();
+            let (roots, root_records) = if deep.is_empty() {
+                (HashMap::new(), HashMap::new())
+            } else {
+                chain_roots(deep, fetch)?
+            };
+            let bases: Vec<ObjectId> = {
+                let mut seen = HashSet::new();
+                wanted
+                    .iter()
+                    .map(|h| roots.get(h).copied().unwrap_or(*h))
+                    .filter(|b| !self.found.contains_key(b) && seen.insert(*b))
+                    .collect()
+            };
+            records.retain(|id, _| !roots.contains_key(id));
+            records.extend(root_records.into_iter().map(|(id, r)| (id, Some(r))));
+            let found = fetch_bases(&bases, records, known, fetch)?;
+            self.roots.extend(roots);
+            self.found.extend(
+                found
+                    .into_iter()
+                    .map(|(id, f)| (id, std::sync::Arc::new(f))),
+            );
+        }
+        Ok(range
+            .map(|i| {
+                let h = hint(i)?;
+                let root = self.roots.get(&h).copied();
+                let id = root.unwrap_or(h);
+                Some(ResolvedBase {
+                    id,
+                    stored: std::sync::Arc::clone(self.found.get(&id)?),
+                    rebased: root.is_some(),
+                })
+            })
+            .collect())
+    }
 }
 
 /// The whole record at the bottom of each chain of `deep` (a hint, its record's
@@ -1216,7 +1347,14 @@ fn in_order_on_two<T: Send>(
         .map_or(1, |p| p + 1)
         .clamp(1, n - 1);
     std::thread::scope(|scope| {
-        let tail = scope.spawn(|| one(split..n));
+        // Off this core (see `crate::cpus`): left to the kernel, the second half
+        // could wait behind the first on one core while the other idles.
+        let beside = crate::cpus::Beside::here();
+        let tail = scope.spawn(move || {
+            beside.leave();
+            one(split..n)
+        });
+        beside.yield_to();
         let mut out = one(0..split);
         out.extend(tail.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         out
@@ -1225,6 +1363,8 @@ fn in_order_on_two<T: Send>(
 
 /// The cores this process may run on, asked once (`available_parallelism` reads
 /// the cgroup's files on every call).
+/// The cores this process may use (a cgroup's CPU quota counted, as
+/// `available_parallelism` does), asked once.
 fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -1393,6 +1533,149 @@ mod tests {
                     assert_eq!(decode(id, &whole).unwrap(), *b);
                 }
             }
+        }
+    }
+
+    /// A batch large enough to be pipelined (its parts' bases read while earlier
+    /// parts are encoded) gets the records of each object encoded alone against its
+    /// base: bases shared by objects of several parts, hints the store lacks, and a
+    /// hint as deep as a writer goes (the object is encoded against its chain's
+    /// root) in two parts; each hint's record is asked for once.
+    #[test]
+    fn a_pipelined_batch_encodes_each_object_against_its_base() {
+        let text = |seed: u32, len: usize| -> Vec<u8> {
+            (0..len)
+                .map(|i| b"abcdefghij klmnop\n"[(i * 7 + seed as usize * (i / 97)) % 18])
+                .collect()
+        };
+        let edit = |b: &[u8], k: u32| {
+            let mut e = b.to_vec();
+            let at = (k as usize * 131) % (e.len() - 8);
+            e[at..at + 8].copy_from_slice(b"EDITED!!");
+            e
+        };
+        let mut records: HashMap<ObjectId, Vec<u8>> = HashMap::new();
+        // Bases held whole (tag 0).
+        let bases: Vec<(ObjectId, Vec<u8>)> = (0..8u32)
+            .map(|k| {
+                let b = text(k, 12_000);
+                (ObjectId::hash_stored(&b), b)
+            })
+            .collect();
+        for (id, b) in &bases {
+            records.insert(*id, encode(b, Compression::None));
+        }
+        // A chain of deltas down to depth WRITE_DELTA_DEPTH from a whole root.
+        let mut chain = vec![bases[0].clone()];
+        for d in 1..=WRITE_DELTA_DEPTH {
+            let (prev_id, prev) = chain.last().unwrap().clone();
+            let next = edit(&prev, u32::from(d));
+            let id = ObjectId::hash_stored(&next);
+            let record = encode_delta(
+                &next,
+                &Base {
+                    id: prev_id,
+                    stored: &prev,
+                    depth: d - 1,
+                },
+                Compression::default(),
+            );
+            assert_eq!(depth(&record), d);
+            records.insert(id, record);
+            chain.push((id, next));
+        }
+        let (deep_id, deep_bytes) = chain.last().unwrap().clone();
+        let absent = ObjectId::hash_stored(b"nowhere");
+        // 64 objects: most against a shared base, some against nothing held, two
+        // (in the first and the last part) against the deep one.
+        let objects: Vec<(ObjectId, Vec<u8>, Option<ObjectId>)> = (0..64u32)
+            .map(|i| {
+                let (hint, from) = match i {
+                    5 | 60 => (Some(deep_id), deep_bytes.clone()),
+                    _ if i % 9 == 4 => (Some(absent), text(i, 9_000)),
+                    _ if i % 11 == 0 => (None, text(i, 9_000)),
+                    _ => {
+                        let (id, b) = &bases[i as usize % bases.len()];
+                        (Some(*id), b.clone())
+                    }
+                };
+                let b = edit(&from, i + 100);
+                (ObjectId::hash_stored(&b), b, hint)
+            })
+            .collect();
+        let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(i, b, _)| (*i, &b[..])).collect();
+        let hints: Vec<Option<ObjectId>> = objects.iter().map(|(_, _, h)| *h).collect();
+        assert!(batch.iter().map(|(_, b)| b.len()).sum::<usize>() > PARALLEL_ENCODE);
+        assert_eq!(split_by_bytes(&batch, PIPELINE_PARTS).len(), PIPELINE_PARTS);
+        let mut asked: HashMap<ObjectId, usize> = HashMap::new();
+        let got = encode_many_records(
+            &batch,
+            &hints,
+            Compression::default(),
+            None,
+            &|_| None,
+            &mut |ids| {
+                for id in ids {
+                    *asked.entry(*id).or_default() += 1;
+                }
+                Ok(ids.iter().map(|id| records.get(id).cloned()).collect())
+            },
+        )
+        .unwrap();
+        assert_eq!(got.len(), batch.len());
+        let stored_of = |id: &ObjectId| {
+            bases
+                .iter()
+                .chain(&chain)
+                .find(|(i, _)| i == id)
+                .map(|(_, b)| b.clone())
+        };
+        for ((id, b, hint), r) in objects.iter().zip(got) {
+            let expected = match hint {
+                Some(h) if *h == deep_id => {
+                    // Against the chain's root, kept only while small.
+                    let root = &chain[0];
+                    let r = encode_delta(
+                        b,
+                        &Base {
+                            id: root.0,
+                            stored: &root.1,
+                            depth: 0,
+                        },
+                        Compression::default(),
+                    );
+                    if r[0] == DELTA && r.len() * DELTA_SURE > b.len() {
+                        encode(b, Compression::default())
+                    } else {
+                        r
+                    }
+                }
+                Some(h) => match stored_of(h) {
+                    Some(base) => encode_delta(
+                        b,
+                        &Base {
+                            id: *h,
+                            stored: &base,
+                            depth: 0,
+                        },
+                        Compression::default(),
+                    ),
+                    None => encode(b, Compression::default()),
+                },
+                None => encode(b, Compression::default()),
+            };
+            let r = r.into_vec();
+            assert_eq!(r, expected, "object {id}");
+            if r[0] == DELTA {
+                let (base, _) = delta_base(&r).unwrap();
+                assert!(records.contains_key(&base));
+            }
+        }
+        // Each hint's record is asked for once, the chain's root (a hint too) once
+        // more on the way down the deep chain.
+        for h in hints.iter().flatten() {
+            let once_more = usize::from(*h == chain[0].0);
+            assert_eq!(asked.get(h), Some(&(1 + once_more)), "hint {h}");
         }
     }
 
