@@ -76,6 +76,109 @@ impl Batches for Hashed {
     }
 }
 
+/// All of `input` (`expected` bytes as last seen; what arrives past that is read
+/// too).
+fn read_whole(mut input: impl Read, expected: u64) -> std::io::Result<Vec<u8>> {
+    // Grow with what arrives past 64 MiB: a size is only a claim (a reservation it
+    // does not fill is never touched: address space, not memory).
+    let mut data = Vec::with_capacity(expected.min(64 << 20) as usize);
+    // Through `Take`, whose `read_to_end` is the plain loop: `File`'s own first asks
+    // the file for its size and position (an `fstat` and an `lseek` per file read),
+    // which `expected` already gives.
+    (&mut input).take(u64::MAX).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// Writes the file at `path` in the workspace as `data`, read whole, and tells
+/// `batches`; returns its length.
+fn write_whole(
+    ws: &mut Workspace,
+    path: &str,
+    data: Vec<u8>,
+    batches: &mut dyn Batches,
+) -> Result<u64> {
+    let len = data.len() as u64;
+    // The read buffer becomes the file's bytes (no copy into fresh memory).
+    ws.write_owned(path, data)?;
+    batches.file_read(ws, len)?;
+    Ok(len)
+}
+
+/// Files no larger than this are read ahead ([`read_all`]).
+pub const READ_AHEAD_MAX: u64 = 1 << 20;
+
+/// Files read ahead and not yet taken, at most: with [`READ_AHEAD_MAX`], 16 MiB.
+const READ_AHEAD_DEPTH: usize = 16;
+
+/// Fewer files than this are read on the calling thread alone: a thread's start
+/// costs more than it saves.
+const READ_AHEAD_MIN_FILES: usize = 64;
+
+/// Reads the files `files` (each on disk, its workspace path, its size as last seen)
+/// into `ws` in order, as [`read_into`] reads each from its opened file, then calls
+/// `each` with its position and the bytes read. Where there are many (a first
+/// commit's whole tree) and two cores, the files of at most [`READ_AHEAD_MAX`] bytes
+/// at odd positions are opened and read on a second thread (started off this core,
+/// see [`crate::cpus`]), at most [`READ_AHEAD_DEPTH`] of them ahead of this one,
+/// which reads the others (and the larger ones) itself and writes them all into the
+/// workspace in order: reading is most of the work (the system calls, and the page
+/// faults of the fresh memory the bytes land in), so it is shared. Errors name the
+/// file, as [`read_into`]'s do; the first one stops the reading.
+pub fn read_all(
+    ws: &mut Workspace,
+    files: &[(std::path::PathBuf, String, u64)],
+    batches: &mut dyn Batches,
+    mut each: impl FnMut(&mut Workspace, usize, u64) -> Result<()>,
+) -> Result<()> {
+    let read_here = |ws: &mut Workspace, i: usize, batches: &mut dyn Batches| {
+        let (full, path, size) = &files[i];
+        let f = std::fs::File::open(full).at(full)?;
+        // Whole, or streamed in past `STREAM_MIN`.
+        read_into(ws, path, f, full, *size, batches)
+    };
+    if files.len() < READ_AHEAD_MIN_FILES || crate::cpus::cores() < 2 {
+        for i in 0..files.len() {
+            let len = read_here(ws, i, batches)?;
+            each(ws, i, len)?;
+        }
+        return Ok(());
+    }
+    let (tx, rx) =
+        std::sync::mpsc::sync_channel::<Option<std::io::Result<Vec<u8>>>>(READ_AHEAD_DEPTH);
+    std::thread::scope(|scope| {
+        let beside = crate::cpus::Beside::here();
+        scope.spawn(move || {
+            beside.leave();
+            for (full, _, size) in files.iter().skip(1).step_by(2) {
+                let read = (*size <= READ_AHEAD_MAX)
+                    .then(|| std::fs::File::open(full).and_then(|f| read_whole(f, *size)));
+                // Taken no more (an error on the other side): stop.
+                if tx.send(read).is_err() {
+                    return;
+                }
+            }
+        });
+        beside.yield_to();
+        // Dropped on the way out (an error here): the reader's next send fails.
+        let rx = rx;
+        for (i, (full, path, _)) in files.iter().enumerate() {
+            let ahead = if i % 2 == 1 {
+                rx.recv().ok().flatten()
+            } else {
+                None
+            };
+            let len = match ahead {
+                Some(read) => write_whole(ws, path, read.at(full)?, batches)?,
+                // This thread's share, too large to read ahead, or (never) the
+                // reader gone.
+                None => read_here(ws, i, batches)?,
+            };
+            each(ws, i, len)?;
+        }
+        Ok(())
+    })
+}
+
 /// Reads the file at `path` in the workspace from `input` (`file` names it in
 /// errors; `expected` is its size as last seen): whole, or streamed in when over
 /// [`STREAM_MIN`] and `batches` stores objects. Returns the bytes read, which may
@@ -89,21 +192,8 @@ pub fn read_into(
     batches: &mut dyn Batches,
 ) -> Result<u64> {
     if expected <= STREAM_MIN || !batches.streams() {
-        // Grow with what arrives past 64 MiB: a size is only a claim (a reservation
-        // it does not fill is never touched: address space, not memory).
-        let mut data = Vec::with_capacity(expected.min(64 << 20) as usize);
-        // Through `Take`, whose `read_to_end` is the plain loop: `File`'s own first
-        // asks the file for its size and position (an `fstat` and an `lseek` per
-        // file read), which `expected` already gives.
-        (&mut input)
-            .take(u64::MAX)
-            .read_to_end(&mut data)
-            .at(file)?;
-        let len = data.len() as u64;
-        // The read buffer becomes the file's bytes (no copy into fresh memory).
-        ws.write_owned(path, data)?;
-        batches.file_read(ws, len)?;
-        return Ok(len);
+        let data = read_whole(input, expected).at(file)?;
+        return write_whole(ws, path, data, batches);
     }
     let mut ingest = Ingest::new();
     let mut block = vec![0u8; READ_BLOCK];

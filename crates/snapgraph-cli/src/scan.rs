@@ -1454,18 +1454,21 @@ pub fn scan_batched(
     }
     let files_to_read = to_read.len() as u64;
     crate::progress::phase(progress, "reading", bytes_to_read);
-    for (full, path, size, mode) in to_read {
-        let f = std::fs::File::open(&full).at(&full)?;
-        // Whole, or streamed in past `batches::STREAM_MIN` (`crate::batches`).
-        let len = crate::batches::read_into(ws, &path, f, &full, size, batches)?;
+    let (files, modes): (Vec<_>, Vec<_>) = to_read
+        .into_iter()
+        .map(|(full, path, size, mode)| ((full, path, size), mode))
+        .unzip();
+    crate::batches::read_all(ws, &files, batches, |ws, i, len| {
         report.files_read += 1;
         report.bytes_read += len;
         progress.inc(len);
         progress.set_message(format!("{}/{files_to_read} files", report.files_read));
-        if ws.metadata(&path)?.mode != mode {
-            ws.set_mode(&path, mode)?;
+        let path = &files[i].1;
+        if ws.metadata(path)?.mode != modes[i] {
+            ws.set_mode(path, modes[i])?;
         }
-    }
+        Ok(())
+    })?;
     // Removals: what the workspace holds and the walk did not see. With a complete
     // index that saw every one of its entries, there are none.
     let all_seen =
