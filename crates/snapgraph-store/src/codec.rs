@@ -76,7 +76,7 @@ pub const MAX_DELTA_DEPTH: u8 = 64;
 /// The longest delta chain this writer makes. An object whose hinted base is this
 /// deep is written against the whole record at the bottom of that base's chain
 /// instead (a delta of depth 1), kept only while that delta is at most a
-/// [`DELTA_SURE`]th of its stored bytes (it repeats every change since that record:
+/// [`REBASED_MAX`]th of its stored bytes (it repeats every change since that record:
 /// past that the object is stored whole and starts a new chain). Reading an object
 /// costs one decompression and one BLAKE3 check per level, and so does writing the
 /// next version of it (its base is decoded): a per-turn commit of a file edited in
@@ -88,8 +88,17 @@ pub const WRITE_DELTA_DEPTH: u8 = 4;
 /// A delta record of at most this fraction of its object's stored bytes is written
 /// without compressing the object alone to compare: the record alone would have to
 /// shrink the object more than this many times (and then by another sixteenth) to
-/// win, which a zstd frame of source text or a tree node does not.
-pub const DELTA_SURE: usize = 8;
+/// win, which a zstd frame of source text or a tree node seldom does. At 8, 160 of a
+/// release's 247 deltas were compared (a zstd call each, most of them on objects of
+/// a few hundred bytes, where the call's set-up is the cost); the record alone won
+/// 3 times, each for a delta over a quarter of its object. At 4 the release's store
+/// is byte for byte the same and its commit 3.5 % faster (BENCHMARKS.md, "Stop 42").
+pub const DELTA_SURE: usize = 4;
+
+/// A delta against the whole record at the bottom of its hint's chain (see
+/// [`WRITE_DELTA_DEPTH`]) is kept while at most this fraction of its object's stored
+/// bytes.
+pub const REBASED_MAX: usize = 8;
 
 /// The first four bytes of a zstd dictionary: `ZSTD_decompress_usingDict` would parse
 /// a base starting with them as a dictionary instead of raw content, so such a base is
@@ -1069,7 +1078,7 @@ pub fn encode_many_records<'a>(
             // small: each one repeats every change since that record.
             if b.rebased
                 && record.tag() == Some(DELTA)
-                && record.len().saturating_mul(DELTA_SURE) > bytes.len()
+                && record.len().saturating_mul(REBASED_MAX) > bytes.len()
             {
                 encode_record(bytes, compression, dict)
             } else {
@@ -1644,7 +1653,7 @@ mod tests {
                         },
                         Compression::default(),
                     );
-                    if r[0] == DELTA && r.len() * DELTA_SURE > b.len() {
+                    if r[0] == DELTA && r.len() * REBASED_MAX > b.len() {
                         encode(b, Compression::default())
                     } else {
                         r
