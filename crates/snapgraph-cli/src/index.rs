@@ -1503,16 +1503,26 @@ impl Index {
     /// may be appended to, else a new base (see the module docs).
     pub fn save_delta(&self, path: &Path, delta: Delta) -> Result<()> {
         forget_watch_token(path);
-        let record = self.log.appendable().and_then(|_| {
-            let payload = postcard::to_allocvec(&DeltaOut {
-                probe_ns: delta.probe_ns,
-                tip: delta.tip,
-                removed: delta.removed.iter().map(String::as_str).collect(),
-                upserts: delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect(),
-            })
-            .ok()?;
-            self.log.record_for(&payload)
-        });
+        // A record for more than half of the entries (a release `rsync`ed over the
+        // tree) would about reach the journal's bound (half the base's bytes) on its
+        // own: the base is rewritten without encoding the record first, where the
+        // record would have been made and then refused. (Either is an index that
+        // reads the same; a small base whose bound is `JOURNAL_MIN` may lose an
+        // append it could have had.)
+        let changes = delta.upserts.len() + delta.removed.len();
+        let record = (changes <= self.entries.len() / 2)
+            .then(|| self.log.appendable())
+            .flatten()
+            .and_then(|_| {
+                let payload = postcard::to_allocvec(&DeltaOut {
+                    probe_ns: delta.probe_ns,
+                    tip: delta.tip,
+                    removed: delta.removed.iter().map(String::as_str).collect(),
+                    upserts: delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect(),
+                })
+                .ok()?;
+                self.log.record_for(&payload)
+            });
         match record {
             Some(bytes) => append(path, &bytes),
             None => {
