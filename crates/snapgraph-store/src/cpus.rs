@@ -12,12 +12,12 @@
 //!
 //! Every thread started beside a thread's own work goes through it: the encoder's
 //! second thread ([`crate::codec`]) and, in the CLI, the store's opener, the stat
-//! helper, the hashers of files whose stat changed, a batched commit's writer and a
-//! checkout's writers (where the starting thread writes too). The hashers were the last to get it: on a
-//! release `rsync`ed over the tree, the one hasher of a 2-core machine was found
-//! sharing the walking thread's core for 8 ms and more at a time while the other
-//! core idled (`perf sched timehist`), and a release's commit took 34.4 ms instead
-//! of 30.4.
+//! helper, the hashers of files whose stat changed, a first commit's second reader,
+//! a batched commit's writer and a checkout's writers (where the starting thread
+//! writes too). The hashers were the last to get it: on a release `rsync`ed over the
+//! tree, the one hasher of a 2-core machine was found sharing the walking thread's
+//! core for 8 ms and more at a time while the other core idled (`perf sched
+//! timehist`), and a release's commit took 34.4 ms instead of 30.4.
 
 use std::sync::OnceLock;
 
