@@ -108,7 +108,7 @@ fn write_whole(
 pub const READ_AHEAD_MAX: u64 = 1 << 20;
 
 /// Files read ahead and not yet taken, at most: with [`READ_AHEAD_MAX`], 16 MiB.
-const READ_AHEAD_DEPTH: usize = 16;
+pub const READ_AHEAD_DEPTH: usize = 16;
 
 /// Fewer files than this are read on the calling thread alone: a thread's start
 /// costs more than it saves.
