@@ -12,6 +12,7 @@ pub mod commit;
 pub mod manifest;
 pub mod reads;
 pub mod tree;
+mod wire;
 
 use std::borrow::Cow;
 
