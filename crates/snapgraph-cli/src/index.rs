@@ -1721,7 +1721,7 @@ fn forget_watch_token(path: &Path) {
 /// be appended to, or holds more than twice the objects of `new`).
 fn skeleton_delta(new: &HashMap<ObjectId, Vec<u8>>, old: &Index) -> Option<Option<Vec<u8>>> {
     old.skeleton_log.appendable()?;
-    let mut added: Vec<(&ObjectId, &Vec<u8>)> = new
+    let added: Vec<(&ObjectId, &Vec<u8>)> = new
         .iter()
         .filter(|(id, _)| !old.skeleton.contains_key(*id))
         .collect();
@@ -1731,22 +1731,50 @@ fn skeleton_delta(new: &HashMap<ObjectId, Vec<u8>>, old: &Index) -> Option<Optio
     if added.is_empty() {
         return Some(None);
     }
-    added.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let payload = postcard::to_allocvec(&added).ok()?;
-    Some(Some(old.skeleton_log.record_for(&payload)?))
+    Some(Some(skeleton_record(&old.skeleton_log, added)?))
+}
+
+/// The skeleton journal record adding `added` after `log`, if it may be appended.
+fn skeleton_record(log: &Tail, added: Vec<(&ObjectId, &Vec<u8>)>) -> Option<Vec<u8>> {
+    log.record_for(&skeleton_payload(added))
+}
+
+/// Skeleton objects as a base's body or a record's payload: postcard's encoding of
+/// the `(id, bytes)` pairs sorted by id (the count, then each id's 32 bytes and the
+/// bytes' length and bytes), written out (through serde each byte of each object was
+/// a call: a release's skeleton of 120 KB cost 2 M instructions each way).
+fn skeleton_payload(mut objects: Vec<(&ObjectId, &Vec<u8>)>) -> Vec<u8> {
+    objects.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let bytes: usize = objects.iter().map(|(_, b)| b.len() + 42).sum();
+    let mut w = WireOut {
+        out: Vec::with_capacity(bytes + 10),
+    };
+    w.varint(objects.len() as u64);
+    for (id, b) in objects {
+        w.out.extend_from_slice(id.as_bytes());
+        w.bytes(b);
+    }
+    w.out
+}
+
+/// What [`skeleton_payload`] wrote (any order of ids), or `None`.
+fn skeleton_objects(bytes: &[u8]) -> Option<Vec<(ObjectId, Vec<u8>)>> {
+    let mut w = Wire { rest: bytes };
+    let n = w.len().ok()?;
+    // Each object takes at least 33 bytes: no capacity a hostile count inflates.
+    let mut out = Vec::with_capacity(n.min(w.rest.len() / 33));
+    for _ in 0..n {
+        let id = w.id().ok()?;
+        out.push((id, w.bytes().ok()?.to_vec()));
+    }
+    w.rest.is_empty().then_some(out)
 }
 
 const SKELETON_MAGIC: &[u8; 8] = b"SGSKEL\0\0";
 
 /// A skeleton file's bytes: objects sorted by id.
 pub fn skeleton_bytes(skeleton: &HashMap<ObjectId, Vec<u8>>) -> Vec<u8> {
-    let mut objects: Vec<(&ObjectId, &Vec<u8>)> = skeleton.iter().collect();
-    objects.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    frame(
-        SKELETON_MAGIC,
-        &postcard::to_allocvec(&objects).unwrap_or_default(),
-    )
-    .0
+    frame(SKELETON_MAGIC, &skeleton_payload(skeleton.iter().collect())).0
 }
 
 /// The objects of a skeleton file (its base and the records that chain onto it), if
@@ -1757,13 +1785,12 @@ pub fn parse_skeleton(bytes: &[u8]) -> Option<HashMap<ObjectId, Vec<u8>>> {
 
 fn read_skeleton(bytes: &[u8]) -> Option<(HashMap<ObjectId, Vec<u8>>, Tail)> {
     let log = unframe(SKELETON_MAGIC, bytes).ok()?;
-    let objects: Vec<(ObjectId, Vec<u8>)> = postcard::from_bytes(log.body).ok()?;
-    let mut objects: HashMap<ObjectId, Vec<u8>> = objects.into_iter().collect();
+    let mut objects: HashMap<ObjectId, Vec<u8>> = skeleton_objects(log.body)?.into_iter().collect();
     let mut tail = log.tail;
     for payload in log.records {
-        match postcard::from_bytes::<Vec<(ObjectId, Vec<u8>)>>(payload) {
-            Ok(more) => objects.extend(more),
-            Err(_) => {
+        match skeleton_objects(payload) {
+            Some(more) => objects.extend(more),
+            None => {
                 tail = Tail::default();
                 break;
             }
@@ -1927,6 +1954,34 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The skeleton's own writer writes what postcard writes for the objects
+        /// sorted by id, and its reader reads that back; bytes cut short or with a
+        /// trailing byte read as no skeleton.
+        #[test]
+        fn skeleton_objects_are_postcards(
+            objects in proptest::collection::hash_map(
+                proptest::prelude::any::<[u8; 32]>(),
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+                0..12,
+            ),
+            cut in proptest::prelude::any::<proptest::sample::Index>(),
+        ) {
+            let objects: HashMap<ObjectId, Vec<u8>> =
+                objects.into_iter().map(|(id, b)| (ObjectId::from_bytes(id), b)).collect();
+            let mut sorted: Vec<(&ObjectId, &Vec<u8>)> = objects.iter().collect();
+            sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            let bytes = skeleton_payload(objects.iter().collect());
+            proptest::prop_assert_eq!(&bytes, &postcard::to_allocvec(&sorted).unwrap());
+            let back: HashMap<ObjectId, Vec<u8>> =
+                skeleton_objects(&bytes).unwrap().into_iter().collect();
+            proptest::prop_assert_eq!(&back, &objects);
+            let short = &bytes[..cut.index(bytes.len())];
+            proptest::prop_assert!(skeleton_objects(short).is_none());
+            let mut long = bytes.clone();
+            long.push(0);
+            proptest::prop_assert!(skeleton_objects(&long).is_none());
+        }
+
         /// Changes in the order they were made, sorted: each path once, in order,
         /// its last change winning, as inserting them one by one into a map gives.
         #[test]
