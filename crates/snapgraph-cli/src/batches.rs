@@ -89,6 +89,47 @@ fn read_whole(mut input: impl Read, expected: u64) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
+/// Reads the regular file `file`, whose `lstat` gave `expected` bytes, onto the end
+/// of `buf`: until its end, or past `limit` bytes, or when a read that was asked for
+/// more ends exactly at `expected` bytes. A short read of a regular file ends at its
+/// end, so that last rule saves the read that would return 0 (one system call per
+/// file: a release's two thousand files are read in a commit). What is read is the
+/// file as its `lstat` saw it either way: a file that grows after that read has a
+/// new stat, which the next scan sees. Reads into the vector's spare capacity (no
+/// zeroing), which is grown only for a file larger than `expected`.
+pub fn read_sized(
+    file: &std::fs::File,
+    expected: u64,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let start = buf.len();
+    buf.reserve(usize::try_from(expected.min(64 << 20)).unwrap_or(0) + 1);
+    loop {
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity().max(8192));
+        }
+        match rustix::io::read(file, rustix::buffer::spare_capacity(buf)) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {
+                let got = (buf.len() - start) as u64;
+                if got > limit || (got == expected && buf.len() < buf.capacity()) {
+                    return Ok(());
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// [`read_whole`] of an opened file (see [`read_sized`]).
+fn read_whole_file(file: &std::fs::File, expected: u64) -> std::io::Result<Vec<u8>> {
+    let mut data = Vec::new();
+    read_sized(file, expected, u64::MAX, &mut data)?;
+    Ok(data)
+}
+
 /// Writes the file at `path` in the workspace as `data`, read whole, and tells
 /// `batches`; returns its length.
 fn write_whole(
@@ -134,6 +175,10 @@ pub fn read_all(
         let (full, path, size) = &files[i];
         let f = std::fs::File::open(full).at(full)?;
         // Whole, or streamed in past `STREAM_MIN`.
+        if *size <= STREAM_MIN || !batches.streams() {
+            let data = read_whole_file(&f, *size).at(full)?;
+            return write_whole(ws, path, data, batches);
+        }
         read_into(ws, path, f, full, *size, batches)
     };
     if files.len() < READ_AHEAD_MIN_FILES || crate::cpus::cores() < 2 {
@@ -151,7 +196,7 @@ pub fn read_all(
             beside.leave();
             for (full, _, size) in files.iter().skip(1).step_by(2) {
                 let read = (*size <= READ_AHEAD_MAX)
-                    .then(|| std::fs::File::open(full).and_then(|f| read_whole(f, *size)));
+                    .then(|| std::fs::File::open(full).and_then(|f| read_whole_file(&f, *size)));
                 // Taken no more (an error on the other side): stop.
                 if tx.send(read).is_err() {
                     return;

@@ -171,7 +171,6 @@ pub fn while_walking<T>(
 /// one-chunk content at most one byte past its recorded size (a file that grew
 /// since its stat is no proof).
 fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>, buf: &mut Vec<u8>) -> Result<bool> {
-    use std::io::Read;
     // No read when nothing could prove it: a manifest whose list is not to be had,
     // or more bytes than one chunk holds recorded as one chunk.
     match (&c.digest, list) {
@@ -189,10 +188,7 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>, buf: &mut Vec<u8>) 
     // is at most a chunk long, whatever an index claims.
     buf.clear();
     buf.reserve(c.stat.size.min(CHUNK_MAX as u64) as usize + 1);
-    (&mut file)
-        .take(c.stat.size.saturating_add(1))
-        .read_to_end(buf)
-        .at(&c.full)?;
+    crate::batches::read_sized(&file, c.stat.size, c.stat.size, buf).at(&c.full)?;
     let data = &buf[..];
     if data.len() as u64 != c.stat.size {
         return Ok(false);
