@@ -16,9 +16,7 @@ use crate::boundary::{name_hash, varint_len, Boundary};
 use crate::emit::Emitter;
 use crate::id::ObjectId;
 use crate::object::tree::{Entry, TreeChild, TreeNode};
-use crate::object::{
-    canonical_cut, encode_version, load_many, ObjectError, ObjectKind, FORMAT_VERSION,
-};
+use crate::object::{canonical_cut, load_many, ObjectError, ObjectKind, FORMAT_VERSION};
 use crate::source::ObjectSource;
 
 /// One encoded tree node, with what its parent and the incremental cutter need.
@@ -64,7 +62,8 @@ trait Item {
     fn hash(&self) -> u32;
     fn size(&self) -> usize;
     fn totals(&self) -> (u64, u64);
-    fn node(level: u8, items: Vec<Self>) -> TreeNode
+    /// Appends the body of a node of `level` over `items`.
+    fn write_node(level: u8, items: &[Self], out: &mut Vec<u8>)
     where
         Self: Sized;
 }
@@ -77,13 +76,13 @@ impl Item for Entry {
         name_hash(&self.name)
     }
     fn size(&self) -> usize {
-        postcard::experimental::serialized_size(self).unwrap_or(0)
+        crate::object::tree::entry_len(self)
     }
     fn totals(&self) -> (u64, u64) {
         (self.files(), self.bytes())
     }
-    fn node(_level: u8, items: Vec<Self>) -> TreeNode {
-        TreeNode::Leaf(items)
+    fn write_node(_level: u8, items: &[Self], out: &mut Vec<u8>) {
+        crate::object::tree::write_leaf(items, out);
     }
 }
 
@@ -104,11 +103,8 @@ impl Item for TreeChild {
     fn totals(&self) -> (u64, u64) {
         (self.files, self.bytes)
     }
-    fn node(level: u8, items: Vec<Self>) -> TreeNode {
-        TreeNode::Internal {
-            level,
-            children: items,
-        }
+    fn write_node(level: u8, items: &[Self], out: &mut Vec<u8>) {
+        crate::object::tree::write_internal(level, items, out);
     }
 }
 
@@ -153,7 +149,10 @@ impl<T: Item> NodeBuilder<T> {
             bytes = bytes.saturating_add(b);
         }
         let count = items.len() as u32;
-        let stored = encode_version(ObjectKind::Tree, self.version, &T::node(self.level, items));
+        let size: usize = items.iter().map(|i| i.size()).sum();
+        let mut stored = Vec::with_capacity(size + 16);
+        stored.extend_from_slice(&[ObjectKind::Tree.byte(), self.version]);
+        T::write_node(self.level, &items, &mut stored);
         Slot {
             first,
             last,

@@ -8,8 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::wire::{Problem, Reader};
+use super::wire::{put_bytes, put_varint, Problem, Reader};
 use super::{ObjectError, ObjectKind};
+use crate::boundary::varint_len;
 use crate::id::ObjectId;
 use crate::limits::{INLINE_MAX, MAX_LEVEL, MAX_NODE_ITEMS};
 use crate::path::check_name;
@@ -309,6 +310,89 @@ impl TreeNode {
     }
 }
 
+/// Appends the body of the leaf of `entries`: postcard's encoding of
+/// `TreeNode::Leaf`, written by hand (through serde it was most of a node's build,
+/// and an entry was serialized once more to learn its size: see [`entry_len`]).
+pub(crate) fn write_leaf(entries: &[Entry], out: &mut Vec<u8>) {
+    out.push(0);
+    put_varint(out, entries.len() as u64);
+    for e in entries {
+        write_entry(e, out);
+    }
+}
+
+/// Appends the body of an internal node of `level` over `children`.
+pub(crate) fn write_internal(level: u8, children: &[TreeChild], out: &mut Vec<u8>) {
+    out.push(1);
+    out.push(level);
+    put_varint(out, children.len() as u64);
+    for c in children {
+        put_bytes(out, c.first.as_bytes());
+        out.extend_from_slice(c.tree.as_bytes());
+        put_varint(out, c.files);
+        put_varint(out, c.bytes);
+    }
+}
+
+fn write_entry(e: &Entry, out: &mut Vec<u8>) {
+    put_bytes(out, e.name.as_bytes());
+    put_varint(out, u64::from(e.mode));
+    match &e.node {
+        EntryNode::File { size, content } => {
+            out.push(0);
+            put_varint(out, *size);
+            match content {
+                Content::Inline(b) => {
+                    out.push(0);
+                    put_bytes(out, b);
+                }
+                Content::Chunk(id) => {
+                    out.push(1);
+                    out.extend_from_slice(id.as_bytes());
+                }
+                Content::Manifest(id) => {
+                    out.push(2);
+                    out.extend_from_slice(id.as_bytes());
+                }
+            }
+        }
+        EntryNode::Dir { tree, files, bytes } => {
+            out.push(1);
+            out.extend_from_slice(tree.as_bytes());
+            put_varint(out, *files);
+            put_varint(out, *bytes);
+        }
+        EntryNode::Symlink { target } => {
+            out.push(2);
+            put_bytes(out, target.as_bytes());
+        }
+    }
+}
+
+/// The bytes [`write_entry`] writes for `e` (what decides where a directory's nodes
+/// are cut), counted without writing them.
+pub(crate) fn entry_len(e: &Entry) -> usize {
+    let with_len = |n: usize| varint_len(n as u64) + n;
+    // Each variant index below 128 takes one byte.
+    with_len(e.name.len())
+        + varint_len(u64::from(e.mode))
+        + 1
+        + match &e.node {
+            EntryNode::File { size, content } => {
+                varint_len(*size)
+                    + 1
+                    + match content {
+                        Content::Inline(b) => with_len(b.len()),
+                        Content::Chunk(_) | Content::Manifest(_) => ObjectId::LEN,
+                    }
+            }
+            EntryNode::Dir { files, bytes, .. } => {
+                ObjectId::LEN + varint_len(*files) + varint_len(*bytes)
+            }
+            EntryNode::Symlink { target } => with_len(target.len()),
+        }
+}
+
 /// One entry of a leaf (see [`TreeNode::read`]).
 fn read_entry(r: &mut Reader<'_>) -> Result<Entry, Problem> {
     let name = r.string("entry name")?;
@@ -491,6 +575,28 @@ mod tests {
         #[test]
         fn the_reader_agrees_on_any_bytes(bytes in proptest::collection::vec(0u8..=3, 0..40)) {
             proptest::prop_assert_eq!(TreeNode::read(&bytes).ok(), by_serde(&bytes));
+        }
+    }
+
+    proptest::proptest! {
+        /// The hand-written encoder writes postcard's bytes, and an entry's length
+        /// is what postcard counts.
+        #[test]
+        fn the_writer_is_postcards_encoder(node in any_node()) {
+            let mut out = Vec::new();
+            match &node {
+                TreeNode::Leaf(entries) => {
+                    write_leaf(entries, &mut out);
+                    for e in entries {
+                        proptest::prop_assert_eq!(
+                            entry_len(e),
+                            postcard::experimental::serialized_size(e).unwrap()
+                        );
+                    }
+                }
+                TreeNode::Internal { level, children } => write_internal(*level, children, &mut out),
+            }
+            proptest::prop_assert_eq!(out, postcard::to_allocvec(&node).unwrap());
         }
     }
 

@@ -17,7 +17,9 @@
 //! - an id is its 32 bytes (a fixed-size tuple: no length).
 //!
 //! A test checks the reader against postcard's decoder followed by the re-encode, on
-//! arbitrary bytes and on mutations of valid encodings.
+//! arbitrary bytes and on mutations of valid encodings. [`put_varint`] and
+//! [`put_bytes`] write the same forms: a tree node's encoder (`object::tree`) is
+//! built on them and checked against postcard's bytes.
 
 use crate::id::ObjectId;
 
@@ -139,6 +141,21 @@ impl<'a> Reader<'a> {
         out.copy_from_slice(b);
         Ok(ObjectId::from_bytes(out))
     }
+}
+
+/// Appends `v` as a varint (7 bits a byte, least significant first).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends a length-prefixed byte string (a string's UTF-8 bytes, a byte vector).
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
 }
 
 #[cfg(test)]
