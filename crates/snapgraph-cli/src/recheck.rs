@@ -222,7 +222,7 @@ fn spans_match(
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
             Err(e) => return Err(e),
         }
-        if ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, &buf) != c.id {
+        if ObjectId::hash_object(ObjectKind::Chunk, FORMAT_VERSION, buf) != c.id {
             return Ok(false);
         }
     }
