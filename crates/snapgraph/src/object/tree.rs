@@ -435,18 +435,23 @@ mod tests {
     use super::*;
     use crate::object::{encode, encode_version};
 
+    /// A leaf of one file, mode 0644, its bytes inline.
+    fn inline_leaf(name: &str, data: &[u8]) -> TreeNode {
+        TreeNode::Leaf(vec![Entry {
+            name: name.into(),
+            mode: 0o644,
+            node: EntryNode::File {
+                size: data.len() as u64,
+                content: Content::Inline(data.to_vec()),
+            },
+        }])
+    }
+
     /// Test vectors from docs/FORMAT.md: if these change, the format changed. Version
     /// 1 objects keep their bytes and ids; version 2 has the same bodies and other ids.
     #[test]
     fn encodings_are_pinned() {
-        let one = TreeNode::Leaf(vec![Entry {
-            name: "a.txt".into(),
-            mode: 0o644,
-            node: EntryNode::File {
-                size: 3,
-                content: Content::Inline(b"hi\n".to_vec()),
-            },
-        }]);
+        let one = inline_leaf("a.txt", b"hi\n");
         let cases = [
             (
                 1,
@@ -602,14 +607,7 @@ mod tests {
 
     #[test]
     fn overlong_forms_and_counts_over_the_bound_are_refused() {
-        let node = TreeNode::Leaf(vec![Entry {
-            name: "a".into(),
-            mode: 0o644,
-            node: EntryNode::File {
-                size: 1,
-                content: Content::Inline(b"x".to_vec()),
-            },
-        }]);
+        let node = inline_leaf("a", b"x");
         let body = postcard::to_allocvec(&node).unwrap();
         assert_eq!(&body[..2], &[0, 1]);
         let mut overlong = vec![0u8, 0x81, 0x00];
