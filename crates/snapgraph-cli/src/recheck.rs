@@ -176,16 +176,19 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>, buf: &mut Vec<u8>) 
     match (&c.digest, list) {
         (Digest::Manifest(_), None | Some(None)) => return Ok(false),
         (Digest::Chunk(_), _) if c.stat.size > CHUNK_MAX as u64 => return Ok(false),
+        // Inline bytes of another length than the file's: not read (a file grown
+        // huge since it was recorded inline would otherwise be read whole).
+        (Digest::Inline(bytes), _) if bytes.len() as u64 != c.stat.size => return Ok(false),
         _ => {}
     }
     let mut file = std::fs::File::open(&c.full).at(&c.full)?;
     if let (Digest::Manifest(_), Some(Some(list))) = (&c.digest, list) {
         return spans_match(&mut file, list, buf).at(&c.full);
     }
-    // Room for the recorded bytes and the one past them: one read fills it and a
-    // second finds the end (an empty vector grew by doubling from a 32-byte probe,
-    // a reallocation and a copy each step). Content recorded inline or as one chunk
-    // is at most a chunk long, whatever an index claims.
+    // Room for the recorded bytes and the one past them: one read ends at the
+    // recorded size (`read_sized`; an empty vector grew by doubling from a 32-byte
+    // probe, a reallocation and a copy each step). Content recorded inline or as one
+    // chunk is at most a chunk long, whatever an index claims.
     buf.clear();
     buf.reserve(c.stat.size.min(CHUNK_MAX as u64) as usize + 1);
     crate::batches::read_sized(&file, c.stat.size, c.stat.size, buf).at(&c.full)?;
@@ -460,6 +463,18 @@ mod tests {
             );
             std::fs::write(&candidates[i].full, &datas[i]).unwrap();
         }
+        // Recorded inline, now of another length: no proof, without opening the
+        // file (here one that is gone: opening it would fail).
+        let gone = Candidate {
+            full: t.path().join("gone"),
+            path: "/gone".into(),
+            stat: FileStat {
+                size: 1 << 40,
+                ..candidates[0].stat
+            },
+            digest: Digest::Inline(b"x".to_vec()),
+        };
+        assert_eq!(same_as_tip(&[gone], &store, 1).unwrap(), vec![false]);
         // Manifest nodes missing or damaged: no proof (chunks are not needed).
         let manifests: Vec<ObjectId> = store
             .iter()
