@@ -1119,7 +1119,10 @@ impl<'a> Wire<'a> {
     /// path alone is UTF-8, as decoding each as a `String` would require).
     fn entries(&mut self) -> WireResult<Entries> {
         let (n, cap) = self.seq()?;
-        let mut paths: Vec<u8> = Vec::new();
+        // The paths' bytes are at most what is left to read: reserved once, so that
+        // the string is never copied as it grows (reserved memory never written is
+        // never touched: the overestimate costs no page).
+        let mut paths: Vec<u8> = Vec::with_capacity(self.rest.len());
         let mut sorted = Vec::with_capacity(cap);
         for _ in 0..n {
             let path = self.bytes()?;

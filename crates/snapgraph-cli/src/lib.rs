@@ -20,6 +20,7 @@ pub mod rev;
 pub mod scan;
 pub mod secrets;
 pub mod tarball;
+pub mod timings;
 pub mod trash;
 pub mod watch;
 

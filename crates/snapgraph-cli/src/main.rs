@@ -7,6 +7,7 @@ use clap::{CommandFactory, FromArgMatches};
 use snapgraph_cli::cli::Cli;
 
 fn main() {
+    snapgraph_cli::timings::begin();
     // As `Cli::parse()`, but the command tree (every verb's arguments and help) is
     // not freed node by node: the process ends with the command, and the drop was
     // a fifth of clap's instructions in a per-turn commit.
@@ -17,9 +18,12 @@ fn main() {
     let cli = Cli::from_arg_matches_mut(&mut matches)
         .map_err(|e| e.format(&mut command))
         .unwrap_or_else(|e| e.exit());
+    snapgraph_cli::timings::phase("arguments parsed");
     std::mem::forget(matches);
     std::mem::forget(command);
-    if let Err(e) = snapgraph_cli::commands::run(cli) {
+    let result = snapgraph_cli::commands::run(cli);
+    snapgraph_cli::timings::phase("command done (its store closed)");
+    if let Err(e) = result {
         if matches!(e, snapgraph_cli::CliError::ClosedPipe) {
             // The reader went away: end quietly, as git does (killed by SIGPIPE,
             // which a shell reports as 141).

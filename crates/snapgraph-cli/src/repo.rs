@@ -282,6 +282,7 @@ pub fn open_at(root: PathBuf) -> Result<Workdir> {
         None => store_url.clone(),
     };
     let store = open_existing_store(&open_url)?;
+    crate::timings::phase("store opened");
     Ok(Workdir {
         root,
         dot,

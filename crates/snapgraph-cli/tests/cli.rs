@@ -99,6 +99,88 @@ fn incremental_commit_reads_only_changed_files() {
     assert_eq!(again["files_changed"], 0);
 }
 
+/// `SNAPGRAPH_TIMINGS=1` prints a commit's phases, in order, on stderr only: the
+/// JSON on stdout is what it is without it, and an unset, empty or `0` variable
+/// prints nothing.
+#[test]
+fn timings_show_a_commits_phases_on_stderr_only() {
+    let t = repo();
+    write(t.path(), "a.txt", b"one");
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "one"]);
+    let with = |value: Option<&str>, args: &[&str]| {
+        let mut c = std::process::Command::new(&*BIN);
+        c.args(args).arg("--quiet").current_dir(t.path());
+        match value {
+            Some(v) => c.env("SNAPGRAPH_TIMINGS", v),
+            None => c.env_remove("SNAPGRAPH_TIMINGS"),
+        };
+        let out = c.output().expect("the binary runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    write(t.path(), "a.txt", b"two");
+    let (stdout, stderr) = with(Some("1"), &["commit", "-m", "two", "--json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout).expect("stdout is the JSON alone");
+    assert_eq!(report["files_changed"], 1, "{report}");
+    let phases: Vec<&str> = stderr
+        .lines()
+        .map(|l| {
+            let (head, phase) = l.split_once(" ms  ").unwrap_or_else(|| panic!("{l:?}"));
+            assert!(head.starts_with("timings: +"), "{l:?}");
+            let ms: f64 = head["timings: +".len()..]
+                .parse()
+                .unwrap_or_else(|_| panic!("{l:?}"));
+            assert!(ms >= 0.0, "{l:?}");
+            phase
+        })
+        .collect();
+    let at = |want: &str| {
+        phases
+            .iter()
+            .position(|p| p.contains(want))
+            .unwrap_or_else(|| panic!("no phase {want:?} in {phases:?}"))
+    };
+    let order = [
+        "arguments parsed",
+        "index loaded (",
+        "branch tip read",
+        "scan done (1 files read",
+        "commit written (",
+        "diffed, index saved",
+        "command done",
+    ];
+    let positions: Vec<usize> = order.iter().map(|p| at(p)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{phases:?}");
+    assert!(
+        phases.iter().any(|p| p == &"[snapgraph-open] store opened"),
+        "{phases:?}"
+    );
+    // Nothing changed: once the index vouches for the file again (its stat
+    // recorded past the racy window), the fast path says so.
+    age(t.path());
+    with(None, &["commit", "-m", "same"]);
+    let (_, stderr) = with(Some("1"), &["commit", "-m", "same"]);
+    assert!(
+        stderr.contains("nothing changed (the index holds)"),
+        "{stderr}"
+    );
+    for off in [None, Some(""), Some("0")] {
+        write(t.path(), "a.txt", format!("{off:?}").as_bytes());
+        let (stdout, stderr) = with(off, &["commit", "-m", "quiet"]);
+        assert!(stdout.contains("committed"), "{stdout}");
+        assert_eq!(stderr, "", "SNAPGRAPH_TIMINGS={off:?}");
+    }
+}
+
 #[test]
 fn racy_files_are_read_again() {
     let t = repo();

@@ -130,6 +130,10 @@ pub(super) fn commit(
         Some(_) => None,
     };
     let index = Index::load(&index_path, &root);
+    crate::timings::phase_with("index loaded", || match &index {
+        Some(ix) => format!("{} entries", ix.entries.len()),
+        None => "none usable".into(),
+    });
     // The per-turn survey (see the fast path below), taken before the tip is known
     // when the index is complete for some commit and no watcher's list may stand in
     // for it: after this command's clock probe, as the fast path would take it.
@@ -142,11 +146,13 @@ pub(super) fn commit(
                 probe_ns,
                 scan::survey(&root, ix, &dot, crate::watch::MAX_PATHS)?,
             ));
+            crate::timings::phase("survey done");
         }
     }
     let wd = opening.finish()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
+    crate::timings::phase("branch tip read");
     // The scan's reads (the directories holding a change, the chunk lists it compares
     // files against) share one snapshot until the commit writes.
     let shared = super::SharedReads::new(&**wd.repo.store());
@@ -232,6 +238,7 @@ pub(super) fn commit(
                 if reported.is_none() {
                     store_token(&index_path);
                 }
+                crate::timings::phase("nothing changed (the index holds)");
                 let printed = nothing_to_commit(ctx, &branch, tip, 0, 0, files, watched);
                 // Not freed entry by entry: the process ends (see below).
                 std::mem::forget(index);
@@ -258,6 +265,11 @@ pub(super) fn commit(
         None => Workspace::new(),
     };
     let skeleton = skeleton.into_read();
+    crate::timings::phase(if lazy_turn {
+        "tip checked out (lazily)"
+    } else {
+        "tip checked out (shallow)"
+    });
     let probe_ns = match probe {
         Some(p) => p,
         None => crate::index::fs_now(&wd.dot)?,
@@ -291,6 +303,12 @@ pub(super) fn commit(
     pb.finish_and_clear();
     // After a survey the narrowed walk saw only part of the tree; the survey warned,
     // and vouched for the files outside it.
+    crate::timings::phase_with("scan done", || {
+        format!(
+            "{} files read, {} bytes",
+            report.files_read, report.bytes_read
+        )
+    });
     let mut report = report;
     if surveyed.is_none() {
         warn_nested(&report.nested);
@@ -406,6 +424,12 @@ pub(super) fn commit(
     let committed = batched.commit(&mut ws, &branch, options);
     pb.finish_and_clear();
     let committed = committed?;
+    crate::timings::phase_with("commit written", || {
+        format!(
+            "{} new objects, {} bytes",
+            committed.objects_written, committed.bytes_written
+        )
+    });
     // The previous tip's trees are in the skeleton: only the new ones come from the
     // store, and they join the next skeleton, so that the next command reads none of
     // the new tip's trees from the store. The index is saved even if the diff fails
@@ -416,6 +440,7 @@ pub(super) fn commit(
     drop(shared);
     save(&ws, Some(committed.id), diff_source.into_read())?;
     store_token(&index_path);
+    crate::timings::phase("diffed, index saved");
     let d = d?;
     if detached.is_some() {
         wd.set_head_branch(&branch)?;
