@@ -13,7 +13,9 @@
 //!
 //! - **Leases.** Every writer ([`crate::Repo`] operations, [`crate::sync()`]) first
 //!   creates a lease ref `snapgraph/lease/ID`, then looks at the store and writes its
-//!   objects, then moves its branch and deletes its lease in one atomic update.
+//!   objects, then moves its branch and deletes its lease in one atomic update
+//!   (except optimistic writers, below, on stores that write objects and refs at
+//!   once).
 //! - **The sweep marker and token.** `snapgraph/gc-sweep` exists exactly while a
 //!   collector sweeps; `snapgraph/gc` holds a token every sweep changes. Creating a
 //!   lease and publishing are both guarded by "no sweep, token unchanged".
@@ -49,6 +51,30 @@
 //! leases are gone, and every lease holder that overlapped a sweep fails to publish
 //! and starts over (re-checking its closure under a new lease). Nothing depends on
 //! time. A writer only waits while a sweep runs; a collector waits for leases.
+//!
+//! **Optimistic writers.** A store that writes objects and refs in one atomic step
+//! ([`RefStore::writes_objects_with_refs`]: SQLite, memory) lets a writer skip the
+//! lease. The writer reads the token, and checks that no sweep marker is set, before
+//! it looks at the store; it then writes its objects and moves its refs in one
+//! guarded step ([`RefStore::update_refs_with_objects`]: "token unchanged, no
+//! sweep"). Why it is as safe as a lease: objects are deleted only while a sweep
+//! runs, and every sweep changes the token when it begins and again when it ends,
+//! tokens never repeating. So if the token is the one read before the writer looked,
+//! no sweep began since, nothing the writer found was deleted, and its one write
+//! lands whole before any later sweep marks (which then sees its refs). If the token
+//! moved, the guarded step wrote nothing, and the writer goes on under a lease: a
+//! lease granted under the token it read means nothing was deleted in between;
+//! otherwise it checks its commit's closure first, exactly as after a sweep under a
+//! lease. A writer never writes an object outside a guarded step, so none is
+//! written while a sweep deletes (the invariant "holding an object means holding
+//! its closure" stays true), and a writer that finds a sweep running takes a lease,
+//! which waits. [`crate::Repo`] commits that fit one write (at most one batch of
+//! objects, no chunk delta-encoded against another new one) and snapshots and forks
+//! go this way: one write transaction instead of three, which on a disk is two
+//! `fsync`s fewer per turn. On such a store larger commits read the token the same
+//! way and take the lease after looking, with the same check. A writer's first guarded step that a
+//! sweep defeats is its last optimistic one, so a collector that loops cannot
+//! starve it: the lease path's waiting guarantees progress.
 //!
 //! Hollow commits ([`crate::hollow`]) are marked without their snapshots: their
 //! records are read before the first pass (a commit hollowed later keeps its

@@ -145,6 +145,45 @@ impl RefStore for MemoryStore {
         Ok(())
     }
 
+    fn writes_objects_with_refs(&self) -> bool {
+        true
+    }
+
+    /// Under the one lock: the updates checked, then the objects and the refs.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        _bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let State {
+            refs,
+            reflog,
+            objects: held,
+            ..
+        } = &mut *state;
+        apply_updates(updates, |name| Ok(refs.get(name).copied()))?;
+        for (id, bytes) in objects {
+            held.entry(*id).or_insert_with(|| Arc::from(*bytes));
+        }
+        for u in updates.iter().filter(|u| u.changes()) {
+            match u.new {
+                Some(id) => refs.insert(u.name.clone(), id),
+                None => refs.remove(&u.name),
+            };
+            if crate::refs::logged(&u.name) {
+                reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
+                    old: u.expected,
+                    new: u.new,
+                    message: message.to_string(),
+                });
+            }
+        }
+        Ok(true)
+    }
+
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
         Ok(self
             .lock()

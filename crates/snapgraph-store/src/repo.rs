@@ -153,6 +153,15 @@ struct Publish<'a> {
     progress: Option<&'a ProgressHook>,
 }
 
+/// What a [`Repo::publish`] round writes: new objects (their closure held), then
+/// the ref updates, with `out` returned on success.
+struct Prepared<T> {
+    objects: Vec<(ObjectId, Vec<u8>)>,
+    updates: Vec<RefUpdate>,
+    message: String,
+    out: T,
+}
+
 /// A [`RepoCommitOptions::progress`] callback.
 #[derive(Clone)]
 pub struct ProgressHook(std::sync::Arc<dyn Fn(CommitProgress) + Send + Sync>);
@@ -509,11 +518,24 @@ impl<S: Store> Repo<S> {
         held: &mut Option<Lease>,
     ) -> Result<Committed, RepoError> {
         let Publish { message, progress } = how;
-        // The lease comes before the commit looks at the store: what it finds
-        // there cannot be collected until the lease is released (see `crate::gc`).
-        let mut lease = match held.take() {
-            Some(l) => l,
-            None => self.lease()?,
+        // What the commit finds in the store cannot be collected until it publishes
+        // (see `crate::gc`): either a lease is taken before it looks (a batched
+        // commit's, any commit while a sweep runs, every commit on a store that
+        // cannot write objects and refs at once), or the collection token is read
+        // before it looks and every write after checks that it has not moved
+        // ("Optimistic writers").
+        let mut lease = held.take();
+        let seen = match lease {
+            None if self.store.writes_objects_with_refs() => self.seen_token()?,
+            _ => None,
+        };
+        if lease.is_none() && seen.is_none() {
+            lease = Some(self.lease()?);
+        }
+        let drop_lease = |lease: Option<Lease>| {
+            if let Some(l) = lease {
+                l.release(&self.store);
+            }
         };
         // Commit a copy (cheap: directories are shared copy-on-write) so that a
         // failure anywhere below leaves the caller's workspace as it was, ready for
@@ -522,12 +544,12 @@ impl<S: Store> Repo<S> {
         let commit = match draft.commit(opts) {
             Ok(c) => c,
             Err(e) => {
-                lease.release(&self.store);
+                drop_lease(lease);
                 return Err(e.into());
             }
         };
         if let Some(actual) = moved_to {
-            lease.release(&self.store);
+            drop_lease(lease);
             if actual != commit.id() {
                 return Err(RepoError::BranchMoved {
                     branch: name,
@@ -555,6 +577,78 @@ impl<S: Store> Repo<S> {
             hashbrown::HashMap::new()
         };
         let groups = write_order(commit.objects(), &hints);
+        // A commit small enough for one write, with no chunk hinted against another
+        // new one, is written and published in one atomic step guarded by the token
+        // read above, where the store can.
+        let mut sweep_began = false;
+        if let Some(token) = seen {
+            if groups.len() <= 1
+                && commit.objects().len() <= BATCH
+                && commit.objects().stored_bytes() <= PUT_BYTES
+            {
+                let objects = groups.first().map_or(&[][..], |g| &g[..]);
+                match self.put_and_publish(
+                    commit.objects(),
+                    objects,
+                    &hints,
+                    progress,
+                    RefUpdate::new(name.clone(), tip, Some(commit.id())),
+                    token,
+                    message,
+                ) {
+                    Ok(Some(counts)) => {
+                        *ws = draft;
+                        return Ok(Committed {
+                            id: commit.id(),
+                            previous: tip,
+                            objects_written: counts.0,
+                            bytes_written: counts.1,
+                        });
+                    }
+                    // The store declined: the lease path below.
+                    Ok(None) => {}
+                    // Our own update, applied by an earlier round whose reply was lost.
+                    Err(RepoError::Store(StoreError::RefConflict {
+                        name: n, actual, ..
+                    })) if n == name && actual == Some(commit.id()) => {
+                        *ws = draft;
+                        return Ok(Committed {
+                            id: commit.id(),
+                            previous: tip,
+                            objects_written: 0,
+                            bytes_written: 0,
+                        });
+                    }
+                    Err(RepoError::Store(StoreError::RefConflict {
+                        name: n, actual, ..
+                    })) if n == name => {
+                        return Err(RepoError::BranchMoved {
+                            branch: name,
+                            workspace: tip,
+                            branch_tip: actual,
+                        });
+                    }
+                    // A sweep began since the token was read: nothing was written.
+                    Err(RepoError::Store(StoreError::RefConflict { name: n, .. }))
+                        if Lease::is_protocol_ref(&n) =>
+                    {
+                        sweep_began = true;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // The lease path: every write under a lease. A lease granted under the token
+        // read before the commit looked at the store means no sweep began since, so
+        // all it found is still there; under another token (or after a sweep began)
+        // the closure is checked first, as after a sweep below.
+        let mut lease = match lease {
+            Some(l) => l,
+            None => self.lease()?,
+        };
+        if sweep_began || seen.is_some_and(|t| t != lease.token()) {
+            lease = self.recheck_closure(lease, &commit)?;
+        }
         loop {
             let attempt = self
                 .put_new(commit.objects(), &groups, &hints, progress)
@@ -591,25 +685,8 @@ impl<S: Store> Repo<S> {
                     // check the closure (our own objects can be written again) and
                     // go round.
                     lease.release(&self.store);
-                    lease = self.lease()?;
-                    let overlay = Overlay {
-                        objects: commit.objects(),
-                        store: &self.store,
-                    };
-                    let missing = match self.missing_closure(commit.id(), &overlay) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            lease.release(&self.store);
-                            return Err(e);
-                        }
-                    };
-                    if !missing.is_empty() {
-                        lease.release(&self.store);
-                        return Err(RepoError::Swept {
-                            commit: commit.id(),
-                            missing,
-                        });
-                    }
+                    let fresh = self.lease()?;
+                    lease = self.recheck_closure(fresh, &commit)?;
                 }
                 Err(e) => {
                     lease.release(&self.store);
@@ -625,6 +702,101 @@ impl<S: Store> Repo<S> {
             objects_written,
             bytes_written,
         })
+    }
+
+    /// The collection token (`snapgraph/gc`) read before a writer looks at the
+    /// store, when no sweep runs (`None` when one does: the writer then takes a
+    /// lease, which waits for it). See [`crate::gc`](mod@crate::gc), "Optimistic writers".
+    fn seen_token(&self) -> Result<Option<Option<ObjectId>>, RepoError> {
+        let token = self.store.get_ref_for_update(crate::gc::GC_TOKEN)?;
+        Ok(match self.store.get_ref(crate::gc::GC_SWEEP)? {
+            Some(_) => None,
+            None => Some(token),
+        })
+    }
+
+    /// Under `lease`, checks that the store holds the closure of `commit` (its own
+    /// objects count: they are written again): after a sweep that may have
+    /// deleted what the commit reused. [`RepoError::Swept`] if not (the lease
+    /// released).
+    fn recheck_closure(
+        &self,
+        lease: Lease,
+        commit: &snapgraph::Commit,
+    ) -> Result<Lease, RepoError> {
+        let overlay = Overlay {
+            objects: commit.objects(),
+            store: &self.store,
+        };
+        let missing = match self.missing_closure(commit.id(), &overlay) {
+            Ok(m) => m,
+            Err(e) => {
+                lease.release(&self.store);
+                return Err(e);
+            }
+        };
+        if !missing.is_empty() {
+            lease.release(&self.store);
+            return Err(RepoError::Swept {
+                commit: commit.id(),
+                missing,
+            });
+        }
+        Ok(lease)
+    }
+
+    /// Writes the objects of `order` the store lacks and moves the branch by
+    /// `update` in one atomic step ([`crate::RefStore::update_refs_with_objects`]),
+    /// guarded by the collection token `token` read before the commit looked at the
+    /// store and by the absence of a sweep. `Ok(None)`: the store declined (nothing
+    /// done). Returns how many objects and bytes were new.
+    #[allow(clippy::too_many_arguments)]
+    fn put_and_publish(
+        &self,
+        all: &snapgraph::ObjectSet,
+        order: &[(&ObjectId, &[u8])],
+        hints: &hashbrown::HashMap<ObjectId, ObjectId>,
+        progress: Option<&ProgressHook>,
+        update: RefUpdate,
+        token: Option<ObjectId>,
+        message: &str,
+    ) -> Result<Option<(usize, u64)>, RepoError> {
+        let report = |objects_done, bytes_done| {
+            if let Some(h) = progress {
+                (h.0)(CommitProgress {
+                    objects_done,
+                    objects_total: all.len(),
+                    bytes_done,
+                    bytes_total: all.stored_bytes(),
+                });
+            }
+        };
+        report(0, 0);
+        let ids: Vec<ObjectId> = order.iter().map(|(i, _)| **i).collect();
+        let absent: hashbrown::HashSet<ObjectId> = self.store.has_many(&ids)?.into_iter().collect();
+        let new: Vec<(ObjectId, &[u8])> = order
+            .iter()
+            .filter(|(i, _)| absent.contains(*i))
+            .map(|(i, b)| (**i, *b))
+            .collect();
+        let bases: Vec<Option<ObjectId>> =
+            new.iter().map(|(id, _)| hints.get(id).copied()).collect();
+        let updates = [
+            update,
+            RefUpdate::guard(crate::gc::GC_TOKEN, token),
+            RefUpdate::guard(crate::gc::GC_SWEEP, None),
+        ];
+        if !self
+            .store
+            .update_refs_with_objects(&new, &bases, &updates, message)?
+        {
+            return Ok(None);
+        }
+        report(all.len(), all.stored_bytes());
+        Ok(Some((
+            new.len(),
+            new.iter().map(|(_, b)| b.len() as u64).sum(),
+        )))
     }
 
     /// Objects `source` lacks below commit `id` (its snapshot, not its history).
@@ -857,28 +1029,69 @@ impl<S: Store> Repo<S> {
         self.publish(|| {
             let id = self.resolve(at)?;
             SnapshotGraph::commit(id, &self.store)?;
-            Ok((
-                vec![RefUpdate::new(name.clone(), None, Some(id))],
-                format!("fork at {at}"),
-                id,
-            ))
+            Ok(Prepared {
+                objects: Vec::new(),
+                updates: vec![RefUpdate::new(name.clone(), None, Some(id))],
+                message: format!("fork at {at}"),
+                out: id,
+            })
         })
     }
 
-    /// Applies the ref updates `op` prepares, guarded against a concurrent sweep
-    /// (see [`crate::gc`](mod@crate::gc)): `op` runs after the collection token is read, and runs
-    /// again if a sweep began before the refs could move. A creation that finds the
-    /// ref taken is [`RepoError::AlreadyExists`].
-    fn publish<T>(
-        &self,
-        op: impl Fn() -> Result<(Vec<RefUpdate>, String, T), RepoError>,
-    ) -> Result<T, RepoError> {
+    /// Writes the objects and applies the ref updates `op` prepares, guarded against
+    /// a concurrent sweep (see [`crate::gc`](mod@crate::gc)): `op` runs after the
+    /// collection token is read, and runs again if a sweep began before the refs
+    /// could move. A creation that finds the ref taken is
+    /// [`RepoError::AlreadyExists`].
+    ///
+    /// On a store that writes objects and refs at once, the first round takes no
+    /// lease: objects and refs are written in one step guarded by the token read
+    /// before `op` ran ([`crate::gc`](mod@crate::gc), "Optimistic writers"); a sweep that began in
+    /// between makes the next rounds take a lease. Elsewhere every round takes one,
+    /// and the objects are written before the refs move.
+    fn publish<T>(&self, op: impl Fn() -> Result<Prepared<T>, RepoError>) -> Result<T, RepoError> {
+        let mut optimistic = self.store.writes_objects_with_refs();
         loop {
-            let lease = self.lease()?;
-            let attempt = op().and_then(|(mut updates, message, out)| {
-                updates.extend(lease.release_updates());
-                match self.store.update_refs(&updates, &message) {
-                    Ok(()) => Ok((out, true)),
+            let seen = match optimistic {
+                true => self.seen_token()?,
+                false => None,
+            };
+            optimistic = false;
+            let lease = match seen {
+                Some(_) => None,
+                None => Some(self.lease()?),
+            };
+            let attempt = op().and_then(|p| {
+                let mut updates = p.updates;
+                let objects: Vec<(ObjectId, &[u8])> =
+                    p.objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+                let written = match (&lease, seen) {
+                    (Some(lease), _) => {
+                        self.store.put_many(&objects)?;
+                        updates.extend(lease.release_updates());
+                        self.store.update_refs(&updates, &p.message)
+                    }
+                    (None, Some(token)) => {
+                        updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
+                        updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
+                        let bases = vec![None; objects.len()];
+                        self.store
+                            .update_refs_with_objects(&objects, &bases, &updates, &p.message)
+                            .and_then(|done| match done {
+                                true => Ok(()),
+                                // Declined after saying it could: a round under a
+                                // lease.
+                                false => Err(StoreError::RefConflict {
+                                    name: crate::gc::GC_SWEEP.into(),
+                                    expected: None,
+                                    actual: None,
+                                }),
+                            })
+                    }
+                    (None, None) => unreachable!("a round has a lease or a token"),
+                };
+                match written {
+                    Ok(()) => Ok((p.out, true)),
                     // The ref already holds what this update sets: an earlier call
                     // applied it and its reply was lost (batches are atomic, so all
                     // of it applied). Done, with this round's lease still to drop.
@@ -888,32 +1101,37 @@ impl<S: Store> Repo<S> {
                                 .iter()
                                 .any(|u| u.name == name && u.changes() && u.new == actual) =>
                     {
-                        Ok((out, false))
+                        Ok((p.out, false))
                     }
                     Err(e) => Err(e.into()),
                 }
             });
+            let release = |lease: Option<Lease>| {
+                if let Some(l) = lease {
+                    l.release(&self.store);
+                }
+            };
             match attempt {
                 Ok((out, true)) => return Ok(out),
                 Ok((out, false)) => {
-                    lease.release(&self.store);
+                    release(lease);
                     return Ok(out);
                 }
                 Err(RepoError::Store(StoreError::RefConflict { name, .. }))
                     if Lease::is_protocol_ref(&name) =>
                 {
-                    lease.release(&self.store);
+                    release(lease);
                 }
                 Err(RepoError::Store(StoreError::RefConflict {
                     name,
                     expected: None,
                     actual: Some(id),
                 })) => {
-                    lease.release(&self.store);
+                    release(lease);
                     return Err(RepoError::AlreadyExists { name, id });
                 }
                 Err(e) => {
-                    lease.release(&self.store);
+                    release(lease);
                     return Err(e);
                 }
             }
@@ -959,17 +1177,17 @@ impl<S: Store> Repo<S> {
                 ..base
             };
             let (id, stored) = tag.to_stored();
-            self.store.put_many(&[(id, &stored)])?;
-            Ok((
-                vec![RefUpdate::new(ref_name.clone(), None, Some(id))],
-                format!("snapshot of {target}"),
-                SnapshotInfo {
+            Ok(Prepared {
+                objects: vec![(id, stored)],
+                updates: vec![RefUpdate::new(ref_name.clone(), None, Some(id))],
+                message: format!("snapshot of {target}"),
+                out: SnapshotInfo {
                     name: short.clone(),
                     id,
                     target,
                     labels: labels.clone(),
                 },
-            ))
+            })
         })
     }
 

@@ -423,6 +423,350 @@ impl SqliteStore {
         })
     }
 
+    /// Checks `updates` against the refs as `tx` sees them ([`StoreError::RefConflict`]
+    /// for the first that does not hold its expected value) and applies them, with
+    /// their reflog rows.
+    fn refs_in(
+        &self,
+        tx: &rusqlite::Transaction<'_>,
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<(), StoreError> {
+        apply_updates(updates, |name| {
+            let raw = Self::read_ref(tx, name).map_err(|e| {
+                StoreError::backend(
+                    format!("sqlite update_refs reading {name} in {}", self.path),
+                    e,
+                )
+            })?;
+            raw.map(|b| self.id_from(|| format!("refs row {name}"), &b))
+                .transpose()
+        })?;
+        for u in updates.iter().filter(|u| u.changes()) {
+            let ctx = |e| {
+                StoreError::backend(
+                    format!("sqlite update_refs writing {} in {}", u.name, self.path),
+                    e,
+                )
+            };
+            match u.new {
+                Some(id) => {
+                    let mut stmt = tx
+                        .prepare_cached("INSERT OR REPLACE INTO refs (name, id) VALUES (?1, ?2)")
+                        .map_err(ctx)?;
+                    stmt.execute(params![u.name, &id.as_bytes()[..]])
+                        .map_err(ctx)?;
+                }
+                None => {
+                    let mut stmt = tx
+                        .prepare_cached("DELETE FROM refs WHERE name = ?1")
+                        .map_err(ctx)?;
+                    stmt.execute([&u.name]).map_err(ctx)?;
+                }
+            }
+            if !crate::refs::logged(&u.name) {
+                continue;
+            }
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO reflog (name, old, new, message) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(ctx)?;
+            stmt.execute(params![
+                u.name,
+                u.expected.as_ref().map(|id| &id.as_bytes()[..]),
+                u.new.as_ref().map(|id| &id.as_bytes()[..]),
+                message
+            ])
+            .map_err(ctx)?;
+        }
+        Ok(())
+    }
+
+    /// [`ObjectStore::put_many_with_bases`], and with `refs` the ref updates
+    /// ([`RefStore::update_refs_with_objects`]) in the same write transaction.
+    fn put_with(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        refs: Option<(&[RefUpdate], &str)>,
+    ) -> Result<(), StoreError> {
+        if objects.is_empty() {
+            return match refs {
+                Some((updates, message)) => self.update_refs(updates, message),
+                None => Ok(()),
+            };
+        }
+        let mut hints = bases.to_vec();
+        hints.resize(objects.len(), None);
+        // The store's dictionary, or a new one sampled from this batch when the store
+        // has none and the batch is large enough (a first commit): written in the
+        // same transaction as the records that need it.
+        let mut new_dict = None;
+        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
+        let dict = match self.compression {
+            Compression::None => None,
+            // Nothing to compress (a tag, a ref's commit): no dictionary to prepare.
+            Compression::Zstd { .. } if !objects.iter().any(|(_, b)| codec::compressible(b)) => {
+                None
+            }
+            // Too small to sample a dictionary from (`DICT_MIN_BYTES`) or to pay for
+            // the compression tables (below): the store's dictionary serves only if
+            // this handle built its tables already, so it is not read (nor checked
+            // against its key, nor prepared for reading) just to be set aside. A
+            // per-turn commit's few small objects paid that on every process.
+            Compression::Zstd { .. } if total < codec::DICT_TABLES_MIN => {
+                const _: () = assert!(codec::DICT_TABLES_MIN <= codec::DICT_MIN_BYTES);
+                let dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+                dicts
+                    .loaded
+                    .then(|| dicts.for_writing())
+                    .flatten()
+                    .filter(|d| d.tables_built())
+            }
+            Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
+                Some(d) => Some(d),
+                None => match codec::Dictionary::sample(objects) {
+                    Some(bytes) => {
+                        let d =
+                            Arc::new(codec::Dictionary::new(bytes, level).map_err(|reason| {
+                                StoreError::backend(
+                                    format!("sqlite put_many into {}", self.path),
+                                    reason,
+                                )
+                            })?);
+                        new_dict = Some(Arc::clone(&d));
+                        Some(d)
+                    }
+                    None => None,
+                },
+            },
+        };
+        let dict = dict
+            .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
+        let encoded = codec::encode_many_records(
+            objects,
+            &hints,
+            self.compression,
+            dict.as_deref(),
+            &|id| self.known.get(id),
+            &mut |ids| self.records(ids),
+        )?;
+        let fail = self.fail("put_many");
+        let mut conn = self.lock_clear()?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&fail)?;
+        // The refs first: a conflict ends the transaction before anything is written.
+        if let Some((updates, message)) = refs {
+            self.refs_in(&tx, updates, message)?;
+        }
+        if let Some(d) = &new_dict {
+            tx.execute(
+                "INSERT OR IGNORE INTO dicts (dict, data) VALUES (?1, ?2)",
+                params![i64::from(d.key()), d.bytes()],
+            )
+            .map_err(&fail)?;
+            let kept: Vec<u8> = tx
+                .query_row(
+                    "SELECT data FROM dicts WHERE dict = ?1",
+                    [i64::from(d.key())],
+                    |r| r.get(0),
+                )
+                .map_err(&fail)?;
+            if kept != d.bytes() {
+                return Err(self.malformed(
+                    format!("dicts row {:08x}", d.key()),
+                    "another dictionary has the same key",
+                ));
+            }
+        }
+        {
+            let put_fail = |id: &ObjectId| {
+                let context = format!("sqlite put_many of object {id} into {}", self.path);
+                move |e| StoreError::backend(context, e)
+            };
+            // Packable records of objects the store lacks (each id once) go into
+            // packs; an object already present keeps its row and its bytes are not
+            // written again.
+            let mut present = tx
+                .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
+                .map_err(&fail)?;
+            let mut seen = hashbrown::HashSet::new();
+            let mut into_packs: Vec<usize> = Vec::new();
+            for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
+                if packable(data)
+                    && seen.insert(*id)
+                    && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
+                {
+                    into_packs.push(i);
+                }
+            }
+            // Large records go into a segment when the batch has enough of them.
+            let mut into_segments: Vec<usize> = Vec::new();
+            if self.segments.is_some() {
+                let mut bytes = 0;
+                for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
+                    if segmentable(data)
+                        && seen.insert(*id)
+                        && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
+                    {
+                        into_segments.push(i);
+                        bytes += data.len();
+                    }
+                }
+                if bytes < SEGMENT_BATCH_MIN {
+                    into_segments.clear();
+                }
+            }
+            let mut in_segments: Vec<Option<SegmentRef>> = vec![None; objects.len()];
+            let mut appender = match (&self.segments, into_segments.is_empty()) {
+                (Some(files), false) => Some(segments::Appender::begin(&tx, files).map_err(&fail)?),
+                _ => None,
+            };
+            if let Some(appender) = &mut appender {
+                for &i in &into_segments {
+                    let id = &objects[i].0;
+                    let (tag, body) = match &encoded[i] {
+                        codec::Record::Raw(b) => (codec::RAW, &b[..]),
+                        codec::Record::Encoded(r) => (r[0], &r[1..]),
+                    };
+                    let r = appender.append(&tx, tag, body).map_err(|reason| {
+                        StoreError::backend(
+                            format!("sqlite put_many of object {id} into {}", self.path),
+                            reason,
+                        )
+                    })?;
+                    in_segments[i] = Some(r);
+                }
+            }
+            let mut refs: Vec<Option<[u8; REFERENCE]>> = vec![None; objects.len()];
+            let mut insert_pack = tx
+                .prepare_cached("INSERT INTO packs (data) VALUES (?1)")
+                .map_err(&fail)?;
+            let mut insert_live = tx
+                .prepare_cached("INSERT INTO pack_live (pack, live) VALUES (?1, ?2)")
+                .map_err(&fail)?;
+            let mut rest = &into_packs[..];
+            while !rest.is_empty() {
+                let mut size = 0;
+                let n = rest
+                    .iter()
+                    .take_while(|&&i| {
+                        size += encoded[i].len();
+                        size <= PACK_SIZE
+                    })
+                    .count()
+                    .max(1);
+                let (these, more) = rest.split_at(n);
+                rest = more;
+                let mut pack_bytes: Vec<u8> = Vec::with_capacity(size.min(PACK_SIZE));
+                for &i in these {
+                    match &encoded[i] {
+                        codec::Record::Encoded(r) => pack_bytes.extend_from_slice(r),
+                        codec::Record::Raw(b) => {
+                            pack_bytes.push(codec::RAW);
+                            pack_bytes.extend_from_slice(b);
+                        }
+                    }
+                }
+                insert_pack.execute([&pack_bytes]).map_err(&fail)?;
+                let pack = tx.last_insert_rowid();
+                insert_live
+                    .execute(params![pack, these.len() as i64])
+                    .map_err(&fail)?;
+                let mut start = 0u32;
+                for &i in these {
+                    let len = encoded[i].len() as u32;
+                    refs[i] = Some(PackRef { pack, start, len }.encode());
+                    start += len;
+                }
+            }
+            let mut stmt = tx
+                .prepare_cached("INSERT OR IGNORE INTO objects (id, data) VALUES (?1, ?2)")
+                .map_err(&fail)?;
+            // Large tag 0 records: a row of zeros first, then the tag and the bytes
+            // written into its pages through one incremental-blob handle, so the
+            // bytes are copied once (into the pages) instead of into a record, a
+            // bound value and SQLite's own record before the pages.
+            let mut zeroed = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO objects (id, data) VALUES (?1, zeroblob(?2))",
+                )
+                .map_err(&fail)?;
+            let mut to_fill: Vec<(i64, usize)> = Vec::new();
+            for (i, (((id, _), data), r)) in objects.iter().zip(&encoded).zip(&refs).enumerate() {
+                let key = &id.as_bytes()[..];
+                if let (Some(s), Some(appender)) = (&in_segments[i], &mut appender) {
+                    if stmt
+                        .execute(params![key, &s.encode()[..]])
+                        .map_err(put_fail(id))?
+                        == 1
+                    {
+                        appender.count(s);
+                    }
+                    continue;
+                }
+                match (r, data) {
+                    (Some(r), _) => {
+                        stmt.execute(params![key, &r[..]]).map_err(put_fail(id))?;
+                    }
+                    (None, codec::Record::Raw(b)) if b.len() >= BLOB_WRITE_MIN => {
+                        let len = 1 + b.len() as i64;
+                        if zeroed.execute(params![key, len]).map_err(put_fail(id))? == 1 {
+                            to_fill.push((tx.last_insert_rowid(), i));
+                        }
+                    }
+                    (None, codec::Record::Raw(b)) => {
+                        let mut record = Vec::with_capacity(1 + b.len());
+                        record.push(codec::RAW);
+                        record.extend_from_slice(b);
+                        stmt.execute(params![key, record]).map_err(put_fail(id))?;
+                    }
+                    (None, codec::Record::Encoded(r)) => {
+                        stmt.execute(params![key, r]).map_err(put_fail(id))?;
+                    }
+                }
+            }
+            let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
+            for (row, i) in to_fill {
+                let id = &objects[i].0;
+                let codec::Record::Raw(bytes) = &encoded[i] else {
+                    continue; // only tag 0 records are filled
+                };
+                let handle = match &mut blob {
+                    Some(h) => {
+                        h.reopen(row).map_err(put_fail(id))?;
+                        h
+                    }
+                    None => blob.insert(
+                        tx.blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, false)
+                            .map_err(put_fail(id))?,
+                    ),
+                };
+                handle.write_at(&[codec::RAW], 0).map_err(put_fail(id))?;
+                handle.write_at(bytes, 1).map_err(put_fail(id))?;
+            }
+            if let Some(appender) = appender {
+                appender.finish(&tx).map_err(|reason| {
+                    StoreError::backend(format!("sqlite put_many into {}", self.path), reason)
+                })?;
+            }
+        }
+        tx.commit().map_err(&fail)?;
+        drop(conn); // the dictionaries' lock is never taken under the connection's
+        if let Some(d) = new_dict {
+            let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
+            dicts.by_key.entry(d.key()).or_insert(d);
+        }
+        // Written nodes answer this handle's later reads (hashed first: the caller
+        // named their ids).
+        for (id, stored) in objects {
+            self.known.keep_written(id, stored);
+        }
+        Ok(())
+    }
+
     /// The database file as errors name it (`:memory:` for an in-memory database).
     pub fn path(&self) -> &str {
         &self.path
@@ -1055,273 +1399,7 @@ impl ObjectStore for SqliteStore {
         objects: &[(ObjectId, &[u8])],
         bases: &[Option<ObjectId>],
     ) -> Result<(), StoreError> {
-        if objects.is_empty() {
-            return Ok(());
-        }
-        let mut hints = bases.to_vec();
-        hints.resize(objects.len(), None);
-        // The store's dictionary, or a new one sampled from this batch when the store
-        // has none and the batch is large enough (a first commit): written in the
-        // same transaction as the records that need it.
-        let mut new_dict = None;
-        let total: usize = objects.iter().map(|(_, b)| b.len()).sum();
-        let dict = match self.compression {
-            Compression::None => None,
-            // Nothing to compress (a tag, a ref's commit): no dictionary to prepare.
-            Compression::Zstd { .. } if !objects.iter().any(|(_, b)| codec::compressible(b)) => {
-                None
-            }
-            // Too small to sample a dictionary from (`DICT_MIN_BYTES`) or to pay for
-            // the compression tables (below): the store's dictionary serves only if
-            // this handle built its tables already, so it is not read (nor checked
-            // against its key, nor prepared for reading) just to be set aside. A
-            // per-turn commit's few small objects paid that on every process.
-            Compression::Zstd { .. } if total < codec::DICT_TABLES_MIN => {
-                const _: () = assert!(codec::DICT_TABLES_MIN <= codec::DICT_MIN_BYTES);
-                let dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
-                dicts
-                    .loaded
-                    .then(|| dicts.for_writing())
-                    .flatten()
-                    .filter(|d| d.tables_built())
-            }
-            Compression::Zstd { level } => match self.dictionaries(None)?.for_writing() {
-                Some(d) => Some(d),
-                None => match codec::Dictionary::sample(objects) {
-                    Some(bytes) => {
-                        let d =
-                            Arc::new(codec::Dictionary::new(bytes, level).map_err(|reason| {
-                                StoreError::backend(
-                                    format!("sqlite put_many into {}", self.path),
-                                    reason,
-                                )
-                            })?);
-                        new_dict = Some(Arc::clone(&d));
-                        Some(d)
-                    }
-                    None => None,
-                },
-            },
-        };
-        let dict = dict
-            .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
-        let encoded = codec::encode_many_records(
-            objects,
-            &hints,
-            self.compression,
-            dict.as_deref(),
-            &|id| self.known.get(id),
-            &mut |ids| self.records(ids),
-        )?;
-        let fail = self.fail("put_many");
-        let mut conn = self.lock_clear()?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&fail)?;
-        if let Some(d) = &new_dict {
-            tx.execute(
-                "INSERT OR IGNORE INTO dicts (dict, data) VALUES (?1, ?2)",
-                params![i64::from(d.key()), d.bytes()],
-            )
-            .map_err(&fail)?;
-            let kept: Vec<u8> = tx
-                .query_row(
-                    "SELECT data FROM dicts WHERE dict = ?1",
-                    [i64::from(d.key())],
-                    |r| r.get(0),
-                )
-                .map_err(&fail)?;
-            if kept != d.bytes() {
-                return Err(self.malformed(
-                    format!("dicts row {:08x}", d.key()),
-                    "another dictionary has the same key",
-                ));
-            }
-        }
-        {
-            let put_fail = |id: &ObjectId| {
-                let context = format!("sqlite put_many of object {id} into {}", self.path);
-                move |e| StoreError::backend(context, e)
-            };
-            // Packable records of objects the store lacks (each id once) go into
-            // packs; an object already present keeps its row and its bytes are not
-            // written again.
-            let mut present = tx
-                .prepare_cached("SELECT 1 FROM objects WHERE id = ?1")
-                .map_err(&fail)?;
-            let mut seen = hashbrown::HashSet::new();
-            let mut into_packs: Vec<usize> = Vec::new();
-            for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
-                if packable(data)
-                    && seen.insert(*id)
-                    && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
-                {
-                    into_packs.push(i);
-                }
-            }
-            // Large records go into a segment when the batch has enough of them.
-            let mut into_segments: Vec<usize> = Vec::new();
-            if self.segments.is_some() {
-                let mut bytes = 0;
-                for (i, ((id, _), data)) in objects.iter().zip(&encoded).enumerate() {
-                    if segmentable(data)
-                        && seen.insert(*id)
-                        && !present.exists([&id.as_bytes()[..]]).map_err(put_fail(id))?
-                    {
-                        into_segments.push(i);
-                        bytes += data.len();
-                    }
-                }
-                if bytes < SEGMENT_BATCH_MIN {
-                    into_segments.clear();
-                }
-            }
-            let mut in_segments: Vec<Option<SegmentRef>> = vec![None; objects.len()];
-            let mut appender = match (&self.segments, into_segments.is_empty()) {
-                (Some(files), false) => Some(segments::Appender::begin(&tx, files).map_err(&fail)?),
-                _ => None,
-            };
-            if let Some(appender) = &mut appender {
-                for &i in &into_segments {
-                    let id = &objects[i].0;
-                    let (tag, body) = match &encoded[i] {
-                        codec::Record::Raw(b) => (codec::RAW, &b[..]),
-                        codec::Record::Encoded(r) => (r[0], &r[1..]),
-                    };
-                    let r = appender.append(&tx, tag, body).map_err(|reason| {
-                        StoreError::backend(
-                            format!("sqlite put_many of object {id} into {}", self.path),
-                            reason,
-                        )
-                    })?;
-                    in_segments[i] = Some(r);
-                }
-            }
-            let mut refs: Vec<Option<[u8; REFERENCE]>> = vec![None; objects.len()];
-            let mut insert_pack = tx
-                .prepare_cached("INSERT INTO packs (data) VALUES (?1)")
-                .map_err(&fail)?;
-            let mut insert_live = tx
-                .prepare_cached("INSERT INTO pack_live (pack, live) VALUES (?1, ?2)")
-                .map_err(&fail)?;
-            let mut rest = &into_packs[..];
-            while !rest.is_empty() {
-                let mut size = 0;
-                let n = rest
-                    .iter()
-                    .take_while(|&&i| {
-                        size += encoded[i].len();
-                        size <= PACK_SIZE
-                    })
-                    .count()
-                    .max(1);
-                let (these, more) = rest.split_at(n);
-                rest = more;
-                let mut pack_bytes: Vec<u8> = Vec::with_capacity(size.min(PACK_SIZE));
-                for &i in these {
-                    match &encoded[i] {
-                        codec::Record::Encoded(r) => pack_bytes.extend_from_slice(r),
-                        codec::Record::Raw(b) => {
-                            pack_bytes.push(codec::RAW);
-                            pack_bytes.extend_from_slice(b);
-                        }
-                    }
-                }
-                insert_pack.execute([&pack_bytes]).map_err(&fail)?;
-                let pack = tx.last_insert_rowid();
-                insert_live
-                    .execute(params![pack, these.len() as i64])
-                    .map_err(&fail)?;
-                let mut start = 0u32;
-                for &i in these {
-                    let len = encoded[i].len() as u32;
-                    refs[i] = Some(PackRef { pack, start, len }.encode());
-                    start += len;
-                }
-            }
-            let mut stmt = tx
-                .prepare_cached("INSERT OR IGNORE INTO objects (id, data) VALUES (?1, ?2)")
-                .map_err(&fail)?;
-            // Large tag 0 records: a row of zeros first, then the tag and the bytes
-            // written into its pages through one incremental-blob handle, so the
-            // bytes are copied once (into the pages) instead of into a record, a
-            // bound value and SQLite's own record before the pages.
-            let mut zeroed = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO objects (id, data) VALUES (?1, zeroblob(?2))",
-                )
-                .map_err(&fail)?;
-            let mut to_fill: Vec<(i64, usize)> = Vec::new();
-            for (i, (((id, _), data), r)) in objects.iter().zip(&encoded).zip(&refs).enumerate() {
-                let key = &id.as_bytes()[..];
-                if let (Some(s), Some(appender)) = (&in_segments[i], &mut appender) {
-                    if stmt
-                        .execute(params![key, &s.encode()[..]])
-                        .map_err(put_fail(id))?
-                        == 1
-                    {
-                        appender.count(s);
-                    }
-                    continue;
-                }
-                match (r, data) {
-                    (Some(r), _) => {
-                        stmt.execute(params![key, &r[..]]).map_err(put_fail(id))?;
-                    }
-                    (None, codec::Record::Raw(b)) if b.len() >= BLOB_WRITE_MIN => {
-                        let len = 1 + b.len() as i64;
-                        if zeroed.execute(params![key, len]).map_err(put_fail(id))? == 1 {
-                            to_fill.push((tx.last_insert_rowid(), i));
-                        }
-                    }
-                    (None, codec::Record::Raw(b)) => {
-                        let mut record = Vec::with_capacity(1 + b.len());
-                        record.push(codec::RAW);
-                        record.extend_from_slice(b);
-                        stmt.execute(params![key, record]).map_err(put_fail(id))?;
-                    }
-                    (None, codec::Record::Encoded(r)) => {
-                        stmt.execute(params![key, r]).map_err(put_fail(id))?;
-                    }
-                }
-            }
-            let mut blob: Option<rusqlite::blob::Blob<'_>> = None;
-            for (row, i) in to_fill {
-                let id = &objects[i].0;
-                let codec::Record::Raw(bytes) = &encoded[i] else {
-                    continue; // only tag 0 records are filled
-                };
-                let handle = match &mut blob {
-                    Some(h) => {
-                        h.reopen(row).map_err(put_fail(id))?;
-                        h
-                    }
-                    None => blob.insert(
-                        tx.blob_open(rusqlite::MAIN_DB, c"objects", c"data", row, false)
-                            .map_err(put_fail(id))?,
-                    ),
-                };
-                handle.write_at(&[codec::RAW], 0).map_err(put_fail(id))?;
-                handle.write_at(bytes, 1).map_err(put_fail(id))?;
-            }
-            if let Some(appender) = appender {
-                appender.finish(&tx).map_err(|reason| {
-                    StoreError::backend(format!("sqlite put_many into {}", self.path), reason)
-                })?;
-            }
-        }
-        tx.commit().map_err(&fail)?;
-        drop(conn); // the dictionaries' lock is never taken under the connection's
-        if let Some(d) = new_dict {
-            let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());
-            dicts.by_key.entry(d.key()).or_insert(d);
-        }
-        // Written nodes answer this handle's later reads (hashed first: the caller
-        // named their ids).
-        for (id, stored) in objects {
-            self.known.keep_written(id, stored);
-        }
-        Ok(())
+        self.put_with(objects, bases, None)
     }
 
     /// Every segment reference whose file is missing or too short (schema 4), and
@@ -1524,55 +1602,27 @@ impl RefStore for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
-        apply_updates(updates, |name| {
-            let raw = Self::read_ref(&tx, name).map_err(|e| {
-                StoreError::backend(
-                    format!("sqlite update_refs reading {name} in {}", self.path),
-                    e,
-                )
-            })?;
-            raw.map(|b| self.id_from(|| format!("refs row {name}"), &b))
-                .transpose()
-        })?;
-        for u in updates.iter().filter(|u| u.changes()) {
-            let ctx = |e| {
-                StoreError::backend(
-                    format!("sqlite update_refs writing {} in {}", u.name, self.path),
-                    e,
-                )
-            };
-            match u.new {
-                Some(id) => {
-                    let mut stmt = tx
-                        .prepare_cached("INSERT OR REPLACE INTO refs (name, id) VALUES (?1, ?2)")
-                        .map_err(ctx)?;
-                    stmt.execute(params![u.name, &id.as_bytes()[..]])
-                        .map_err(ctx)?;
-                }
-                None => {
-                    let mut stmt = tx
-                        .prepare_cached("DELETE FROM refs WHERE name = ?1")
-                        .map_err(ctx)?;
-                    stmt.execute([&u.name]).map_err(ctx)?;
-                }
-            }
-            if !crate::refs::logged(&u.name) {
-                continue;
-            }
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO reflog (name, old, new, message) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .map_err(ctx)?;
-            stmt.execute(params![
-                u.name,
-                u.expected.as_ref().map(|id| &id.as_bytes()[..]),
-                u.new.as_ref().map(|id| &id.as_bytes()[..]),
-                message
-            ])
-            .map_err(ctx)?;
-        }
+        self.refs_in(&tx, updates, message)?;
         tx.commit().map_err(&fail)
+    }
+
+    fn writes_objects_with_refs(&self) -> bool {
+        true
+    }
+
+    /// One write transaction: the updates checked first (a conflict writes nothing),
+    /// then the objects as [`ObjectStore::put_many_with_bases`] writes them, then the
+    /// refs.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
+        crate::refs::check_batch(updates)?;
+        self.put_with(objects, bases, Some((updates, message)))?;
+        Ok(true)
     }
 
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {

@@ -278,6 +278,33 @@ pub trait RefStore: Send + Sync {
     /// for writers' leases (`snapgraph/lease/…`, see [`crate::refs::logged`]).
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError>;
 
+    /// Whether [`update_refs_with_objects`](Self::update_refs_with_objects) writes
+    /// objects and moves refs in one atomic step here: a writer then publishes a
+    /// small commit without taking a lease (one write instead of three: see
+    /// [`crate::gc`](mod@crate::gc), "Optimistic writers"). Default: no. Wrappers forward it.
+    fn writes_objects_with_refs(&self) -> bool {
+        false
+    }
+
+    /// Writes `objects` (each with its delta base hint in `bases`, as
+    /// [`ObjectStore::put_many_with_bases`] does; objects held already are kept as
+    /// they are) and applies `updates` as [`update_refs`](Self::update_refs) does,
+    /// all in one atomic step: when any ref does not hold its `expected` value the
+    /// error is [`StoreError::RefConflict`] and nothing is written, objects included.
+    /// Returns `false`, having done nothing, when this store cannot (the default;
+    /// [`writes_objects_with_refs`](Self::writes_objects_with_refs) says so
+    /// beforehand). Wrappers forward it.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
+        let _ = (objects, bases, updates, message);
+        Ok(false)
+    }
+
     /// Every ref whose name starts with `prefix`, sorted by name.
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError>;
 
@@ -697,6 +724,18 @@ macro_rules! forward_store {
             }
             fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
                 (**self).update_refs(updates, message)
+            }
+            fn writes_objects_with_refs(&self) -> bool {
+                (**self).writes_objects_with_refs()
+            }
+            fn update_refs_with_objects(
+                &self,
+                objects: &[(ObjectId, &[u8])],
+                bases: &[Option<ObjectId>],
+                updates: &[RefUpdate],
+                message: &str,
+            ) -> Result<bool, StoreError> {
+                (**self).update_refs_with_objects(objects, bases, updates, message)
             }
             fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
                 (**self).list_refs(prefix)

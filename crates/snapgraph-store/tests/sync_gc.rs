@@ -2,9 +2,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use snapgraph::{ObjectId, SnapshotGraph, Workspace};
 use snapgraph_store::fault::{Calls, Fault, FaultyStore, Injected};
+use snapgraph_store::sqlite::SqliteStore;
 use snapgraph_store::{
     gc, sync, sync_with, verify, MemoryStore, ObjectStore, RefStore, Repo, RepoCommitOptions,
     Store, StoreError, SyncError, SyncOptions, WalkProblem,
@@ -636,4 +638,277 @@ fn a_waiting_writer_renews_its_wait() {
         assert_eq!(store.list_refs(gc::LEASES).unwrap().len(), 1);
         lease.release(&store);
     });
+}
+
+// Optimistic writers (`snapgraph_store::gc`, "Optimistic writers"): on a store that
+// writes objects and refs at once, a small commit and a snapshot take no lease; a
+// sweep that begins before their one write sends them down the lease path.
+
+/// Every object the store holds has its references in the store too (the invariant
+/// commits and syncs rely on to skip whole subtrees), parents included.
+fn every_closure_held(store: &dyn Store) {
+    let mut ids = Vec::new();
+    store
+        .for_each_id(&mut |id| {
+            ids.push(id);
+            Ok(())
+        })
+        .unwrap();
+    let held: std::collections::HashSet<ObjectId> = ids.iter().copied().collect();
+    for chunk in ids.chunks(256) {
+        for (id, bytes) in chunk
+            .iter()
+            .zip(ObjectStore::get_many(store, chunk).unwrap())
+        {
+            let Some(bytes) = bytes else { continue };
+            let (_, refs) = snapgraph::object::references(id, &bytes).unwrap();
+            for (r, _) in refs {
+                assert!(held.contains(&r), "{id} is held without {r}");
+            }
+        }
+    }
+}
+
+/// Garbage (objects no ref reaches) with exactly `content` as a file: the objects of
+/// its commit.
+fn garbage<S: Store>(repo: &Repo<S>, content: &[u8]) -> std::collections::HashSet<ObjectId> {
+    let mut scratch = Workspace::new();
+    scratch.write("/x", content).unwrap();
+    let g = repo
+        .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+        .unwrap();
+    repo.delete_branch("scratch", g.id).unwrap();
+    gc::live_set(repo.store(), &[g.id])
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn leases(store: &dyn Store) -> usize {
+    store.list_refs("snapgraph/lease/").unwrap().len()
+}
+
+/// Two handles on one store: a file opened twice, or one memory store shared.
+fn two_handles(on_disk: bool) -> (Arc<dyn Store>, Arc<dyn Store>, Option<tempfile::TempDir>) {
+    if on_disk {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let a: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+        let b: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+        (a, b, Some(dir))
+    } else {
+        let m: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        (Arc::clone(&m), m, None)
+    }
+}
+
+fn a_small_commit_takes_no_lease_on(on_disk: bool) {
+    let (store, other, _dir) = two_handles(on_disk);
+    assert!(store.writes_objects_with_refs());
+    let repo = Repo::new(Arc::clone(&store));
+    let mut ws = Workspace::new();
+    seed(&mut ws, 40);
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&calls);
+    turn(&mut ws, 1);
+    let c = repo
+        .commit(
+            &mut ws,
+            "main",
+            RepoCommitOptions::default()
+                .on_progress(move |p| seen.lock().unwrap().push((p.objects_done, leases(&*other)))),
+        )
+        .unwrap();
+    // Reported before and after its one write, no lease at either point.
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(calls.iter().all(|&(_, l)| l == 0), "{calls:?}");
+    assert!(c.objects_written > 0 && c.bytes_written > 0, "{c:?}");
+    assert_eq!(repo.store().get_ref("heads/main").unwrap(), Some(c.id));
+    // A snapshot: no lease left behind either, and its commit object is held.
+    let t = repo.tag("v1", "main", BTreeMap::new()).unwrap();
+    assert_eq!(repo.store().get_ref("tags/v1").unwrap(), Some(t.id));
+    assert_eq!(leases(&*store), 0);
+    assert!(verify(&*store, true).unwrap().is_clean());
+    every_closure_held(&*store);
+}
+
+#[test]
+fn a_small_commit_takes_no_lease() {
+    a_small_commit_takes_no_lease_on(false);
+    a_small_commit_takes_no_lease_on(true);
+}
+
+fn a_sweep_before_the_write_sends_the_commit_under_a_lease_on(on_disk: bool) {
+    let (store, other, _dir) = two_handles(on_disk);
+    let repo = Repo::new(Arc::clone(&store));
+    let mut ws = Workspace::new();
+    seed(&mut ws, 40);
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    // A collection that runs in full (its sweep begins and ends) when the commit
+    // first reports, that is after the commit looked at the store and before it
+    // writes: the token it read has moved, so its guarded write fails and the
+    // commit goes round under a lease, whose first report sees that lease.
+    let collect_once = |other: Arc<dyn Store>, calls: Arc<std::sync::Mutex<Vec<usize>>>| {
+        move |_: snapgraph_store::CommitProgress| {
+            let mut calls = calls.lock().unwrap();
+            if calls.is_empty() {
+                gc(&*other, &[]).unwrap();
+            }
+            calls.push(leases(&*other));
+        }
+    };
+
+    // 1. Nothing the commit reuses is garbage: published under the lease.
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    turn(&mut ws, 1);
+    let c = repo
+        .commit(
+            &mut ws,
+            "main",
+            RepoCommitOptions::default()
+                .on_progress(collect_once(Arc::clone(&other), Arc::clone(&calls))),
+        )
+        .unwrap();
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.first(),
+        Some(&0),
+        "the first try took no lease: {calls:?}"
+    );
+    assert!(
+        calls.iter().skip(1).any(|&l| l == 1),
+        "the second held one: {calls:?}"
+    );
+    assert_eq!(repo.store().get_ref("heads/main").unwrap(), Some(c.id));
+    assert_eq!(leases(&*store), 0);
+
+    // 2. The commit reuses garbage, which that collection deletes: refused as
+    //    swept, nothing published, nothing left half-held; written again, it goes.
+    let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + 3) as u8).collect();
+    let junk = garbage(&repo, &content);
+    ws.write("/dir3/reuse.dat", &content).unwrap();
+    let before = repo.store().get_ref("heads/main").unwrap();
+    let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let refused = repo.commit(
+        &mut ws,
+        "main",
+        RepoCommitOptions::default()
+            .on_progress(collect_once(Arc::clone(&other), Arc::clone(&calls))),
+    );
+    match refused {
+        Err(snapgraph_store::RepoError::Swept { missing, .. }) => {
+            assert!(!missing.is_empty());
+            assert!(missing.iter().all(|m| junk.contains(m)), "{missing:?}");
+        }
+        other => panic!("expected Swept, got {other:?}"),
+    }
+    assert_eq!(repo.store().get_ref("heads/main").unwrap(), before);
+    assert_eq!(leases(&*store), 0);
+    every_closure_held(&*store);
+    let mut fresh = repo.checkout("main").unwrap();
+    fresh.write("/dir3/reuse.dat", &content).unwrap();
+    let c = repo
+        .commit(&mut fresh, "main", RepoCommitOptions::default())
+        .unwrap();
+    let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+    assert!(plan.missing(repo.store()).unwrap().is_empty());
+    assert!(verify(&*store, true).unwrap().is_clean());
+    every_closure_held(&*store);
+}
+
+#[test]
+fn a_sweep_before_the_write_sends_the_commit_under_a_lease() {
+    a_sweep_before_the_write_sends_the_commit_under_a_lease_on(false);
+    a_sweep_before_the_write_sends_the_commit_under_a_lease_on(true);
+}
+
+/// Writers commit (reusing garbage) and take snapshots of commits no ref reaches,
+/// without leases, while another handle collects as fast as it can: every commit
+/// and snapshot published has its closure, and the store never holds an object
+/// without what it references.
+fn optimistic_writers_against_a_collector_on(on_disk: bool, rounds: usize) {
+    let (store, other, _dir) = two_handles(on_disk);
+    let repo = Repo::new(Arc::clone(&store));
+    let mut ws = Workspace::new();
+    // A small tree: each collection is quick, so many interleave with the writer.
+    seed(&mut ws, 4);
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let (mut published, mut snapshots, mut refused, mut runs) = (0, 0, 0, 0);
+    std::thread::scope(|s| {
+        let collector = s.spawn(|| {
+            let mut runs = 0;
+            while !stop.load(Ordering::Relaxed) {
+                gc(&*other, &[]).unwrap();
+                runs += 1;
+            }
+            runs
+        });
+        for round in 0..rounds {
+            let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + round * 13) as u8).collect();
+            let mut scratch = Workspace::new();
+            scratch.write("/x", &content).unwrap();
+            let g = repo
+                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+                .unwrap();
+            repo.delete_branch("scratch", g.id).unwrap();
+            // A collection may start here.
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            // A snapshot of that unreachable commit: taken whole, or refused.
+            match repo.tag(&format!("t{round}"), &g.id.to_hex(), BTreeMap::new()) {
+                Ok(t) => {
+                    let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(t.id);
+                    assert!(
+                        plan.missing(repo.store()).unwrap().is_empty(),
+                        "round {round}"
+                    );
+                    snapshots += 1;
+                }
+                Err(_) => refused += 1,
+            }
+            ws.write(&format!("/dir{}/reuse.dat", round % 5), &content)
+                .unwrap();
+            loop {
+                match repo.commit(&mut ws, "main", RepoCommitOptions::default()) {
+                    Ok(c) => {
+                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+                        let m = plan.missing(repo.store()).unwrap();
+                        assert!(m.is_empty(), "round {round}: {} misses {m:?}", c.id);
+                        published += 1;
+                        break;
+                    }
+                    Err(snapgraph_store::RepoError::Swept { .. }) => {
+                        let fresh = repo.checkout("main").unwrap();
+                        let files = ws.clone();
+                        ws = fresh;
+                        for (path, meta) in files.walk() {
+                            if meta.kind == snapgraph::EntryKind::File {
+                                ws.write(&path, files.read(&path).unwrap()).unwrap();
+                            }
+                        }
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        runs = collector.join().unwrap();
+    });
+    eprintln!("{published} commits, {snapshots} snapshots, {refused} refused, {runs} collections");
+    assert!(runs > 0);
+    assert_eq!(published, rounds);
+    assert_eq!(leases(&*store), 0);
+    assert!(verify(&*store, true).unwrap().is_clean());
+    every_closure_held(&*store);
+}
+
+#[test]
+fn optimistic_writers_against_a_collector() {
+    optimistic_writers_against_a_collector_on(false, 300);
+    optimistic_writers_against_a_collector_on(true, 60);
 }
