@@ -15,6 +15,97 @@ use crate::store::{ObjectStore, RefStore, RefUpdate, Store};
 pub fn run(store: &dyn Store) {
     run_objects(store);
     run_refs(store);
+    objects_with_refs(store);
+}
+
+/// [`RefStore::update_refs_with_objects`]: all or nothing where the store says it
+/// can ([`RefStore::writes_objects_with_refs`]): a conflicting update writes no
+/// object; a successful one writes the objects (those held already kept), moves the
+/// refs and logs the moves. Where it cannot, it answers `false` having done nothing.
+/// `store` must hold no object and no ref.
+pub fn objects_with_refs(store: &dyn Store) {
+    let one = b"written with its ref".to_vec();
+    let two = vec![7u8; 3000];
+    let (a, b) = (id_of(&one), id_of(&two));
+    let objects = [(a, &one[..]), (b, &two[..])];
+    let bases = [None, None];
+    let tip = id_of(b"a commit");
+    if !store.writes_objects_with_refs() {
+        let done = store
+            .update_refs_with_objects(
+                &objects,
+                &bases,
+                &[RefUpdate::new("heads/with", None, Some(tip))],
+                "declined",
+            )
+            .unwrap();
+        assert!(!done, "says it cannot, then does");
+        assert_eq!(
+            store.has_many(&[a, b]).unwrap().len(),
+            2,
+            "declined, yet wrote"
+        );
+        assert_eq!(store.get_ref("heads/with").unwrap(), None);
+        return;
+    }
+    // A guard that fails: nothing written, objects included.
+    store
+        .update_refs(&[RefUpdate::new("heads/guard", None, Some(tip))], "guard")
+        .unwrap();
+    let conflict = store.update_refs_with_objects(
+        &objects,
+        &bases,
+        &[
+            RefUpdate::new("heads/with", None, Some(tip)),
+            RefUpdate::guard("heads/guard", None),
+        ],
+        "must not apply",
+    );
+    assert!(
+        matches!(conflict, Err(StoreError::RefConflict { ref name, .. }) if name == "heads/guard"),
+        "{conflict:?}"
+    );
+    assert_eq!(
+        store.has_many(&[a, b]).unwrap().len(),
+        2,
+        "a refused update wrote objects"
+    );
+    assert_eq!(store.get_ref("heads/with").unwrap(), None);
+    // Guards that hold: objects and refs together, the move logged.
+    store.put_many(&[(b, &two[..])]).unwrap();
+    let done = store
+        .update_refs_with_objects(
+            &objects,
+            &bases,
+            &[
+                RefUpdate::new("heads/with", None, Some(tip)),
+                RefUpdate::guard("heads/guard", Some(tip)),
+                RefUpdate::guard("heads/absent", None),
+            ],
+            "with objects",
+        )
+        .unwrap();
+    assert!(done, "says it can, then declines");
+    assert!(store.has_many(&[a, b]).unwrap().is_empty());
+    let read = ObjectStore::get_many(store, &[a, b]).unwrap();
+    assert_eq!(read[0].as_deref(), Some(&one[..]));
+    assert_eq!(read[1].as_deref(), Some(&two[..]));
+    assert_eq!(store.get_ref("heads/with").unwrap(), Some(tip));
+    let log = store.reflog("heads/with").unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].message, "with objects");
+    assert_eq!(store.get_ref("heads/absent").unwrap(), None);
+    // Cleaned up: the store is left as it came, but for the objects.
+    store
+        .update_refs(
+            &[
+                RefUpdate::new("heads/with", Some(tip), None),
+                RefUpdate::new("heads/guard", Some(tip), None),
+            ],
+            "cleanup",
+        )
+        .unwrap();
+    store.delete_many(&[a, b]).unwrap();
 }
 
 /// The object part: every check of [`ObjectStore`] and of the core's

@@ -133,6 +133,10 @@ pub const SCHEMA_VERSION: i64 = 2;
 const PUT_CHUNK: usize = 2_000;
 /// Bytes of objects per `INSERT` statement at most (one object may exceed it).
 const PUT_CHUNK_BYTES: usize = 32 << 20;
+
+/// Objects inserted with a batch of ref updates: their ids (sorted) and records.
+type Records<'a> = (&'a [&'a [u8]], &'a [Vec<u8>]);
+
 /// Ids per `SELECT` in `get_many`.
 const GET_CHUNK: usize = 2_000;
 /// Ids per `SELECT` in `has_many` and per `DELETE` in `delete_many`.
@@ -743,23 +747,8 @@ impl PgStore {
         chunk: &[(ObjectId, &[u8])],
         bases: &[Option<ObjectId>],
     ) -> Result<(), StoreError> {
-        type Hinted<'a> = ((ObjectId, &'a [u8]), Option<ObjectId>);
-        let mut sorted: Vec<Hinted<'_>> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (*o, bases.get(i).copied().flatten()))
-            .collect();
-        sorted.sort_unstable_by_key(|((id, _), _)| *id);
-        sorted.dedup_by_key(|((id, _), _)| *id);
-        let ids: Vec<&[u8]> = sorted
-            .iter()
-            .map(|((id, _), _)| &id.as_bytes()[..])
-            .collect();
-        let objects: Vec<(ObjectId, &[u8])> = sorted.iter().map(|(o, _)| *o).collect();
-        let hints: Vec<Option<ObjectId>> = sorted.iter().map(|(_, b)| *b).collect();
-        let data = codec::encode_many(&objects, &hints, self.compression, &mut |ids| {
-            self.records(ids)
-        })?;
+        let (ids, data) = self.encode_chunk(chunk, bases)?;
+        let ids: Vec<&[u8]> = ids.iter().map(|id| &id.as_bytes()[..]).collect();
         let what = || {
             let ids: Vec<ObjectId> = chunk.iter().map(|(id, _)| *id).collect();
             format!("put_many of {}", short(&ids))
@@ -773,6 +762,85 @@ impl PgStore {
                 .map_err(|e| self.err(what(), e))
         })?;
         Ok(())
+    }
+
+    /// The records of `chunk` (each with its delta base hint in `bases`), sorted by
+    /// id and each id once (so that concurrent overlapping writers lock rows in the
+    /// same order): the ids and the records.
+    fn encode_chunk(
+        &self,
+        chunk: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+    ) -> Result<(Vec<ObjectId>, Vec<Vec<u8>>), StoreError> {
+        type Hinted<'a> = ((ObjectId, &'a [u8]), Option<ObjectId>);
+        let mut sorted: Vec<Hinted<'_>> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (*o, bases.get(i).copied().flatten()))
+            .collect();
+        sorted.sort_unstable_by_key(|((id, _), _)| *id);
+        sorted.dedup_by_key(|((id, _), _)| *id);
+        let ids: Vec<ObjectId> = sorted.iter().map(|((id, _), _)| *id).collect();
+        let objects: Vec<(ObjectId, &[u8])> = sorted.iter().map(|(o, _)| *o).collect();
+        let hints: Vec<Option<ObjectId>> = sorted.iter().map(|(_, b)| *b).collect();
+        let data = codec::encode_many(&objects, &hints, self.compression, &mut |ids| {
+            self.records(ids)
+        })?;
+        Ok((ids, data))
+    }
+
+    /// [`RefStore::update_refs`], with `objects` inserted in the same transaction
+    /// ([`RefStore::update_refs_with_objects`]).
+    fn update_refs_and_put(
+        &self,
+        updates: &[RefUpdate],
+        message: &str,
+        objects: Option<Records<'_>>,
+    ) -> Result<(), StoreError> {
+        check_batch(updates)?;
+        if updates.is_empty() && objects.is_none() {
+            return Ok(());
+        }
+        if message.contains('\0') {
+            let names: Vec<&str> = updates.iter().map(|u| u.name.as_str()).collect();
+            return Err(self.err(
+                format!("updating refs {}", names.join(", ")),
+                PgError::NulInMessage,
+            ));
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let outcome = match updates {
+                // A single move is one statement that also logs it; leases are
+                // not logged, so theirs take the batch path.
+                [one] if objects.is_none() && crate::refs::logged(&one.name) => {
+                    self.update_one(one, message)
+                }
+                _ => self.update_batch(updates, message, objects),
+            };
+            let failed = match outcome {
+                Ok(Outcome::Done) => return Ok(()),
+                Ok(Outcome::Conflict(i)) => i,
+                Err(e) if transient(&e) && attempt < ATTEMPTS => {
+                    backoff(attempt);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // Report the first conflict in the order given, as the refs are now.
+            let current = self.current_values(updates)?;
+            apply_updates(updates, |name| Ok(current.get(name).copied()))?;
+            // They moved back to the expected values meanwhile: try again.
+            if attempt >= ATTEMPTS {
+                let u = &updates[failed];
+                return Err(StoreError::RefConflict {
+                    name: u.name.clone(),
+                    expected: u.expected,
+                    actual: current.get(&u.name).copied(),
+                });
+            }
+        }
     }
 
     /// The records of `ids` (`None`: absent), in chunks of one query each.
@@ -850,8 +918,14 @@ impl PgStore {
         })
     }
 
-    /// Several updates, in one transaction.
-    fn update_batch(&self, updates: &[RefUpdate], message: &str) -> Result<Outcome, StoreError> {
+    /// Several updates, in one transaction; with `objects` (ids and records, sorted
+    /// by id), those are inserted in it too, once every update has applied.
+    fn update_batch(
+        &self,
+        updates: &[RefUpdate],
+        message: &str,
+        objects: Option<Records<'_>>,
+    ) -> Result<Outcome, StoreError> {
         let names: Vec<&str> = updates.iter().map(|u| u.name.as_str()).collect();
         let what = format!("updating refs {}", names.join(", "));
         let fail = |e| self.err(&what, e);
@@ -934,6 +1008,13 @@ impl PgStore {
                     (&news, Type::BYTEA_ARRAY),
                     (&message, Type::TEXT),
                 ],
+            )
+            .map_err(fail)?;
+        }
+        if let Some((ids, data)) = objects {
+            tx.execute_typed(
+                &self.sql.put,
+                &[(&ids, Type::BYTEA_ARRAY), (&data, Type::BYTEA_ARRAY)],
             )
             .map_err(fail)?;
         }
@@ -1089,48 +1170,32 @@ impl RefStore for PgStore {
     }
 
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
+        self.update_refs_and_put(updates, message, None)
+    }
+
+    fn writes_objects_with_refs(&self) -> bool {
+        true
+    }
+
+    /// One READ COMMITTED transaction: the updates, then the objects' records
+    /// (encoded first, outside it); a conflict rolls both back.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
         check_batch(updates)?;
-        if updates.is_empty() {
-            return Ok(());
+        // One statement's worth at most (a commit that fits one write does).
+        let bytes: usize = objects.iter().map(|(_, b)| b.len()).sum();
+        if objects.len() > PUT_CHUNK || bytes > PUT_CHUNK_BYTES {
+            return Ok(false);
         }
-        if message.contains('\0') {
-            let names: Vec<&str> = updates.iter().map(|u| u.name.as_str()).collect();
-            return Err(self.err(
-                format!("updating refs {}", names.join(", ")),
-                PgError::NulInMessage,
-            ));
-        }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let outcome = match updates {
-                // A single move is one statement that also logs it; leases are
-                // not logged, so theirs take the batch path.
-                [one] if crate::refs::logged(&one.name) => self.update_one(one, message),
-                _ => self.update_batch(updates, message),
-            };
-            let failed = match outcome {
-                Ok(Outcome::Done) => return Ok(()),
-                Ok(Outcome::Conflict(i)) => i,
-                Err(e) if transient(&e) && attempt < ATTEMPTS => {
-                    backoff(attempt);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            // Report the first conflict in the order given, as the refs are now.
-            let current = self.current_values(updates)?;
-            apply_updates(updates, |name| Ok(current.get(name).copied()))?;
-            // They moved back to the expected values meanwhile: try again.
-            if attempt >= ATTEMPTS {
-                let u = &updates[failed];
-                return Err(StoreError::RefConflict {
-                    name: u.name.clone(),
-                    expected: u.expected,
-                    actual: current.get(&u.name).copied(),
-                });
-            }
-        }
+        let (ids, data) = self.encode_chunk(objects, bases)?;
+        let ids: Vec<&[u8]> = ids.iter().map(|id| &id.as_bytes()[..]).collect();
+        self.update_refs_and_put(updates, message, Some((&ids, &data)))?;
+        Ok(true)
     }
 
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {

@@ -912,3 +912,65 @@ fn shallow_sync_into_postgres() {
     let schema = Schema::new();
     common::hollow::shallow_sync(&snapgraph_store::MemoryStore::new(), &schema.store());
 }
+
+/// Optimistic writers on PostgreSQL (`snapgraph_store::gc`, "Optimistic writers"):
+/// a small commit writes its objects and moves its branch in one transaction,
+/// holding no lease; a collection that runs between its look at the store and that
+/// write (from the commit's progress report, on another connection) sends it down
+/// the lease path, and it still publishes with its closure whole.
+#[test]
+#[cfg_attr(
+    snapgraph_skip_pg,
+    ignore = "SNAPGRAPH_SKIP_PG=1: no PostgreSQL server"
+)]
+fn a_small_commit_takes_no_lease_unless_a_sweep_comes_between() {
+    use snapgraph::Workspace;
+    use snapgraph_store::{gc, Repo, RepoCommitOptions};
+    use std::sync::{Arc, Mutex};
+
+    let schema = Schema::new();
+    let repo = Repo::new(schema.store());
+    assert!(repo.store().writes_objects_with_refs());
+    let other = Arc::new(schema.store());
+    let leases = |s: &PgStore| s.list_refs("snapgraph/lease/").unwrap().len();
+    let mut ws = Workspace::new();
+    for i in 0..20 {
+        ws.write(&format!("/d{}/f{i}", i % 4), format!("file {i}").repeat(50))
+            .unwrap();
+    }
+    repo.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    for collect in [false, true] {
+        ws.write("/d1/f1", format!("changed, collect {collect}"))
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (hook_seen, hook_other) = (Arc::clone(&seen), Arc::clone(&other));
+        let c = repo
+            .commit(
+                &mut ws,
+                "main",
+                RepoCommitOptions::default().on_progress(move |_| {
+                    let mut seen = hook_seen.lock().unwrap();
+                    if collect && seen.is_empty() {
+                        gc(&*hook_other, &[]).unwrap();
+                    }
+                    seen.push(leases(&hook_other));
+                }),
+            )
+            .unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.first(), Some(&0), "{seen:?}");
+        assert_eq!(
+            seen.contains(&1),
+            collect,
+            "a lease held only after a sweep: {seen:?}"
+        );
+        assert_eq!(repo.store().get_ref("heads/main").unwrap(), Some(c.id));
+        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+        assert!(plan.missing(repo.store()).unwrap().is_empty());
+    }
+    assert_eq!(leases(&other), 0);
+    assert!(snapgraph_store::verify(repo.store(), true)
+        .unwrap()
+        .is_clean());
+}
