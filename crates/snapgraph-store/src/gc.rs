@@ -53,7 +53,7 @@
 //! time. A writer only waits while a sweep runs; a collector waits for leases.
 //!
 //! **Optimistic writers.** A store that writes objects and refs in one atomic step
-//! ([`RefStore::writes_objects_with_refs`]: SQLite, memory) lets a writer skip the
+//! ([`RefStore::writes_objects_with_refs`]: SQLite, PostgreSQL, memory) lets a writer skip the
 //! lease. The writer reads the token, and checks that no sweep marker is set, before
 //! it looks at the store; it then writes its objects and moves its refs in one
 //! guarded step ([`RefStore::update_refs_with_objects`]: "token unchanged, no
