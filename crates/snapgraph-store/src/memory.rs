@@ -16,6 +16,39 @@ struct State {
     reflog: HashMap<String, Vec<ReflogEntry>>,
 }
 
+impl State {
+    /// Checks `updates`, then adds `objects` (those held kept) and applies the
+    /// updates with their reflog entries: all or, on a conflict, nothing.
+    fn update(
+        &mut self,
+        updates: &[RefUpdate],
+        message: &str,
+        objects: &[(ObjectId, &[u8])],
+    ) -> Result<(), StoreError> {
+        apply_updates(updates, |name| Ok(self.refs.get(name).copied()))?;
+        for (id, bytes) in objects {
+            self.objects.entry(*id).or_insert_with(|| Arc::from(*bytes));
+        }
+        for u in updates.iter().filter(|u| u.changes()) {
+            match u.new {
+                Some(id) => self.refs.insert(u.name.clone(), id),
+                None => self.refs.remove(&u.name),
+            };
+            if crate::refs::logged(&u.name) {
+                self.reflog
+                    .entry(u.name.clone())
+                    .or_default()
+                    .push(ReflogEntry {
+                        old: u.expected,
+                        new: u.new,
+                        message: message.to_string(),
+                    });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A store in memory. Reads verify like every adapter's, so a test can corrupt an
 /// object with [`corrupt`](Self::corrupt) and see the error a real store would give.
 #[derive(Debug, Default)]
@@ -126,23 +159,7 @@ impl RefStore for MemoryStore {
     }
 
     fn update_refs(&self, updates: &[RefUpdate], message: &str) -> Result<(), StoreError> {
-        let mut state = self.lock();
-        let State { refs, reflog, .. } = &mut *state;
-        apply_updates(updates, |name| Ok(refs.get(name).copied()))?;
-        for u in updates.iter().filter(|u| u.changes()) {
-            match u.new {
-                Some(id) => refs.insert(u.name.clone(), id),
-                None => refs.remove(&u.name),
-            };
-            if crate::refs::logged(&u.name) {
-                reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
-                    old: u.expected,
-                    new: u.new,
-                    message: message.to_string(),
-                });
-            }
-        }
-        Ok(())
+        self.lock().update(updates, message, &[])
     }
 
     fn writes_objects_with_refs(&self) -> bool {
@@ -157,30 +174,7 @@ impl RefStore for MemoryStore {
         updates: &[RefUpdate],
         message: &str,
     ) -> Result<bool, StoreError> {
-        let mut state = self.lock();
-        let State {
-            refs,
-            reflog,
-            objects: held,
-            ..
-        } = &mut *state;
-        apply_updates(updates, |name| Ok(refs.get(name).copied()))?;
-        for (id, bytes) in objects {
-            held.entry(*id).or_insert_with(|| Arc::from(*bytes));
-        }
-        for u in updates.iter().filter(|u| u.changes()) {
-            match u.new {
-                Some(id) => refs.insert(u.name.clone(), id),
-                None => refs.remove(&u.name),
-            };
-            if crate::refs::logged(&u.name) {
-                reflog.entry(u.name.clone()).or_default().push(ReflogEntry {
-                    old: u.expected,
-                    new: u.new,
-                    message: message.to_string(),
-                });
-            }
-        }
+        self.lock().update(updates, message, objects)?;
         Ok(true)
     }
 

@@ -153,6 +153,42 @@ struct Publish<'a> {
     progress: Option<&'a ProgressHook>,
 }
 
+/// How a commit's publishing write that failed ended, for the caller to go on.
+enum Landed {
+    /// The branch holds the commit already: an earlier round applied this very
+    /// update and its reply was lost.
+    Earlier,
+    /// The branch moved elsewhere (to this value).
+    Moved(Option<ObjectId>),
+    /// A guard of the collection protocol failed: a sweep began.
+    Swept,
+    /// Anything else.
+    Failed(RepoError),
+}
+
+impl Landed {
+    /// Classifies `error`, from a write moving branch `name` to `commit`.
+    fn of(error: RepoError, name: &str, commit: ObjectId) -> Self {
+        match error {
+            RepoError::Store(StoreError::RefConflict {
+                name: n, actual, ..
+            }) if n == name => {
+                if actual == Some(commit) {
+                    Landed::Earlier
+                } else {
+                    Landed::Moved(actual)
+                }
+            }
+            RepoError::Store(StoreError::RefConflict { name: n, .. })
+                if Lease::is_protocol_ref(&n) =>
+            {
+                Landed::Swept
+            }
+            e => Landed::Failed(e),
+        }
+    }
+}
+
 /// What a [`Repo::publish`] round writes: new objects (their closure held), then
 /// the ref updates, with `out` returned on success.
 struct Prepared<T> {
@@ -587,7 +623,7 @@ impl<S: Store> Repo<S> {
                 && commit.objects().stored_bytes() <= PUT_BYTES
             {
                 let objects = groups.first().map_or(&[][..], |g| &g[..]);
-                match self.put_and_publish(
+                let done = self.put_and_publish(
                     commit.objects(),
                     objects,
                     &hints,
@@ -595,46 +631,37 @@ impl<S: Store> Repo<S> {
                     RefUpdate::new(name.clone(), tip, Some(commit.id())),
                     token,
                     message,
-                ) {
-                    Ok(Some(counts)) => {
-                        *ws = draft;
-                        return Ok(Committed {
-                            id: commit.id(),
-                            previous: tip,
-                            objects_written: counts.0,
-                            bytes_written: counts.1,
-                        });
-                    }
+                );
+                let counts = match done {
                     // The store declined: the lease path below.
-                    Ok(None) => {}
-                    // Our own update, applied by an earlier round whose reply was lost.
-                    Err(RepoError::Store(StoreError::RefConflict {
-                        name: n, actual, ..
-                    })) if n == name && actual == Some(commit.id()) => {
-                        *ws = draft;
-                        return Ok(Committed {
-                            id: commit.id(),
-                            previous: tip,
-                            objects_written: 0,
-                            bytes_written: 0,
-                        });
-                    }
-                    Err(RepoError::Store(StoreError::RefConflict {
-                        name: n, actual, ..
-                    })) if n == name => {
-                        return Err(RepoError::BranchMoved {
-                            branch: name,
-                            workspace: tip,
-                            branch_tip: actual,
-                        });
-                    }
-                    // A sweep began since the token was read: nothing was written.
-                    Err(RepoError::Store(StoreError::RefConflict { name: n, .. }))
-                        if Lease::is_protocol_ref(&n) =>
-                    {
-                        sweep_began = true;
-                    }
-                    Err(e) => return Err(e),
+                    Ok(None) => None,
+                    Ok(Some(counts)) => Some(counts),
+                    Err(e) => match Landed::of(e, &name, commit.id()) {
+                        Landed::Earlier => Some((0, 0)),
+                        Landed::Moved(actual) => {
+                            return Err(RepoError::BranchMoved {
+                                branch: name,
+                                workspace: tip,
+                                branch_tip: actual,
+                            })
+                        }
+                        // A sweep began since the token was read: nothing was
+                        // written.
+                        Landed::Swept => {
+                            sweep_began = true;
+                            None
+                        }
+                        Landed::Failed(e) => return Err(e),
+                    },
+                };
+                if let Some((objects_written, bytes_written)) = counts {
+                    *ws = draft;
+                    return Ok(Committed {
+                        id: commit.id(),
+                        previous: tip,
+                        objects_written,
+                        bytes_written,
+                    });
                 }
             }
         }
@@ -658,18 +685,13 @@ impl<S: Store> Repo<S> {
                     updates.extend(lease.release_updates());
                     Ok(self.store.update_refs(&updates, message)?)
                 });
-            match attempt {
-                Ok(()) => break,
-                // Our own update, applied by an earlier round whose reply was lost.
-                Err(RepoError::Store(StoreError::RefConflict {
-                    name: n, actual, ..
-                })) if n == name && actual == Some(commit.id()) => {
+            let Err(e) = attempt else { break };
+            match Landed::of(e, &name, commit.id()) {
+                Landed::Earlier => {
                     lease.release(&self.store);
                     break;
                 }
-                Err(RepoError::Store(StoreError::RefConflict {
-                    name: n, actual, ..
-                })) if n == name => {
+                Landed::Moved(actual) => {
                     lease.release(&self.store);
                     return Err(RepoError::BranchMoved {
                         branch: name,
@@ -677,9 +699,7 @@ impl<S: Store> Repo<S> {
                         branch_tip: actual,
                     });
                 }
-                Err(RepoError::Store(StoreError::RefConflict { name: n, .. }))
-                    if Lease::is_protocol_ref(&n) =>
-                {
+                Landed::Swept => {
                     // A collection began sweeping while we held the lease: what we
                     // reused may be gone. Let it finish, then, under a new lease,
                     // check the closure (our own objects can be written again) and
@@ -688,7 +708,7 @@ impl<S: Store> Repo<S> {
                     let fresh = self.lease()?;
                     lease = self.recheck_closure(fresh, &commit)?;
                 }
-                Err(e) => {
+                Landed::Failed(e) => {
                     lease.release(&self.store);
                     return Err(e);
                 }

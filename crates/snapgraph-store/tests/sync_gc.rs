@@ -7,6 +7,8 @@ use std::sync::Arc;
 use snapgraph::{ObjectId, SnapshotGraph, Workspace};
 use snapgraph_store::fault::{Calls, Fault, FaultyStore, Injected};
 use snapgraph_store::sqlite::SqliteStore;
+
+mod common;
 use snapgraph_store::{
     gc, sync, sync_with, verify, MemoryStore, ObjectStore, RefStore, Repo, RepoCommitOptions,
     Store, StoreError, SyncError, SyncOptions, WalkProblem,
@@ -360,6 +362,49 @@ fn gc_keeps_history_and_pins_and_frees_the_rest() {
     assert!(gc(repo.store(), &[pinned.id]).unwrap().deleted.is_empty());
 }
 
+/// Garbage (objects no ref reaches) with exactly `content` as a file: the commit
+/// of a branch made and deleted.
+fn garbage<S: Store>(repo: &Repo<S>, content: &[u8]) -> ObjectId {
+    let mut scratch = Workspace::new();
+    scratch.write("/x", content).unwrap();
+    let g = repo
+        .commit(&mut scratch, "scratch", RepoCommitOptions::default())
+        .unwrap();
+    repo.delete_branch("scratch", g.id).unwrap();
+    g.id
+}
+
+/// Commits `ws` onto `main` until it is published, its closure whole. A commit
+/// whose reused objects were swept before its branch moved is refused as `Swept`
+/// with nothing published: the workspace is checked out again, its files written
+/// anew, and the commit tried again.
+fn commit_until_published<S: Store>(repo: &Repo<S>, ws: &mut Workspace, round: usize) -> ObjectId {
+    loop {
+        match repo.commit(ws, "main", RepoCommitOptions::default()) {
+            Ok(c) => {
+                let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
+                let m = plan.missing(repo.store()).unwrap();
+                assert!(
+                    m.is_empty(),
+                    "round {round}: published {} misses {m:?}",
+                    c.id
+                );
+                return c.id;
+            }
+            Err(snapgraph_store::RepoError::Swept { .. }) => {
+                let files = ws.clone();
+                *ws = repo.checkout("main").unwrap();
+                for (path, meta) in files.walk() {
+                    if meta.kind == snapgraph::EntryKind::File {
+                        ws.write(&path, files.read(&path).unwrap()).unwrap();
+                    }
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 #[test]
 fn gc_never_deletes_what_a_concurrent_commit_reuses() {
     // The dangerous case: the writer's new content equals garbage (objects no ref
@@ -384,44 +429,11 @@ fn gc_never_deletes_what_a_concurrent_commit_reuses() {
         });
         for round in 0..150usize {
             let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + round * 13) as u8).collect();
-            // Garbage with exactly that content.
-            let mut scratch = Workspace::new();
-            scratch.write("/x", &content).unwrap();
-            let g = repo
-                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
-                .unwrap();
-            repo.delete_branch("scratch", g.id).unwrap();
+            garbage(&repo, &content);
             // The writer reuses it.
             ws.write(&format!("/dir{}/reuse.dat", round % 5), &content)
                 .unwrap();
-            loop {
-                match repo.commit(&mut ws, "main", RepoCommitOptions::default()) {
-                    Ok(c) => {
-                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
-                        let m = plan.missing(repo.store()).unwrap();
-                        assert!(
-                            m.is_empty(),
-                            "round {round}: published {} misses {m:?}",
-                            c.id
-                        );
-                        published.push(c.id);
-                        break;
-                    }
-                    // The reused objects were swept before the ref moved: the
-                    // commit was refused, nothing published. Rewrite and retry.
-                    Err(snapgraph_store::RepoError::Swept { .. }) => {
-                        let fresh = repo.checkout("main").unwrap();
-                        let files = ws.clone();
-                        ws = fresh;
-                        for (path, meta) in files.walk() {
-                            if meta.kind == snapgraph::EntryKind::File {
-                                ws.write(&path, files.read(&path).unwrap()).unwrap();
-                            }
-                        }
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-            }
+            published.push(commit_until_published(&repo, &mut ws, round));
         }
         stop.store(true, Ordering::Relaxed);
         assert!(collector.join().unwrap() > 0);
@@ -647,13 +659,7 @@ fn a_waiting_writer_renews_its_wait() {
 /// Every object the store holds has its references in the store too (the invariant
 /// commits and syncs rely on to skip whole subtrees), parents included.
 fn every_closure_held(store: &dyn Store) {
-    let mut ids = Vec::new();
-    store
-        .for_each_id(&mut |id| {
-            ids.push(id);
-            Ok(())
-        })
-        .unwrap();
+    let ids = common::all_ids(store);
     let held: std::collections::HashSet<ObjectId> = ids.iter().copied().collect();
     for chunk in ids.chunks(256) {
         for (id, bytes) in chunk
@@ -667,21 +673,6 @@ fn every_closure_held(store: &dyn Store) {
             }
         }
     }
-}
-
-/// Garbage (objects no ref reaches) with exactly `content` as a file: the objects of
-/// its commit.
-fn garbage<S: Store>(repo: &Repo<S>, content: &[u8]) -> std::collections::HashSet<ObjectId> {
-    let mut scratch = Workspace::new();
-    scratch.write("/x", content).unwrap();
-    let g = repo
-        .commit(&mut scratch, "scratch", RepoCommitOptions::default())
-        .unwrap();
-    repo.delete_branch("scratch", g.id).unwrap();
-    gc::live_set(repo.store(), &[g.id])
-        .unwrap()
-        .into_iter()
-        .collect()
 }
 
 fn leases(store: &dyn Store) -> usize {
@@ -789,7 +780,11 @@ fn a_sweep_before_the_write_sends_the_commit_under_a_lease_on(on_disk: bool) {
     // 2. The commit reuses garbage, which that collection deletes: refused as
     //    swept, nothing published, nothing left half-held; written again, it goes.
     let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + 3) as u8).collect();
-    let junk = garbage(&repo, &content);
+    let junk: std::collections::HashSet<ObjectId> =
+        gc::live_set(repo.store(), &[garbage(&repo, &content)])
+            .unwrap()
+            .into_iter()
+            .collect();
     ws.write("/dir3/reuse.dat", &content).unwrap();
     let before = repo.store().get_ref("heads/main").unwrap();
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -851,16 +846,11 @@ fn optimistic_writers_against_a_collector_on(on_disk: bool, rounds: usize) {
         });
         for round in 0..rounds {
             let content: Vec<u8> = (0..20_000).map(|j| (j * 7 + round * 13) as u8).collect();
-            let mut scratch = Workspace::new();
-            scratch.write("/x", &content).unwrap();
-            let g = repo
-                .commit(&mut scratch, "scratch", RepoCommitOptions::default())
-                .unwrap();
-            repo.delete_branch("scratch", g.id).unwrap();
+            let g = garbage(&repo, &content);
             // A collection may start here.
             std::thread::sleep(std::time::Duration::from_micros(200));
             // A snapshot of that unreachable commit: taken whole, or refused.
-            match repo.tag(&format!("t{round}"), &g.id.to_hex(), BTreeMap::new()) {
+            match repo.tag(&format!("t{round}"), &g.to_hex(), BTreeMap::new()) {
                 Ok(t) => {
                     let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(t.id);
                     assert!(
@@ -873,28 +863,8 @@ fn optimistic_writers_against_a_collector_on(on_disk: bool, rounds: usize) {
             }
             ws.write(&format!("/dir{}/reuse.dat", round % 5), &content)
                 .unwrap();
-            loop {
-                match repo.commit(&mut ws, "main", RepoCommitOptions::default()) {
-                    Ok(c) => {
-                        let mut plan = snapgraph::graph::reachable::CheckoutPlan::new(c.id);
-                        let m = plan.missing(repo.store()).unwrap();
-                        assert!(m.is_empty(), "round {round}: {} misses {m:?}", c.id);
-                        published += 1;
-                        break;
-                    }
-                    Err(snapgraph_store::RepoError::Swept { .. }) => {
-                        let fresh = repo.checkout("main").unwrap();
-                        let files = ws.clone();
-                        ws = fresh;
-                        for (path, meta) in files.walk() {
-                            if meta.kind == snapgraph::EntryKind::File {
-                                ws.write(&path, files.read(&path).unwrap()).unwrap();
-                            }
-                        }
-                    }
-                    Err(e) => panic!("{e}"),
-                }
-            }
+            commit_until_published(&repo, &mut ws, round);
+            published += 1;
         }
         stop.store(true, Ordering::Relaxed);
         runs = collector.join().unwrap();
