@@ -1082,6 +1082,31 @@ fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
         ),
         "{err:?}"
     );
+    drop(store);
+    // A row longer than any dictionary is refused by its length, naming its row,
+    // before that much is read into memory; text in place of a blob, by its bytes.
+    for data in ["zeroblob(1 << 24)", "'text, not a blob'"] {
+        raw.execute("DELETE FROM dicts", []).unwrap();
+        raw.execute(
+            &format!("INSERT INTO dicts (dict, data) VALUES (7, {data})"),
+            [],
+        )
+        .unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        let err = snapgraph_store::ObjectStore::get_many(&store, &[refs[5].0]).unwrap_err();
+        match backend_source::<SqliteError>(&err) {
+            Some(SqliteError::Malformed { what, reason, .. }) => {
+                assert!(what.contains("dicts row 00000007"), "{data}: {what}");
+                if data.starts_with("zeroblob") {
+                    assert!(
+                        reason.contains("at most"),
+                        "refused by its length: {reason}"
+                    );
+                }
+            }
+            other => panic!("{data}: expected Malformed, got {other:?} ({err})"),
+        }
+    }
 }
 
 /// One damaged record late in a large batch of records against the dictionary is a
