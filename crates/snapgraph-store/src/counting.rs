@@ -217,6 +217,27 @@ impl<S: RefStore> RefStore for CountingStore<S> {
         self.add(REFS, 1);
         self.inner.update_refs(updates, message)
     }
+    fn writes_objects_with_refs(&self) -> bool {
+        self.inner.writes_objects_with_refs()
+    }
+    /// Counted as one ref call, and as one `put_many` of its objects.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
+        self.add(REFS, 1);
+        self.add(PUT_CALLS, 1);
+        self.add(PUT_OBJECTS, objects.len() as u64);
+        self.add(
+            PUT_BYTES,
+            objects.iter().map(|(_, b)| b.len() as u64).sum::<u64>(),
+        );
+        self.inner
+            .update_refs_with_objects(objects, bases, updates, message)
+    }
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
         self.add(REFS, 1);
         self.inner.list_refs(prefix)

@@ -17,7 +17,7 @@ use crate::store::{ObjectStore, ReadCheck, RefStore, RefUpdate, ReflogEntry};
 /// Which calls count (and can fail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Calls {
-    /// `put_many`, `delete_many`, `update_refs`.
+    /// `put_many`, `delete_many`, `update_refs`, `update_refs_with_objects`.
     Writes,
     /// Every call.
     All,
@@ -288,6 +288,28 @@ impl<S: ObjectStore + RefStore> RefStore for FaultyStore<S> {
         self.call("update_refs", true, half, || {
             self.inner.update_refs(updates, message)
         })
+    }
+    fn writes_objects_with_refs(&self) -> bool {
+        self.inner.writes_objects_with_refs()
+    }
+    /// One atomic step: a torn call is a failed one (nothing done); a lost reply is
+    /// the whole step done.
+    fn update_refs_with_objects(
+        &self,
+        objects: &[(ObjectId, &[u8])],
+        bases: &[Option<ObjectId>],
+        updates: &[RefUpdate],
+        message: &str,
+    ) -> Result<bool, StoreError> {
+        self.call(
+            "update_refs_with_objects",
+            true,
+            || Ok(()),
+            || {
+                self.inner
+                    .update_refs_with_objects(objects, bases, updates, message)
+            },
+        )
     }
     fn list_refs(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>, StoreError> {
         self.call(

@@ -69,8 +69,9 @@
 //! written while a sweep deletes (the invariant "holding an object means holding
 //! its closure" stays true), and a writer that finds a sweep running takes a lease,
 //! which waits. [`crate::Repo`] commits that fit one write (at most one batch of
-//! objects, no chunk delta-encoded against another new one) and snapshots and forks
-//! go this way: one write transaction instead of three, which on a disk is two
+//! objects, no chunk delta-encoded against another new one), snapshots, forks and
+//! [`crate::sync()`]s of what fits one write (a sync that is not shallow) go this
+//! way: one write transaction instead of three, which on a disk is two
 //! `fsync`s fewer per turn. On such a store larger commits read the token the same
 //! way and take the lease after looking, with the same check. A writer's first guarded step that a
 //! sweep defeats is its last optimistic one, so a collector that loops cannot

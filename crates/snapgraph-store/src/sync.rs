@@ -230,6 +230,28 @@ pub fn sync_with(
         .ok_or_else(|| SyncError::UnknownRef {
             name: name.to_string(),
         })?;
+    // A first round without a lease where the destination writes objects and refs
+    // at once (`crate::gc`, "Optimistic writers"): the collection token read before
+    // discovery looks at the destination, and everything written in one step guarded
+    // by it, when what is missing fits one write. Otherwise, or once a sweep got in
+    // the way, rounds under a lease.
+    if options.depth.is_none() && dst.writes_objects_with_refs() {
+        let token = dst
+            .get_ref_for_update(crate::gc::GC_TOKEN)
+            .map_err(dst_err)?;
+        if dst.get_ref(crate::gc::GC_SWEEP).map_err(dst_err)?.is_none() {
+            match attempt(src, dst, name, tip, options, Guard::Token(token)) {
+                Ok(Some(report)) => return Ok(report),
+                // Too much for one write, or a sweep began: under a lease.
+                Ok(None) => {}
+                Err(SyncError::Store {
+                    side: Side::Destination,
+                    source: StoreError::RefConflict { name: n, .. },
+                }) if Lease::is_protocol_ref(&n) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
     loop {
         let lease = Lease::acquire(dst, options.gc_wait)
             .map_err(dst_err)?
@@ -238,8 +260,9 @@ pub fn sync_with(
             lease.release(dst);
             return Err(dst_err(e));
         }
-        match attempt(src, dst, name, tip, options, &lease) {
-            Ok(report) => return Ok(report),
+        match attempt(src, dst, name, tip, options, Guard::Lease(&lease)) {
+            Ok(Some(report)) => return Ok(report),
+            Ok(None) => unreachable!("a round under a lease always writes"),
             // A collection of the destination began sweeping: what we relied on
             // may be gone. Run again under a new lease; discovery stops at
             // whatever survived.
@@ -255,15 +278,35 @@ pub fn sync_with(
     }
 }
 
-/// One sync under a lease; the lease is released by the publishing update.
+/// What keeps a sync's reads of the destination valid until it publishes.
+#[derive(Clone, Copy)]
+enum Guard<'a> {
+    /// A lease, released by the publishing update.
+    Lease(&'a Lease),
+    /// The collection token read before the destination was looked at: the objects
+    /// and the refs are written in one step guarded by it, or not at all.
+    Token(Option<ObjectId>),
+}
+
+impl Guard<'_> {
+    fn release(self, dst: &dyn Store) {
+        if let Guard::Lease(lease) = self {
+            lease.clone().release(dst);
+        }
+    }
+}
+
+/// One sync: under a lease (always done, the lease released by the publishing
+/// update), or guarded by a token (`Ok(None)`, nothing written, when what is
+/// missing does not fit one write or the destination declines).
 fn attempt(
     src: &dyn Store,
     dst: &dyn Store,
     name: &str,
     tip: ObjectId,
     options: &SyncOptions,
-    lease: &Lease,
-) -> Result<SyncReport, SyncError> {
+    guard: Guard<'_>,
+) -> Result<Option<SyncReport>, SyncError> {
     let before = dst.get_ref(name).map_err(dst_err)?;
     let mut report = SyncReport {
         from: before,
@@ -271,13 +314,13 @@ fn attempt(
         ..SyncReport::default()
     };
     if before == Some(tip) && options.depth.is_none() {
-        lease.clone().release(dst);
-        return Ok(report);
+        guard.release(dst);
+        return Ok(Some(report));
     }
     let found = discover(src, dst, tip, options.depth, &mut report)?;
     if before == Some(tip) && found.absent.is_empty() && found.filled.is_empty() {
-        lease.clone().release(dst);
-        return Ok(report);
+        guard.release(dst);
+        return Ok(Some(report));
     }
     if let Some(old) = before {
         if !options.force && !is_ancestor(dst, &found.present_commits, tip, old)? {
@@ -288,26 +331,71 @@ fn attempt(
             });
         }
     }
-    // Hollow records before the commit objects they excuse (see crate::hollow).
-    crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
-    write(src, dst, tip, &found, &mut report)?;
-    report.hollow = found.hollow.len();
-    report.filled = found.filled.len();
     let mut updates = Vec::new();
     if before != Some(tip) {
         updates.push(RefUpdate::new(name, before, Some(tip)));
     }
     // The filled-in commits stop being hollow with the publication of their trees.
     updates.extend(crate::hollow::removal_updates(&found.filled));
-    updates.extend(lease.release_updates());
-    match dst.update_refs(&updates, &format!("sync to {tip}")) {
-        Ok(()) => Ok(report),
+    let message = format!("sync to {tip}");
+    let published = match guard {
+        Guard::Lease(lease) => {
+            // Hollow records before the commit objects they excuse (see
+            // crate::hollow).
+            crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
+            write(src, tip, &found, &mut report, &mut |batch| {
+                dst.put_many(batch).map_err(dst_err)
+            })?;
+            updates.extend(lease.release_updates());
+            dst.update_refs(&updates, &message)
+        }
+        Guard::Token(token) => {
+            if !found.hollow.is_empty() {
+                return Ok(None);
+            }
+            // Everything in memory for one write, within the bounds of a commit's.
+            let mut objects: Vec<(ObjectId, Vec<u8>)> = Vec::new();
+            let mut bytes = 0u64;
+            let mut fits = true;
+            write(src, tip, &found, &mut report, &mut |batch| {
+                bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+                fits = fits && objects.len() + batch.len() <= ONE_WRITE && bytes <= ONE_WRITE_BYTES;
+                if fits {
+                    objects.extend(batch.iter().map(|(id, b)| (*id, b.to_vec())));
+                }
+                Ok(())
+            })?;
+            if !fits {
+                return Ok(None);
+            }
+            updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
+            updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
+            let objects: Vec<(ObjectId, &[u8])> =
+                objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+            let bases = vec![None; objects.len()];
+            match dst.update_refs_with_objects(&objects, &bases, &updates, &message) {
+                Ok(true) => Ok(()),
+                Ok(false) => return Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    report.hollow = found.hollow.len();
+    report.filled = found.filled.len();
+    match published {
+        Ok(()) => Ok(Some(report)),
         Err(StoreError::RefConflict {
             name: n, actual, ..
         }) if n == name => Err(SyncError::RefMoved { name: n, actual }),
         Err(e) => Err(dst_err(e)),
     }
 }
+
+/// Most objects, and bytes, a sync guarded by a token writes in its one step (a
+/// per-turn sync's few); more go under a lease in batches.
+const ONE_WRITE: usize = 1_000;
+/// See [`ONE_WRITE`].
+const ONE_WRITE_BYTES: u64 = 8 << 20;
 
 /// What discovery found.
 struct Found {
@@ -496,13 +584,16 @@ fn is_ancestor(
     Ok(false)
 }
 
-/// Writes the absent objects children first, in batches.
+/// Where [`write`] hands each batch of objects.
+type Sink<'a> = dyn FnMut(&[(ObjectId, &[u8])]) -> Result<(), SyncError> + 'a;
+
+/// Hands the absent objects to `put`, children first, in batches.
 fn write(
     src: &dyn Store,
-    dst: &dyn Store,
     tip: ObjectId,
     found: &Found,
     report: &mut SyncReport,
+    put: &mut Sink<'_>,
 ) -> Result<(), SyncError> {
     let kinds: HashMap<ObjectId, ObjectKind> = found.absent.iter().copied().collect();
     // Iterative post-order over the absent objects from the tip.
@@ -573,7 +664,7 @@ fn write(
             .collect();
         report.objects += batch.len();
         report.bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
-        dst.put_many(&batch).map_err(dst_err)?;
+        put(&batch)?;
         i = end;
     }
     Ok(())
