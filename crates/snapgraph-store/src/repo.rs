@@ -1070,91 +1070,102 @@ impl<S: Store> Repo<S> {
     /// between makes the next rounds take a lease. Elsewhere every round takes one,
     /// and the objects are written before the refs move.
     fn publish<T>(&self, op: impl Fn() -> Result<Prepared<T>, RepoError>) -> Result<T, RepoError> {
-        let mut optimistic = self.store.writes_objects_with_refs();
+        if self.store.writes_objects_with_refs() {
+            if let Some(token) = self.seen_token()? {
+                let attempt = op().and_then(|p| {
+                    let mut updates = p.updates;
+                    updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
+                    updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
+                    let objects: Vec<(ObjectId, &[u8])> =
+                        p.objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+                    let bases = vec![None; objects.len()];
+                    let done = self
+                        .store
+                        .update_refs_with_objects(&objects, &bases, &updates, &p.message);
+                    Ok(match done {
+                        Ok(true) => Some(p.out),
+                        // Declined after saying it could: under a lease below.
+                        Ok(false) => None,
+                        Err(e) => match Self::already_applied(e, &updates) {
+                            Ok(()) => Some(p.out),
+                            // A sweep began: under a lease below.
+                            Err(StoreError::RefConflict { name, .. })
+                                if Lease::is_protocol_ref(&name) =>
+                            {
+                                None
+                            }
+                            Err(StoreError::RefConflict {
+                                name,
+                                expected: None,
+                                actual: Some(id),
+                            }) => return Err(RepoError::AlreadyExists { name, id }),
+                            Err(e) => return Err(e.into()),
+                        },
+                    })
+                });
+                if let Some(out) = attempt? {
+                    return Ok(out);
+                }
+            }
+        }
         loop {
-            let seen = match optimistic {
-                true => self.seen_token()?,
-                false => None,
-            };
-            optimistic = false;
-            let lease = match seen {
-                Some(_) => None,
-                None => Some(self.lease()?),
-            };
+            let lease = self.lease()?;
             let attempt = op().and_then(|p| {
-                let mut updates = p.updates;
                 let objects: Vec<(ObjectId, &[u8])> =
                     p.objects.iter().map(|(id, b)| (*id, &b[..])).collect();
-                let written = match (&lease, seen) {
-                    (Some(lease), _) => {
-                        self.store.put_many(&objects)?;
-                        updates.extend(lease.release_updates());
-                        self.store.update_refs(&updates, &p.message)
-                    }
-                    (None, Some(token)) => {
-                        updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
-                        updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
-                        let bases = vec![None; objects.len()];
-                        self.store
-                            .update_refs_with_objects(&objects, &bases, &updates, &p.message)
-                            .and_then(|done| match done {
-                                true => Ok(()),
-                                // Declined after saying it could: a round under a
-                                // lease.
-                                false => Err(StoreError::RefConflict {
-                                    name: crate::gc::GC_SWEEP.into(),
-                                    expected: None,
-                                    actual: None,
-                                }),
-                            })
-                    }
-                    (None, None) => unreachable!("a round has a lease or a token"),
-                };
-                match written {
+                self.store.put_many(&objects)?;
+                let mut updates = p.updates;
+                updates.extend(lease.release_updates());
+                match self.store.update_refs(&updates, &p.message) {
                     Ok(()) => Ok((p.out, true)),
-                    // The ref already holds what this update sets: an earlier call
-                    // applied it and its reply was lost (batches are atomic, so all
-                    // of it applied). Done, with this round's lease still to drop.
-                    Err(StoreError::RefConflict { name, actual, .. })
-                        if !Lease::is_protocol_ref(&name)
-                            && updates
-                                .iter()
-                                .any(|u| u.name == name && u.changes() && u.new == actual) =>
-                    {
-                        Ok((p.out, false))
-                    }
-                    Err(e) => Err(e.into()),
+                    // Done, with this round's lease still to drop.
+                    Err(e) => Self::already_applied(e, &updates)
+                        .map(|()| (p.out, false))
+                        .map_err(RepoError::from),
                 }
             });
-            let release = |lease: Option<Lease>| {
-                if let Some(l) = lease {
-                    l.release(&self.store);
-                }
-            };
             match attempt {
                 Ok((out, true)) => return Ok(out),
                 Ok((out, false)) => {
-                    release(lease);
+                    lease.release(&self.store);
                     return Ok(out);
                 }
                 Err(RepoError::Store(StoreError::RefConflict { name, .. }))
                     if Lease::is_protocol_ref(&name) =>
                 {
-                    release(lease);
+                    lease.release(&self.store);
                 }
                 Err(RepoError::Store(StoreError::RefConflict {
                     name,
                     expected: None,
                     actual: Some(id),
                 })) => {
-                    release(lease);
+                    lease.release(&self.store);
                     return Err(RepoError::AlreadyExists { name, id });
                 }
                 Err(e) => {
-                    release(lease);
+                    lease.release(&self.store);
                     return Err(e);
                 }
             }
+        }
+    }
+
+    /// `Ok` when `error` says a ref already holds what `updates` set it to: an
+    /// earlier call applied them and its reply was lost (batches are atomic, so all
+    /// of it applied); else the error.
+    fn already_applied(error: StoreError, updates: &[RefUpdate]) -> Result<(), StoreError> {
+        match error {
+            StoreError::RefConflict {
+                ref name, actual, ..
+            } if !Lease::is_protocol_ref(name)
+                && updates
+                    .iter()
+                    .any(|u| &u.name == name && u.changes() && u.new == actual) =>
+            {
+                Ok(())
+            }
+            e => Err(e),
         }
     }
 

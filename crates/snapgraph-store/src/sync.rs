@@ -240,7 +240,7 @@ pub fn sync_with(
             .get_ref_for_update(crate::gc::GC_TOKEN)
             .map_err(dst_err)?;
         if dst.get_ref(crate::gc::GC_SWEEP).map_err(dst_err)?.is_none() {
-            match attempt(src, dst, name, tip, options, Guard::Token(token)) {
+            match attempt_at_once(src, dst, name, tip, options, token) {
                 Ok(Some(report)) => return Ok(report),
                 // Too much for one write, or a sweep began: under a lease.
                 Ok(None) => {}
@@ -260,9 +260,8 @@ pub fn sync_with(
             lease.release(dst);
             return Err(dst_err(e));
         }
-        match attempt(src, dst, name, tip, options, Guard::Lease(&lease)) {
-            Ok(Some(report)) => return Ok(report),
-            Ok(None) => unreachable!("a round under a lease always writes"),
+        match attempt(src, dst, name, tip, options, &lease) {
+            Ok(report) => return Ok(report),
             // A collection of the destination began sweeping: what we relied on
             // may be gone. Run again under a new lease; discovery stops at
             // whatever survived.
@@ -278,35 +277,28 @@ pub fn sync_with(
     }
 }
 
-/// What keeps a sync's reads of the destination valid until it publishes.
-#[derive(Clone, Copy)]
-enum Guard<'a> {
-    /// A lease, released by the publishing update.
-    Lease(&'a Lease),
-    /// The collection token read before the destination was looked at: the objects
-    /// and the refs are written in one step guarded by it, or not at all.
-    Token(Option<ObjectId>),
+/// What a sync found to do, once it looked at the destination.
+enum Plan {
+    /// Nothing to write: the destination holds it all, its ref where asked.
+    Done(SyncReport),
+    /// Objects to write and refs to move.
+    Write {
+        report: SyncReport,
+        found: Box<Found>,
+        updates: Vec<RefUpdate>,
+        message: String,
+    },
 }
 
-impl Guard<'_> {
-    fn release(self, dst: &dyn Store) {
-        if let Guard::Lease(lease) = self {
-            lease.clone().release(dst);
-        }
-    }
-}
-
-/// One sync: under a lease (always done, the lease released by the publishing
-/// update), or guarded by a token (`Ok(None)`, nothing written, when what is
-/// missing does not fit one write or the destination declines).
-fn attempt(
+/// Reads the destination's ref, discovers what it lacks, checks the move is a
+/// fast-forward (unless forced) and prepares the ref updates.
+fn plan(
     src: &dyn Store,
     dst: &dyn Store,
     name: &str,
     tip: ObjectId,
     options: &SyncOptions,
-    guard: Guard<'_>,
-) -> Result<Option<SyncReport>, SyncError> {
+) -> Result<Plan, SyncError> {
     let before = dst.get_ref(name).map_err(dst_err)?;
     let mut report = SyncReport {
         from: before,
@@ -314,13 +306,11 @@ fn attempt(
         ..SyncReport::default()
     };
     if before == Some(tip) && options.depth.is_none() {
-        guard.release(dst);
-        return Ok(Some(report));
+        return Ok(Plan::Done(report));
     }
     let found = discover(src, dst, tip, options.depth, &mut report)?;
     if before == Some(tip) && found.absent.is_empty() && found.filled.is_empty() {
-        guard.release(dst);
-        return Ok(Some(report));
+        return Ok(Plan::Done(report));
     }
     if let Some(old) = before {
         if !options.force && !is_ancestor(dst, &found.present_commits, tip, old)? {
@@ -337,57 +327,107 @@ fn attempt(
     }
     // The filled-in commits stop being hollow with the publication of their trees.
     updates.extend(crate::hollow::removal_updates(&found.filled));
-    let message = format!("sync to {tip}");
-    let published = match guard {
-        Guard::Lease(lease) => {
-            // Hollow records before the commit objects they excuse (see
-            // crate::hollow).
-            crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
-            write(src, tip, &found, &mut report, &mut |batch| {
-                dst.put_many(batch).map_err(dst_err)
-            })?;
-            updates.extend(lease.release_updates());
-            dst.update_refs(&updates, &message)
-        }
-        Guard::Token(token) => {
-            if !found.hollow.is_empty() {
-                return Ok(None);
-            }
-            // Everything in memory for one write, within the bounds of a commit's.
-            let mut objects: Vec<(ObjectId, Vec<u8>)> = Vec::new();
-            let mut bytes = 0u64;
-            let mut fits = true;
-            write(src, tip, &found, &mut report, &mut |batch| {
-                bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
-                fits = fits && objects.len() + batch.len() <= ONE_WRITE && bytes <= ONE_WRITE_BYTES;
-                if fits {
-                    objects.extend(batch.iter().map(|(id, b)| (*id, b.to_vec())));
-                }
-                Ok(())
-            })?;
-            if !fits {
-                return Ok(None);
-            }
-            updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
-            updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
-            let objects: Vec<(ObjectId, &[u8])> =
-                objects.iter().map(|(id, b)| (*id, &b[..])).collect();
-            let bases = vec![None; objects.len()];
-            match dst.update_refs_with_objects(&objects, &bases, &updates, &message) {
-                Ok(true) => Ok(()),
-                Ok(false) => return Ok(None),
-                Err(e) => Err(e),
-            }
-        }
-    };
     report.hollow = found.hollow.len();
     report.filled = found.filled.len();
-    match published {
-        Ok(()) => Ok(Some(report)),
+    Ok(Plan::Write {
+        report,
+        found: Box::new(found),
+        updates,
+        message: format!("sync to {tip}"),
+    })
+}
+
+/// The publishing update's outcome, as the sync reports it.
+fn published(name: &str, outcome: Result<(), StoreError>) -> Result<(), SyncError> {
+    match outcome {
+        Ok(()) => Ok(()),
         Err(StoreError::RefConflict {
             name: n, actual, ..
         }) if n == name => Err(SyncError::RefMoved { name: n, actual }),
         Err(e) => Err(dst_err(e)),
+    }
+}
+
+/// One sync under a lease, released by the publishing update (or here, when there
+/// is nothing to write).
+fn attempt(
+    src: &dyn Store,
+    dst: &dyn Store,
+    name: &str,
+    tip: ObjectId,
+    options: &SyncOptions,
+    lease: &Lease,
+) -> Result<SyncReport, SyncError> {
+    let (mut report, found, mut updates, message) = match plan(src, dst, name, tip, options)? {
+        Plan::Done(report) => {
+            lease.clone().release(dst);
+            return Ok(report);
+        }
+        Plan::Write {
+            report,
+            found,
+            updates,
+            message,
+        } => (report, found, updates, message),
+    };
+    // Hollow records before the commit objects they excuse (see crate::hollow).
+    crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
+    write(src, tip, &found, &mut report, &mut |batch| {
+        dst.put_many(batch).map_err(dst_err)?;
+        Ok(true)
+    })?;
+    updates.extend(lease.release_updates());
+    published(name, dst.update_refs(&updates, &message))?;
+    Ok(report)
+}
+
+/// One sync without a lease, guarded by the collection token `token` read before
+/// it looked at the destination: the missing objects and the ref moves in one
+/// step ([`RefStore::update_refs_with_objects`]). `Ok(None)`, nothing written,
+/// when they do not fit one write, hollow records are needed, or the destination
+/// declines.
+fn attempt_at_once(
+    src: &dyn Store,
+    dst: &dyn Store,
+    name: &str,
+    tip: ObjectId,
+    options: &SyncOptions,
+    token: Option<ObjectId>,
+) -> Result<Option<SyncReport>, SyncError> {
+    let (mut report, found, mut updates, message) = match plan(src, dst, name, tip, options)? {
+        Plan::Done(report) => return Ok(Some(report)),
+        Plan::Write {
+            report,
+            found,
+            updates,
+            message,
+        } => (report, found, updates, message),
+    };
+    if !found.hollow.is_empty() || found.absent.len() > ONE_WRITE {
+        return Ok(None);
+    }
+    // Everything in memory for one write, within the bounds of a commit's: the
+    // source is read no further once they are passed.
+    let mut objects: Vec<(ObjectId, Vec<u8>)> = Vec::new();
+    let mut bytes = 0u64;
+    write(src, tip, &found, &mut report, &mut |batch| {
+        bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
+        objects.extend(batch.iter().map(|(id, b)| (*id, b.to_vec())));
+        Ok(bytes <= ONE_WRITE_BYTES)
+    })?;
+    if bytes > ONE_WRITE_BYTES {
+        return Ok(None);
+    }
+    updates.push(RefUpdate::guard(crate::gc::GC_TOKEN, token));
+    updates.push(RefUpdate::guard(crate::gc::GC_SWEEP, None));
+    let objects: Vec<(ObjectId, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+    let bases = vec![None; objects.len()];
+    match dst.update_refs_with_objects(&objects, &bases, &updates, &message) {
+        Ok(false) => Ok(None),
+        outcome => {
+            published(name, outcome.map(|_| ()))?;
+            Ok(Some(report))
+        }
     }
 }
 
@@ -584,10 +624,11 @@ fn is_ancestor(
     Ok(false)
 }
 
-/// Where [`write`] hands each batch of objects.
-type Sink<'a> = dyn FnMut(&[(ObjectId, &[u8])]) -> Result<(), SyncError> + 'a;
+/// Where [`write`] hands each batch of objects; `false` stops the writing.
+type Sink<'a> = dyn FnMut(&[(ObjectId, &[u8])]) -> Result<bool, SyncError> + 'a;
 
-/// Hands the absent objects to `put`, children first, in batches.
+/// Hands the absent objects to `put`, children first, in batches, until it says to
+/// stop.
 fn write(
     src: &dyn Store,
     tip: ObjectId,
@@ -664,7 +705,9 @@ fn write(
             .collect();
         report.objects += batch.len();
         report.bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
-        put(&batch)?;
+        if !put(&batch)? {
+            break;
+        }
         i = end;
     }
     Ok(())
