@@ -114,31 +114,60 @@ pub fn forget_token(dot: &Path) {
     let _ = std::fs::remove_file(dot.join(TOKEN_FILE));
 }
 
-/// One request to the daemon of `dot`, its whole answer; `None` when no daemon
-/// listens (no socket, or a socket nobody accepts on).
-fn request(dot: &Path, line: &str) -> Option<std::io::Result<Vec<u8>>> {
+/// Sends one request to the daemon of `dot`; `None` when no daemon listens (no
+/// socket, or a socket nobody accepts on).
+fn send(dot: &Path, line: &str) -> Option<std::io::Result<UnixStream>> {
     let mut s = UnixStream::connect(dot.join(SOCKET)).ok()?;
     Some((|| {
         s.set_read_timeout(Some(CLIENT_TIMEOUT))?;
         s.set_write_timeout(Some(CLIENT_TIMEOUT))?;
         s.write_all(format!("{line}\n").as_bytes())?;
-        let mut out = Vec::new();
-        s.read_to_end(&mut out)?;
-        Ok(out)
+        Ok(s)
     })())
 }
 
-/// Asks the daemon of `dot` what changed since the token stored with the index at
-/// `index_path`. `None`: no daemon runs (the command goes on as without one).
-pub fn query(dot: &Path, index_path: &Path) -> Option<Answer> {
-    let token = stored_token(dot, index_path);
-    let reply = request(dot, &format!("since {}", token.as_deref().unwrap_or("-")))?;
-    Some(
-        reply
+/// The daemon's whole answer on `sent`, once it closes the connection.
+fn receive(sent: std::io::Result<UnixStream>) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    sent?.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// One request to the daemon of `dot`, its whole answer; `None` when no daemon
+/// listens.
+fn request(dot: &Path, line: &str) -> Option<std::io::Result<Vec<u8>>> {
+    send(dot, line).map(receive)
+}
+
+/// A question sent to the daemon ([`ask`]) whose answer is not read yet: the
+/// daemon makes and reads its cookie while the command reads its index.
+#[derive(Debug)]
+pub struct Asked {
+    sent: std::io::Result<UnixStream>,
+    with_token: bool,
+}
+
+impl Asked {
+    /// The daemon's answer (waiting for it); one that fails or does not parse is
+    /// "unknown".
+    pub fn answer(self) -> Answer {
+        receive(self.sent)
             .ok()
-            .and_then(|r| parse_answer(&r, token.is_some()))
-            .unwrap_or_else(Answer::unknown),
-    )
+            .and_then(|r| parse_answer(&r, self.with_token))
+            .unwrap_or_else(Answer::unknown)
+    }
+}
+
+/// Asks the daemon of `dot` what changed since the token stored with the index at
+/// `index_path`, without waiting for the answer ([`Asked::answer`]). `None`: no
+/// daemon runs (the command goes on as without one).
+pub fn ask(dot: &Path, index_path: &Path) -> Option<Asked> {
+    let token = stored_token(dot, index_path);
+    let sent = send(dot, &format!("since {}", token.as_deref().unwrap_or("-")))?;
+    Some(Asked {
+        sent,
+        with_token: token.is_some(),
+    })
 }
 
 /// The answer in `reply`; `None` if it does not parse. A list of changes is

@@ -416,10 +416,16 @@ pub(super) enum Seen {
 }
 
 impl Seen {
-    /// Asks the watcher of the working directory at `root`, else surveys it against
-    /// `ix`.
-    fn look(root: &Path, dot: &Path, ix: &Index) -> Result<Seen> {
-        let reported = crate::watch::query(dot, &dot.join("index"))
+    /// The answer of the watcher of the working directory at `root` to `asked`
+    /// (see [`crate::watch::ask`]), else a survey of it against `ix`.
+    fn look(
+        root: &Path,
+        dot: &Path,
+        ix: &Index,
+        asked: Option<crate::watch::Asked>,
+    ) -> Result<Seen> {
+        let reported = asked
+            .map(crate::watch::Asked::answer)
             .and_then(|a| a.changed)
             .map(scan::minimal)
             .filter(|p| p.len() <= crate::watch::MAX_PATHS);
@@ -435,9 +441,12 @@ impl Early {
     /// some commit, what changed since ([`Seen::look`]).
     pub(super) fn read(root: &Path) -> Result<Early> {
         let dot = root.join(repo::DOT_DIR);
-        let index = Index::load(&dot.join("index"), root);
+        let index_path = dot.join("index");
+        // Asked before the index is read, answered after (see `commit`).
+        let asked = crate::watch::ask(&dot, &index_path);
+        let index = Index::load(&index_path, root);
         let seen = match &index {
-            Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix)?),
+            Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix, asked)?),
             _ => None,
         };
         Ok(Early { index, seen })
@@ -505,7 +514,12 @@ pub(super) fn working_commit<'a>(
             // or a survey (see `Early`).
             let seen = match seen {
                 Some(seen) => seen,
-                None => Seen::look(&wd.root, &wd.dot, ix)?,
+                None => Seen::look(
+                    &wd.root,
+                    &wd.dot,
+                    ix,
+                    crate::watch::ask(&wd.dot, &index_path),
+                )?,
             };
             let survey = match seen {
                 Seen::Reported(paths) if paths.is_empty() => {

@@ -125,8 +125,10 @@ pub(super) fn commit(
     // directory is looked at: its token then marks a point before this command's
     // scan, and is stored with the index this commit saves. Its list of changes is
     // trusted only with an index complete for the tip (the per-turn path below).
-    let watch = match only {
-        None => crate::watch::query(&dot, &index_path),
+    // The question is sent first and its answer read after the index: the daemon
+    // makes and reads its cookie while this thread decodes.
+    let asked = match only {
+        None => crate::watch::ask(&dot, &index_path),
         Some(_) => None,
     };
     let index = Index::load(&index_path, &root);
@@ -134,6 +136,13 @@ pub(super) fn commit(
         Some(ix) => format!("{} entries", ix.entries.len()),
         None => "none usable".into(),
     });
+    let watch = asked.map(crate::watch::Asked::answer);
+    if let Some(answer) = &watch {
+        crate::timings::phase_with("watcher answered", || match &answer.changed {
+            Some(paths) => format!("{} paths", paths.len()),
+            None => "unknown".into(),
+        });
+    }
     // The per-turn survey (see the fast path below), taken before the tip is known
     // when the index is complete for some commit and no watcher's list may stand in
     // for it: after this command's clock probe, as the fast path would take it.
