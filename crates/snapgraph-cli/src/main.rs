@@ -8,12 +8,15 @@ use snapgraph_cli::cli::Cli;
 
 fn main() {
     snapgraph_cli::timings::begin();
+    // A per-turn command's store opens while its arguments are parsed.
+    let args: Vec<_> = std::env::args_os().collect();
+    snapgraph_cli::repo::Opening::ahead(&args);
     // As `Cli::parse()`, but the command tree (every verb's arguments and help) is
     // not freed node by node: the process ends with the command, and the drop was
     // a fifth of clap's instructions in a per-turn commit.
     let mut command = Cli::command();
     let mut matches = command
-        .try_get_matches_from_mut(std::env::args_os())
+        .try_get_matches_from_mut(args)
         .unwrap_or_else(|e| e.exit());
     let cli = Cli::from_arg_matches_mut(&mut matches)
         .map_err(|e| e.format(&mut command))

@@ -300,21 +300,74 @@ pub struct Opening {
     thread: Option<std::thread::JoinHandle<Result<Workdir>>>,
 }
 
+/// The opening [`Opening::ahead`] started, with the directory it started from.
+static AHEAD: std::sync::Mutex<Option<(PathBuf, Opening)>> = std::sync::Mutex::new(None);
+
 impl Opening {
     /// Starts [`open_at`]`(root)` on a new thread, off this core (see
     /// [`crate::cpus`]); when no thread starts, [`Opening::finish`] opens it.
     pub fn start(root: PathBuf) -> Self {
         let r = root.clone();
+        Opening {
+            root,
+            thread: Self::spawn(move || open_at(r)),
+        }
+    }
+
+    fn spawn(
+        open: impl FnOnce() -> Result<Workdir> + Send + 'static,
+    ) -> Option<std::thread::JoinHandle<Result<Workdir>>> {
         let beside = crate::cpus::Beside::here();
         let thread = std::thread::Builder::new()
             .name("snapgraph-open".into())
             .spawn(move || {
                 beside.leave();
-                open_at(r)
+                open()
             })
             .ok();
         beside.yield_to();
-        Opening { root, thread }
+        thread
+    }
+
+    /// Called with the process's arguments before they are parsed: for a
+    /// `commit` or `status`, starts finding and opening the repository of the
+    /// directory they name (`-C DIR`, else the current one) while clap parses them
+    /// (about a tenth of a millisecond, which a watched per-turn commit waits for
+    /// the store). [`Opening::of`] takes it when the command runs from that
+    /// directory; otherwise it is left unused. Nothing is started for arguments
+    /// [`ahead_of`] cannot read with certainty.
+    pub fn ahead(args: &[std::ffi::OsString]) {
+        let Some(start) = ahead_of(args) else {
+            return;
+        };
+        let start = match start {
+            Some(dir) => dir,
+            None => match std::env::current_dir() {
+                Ok(d) => d,
+                Err(_) => return,
+            },
+        };
+        let from = start.clone();
+        let thread = Self::spawn(move || open_at(find_root(&from)?));
+        let opening = Opening {
+            root: PathBuf::new(),
+            thread,
+        };
+        *AHEAD.lock().unwrap_or_else(|p| p.into_inner()) = Some((start, opening));
+    }
+
+    /// The opening of `root`, the repository found from `start`: the one
+    /// [`Opening::ahead`] started from `start` (the same search from the same
+    /// directory), else a new one.
+    pub fn of(start: &Path, root: PathBuf) -> Self {
+        let ahead = AHEAD.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match ahead {
+            Some((from, opening)) if from == start => Opening {
+                root,
+                thread: opening.thread,
+            },
+            _ => Self::start(root),
+        }
     }
 
     /// The opened repository, or the error that opening it met. A thread that
@@ -325,6 +378,37 @@ impl Opening {
             _ => open_at(self.root),
         }
     }
+}
+
+/// For arguments whose verb is `commit` or `status`, the directory named by `-C`
+/// (`Some(None)`: none, the current one); `None` for any other verb and for any
+/// argument that might name another directory in a way this does not read (`--`,
+/// `-C` twice, `-C` joined to its value or in a cluster of short flags): clap is
+/// the judge of the arguments, this only guesses ahead of it, and a guess it cannot
+/// be sure of is not made.
+pub fn ahead_of(args: &[std::ffi::OsString]) -> Option<Option<PathBuf>> {
+    let mut dir = None;
+    let mut verb = None;
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        let b = a.as_encoded_bytes();
+        if b == b"--" {
+            return None;
+        }
+        if b == b"-C" {
+            if dir.is_some() {
+                return None;
+            }
+            dir = Some(PathBuf::from(it.next()?));
+        } else if b.starts_with(b"-") {
+            if !b.starts_with(b"--") && b.contains(&b'C') {
+                return None;
+            }
+        } else if verb.is_none() {
+            verb = Some(b);
+        }
+    }
+    matches!(verb, Some(b"commit" | b"status")).then_some(dir)
 }
 
 /// Where `HEAD` points in the repository directory `dot` (see [`Workdir::head`]).
@@ -524,4 +608,52 @@ pub fn config_value(dot: &Path, key: &str) -> Result<Option<String>> {
         .rev()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ahead_of;
+    use std::path::PathBuf;
+
+    fn guess(args: &[&str]) -> Option<Option<PathBuf>> {
+        let args: Vec<std::ffi::OsString> = std::iter::once("snapgraph")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect();
+        ahead_of(&args)
+    }
+
+    #[test]
+    fn a_commit_or_status_is_opened_ahead_from_the_directory_it_names() {
+        assert_eq!(guess(&["commit", "-q", "-m", "t"]), Some(None));
+        assert_eq!(guess(&["--json", "status"]), Some(None));
+        assert_eq!(
+            guess(&["-C", "/w", "commit", "-m", "C"]),
+            Some(Some("/w".into()))
+        );
+        // A global flag after the verb, as clap accepts it.
+        assert_eq!(
+            guess(&["commit", "-m", "t", "-C", "w"]),
+            Some(Some("w".into()))
+        );
+    }
+
+    #[test]
+    fn no_guess_is_made_that_clap_might_read_otherwise() {
+        for args in [
+            &["log"][..],
+            &["init"],
+            &[],
+            &["-C"],
+            &["commit", "--", "-C", "x"],
+            &["-Cw", "commit"],
+            &["-qC", "w", "commit"],
+            &["-C", "a", "commit", "-C", "b"],
+            &["commit", "-m", "-C"],
+        ] {
+            assert_eq!(guess(args), None, "{args:?}");
+        }
+        // A message that is the word "commit" is not the verb.
+        assert_eq!(guess(&["log", "-m", "commit"]), None);
+    }
 }

@@ -884,3 +884,39 @@ fn a_dead_writers_lease_is_reported_and_can_be_broken() {
     ok(t.path(), &["gc", "--break-leases", "--wait", "0"]);
     assert_eq!(json(t.path(), &["verify"])["clean"], true);
 }
+
+/// The store is opened ahead of argument parsing from the directory the arguments
+/// seem to name (`repo::Opening::ahead`); a command that clap reads as running
+/// elsewhere still commits there, and only there.
+#[test]
+fn a_commit_run_in_another_directory_commits_there_only() {
+    let a = repo();
+    let b = repo();
+    write(a.path(), "a.txt", b"a");
+    write(b.path(), "b.txt", b"b");
+    ok(a.path(), &["commit", "-m", "a"]);
+    let b_dir = b.path().to_str().unwrap();
+    // From A, naming B after the verb and then with a relative path.
+    let out = ok(a.path(), &["commit", "-m", "b", "-C", b_dir]);
+    assert_eq!(field(&out, "files read"), 1, "{out}");
+    let log_b = ok(b.path(), &["log", "--oneline"]);
+    assert_eq!(log_b.lines().count(), 1, "{log_b}");
+    let log_a = ok(a.path(), &["log", "--oneline"]);
+    assert_eq!(log_a.lines().count(), 1, "{log_a}");
+    write(b.path(), "b.txt", b"bb");
+    let parent = b.path().parent().unwrap();
+    let name = b.path().file_name().unwrap().to_str().unwrap();
+    ok(parent, &["-C", name, "commit", "-m", "b2"]);
+    assert_eq!(ok(b.path(), &["log", "--oneline"]).lines().count(), 2);
+    assert_eq!(ok(a.path(), &["log", "--oneline"]).lines().count(), 1);
+    // Outside any repository, the error names the directory clap read.
+    let none = tempfile::tempdir().unwrap();
+    let err = fails(
+        a.path(),
+        &["commit", "-m", "x", "-C", none.path().to_str().unwrap()],
+    );
+    assert!(
+        err.contains("not") && err.contains(none.path().file_name().unwrap().to_str().unwrap()),
+        "{err}"
+    );
+}

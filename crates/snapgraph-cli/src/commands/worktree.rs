@@ -92,7 +92,7 @@ pub(super) fn commit(
     // the survey needs the index only, and what it found is used only if the tip
     // (read once the store is open) is the one the index is complete for.
     let found = repo::find_root(&ctx.cwd)?;
-    let opening = repo::Opening::start(found.clone());
+    let opening = repo::Opening::of(&ctx.cwd, found.clone());
     let root = found;
     let dot = root.join(repo::DOT_DIR);
     let index_path = dot.join("index");
@@ -572,7 +572,7 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     // The store opens on its own thread while this one reads the index and looks at
     // the directory (as a commit does; see `Early`).
     let root = repo::find_root(&ctx.cwd)?;
-    let opening = repo::Opening::start(root.clone());
+    let opening = repo::Opening::of(&ctx.cwd, root.clone());
     let early = super::Early::read(&root)?;
     let wd = opening.finish()?;
     let _shared = super::SharedReads::new(&**wd.repo.store());
