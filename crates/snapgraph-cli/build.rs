@@ -7,7 +7,8 @@
 //!
 //! On Linux the `snapgraph` binary is linked position-dependent and, on glibc,
 //! statically where glibc's archives are installed (`SNAPGRAPH_LINK`: `static`,
-//! `dynamic` or unset; see `link_statically`).
+//! `dynamic` or unset; see `link_statically`), with a per-turn command's functions
+//! side by side where the linker is lld (see `order_hot_symbols`).
 fn main() {
     // The `snapgraph` binary is linked as a position-dependent executable on Linux:
     // a PIE's 23,000 relative relocations were applied by the dynamic loader at
@@ -18,6 +19,7 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo::rustc-link-arg-bins=-no-pie");
         link_statically();
+        order_hot_symbols();
     }
     println!("cargo::rerun-if-env-changed=SNAPGRAPH_SKIP_S3");
     println!("cargo::rustc-check-cfg=cfg(snapgraph_skip_s3)");
@@ -144,4 +146,62 @@ fn static_search_dir() -> Result<std::path::PathBuf, String> {
             .map_err(|e| format!("{}: {e}", script.display()))?;
     }
     Ok(dir)
+}
+
+/// Places the functions a per-turn command runs (`hot-symbols.txt`, written by
+/// `benches/peers/hot_symbols.sh`) side by side in the binary's text: scattered
+/// over 13 MB they took about 160 distinct 64 KiB windows, and the kernel maps one
+/// window of a file per page fault, so a command took about 80 faults on its code
+/// alone; gathered, about 30 windows and 50 faults fewer (ARCHITECTURE.md, "Stop
+/// 45"). A name the binary no longer has is skipped without a warning, so a stale
+/// list costs speed, never a build.
+///
+/// Only where the link is known to be lld's, which reads `--symbol-ordering-file`
+/// (GNU ld would refuse the option): rustc 1.90 and later on
+/// `x86_64-unknown-linux-gnu`, with no linker of the caller's (`RUSTC_LINKER`,
+/// `-C linker` or linker flags in the build's flags). Elsewhere the binary links
+/// as before.
+fn order_hot_symbols() {
+    println!("cargo::rerun-if-changed=hot-symbols.txt");
+    if std::env::var("TARGET").as_deref() != Ok("x86_64-unknown-linux-gnu")
+        || std::env::var_os("RUSTC_LINKER").is_some()
+        || std::env::var("CARGO_ENCODED_RUSTFLAGS").is_ok_and(|f| {
+            [
+                "linker",
+                "link-self-contained",
+                "fuse-ld",
+                "linker-features",
+            ]
+            .iter()
+            .any(|k| f.contains(k))
+        })
+    {
+        return;
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let minor = std::process::Command::new(rustc)
+        .arg("-V")
+        .output()
+        .ok()
+        .and_then(|o| {
+            // "rustc 1.95.0 (...)"
+            let text = String::from_utf8(o.stdout).ok()?;
+            let version = text.split_whitespace().nth(1)?;
+            let mut parts = version.split('.');
+            (parts.next()? == "1").then_some(())?;
+            parts.next()?.parse::<u32>().ok()
+        });
+    if minor.is_none_or(|m| m < 90) {
+        return;
+    }
+    let list = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
+        .join("hot-symbols.txt");
+    // `-Wl,` splits at commas, and a space would end the argument.
+    if list.is_file() && !list.to_string_lossy().contains([',', ' ', '\t', '\n']) {
+        println!(
+            "cargo::rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            list.display()
+        );
+        println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
 }
