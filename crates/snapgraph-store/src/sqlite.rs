@@ -451,9 +451,15 @@ impl SqliteStore {
             };
             match u.new {
                 Some(id) => {
-                    let mut stmt = tx
-                        .prepare_cached("INSERT OR REPLACE INTO refs (name, id) VALUES (?1, ?2)")
-                        .map_err(ctx)?;
+                    // The row's presence was just checked (`expected`): a move
+                    // rewrites its id in place, where `INSERT OR REPLACE` deleted and
+                    // inserted it again, writing the name's index page and a new
+                    // rowid's page too (two of a per-turn commit's eleven WAL pages).
+                    let sql = match u.expected {
+                        Some(_) => "UPDATE refs SET id = ?2 WHERE name = ?1",
+                        None => "INSERT INTO refs (name, id) VALUES (?1, ?2)",
+                    };
+                    let mut stmt = tx.prepare_cached(sql).map_err(ctx)?;
                     stmt.execute(params![u.name, &id.as_bytes()[..]])
                         .map_err(ctx)?;
                 }
