@@ -1107,6 +1107,88 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// [`ObjectStore::check_at_rest`] for packs: every row naming a pack that is
+    /// missing, shorter than the reference says, or counted as holding fewer live
+    /// records than the rows that name it. Reads the references and each pack's
+    /// length, never a pack's bytes.
+    fn check_packs(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        let fail = self.fail("pack references");
+        let mut named: Vec<(ObjectId, PackRef)> = Vec::new();
+        let mut out = Vec::new();
+        let lengths: hashbrown::HashMap<i64, i64> = {
+            let conn = self.lock();
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'80'
+                     ORDER BY rowid",
+                )
+                .map_err(&fail)?;
+            let mut rows = stmt.query([]).map_err(&fail)?;
+            while let Some(row) = rows.next().map_err(&fail)? {
+                let rowid: i64 = row.get(0).map_err(&fail)?;
+                let (ValueRef::Blob(key), ValueRef::Blob(value)) = (
+                    row.get_ref(1).map_err(&fail)?,
+                    row.get_ref(2).map_err(&fail)?,
+                ) else {
+                    continue;
+                };
+                let id = self.id_from(|| format!("objects row {rowid}"), key)?;
+                match PackRef::parse(value) {
+                    Some(r) => named.push((id, r)),
+                    None => out.push((
+                        id,
+                        format!(
+                            "record in {}: pack reference of {} bytes, not {REFERENCE}",
+                            self.path,
+                            value.len()
+                        ),
+                    )),
+                }
+            }
+            drop(rows);
+            let mut stmt = conn
+                .prepare_cached("SELECT pack, length(data) FROM packs")
+                .map_err(&fail)?;
+            let lengths = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(&fail)?
+                .collect::<Result<_, _>>()
+                .map_err(&fail)?;
+            lengths
+        };
+        for (id, r) in &named {
+            let end = u64::from(r.start) + u64::from(r.len);
+            let why = match lengths.get(&r.pack) {
+                None => format!("pack {} is missing", r.pack),
+                Some(&len) if end > len as u64 => format!(
+                    "pack {} holds {len} bytes, the reference names {}+{}",
+                    r.pack, r.start, r.len
+                ),
+                Some(_) => continue,
+            };
+            out.push((*id, format!("record in {}: {why}", self.path)));
+        }
+        let counted = self.counts("SELECT pack, live FROM pack_live", "pack_live")?;
+        let named: Vec<(ObjectId, i64)> = named.iter().map(|(id, r)| (*id, r.pack)).collect();
+        for (id, why) in undercounted(&named, &counted, "pack") {
+            out.push((id, format!("record in {}: {why}", self.path)));
+        }
+        Ok(out)
+    }
+
+    /// The live counts `sql` selects (a number and its count), by number.
+    fn counts(&self, sql: &str, table: &str) -> Result<hashbrown::HashMap<i64, i64>, StoreError> {
+        let fail = self.fail(table);
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(sql).map_err(&fail)?;
+        let counts = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(&fail)?
+            .collect::<Result<_, _>>()
+            .map_err(&fail)?;
+        Ok(counts)
+    }
+
     /// The directory of the database's segment files, `<database>-segments` (schema
     /// 4; `None` in memory): a copy of the store is the database and this directory.
     pub fn segment_dir(&self) -> Option<&Path> {
@@ -1140,6 +1222,37 @@ enum Raw {
     NotBlob(String),
     /// A pack reference that does not lead to a record: why.
     Bad(String),
+}
+
+/// The rows of `named` (an object and the pack or segment its row names) in a
+/// `what` whose live count in `counted` is missing or below the rows naming it: a
+/// deletion of as many of them as it counts would remove the pack or segment while
+/// the others still need it. A count above them is garbage kept, which a repack
+/// reclaims, and names no object.
+fn undercounted(
+    named: &[(ObjectId, i64)],
+    counted: &hashbrown::HashMap<i64, i64>,
+    what: &str,
+) -> Vec<(ObjectId, String)> {
+    let mut rows: hashbrown::HashMap<i64, i64> = hashbrown::HashMap::new();
+    for (_, n) in named {
+        *rows.entry(*n).or_default() += 1;
+    }
+    named
+        .iter()
+        .filter_map(|(id, n)| {
+            let rows = rows.get(n).copied().unwrap_or_default();
+            let why = match counted.get(n) {
+                None => format!("{what} {n} has no live count, and {rows} rows name it"),
+                Some(&live) if live < rows => format!(
+                    "{what} {n} counts {live} live records, but {rows} rows name it: \
+                     deleting {live} of them would remove it"
+                ),
+                Some(_) => return None,
+            };
+            Some((*id, why))
+        })
+        .collect()
 }
 
 /// Where a packed record is: `objects.data` = [`PACKED`] `|| pack || start || length`.
@@ -1435,11 +1548,11 @@ impl ObjectStore for SqliteStore {
     /// Every segment reference whose file is missing or too short (schema 4), and
     /// every value starting with the reference byte that is not a reference.
     fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
+        let mut out = self.check_packs()?;
         let Some(files) = &self.segments else {
-            return Ok(Vec::new());
+            return Ok(out);
         };
         let mut refs: Vec<(ObjectId, SegmentRef)> = Vec::new();
-        let mut out = Vec::new();
         for (id, value, r) in self.segment_rows()? {
             match r {
                 Some(r) => refs.push((id, r)),
@@ -1456,6 +1569,14 @@ impl ObjectStore for SqliteStore {
         }
         for (id, why) in files.check(&refs) {
             out.push((id, format!("record in {}: {why}", self.path)));
+        }
+        // The table exists once a row names a segment (schema 4).
+        if !refs.is_empty() {
+            let counted = self.counts("SELECT segment, live FROM segments", "segments")?;
+            let named: Vec<(ObjectId, i64)> = refs.iter().map(|(id, r)| (*id, r.segment)).collect();
+            for (id, why) in undercounted(&named, &counted, "segment") {
+                out.push((id, format!("record in {}: {why}", self.path)));
+            }
         }
         Ok(out)
     }

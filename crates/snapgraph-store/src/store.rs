@@ -202,12 +202,14 @@ pub trait ObjectStore: Send + Sync {
         Ok(0)
     }
 
-    /// Objects whose record's place at rest is not there, found without reading the
-    /// records: each with why (SQLite: a segment file a reference names is missing
-    /// or shorter than the reference says). A read of such an object fails as
-    /// [`StoreError::Corrupt`]; this finds them all at the cost of the store's index,
-    /// for [`crate::verify()`] without `read_data`. Default: nothing to check (an
-    /// empty list); wrappers forward it.
+    /// Objects whose record's place at rest is not there, or would not stay there,
+    /// found without reading the records: each with why (SQLite: a pack or segment
+    /// file a reference names is missing or shorter than the reference says, or
+    /// counts fewer live records than the rows naming it, so that deleting that many
+    /// of them would remove it while the others still need it). A read of a missing
+    /// one fails as [`StoreError::Corrupt`]; this finds them all at the cost of the
+    /// store's index, for [`crate::verify()`]. Default: nothing to check (an empty
+    /// list); wrappers forward it.
     fn check_at_rest(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
         Ok(Vec::new())
     }

@@ -54,9 +54,12 @@ impl VerifyReport {
 /// anything reachable that the marking would not keep
 /// ([`WalkProblem::Unmarked`]): the two walks are written apart so that each checks
 /// the other, and a collector that forgets part of a closure is caught before it
-/// deletes anything. Without `read_data`, the store's own check of where its
-/// records are kept ([`crate::ObjectStore::check_at_rest`]: a SQLite store's segment
-/// files) reports what a read would find missing, as [`WalkProblem::Invalid`].
+/// deletes anything. Then the store's own check of where its records are kept
+/// ([`crate::ObjectStore::check_at_rest`]: a SQLite store's packs and segment files,
+/// and their live counts) reports, as [`WalkProblem::Invalid`], what a read would
+/// find missing (without `read_data`, where those objects were not read) and what a
+/// later deletion would take away (a pack or segment counting fewer live records
+/// than the rows naming it).
 pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreError> {
     let refs: Vec<(String, ObjectId)> = store
         .list_refs("")?
@@ -71,16 +74,6 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
     let held: HashSet<ObjectId> = all.iter().copied().collect();
     let (mut report, read) = check(store, &refs, Some(&held), read_data)?;
     report.objects = all.len();
-    if !read_data {
-        // Records whose place at rest is gone (a segment file of a SQLite store),
-        // which only a read of each would find otherwise.
-        let known: HashSet<ObjectId> = report.problems.iter().map(WalkProblem::id).collect();
-        for (id, reason) in store.check_at_rest()? {
-            if !known.contains(&id) {
-                report.problems.push(WalkProblem::Invalid { id, reason });
-            }
-        }
-    }
     if read_data {
         // Everything else the store holds is re-hashed too.
         let rest: Vec<ObjectId> = all
@@ -100,6 +93,17 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
             }
             report.rehashed += got.len();
             report.bytes += got.values().map(|b| b.len() as u64).sum::<u64>();
+        }
+    }
+    // Records whose place at rest is gone (a segment file or a pack of a SQLite
+    // store), which only a read of each would find otherwise, and those a deletion
+    // of others would take away (a pack or segment counting fewer live records than
+    // the rows naming it), which no read finds: each object once, a problem the
+    // walks or the reads found first kept.
+    let known: HashSet<ObjectId> = report.problems.iter().map(WalkProblem::id).collect();
+    for (id, reason) in store.check_at_rest()? {
+        if !known.contains(&id) {
+            report.problems.push(WalkProblem::Invalid { id, reason });
         }
     }
     Ok(report)

@@ -1592,3 +1592,110 @@ fn a_repack_of_damaged_records_stops_with_a_typed_error_naming_the_object() {
         assert_eq!(got.as_deref(), Some(&want[..]));
     }
 }
+
+/// `verify` finds what the packs' bookkeeping would lose or has lost, without
+/// reading a pack: a pack counting fewer live records than the rows naming it (a
+/// deletion of that many would drop it while the others need it), a pack whose row
+/// is gone, and one shorter than a reference; a count above the rows (garbage kept)
+/// is no problem. With and without reading data alike.
+#[test]
+fn verify_finds_packs_counted_short_missing_or_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    // Chunks (stored bytes with their kind and version bytes), so that a verify
+    // reading every object finds them well formed.
+    let first: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            let mut stored = vec![
+                snapgraph::ObjectKind::Chunk.byte(),
+                snapgraph::FORMAT_VERSION,
+            ];
+            stored.extend_from_slice(&text(i, 4096));
+            stored
+        })
+        .collect();
+    let batch: Vec<(ObjectId, &[u8])> = first
+        .iter()
+        .map(|b| (ObjectId::hash_stored(b), &b[..]))
+        .collect();
+    let store = SqliteStore::open(&path).unwrap();
+    store.put_many(&batch).unwrap();
+    for read_data in [false, true] {
+        let report = snapgraph_store::verify(&store, read_data).unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+    }
+    // The pack of the first reference, and the objects whose rows name it.
+    let refs = references(&path);
+    let pack_of = |r: &[u8]| i64::from_le_bytes(r[1..9].try_into().unwrap());
+    let pack = pack_of(&refs[0].1);
+    let mut in_pack: Vec<ObjectId> = refs
+        .iter()
+        .filter(|(_, r)| pack_of(r) == pack)
+        .map(|(id, _)| *id)
+        .collect();
+    in_pack.sort();
+    let rows = in_pack.len() as i64;
+    assert!(rows > 1, "{rows}");
+    let named = |report: &snapgraph_store::VerifyReport| {
+        let mut v: Vec<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
+        v.sort();
+        v
+    };
+    let conn = Connection::open(&path).unwrap();
+    let set_live = |live: i64| {
+        conn.execute(
+            "UPDATE pack_live SET live = ?2 WHERE pack = ?1",
+            rusqlite::params![pack, live],
+        )
+        .unwrap();
+    };
+    // One short: every row of that pack is at risk, and named.
+    set_live(rows - 1);
+    for read_data in [false, true] {
+        let report = snapgraph_store::verify(&store, read_data).unwrap();
+        assert_eq!(named(&report), in_pack, "read_data {read_data}");
+        let text = report.problems[0].to_string();
+        assert!(
+            text.contains(&format!(
+                "pack {pack} counts {} live records, but {rows} rows name it",
+                rows - 1
+            )),
+            "{text}"
+        );
+    }
+    // One over: garbage kept, which names no object.
+    set_live(rows + 1);
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    set_live(rows);
+    // Cut short past the last record: the rows naming bytes past the end.
+    let len: i64 = conn
+        .query_row(
+            "SELECT length(data) FROM packs WHERE pack = ?1",
+            [pack],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "UPDATE packs SET data = substr(data, 1, ?2) WHERE pack = ?1",
+        rusqlite::params![pack, len - 1],
+    )
+    .unwrap();
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0]
+            .to_string()
+            .contains(&format!("pack {pack} holds {} bytes", len - 1)),
+        "{}",
+        report.problems[0]
+    );
+    // The pack's row gone: every row naming it.
+    conn.execute("DELETE FROM packs WHERE pack = ?1", [pack])
+        .unwrap();
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert_eq!(named(&report), in_pack);
+    assert!(report.problems[0]
+        .to_string()
+        .contains(&format!("pack {pack} is missing")));
+}
