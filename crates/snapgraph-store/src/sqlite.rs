@@ -1083,15 +1083,29 @@ impl SqliteStore {
     /// rowid order: the object, the value, and the reference it holds (`None`: not a
     /// well-formed one). Rows of another type are left to reads to report.
     fn segment_rows(&self) -> Result<Vec<SegmentRow>, StoreError> {
-        let fail = self.fail("segment references");
+        Ok(self
+            .tagged_rows(SEGMENTED, "segment references")?
+            .into_iter()
+            .map(|(id, value)| {
+                let r = SegmentRef::parse(&value);
+                (id, value, r)
+            })
+            .collect())
+    }
+
+    /// Every `objects` row whose value starts with `tag` (a pack's or a segment's
+    /// reference byte), in rowid order: the object and the value. Rows of another
+    /// type are left to reads to report.
+    fn tagged_rows(&self, tag: u8, what: &str) -> Result<Vec<(ObjectId, Vec<u8>)>, StoreError> {
+        let fail = self.fail(what);
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'81'
+                "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = ?1
                  ORDER BY rowid",
             )
             .map_err(&fail)?;
-        let mut rows = stmt.query([]).map_err(&fail)?;
+        let mut rows = stmt.query([&[tag][..]]).map_err(&fail)?;
         let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(&fail)? {
             let rowid: i64 = row.get(0).map_err(&fail)?;
@@ -1102,7 +1116,7 @@ impl SqliteStore {
                 continue;
             };
             let id = self.id_from(|| format!("objects row {rowid}"), key)?;
-            out.push((id, value.to_vec(), SegmentRef::parse(value)));
+            out.push((id, value.to_vec()));
         }
         Ok(out)
     }
@@ -1112,50 +1126,22 @@ impl SqliteStore {
     /// records than the rows that name it. Reads the references and each pack's
     /// length, never a pack's bytes.
     fn check_packs(&self) -> Result<Vec<(ObjectId, String)>, StoreError> {
-        let fail = self.fail("pack references");
         let mut named: Vec<(ObjectId, PackRef)> = Vec::new();
         let mut out = Vec::new();
-        let lengths: hashbrown::HashMap<i64, i64> = {
-            let conn = self.lock();
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT rowid, id, data FROM objects WHERE substr(data, 1, 1) = x'80'
-                     ORDER BY rowid",
-                )
-                .map_err(&fail)?;
-            let mut rows = stmt.query([]).map_err(&fail)?;
-            while let Some(row) = rows.next().map_err(&fail)? {
-                let rowid: i64 = row.get(0).map_err(&fail)?;
-                let (ValueRef::Blob(key), ValueRef::Blob(value)) = (
-                    row.get_ref(1).map_err(&fail)?,
-                    row.get_ref(2).map_err(&fail)?,
-                ) else {
-                    continue;
-                };
-                let id = self.id_from(|| format!("objects row {rowid}"), key)?;
-                match PackRef::parse(value) {
-                    Some(r) => named.push((id, r)),
-                    None => out.push((
-                        id,
-                        format!(
-                            "record in {}: pack reference of {} bytes, not {REFERENCE}",
-                            self.path,
-                            value.len()
-                        ),
-                    )),
-                }
+        for (id, value) in self.tagged_rows(PACKED, "pack references")? {
+            match PackRef::parse(&value) {
+                Some(r) => named.push((id, r)),
+                None => out.push((
+                    id,
+                    format!(
+                        "record in {}: pack reference of {} bytes, not {REFERENCE}",
+                        self.path,
+                        value.len()
+                    ),
+                )),
             }
-            drop(rows);
-            let mut stmt = conn
-                .prepare_cached("SELECT pack, length(data) FROM packs")
-                .map_err(&fail)?;
-            let lengths = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(&fail)?
-                .collect::<Result<_, _>>()
-                .map_err(&fail)?;
-            lengths
-        };
+        }
+        let lengths = self.counts("SELECT pack, length(data) FROM packs", "packs")?;
         for (id, r) in &named {
             let end = u64::from(r.start) + u64::from(r.len);
             let why = match lengths.get(&r.pack) {
@@ -1176,7 +1162,8 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// The live counts `sql` selects (a number and its count), by number.
+    /// What `sql` selects (a pack's or segment's number and an integer: its live
+    /// count, its length), by number.
     fn counts(&self, sql: &str, table: &str) -> Result<hashbrown::HashMap<i64, i64>, StoreError> {
         let fail = self.fail(table);
         let conn = self.lock();
