@@ -100,9 +100,9 @@ pub fn verify(store: &dyn Store, read_data: bool) -> Result<VerifyReport, StoreE
     // of others would take away (a pack or segment counting fewer live records than
     // the rows naming it), which no read finds: each object once, a problem the
     // walks or the reads found first kept.
-    let known: HashSet<ObjectId> = report.problems.iter().map(WalkProblem::id).collect();
+    let mut known: HashSet<ObjectId> = report.problems.iter().map(WalkProblem::id).collect();
     for (id, reason) in store.check_at_rest()? {
-        if !known.contains(&id) {
+        if known.insert(id) {
             report.problems.push(WalkProblem::Invalid { id, reason });
         }
     }

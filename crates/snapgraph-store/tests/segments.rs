@@ -397,4 +397,10 @@ fn verify_finds_a_segment_counted_short() {
     conn.execute("UPDATE segments SET live = 41", []).unwrap();
     let report = snapgraph_store::verify(&store, false).unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
+    // Counted short and its file gone: each object reported once, for the file.
+    conn.execute("UPDATE segments SET live = 39", []).unwrap();
+    std::fs::remove_file(segment_files(&store).remove(0)).unwrap();
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert_eq!(report.problems.len(), 40, "{:?}", report.problems);
+    assert!(report.problems[0].to_string().contains("missing"));
 }
