@@ -548,8 +548,19 @@ impl SqliteStore {
                 },
             },
         };
+        // The tables are built for what will be compressed alone: an object with a
+        // delta hint is mostly written as a delta against its base, where no
+        // dictionary takes part. A per-turn commit of one edit to a file of 16 KiB or
+        // more (its blob hinted, a few small tree nodes and the commit beside it) built
+        // them for those few small objects: 0.4 ms of a 2 ms turn.
+        let alone: usize = objects
+            .iter()
+            .zip(&hints)
+            .filter(|(_, hint)| hint.is_none())
+            .map(|((_, b), _)| b.len())
+            .sum();
         let dict = dict
-            .filter(|d| new_dict.is_some() || d.tables_built() || total >= codec::DICT_TABLES_MIN);
+            .filter(|d| new_dict.is_some() || d.tables_built() || alone >= codec::DICT_TABLES_MIN);
         let encoded = codec::encode_many_records(
             objects,
             &hints,

@@ -1007,6 +1007,54 @@ fn a_small_batch_of_a_fresh_handle_skips_the_dictionary_and_reads_back() {
     }
 }
 
+#[test]
+fn a_large_hinted_object_does_not_bring_the_dictionary_to_a_small_batch() {
+    let (dir, _) = stored_texts(300);
+    let path = dir.path().join("store.db");
+    // A 20 KiB file stored once, then edited: the per-turn commit's batch is its new
+    // version (hinted at the old one) and a small object without a hint (a tree node,
+    // the commit). The hinted object is a delta; the small one is compressed without
+    // the dictionary (tag 1), as in a batch of small objects alone: the dictionary's
+    // tables would be built for one object of a kilobyte.
+    let old = text(4000, 20 * 1024);
+    let mut new = old.clone();
+    new.extend_from_slice(b"\n# one more line\n");
+    let small = text(4001, 1024);
+    SqliteStore::open(&path)
+        .unwrap()
+        .put_many(&[(id_of(&old), &old[..])])
+        .unwrap();
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .put_many_with_bases(
+                &[(id_of(&new), &new[..]), (id_of(&small), &small[..])],
+                &[Some(id_of(&old)), None],
+            )
+            .unwrap();
+        assert_eq!(tag_of(&path, &id_of(&new)), 2);
+        assert_eq!(tag_of(&path, &id_of(&small)), 1);
+        // The same batch without its hint: 20 KiB compressed alone, the dictionary
+        // used for both.
+        let other = text(4002, 20 * 1024);
+        let small2 = text(4003, 1024);
+        store
+            .put_many(&[(id_of(&other), &other[..]), (id_of(&small2), &small2[..])])
+            .unwrap();
+        assert_eq!(tag_of(&path, &id_of(&other)), 3);
+        assert_eq!(tag_of(&path, &id_of(&small2)), 3);
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    for b in [&old, &new, &small] {
+        assert_eq!(
+            store.get(&id_of(b)).unwrap().as_deref(),
+            Some(&b[..]),
+            "{}",
+            id_of(b)
+        );
+    }
+}
+
 /// Flips a byte `offset` bytes into the packed record a pack reference (`0x80 ||
 /// pack || start || length`) points at.
 fn flip_in_pack(raw: &Connection, reference: &[u8], offset: usize) {
