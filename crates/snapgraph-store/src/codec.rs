@@ -1370,10 +1370,9 @@ fn in_order_on_two<T: Send>(
     })
 }
 
-/// The cores this process may run on, asked once (`available_parallelism` reads
-/// the cgroup's files on every call).
 /// The cores this process may use (a cgroup's CPU quota counted, as
-/// `available_parallelism` does), asked once.
+/// `available_parallelism` does), asked once: it reads the cgroup's files on every
+/// call.
 fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
