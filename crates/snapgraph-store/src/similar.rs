@@ -53,6 +53,9 @@ struct Walk<'a> {
     by_name: HashMap<String, ObjectId>,
 }
 
+/// The children the B-tree nodes a walk read name (read or not).
+type Named = hashbrown::HashSet<ObjectId>;
+
 /// A node of a directory's (or a file's) B-tree, with the key of its first item.
 struct Node<K, T> {
     id: ObjectId,
@@ -155,9 +158,9 @@ impl Walk<'_> {
         &self,
         root: ObjectId,
         enter: &dyn Fn(&ObjectId) -> bool,
-    ) -> Option<(Vec<Node<String, TreeNode>>, hashbrown::HashSet<ObjectId>)> {
+    ) -> Option<(Vec<Node<String, TreeNode>>, Named)> {
         let mut out = Vec::new();
-        let mut named = hashbrown::HashSet::new();
+        let mut named = Named::new();
         let mut todo = vec![(root, String::new())];
         while let Some((id, first)) = todo.pop() {
             let node = TreeNode::decode(&id, &self.body(&id, ObjectKind::Tree)?).ok()?;
@@ -220,17 +223,12 @@ impl Walk<'_> {
     /// The manifest nodes (keyed by byte offset) and the chunks (with their offsets)
     /// of some content: of its root and of the children `enter` lets the walk into
     /// (and theirs), with the ids of every child the nodes read name.
-    #[allow(clippy::type_complexity)]
     fn parts(
         &self,
         content: &Content,
         enter: &dyn Fn(&ObjectId) -> bool,
-    ) -> Option<(
-        Vec<Node<u64, ()>>,
-        Vec<(u64, ObjectId)>,
-        hashbrown::HashSet<ObjectId>,
-    )> {
-        let mut named = hashbrown::HashSet::new();
+    ) -> Option<(Vec<Node<u64, ()>>, Vec<(u64, ObjectId)>, Named)> {
+        let mut named = Named::new();
         match content {
             Content::Inline(_) => Some((Vec::new(), Vec::new(), named)),
             Content::Chunk(id) => Some((Vec::new(), vec![(0, *id)], named)),
