@@ -223,6 +223,7 @@ impl Walk<'_> {
     /// The manifest nodes (keyed by byte offset) and the chunks (with their offsets)
     /// of some content: of its root and of the children `enter` lets the walk into
     /// (and theirs), with the ids of every child the nodes read name.
+    #[allow(clippy::type_complexity)]
     fn parts(
         &self,
         content: &Content,
