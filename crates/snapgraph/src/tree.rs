@@ -9,7 +9,7 @@
 //! result is exactly the layout a from-scratch build would produce, and the cost is
 //! O(changes * node size * levels), not O(entries).
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use crate::boundary::{name_hash, varint_len, Boundary};

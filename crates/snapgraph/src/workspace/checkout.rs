@@ -490,12 +490,12 @@ impl Workspace {
             hash,
             shallow: depth != Depth::Full,
             lazy: depth == Depth::Lazy,
-            cache: HashMap::new(),
-            references: HashMap::new(),
+            cache: hashbrown::HashMap::new(),
+            references: hashbrown::HashMap::new(),
             trees: Ahead::default(),
             ahead: HashMap::new(),
             order: Vec::new(),
-            position: HashMap::new(),
+            position: hashbrown::HashMap::new(),
             rules: &self.content_rules,
             live: self.capabilities.as_deref(),
         }
@@ -667,10 +667,10 @@ pub(super) struct Loader<'a, S: ?Sized> {
     /// Whether to leave subdirectories in the store too.
     lazy: bool,
     /// Content already loaded: identical files share one buffer.
-    cache: HashMap<Content, (FileBytes, Arc<ContentObjects>)>,
+    cache: hashbrown::HashMap<Content, (FileBytes, Arc<ContentObjects>)>,
     /// Content left in the store (when `shallow`): identical files share one
     /// reference, and must agree on its size.
-    references: HashMap<Content, Arc<ContentObjects>>,
+    references: hashbrown::HashMap<Content, Arc<ContentObjects>>,
     /// Tree nodes read ahead of the walk, a level of the whole commit per batched read.
     trees: Ahead,
     /// Content objects (single chunks, manifest roots) read ahead of the walk, a window
@@ -679,7 +679,7 @@ pub(super) struct Loader<'a, S: ?Sized> {
     /// The content objects the walk will read, in its order, with their sizes.
     order: Vec<(ObjectId, u64)>,
     /// Where each content object not yet used stands in `order`.
-    position: HashMap<ObjectId, usize>,
+    position: hashbrown::HashMap<ObjectId, usize>,
     rules: &'a [ContentRule],
     live: Option<&'a CapabilityFingerprint>,
 }
