@@ -909,6 +909,11 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
             budget.leaf(count_kinds(leaf)).map_err(CheckoutError::from)
         })?;
         let layout = Layout::canonical(id, &entries)?;
+        if self.shallow {
+            // One reference a file at most: grown once, not by doubling as a wide
+            // directory's entries arrive.
+            self.references.reserve(entries.len());
+        }
         let mut out: BTreeMap<String, Node> = BTreeMap::new();
         for e in entries {
             path.push(e.name.clone());
