@@ -64,7 +64,11 @@ pub const DICT_LEVEL: i32 = 3;
 /// dictionary's compression tables are already built (by an earlier, larger batch
 /// of the same handle): building them costs more than such a batch's whole write
 /// (a per-turn commit's few tree nodes, mostly deltas anyway). Its records are what a
-/// store without a dictionary writes; every reader reads both.
+/// store without a dictionary writes; every reader reads both. Only the objects
+/// without a delta hint count (the SQLite adapter's `put_with`): a hinted object is
+/// mostly written as a delta, which no dictionary takes part in, so an edit of a
+/// file of 16 KiB or more does not build the tables for the turn's few small objects
+/// (stop 46: 0.4 ms of a 2 ms turn).
 pub const DICT_TABLES_MIN: usize = 16 * 1024;
 
 /// Objects smaller than this are never compressed: the frame header eats the gain.
