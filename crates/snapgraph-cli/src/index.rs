@@ -1773,23 +1773,27 @@ impl Index {
             log: tail,
             skeleton_log: Tail::default(),
         };
-        // The records' changes, the last one for each path winning, applied to the
-        // sorted entries in one merge.
+        ix.replay(records);
+        Ok(ix)
+    }
+
+    /// Applies the journal `records` that chained onto the base: their changes, the
+    /// last one for each path winning, merged into the sorted entries at once. A
+    /// record that hashes right but does not decode (written by something else) ends
+    /// the replay, and the next save rewrites the file.
+    fn replay(&mut self, records: Vec<&[u8]>) {
         let mut changes = Vec::new();
         for payload in records {
             let Ok(delta) = Wire::delta(payload) else {
-                // Hashed but not decodable: written by something else. Stop here and
-                // rewrite on the next save.
-                ix.log = Tail::default();
+                self.log = Tail::default();
                 break;
             };
-            ix.probe_ns = delta.probe_ns;
-            ix.tip = delta.tip;
+            self.probe_ns = delta.probe_ns;
+            self.tip = delta.tip;
             changes.extend(delta.removed.into_iter().map(|p| (p, None)));
             changes.extend(delta.upserts.into_iter().map(|(p, e)| (p, Some(e))));
         }
-        ix.entries.merge(Changes::in_order(changes));
-        Ok(ix)
+        self.entries.merge(Changes::in_order(changes));
     }
 
     /// The journal record that turns `old` into `self`, if it is small enough to
@@ -2209,7 +2213,7 @@ mod tests {
     }
 
     /// The whole-file reader [`Index::read_from`] replaced (unframe the file, decode
-    /// the body, check it): the oracle of the windowed reader.
+    /// the body, check it, replay the journal): the oracle of the windowed reader.
     fn read_whole(bytes: &[u8], root: &Path) -> std::result::Result<Index, IndexError> {
         let log = unframe(MAGIC, bytes)?;
         let body = Wire::body(log.body).map_err(|e| IndexError::Decode {
@@ -2233,18 +2237,7 @@ mod tests {
             log: log.tail,
             skeleton_log: Tail::default(),
         };
-        let mut changes = Vec::new();
-        for payload in log.records {
-            let Ok(delta) = Wire::delta(payload) else {
-                ix.log = Tail::default();
-                break;
-            };
-            ix.probe_ns = delta.probe_ns;
-            ix.tip = delta.tip;
-            changes.extend(delta.removed.into_iter().map(|p| (p, None)));
-            changes.extend(delta.upserts.into_iter().map(|(p, e)| (p, Some(e))));
-        }
-        ix.entries.merge(Changes::in_order(changes));
+        ix.replay(log.records);
         Ok(ix)
     }
 
