@@ -704,6 +704,22 @@ impl Entries {
 }
 
 impl Entries {
+    /// The entries of decoded `paths` (one after the other) and their slots: the
+    /// paths checked as UTF-8 once together, then each slot's start checked to be a
+    /// character boundary (so that each path alone is UTF-8, as decoding each as a
+    /// `String` would require).
+    fn of_parts(paths: Vec<u8>, sorted: Vec<Slot>) -> WireResult<Self> {
+        let paths = String::from_utf8(paths).map_err(|_| WireError("a path is not UTF-8"))?;
+        if !sorted.iter().all(|s| paths.is_char_boundary(s.at)) {
+            return Err(WireError("a path is not UTF-8"));
+        }
+        Ok(Entries {
+            paths,
+            sorted,
+            hint: AtomicUsize::new(0),
+        })
+    }
+
     /// [`merge`](Self::merge) in one walk of both sorted runs (the entries and the
     /// changes): for changes to many of the entries (a release `rsync`ed over the
     /// tree gives every entry a new stat, and a binary search per change, each step a
@@ -1145,15 +1161,7 @@ impl<'a> Wire<'a> {
                 entry: self.entry()?,
             });
         }
-        let paths = String::from_utf8(paths).map_err(|_| WireError("a path is not UTF-8"))?;
-        if !sorted.iter().all(|s| paths.is_char_boundary(s.at)) {
-            return Err(WireError("a path is not UTF-8"));
-        }
-        Ok(Entries {
-            paths,
-            sorted,
-            hint: AtomicUsize::new(0),
-        })
+        Entries::of_parts(paths, sorted)
     }
 
     #[cfg(test)]
@@ -1336,19 +1344,11 @@ fn decode_body<R: std::io::Read>(window: &mut Window<'_, R>, size: u64) -> WireR
             entry,
         });
     }
-    let paths = String::from_utf8(paths).map_err(|_| WireError("a path is not UTF-8"))?;
-    if !sorted.iter().all(|s| paths.is_char_boundary(s.at)) {
-        return Err(WireError("a path is not UTF-8"));
-    }
     Ok(Decoded {
         root,
         probe_ns,
         tip,
-        entries: Entries {
-            paths,
-            sorted,
-            hint: AtomicUsize::new(0),
-        },
+        entries: Entries::of_parts(paths, sorted)?,
         sorted: in_order,
     })
 }
