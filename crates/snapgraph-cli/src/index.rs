@@ -98,7 +98,9 @@
 //! against a directory and a branch that moved on since: the stats differ, or the
 //! tip does). A record is appended only to a file without such a tail, whose
 //! journal holds fewer than [`JOURNAL_RECORDS`] records and, with the record, stays
-//! within half its base (at least [`JOURNAL_MIN`] bytes); otherwise the save rewrites
+//! within half its base (at least [`JOURNAL_MIN`] bytes) and within one change (a
+//! path removed, an entry added or changed) for [`JOURNAL_CHANGE_RATIO`] entries (at
+//! least [`JOURNAL_CHANGES_MIN`]), which every command replays; otherwise the save rewrites
 //! base and journal as one new base, atomically (temporary file, fsync, rename). So a
 //! record as large as the base (a release `rsync`ed over the tree restats every
 //! entry) becomes the new base instead of a journal that every later command reads
@@ -198,6 +200,20 @@ pub const JOURNAL_MIN: u64 = 64 * 1024;
 /// turns this bound made the mean turn 6.6 % faster, rewrites included
 /// (BENCHMARKS.md, "Stop 33").
 pub const JOURNAL_RECORDS: usize = 64;
+
+/// A journal holds at most one change (a path removed, an entry added or changed)
+/// for this many entries of its base (at least [`JOURNAL_CHANGES_MIN`]); the save
+/// that would pass it rewrites the base. Every command replays every change (decode,
+/// sort, merge: about 0.3 us each), so the byte bound alone let a few releases'
+/// records (about 800 changes beside 2,000 entries, within half the base's bytes)
+/// cost every later command 0.21 ms, a tenth of a no-change turn, until the 64th
+/// record; a rewrite costs about as much as replaying a sixteenth of the entries'
+/// worth of changes three times (BENCHMARKS.md, "Stop 47").
+pub const JOURNAL_CHANGE_RATIO: usize = 16;
+
+/// The changes a journal may hold after any base, however small (see
+/// [`JOURNAL_CHANGE_RATIO`]): as many as [`JOURNAL_RECORDS`] one-file turns.
+pub const JOURNAL_CHANGES_MIN: usize = 64;
 
 const MAGIC: &[u8; 8] = b"SGINDEX\0";
 
@@ -860,6 +876,8 @@ struct Tail {
     at: Option<([u8; 32], u64, u64)>,
     /// How many records the journal read holds.
     records: usize,
+    /// How many changes (paths removed, entries added or changed) its records hold.
+    changes: usize,
 }
 
 impl PartialEq for Tail {
@@ -893,6 +911,19 @@ impl Tail {
         }
         Some(record(&head, payload)?.0)
     }
+
+    /// Whether an index journal may take a record of `changes` changes (paths
+    /// removed, entries added or changed) beside about `entries` entries: with the
+    /// record, it stays within [`journal_changes_limit`].
+    fn takes_changes(&self, changes: usize, entries: usize) -> bool {
+        self.changes.saturating_add(changes) <= journal_changes_limit(entries)
+    }
+}
+
+/// The most changes a journal after a base of `entries` entries carries: one in
+/// [`JOURNAL_CHANGE_RATIO`], at least [`JOURNAL_CHANGES_MIN`].
+fn journal_changes_limit(entries: usize) -> usize {
+    JOURNAL_CHANGES_MIN.max(entries / JOURNAL_CHANGE_RATIO)
 }
 
 /// The most bytes of journal a base of `base` bytes carries: half of it, at least
@@ -1628,6 +1659,8 @@ fn chain<'a>(sum: &[u8; 32], mut journal: &'a [u8], base_len: u64) -> (Vec<&'a [
     let tail = Tail {
         at: whole.then_some((head, base_len, total)),
         records: records.len(),
+        // Counted as the records are decoded (`Index::replay`).
+        changes: 0,
     };
     (records, tail)
 }
@@ -1790,6 +1823,7 @@ impl Index {
             };
             self.probe_ns = delta.probe_ns;
             self.tip = delta.tip;
+            self.log.changes += delta.removed.len() + delta.upserts.len();
             changes.extend(delta.removed.into_iter().map(|p| (p, None)));
             changes.extend(delta.upserts.into_iter().map(|(p, e)| (p, Some(e))));
         }
@@ -1837,6 +1871,12 @@ impl Index {
                     }
                 },
             }
+        }
+        if !old
+            .log
+            .takes_changes(removed.len() + upserts.len(), self.entries.len())
+        {
+            return None;
         }
         let payload = WireOut::delta(self.probe_ns, self.tip.as_ref(), &removed, &upserts);
         old.log.record_for(&payload)
@@ -1934,14 +1974,15 @@ impl Index {
     /// may be appended to, else a new base (see the module docs).
     pub fn save_delta(&self, path: &Path, delta: Delta) -> Result<()> {
         forget_watch_token(path);
-        // A record for more than half of the entries (a release `rsync`ed over the
-        // tree) would about reach the journal's bound (half the base's bytes) on its
-        // own: the base is rewritten without encoding the record first, where the
-        // record would have been made and then refused. (Either is an index that
-        // reads the same; a small base whose bound is `JOURNAL_MIN` may lose an
-        // append it could have had.)
+        // A record of more changes than a journal may hold (a release `rsync`ed
+        // over the tree) would be refused: the base is rewritten without encoding
+        // the record first.
         let changes = delta.upserts.len() + delta.removed.len();
-        let record = (changes <= self.entries.len() / 2)
+        // The entries after the record are about as many as before (an upsert
+        // may be an addition): the bound is a ratio, not an exact count.
+        let record = self
+            .log
+            .takes_changes(changes, self.entries.len())
             .then(|| self.log.appendable())
             .flatten()
             .and_then(|_| {
@@ -2856,6 +2897,75 @@ mod tests {
         let read = Index::load(&path, w).unwrap();
         assert_eq!(read.log.records, 1);
         assert_eq!(read.entries.get("/many/f0001"), Some(&file(30_000)));
+    }
+
+    /// A journal holds at most one change in [`JOURNAL_CHANGE_RATIO`] entries,
+    /// whatever its bytes: releases of a few dozen changes each are appended until
+    /// the next would pass the bound, and that save, by either path, is a new base.
+    #[test]
+    fn a_journal_holds_at_most_one_change_in_sixteen_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let w = Path::new("/w");
+        let mut ix = sample();
+        let file = |i: i64| IndexEntry::File {
+            stat: stat(i),
+            digest: Digest::Chunk(ObjectId::from_bytes([i as u8; 32])),
+        };
+        for i in 0..3_200i64 {
+            ix.entries.insert(format!("/many/f{i:04}"), file(i));
+        }
+        ix.save(&path).unwrap();
+        let limit = journal_changes_limit(ix.entries.len());
+        assert_eq!(limit, ix.entries.len() / JOURNAL_CHANGE_RATIO);
+        // Far within the byte bound: a record of 60 entries is about 5 KB.
+        let base = std::fs::metadata(&path).unwrap().len();
+        assert!(journal_limit(base) > 100_000, "{base}");
+        for round in 0..12i64 {
+            let old = Index::load(&path, w).unwrap();
+            // 59 files restatted, one added: 60 changes a release.
+            let release = |at: i64| {
+                let mut upserts: Vec<(String, IndexEntry)> = (0..59)
+                    .map(|k| (format!("/many/f{:04}", round * 59 + k), file(at + k)))
+                    .collect();
+                upserts.push((format!("/new/f{round:02}"), file(at)));
+                upserts
+            };
+            let upserts = release(10_000 * (round + 1));
+            for (p, e) in &upserts {
+                ix.entries.insert(p.clone(), e.clone());
+            }
+            ix.probe_ns = 1_000 + round;
+            if round % 2 == 0 {
+                ix.save_after(&path, Some(&old)).unwrap();
+            } else {
+                let delta = Delta {
+                    probe_ns: ix.probe_ns,
+                    tip: ix.tip,
+                    removed: Vec::new(),
+                    upserts,
+                };
+                old.save_delta(&path, delta).unwrap();
+            }
+            let read = Index::load(&path, w).unwrap();
+            assert_eq!(read, ix, "round {round}");
+            assert!(read.log.changes <= limit, "{} > {limit}", read.log.changes);
+            // Appended while the journal's changes stay within the bound.
+            if old.log.changes + 60 <= limit {
+                assert_eq!(read.log.records, old.log.records + 1, "round {round}");
+                assert_eq!(read.log.changes, old.log.changes + 60);
+            } else {
+                assert_eq!(
+                    (read.log.records, read.log.changes),
+                    (0, 0),
+                    "round {round}"
+                );
+                assert_eq!(
+                    std::fs::metadata(&path).unwrap().len(),
+                    ix.to_bytes().len() as u64
+                );
+            }
+        }
     }
 
     /// Hostile bytes are a typed error naming what is wrong (the caller then reads
