@@ -829,6 +829,58 @@ impl From<std::collections::BTreeMap<String, Option<IndexEntry>>> for Changes {
     }
 }
 
+/// Entries with [`Changes`] applied, in path order, read from both without building
+/// them ([`Entries::merged`]).
+struct Merged<'a> {
+    old: std::iter::Peekable<Iter<'a>>,
+    changes: std::iter::Peekable<std::slice::Iter<'a, (String, Option<IndexEntry>)>>,
+}
+
+impl<'a> Iterator for Merged<'a> {
+    type Item = (&'a str, &'a IndexEntry);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.old.peek(), self.changes.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some((old, _)), Some((new, _))) => (*old).cmp(new.as_str()),
+            };
+            if order == std::cmp::Ordering::Less {
+                return self.old.next();
+            }
+            if order == std::cmp::Ordering::Equal {
+                self.old.next();
+            }
+            if let Some((path, Some(entry))) = self.changes.next() {
+                return Some((path.as_str(), entry));
+            }
+        }
+    }
+}
+
+impl Entries {
+    /// These entries with `changes` applied, in path order, and how many they are:
+    /// what a new base after a journal record encodes, without a copy of the
+    /// entries to apply the changes to.
+    fn merged<'a>(&'a self, changes: &'a Changes) -> (usize, Merged<'a>) {
+        let mut n = self.len();
+        for (path, change) in &changes.0 {
+            match (self.find(path).is_ok(), change) {
+                (true, None) => n -= 1,
+                (false, Some(_)) => n += 1,
+                _ => {}
+            }
+        }
+        let merged = Merged {
+            old: self.iter().peekable(),
+            changes: changes.0.iter().peekable(),
+        };
+        (n, merged)
+    }
+}
+
 /// Changes to at least one entry in this many are merged in one walk
 /// ([`Entries::merge_walking`]), fewer by a binary search each.
 const MERGE_WALK_RATIO: usize = 8;
@@ -1478,16 +1530,33 @@ impl WireOut {
     }
 
     /// A base's body.
+    #[cfg(test)]
     fn body(root: &[u8], probe_ns: i64, tip: Option<&ObjectId>, entries: &Entries) -> Vec<u8> {
-        // About what each entry takes (a path, a stat, an id, tags).
-        let guess = root.len() + 48 + entries.paths.len() + entries.len() * 84;
+        let mut out = Self::body_after(0, root, probe_ns, tip, entries.len(), entries.iter());
+        out.shrink_to_fit();
+        out
+    }
+
+    /// `skip` zero bytes (room for a header), then the body of a base of the `n`
+    /// `entries`, in path order.
+    fn body_after<'a>(
+        skip: usize,
+        root: &[u8],
+        probe_ns: i64,
+        tip: Option<&ObjectId>,
+        n: usize,
+        entries: impl Iterator<Item = (&'a str, &'a IndexEntry)>,
+    ) -> Vec<u8> {
+        // About what each entry takes (a path of about 40 bytes, a stat, an id, tags).
+        let guess = skip + root.len() + 48 + n * 124;
         let mut w = WireOut {
             out: Vec::with_capacity(guess),
         };
+        w.out.resize(skip, 0);
         w.bytes(root);
         w.i64(probe_ns);
         w.option_id(tip);
-        w.pairs(entries.len(), entries.iter());
+        w.pairs(n, entries);
         w.out
     }
 
@@ -1515,14 +1584,26 @@ impl WireOut {
 /// `magic || version || CRC-32(rest) || rest` where `rest` is `len(body) ||
 /// BLAKE3(body) || body`, and the body's hash (the chain's first link).
 fn frame(magic: &[u8; 8], body: &[u8]) -> (Vec<u8>, [u8; 32]) {
-    let sum = *blake3::hash(body).as_bytes();
-    let mut out = Vec::with_capacity(body.len() + 56);
-    out.extend_from_slice(magic);
-    out.extend_from_slice(&INDEX_VERSION.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&sum);
+    let mut out = Vec::with_capacity(BASE_HEADER + body.len());
+    out.resize(BASE_HEADER, 0);
     out.extend_from_slice(body);
+    seal(magic, out)
+}
+
+/// The bytes of a base before its body: magic, version, CRC-32, body length, body
+/// hash (see [`frame`]).
+const BASE_HEADER: usize = 8 + 4 + 4 + 8 + 32;
+
+/// [`frame`] of the body that follows [`BASE_HEADER`] bytes of room in `out`,
+/// written in place: a base is encoded once, not encoded and then copied behind
+/// its header (a copy of the whole file into fresh pages).
+fn seal(magic: &[u8; 8], mut out: Vec<u8>) -> (Vec<u8>, [u8; 32]) {
+    let body_len = (out.len() - BASE_HEADER) as u64;
+    let sum = *blake3::hash(&out[BASE_HEADER..]).as_bytes();
+    out[..8].copy_from_slice(magic);
+    out[8..12].copy_from_slice(&INDEX_VERSION.to_le_bytes());
+    out[16..24].copy_from_slice(&body_len.to_le_bytes());
+    out[24..56].copy_from_slice(&sum);
     let crc = crc32fast::hash(&out[16..]);
     out[12..16].copy_from_slice(&crc.to_le_bytes());
     (out, sum)
@@ -1885,8 +1966,25 @@ impl Index {
     /// The index file's bytes as one base (see the module docs; the skeleton is
     /// saved apart).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let body = WireOut::body(&self.root, self.probe_ns, self.tip.as_ref(), &self.entries);
-        frame(MAGIC, &body).0
+        self.rewritten(
+            self.probe_ns,
+            self.tip.as_ref(),
+            self.entries.len(),
+            self.entries.iter(),
+        )
+    }
+
+    /// The file of a new base of `self`'s root and the `n` `entries` (in path
+    /// order), with that probe and tip.
+    fn rewritten<'a>(
+        &self,
+        probe_ns: i64,
+        tip: Option<&ObjectId>,
+        n: usize,
+        entries: impl Iterator<Item = (&'a str, &'a IndexEntry)>,
+    ) -> Vec<u8> {
+        let out = WireOut::body_after(BASE_HEADER, &self.root, probe_ns, tip, n, entries);
+        seal(MAGIC, out).0
     }
 
     /// The file entry for `path` if it can be trusted for a file whose stat is now
@@ -1958,15 +2056,23 @@ pub struct Delta {
     pub upserts: Vec<(String, IndexEntry)>,
 }
 
+impl Delta {
+    /// Its removals and upserts as changes in path order (removals first, as a
+    /// journal record is read: an upsert of a removed path wins).
+    fn changes(self) -> Changes {
+        let mut changes = Vec::with_capacity(self.removed.len() + self.upserts.len());
+        changes.extend(self.removed.into_iter().map(|p| (p, None)));
+        changes.extend(self.upserts.into_iter().map(|(p, e)| (p, Some(e))));
+        Changes::in_order(changes)
+    }
+}
+
 impl Index {
     /// `self` with `delta` applied (removals first, as a journal record is read).
     pub fn apply(&mut self, delta: Delta) {
         self.probe_ns = delta.probe_ns;
         self.tip = delta.tip;
-        let mut changes = Vec::with_capacity(delta.removed.len() + delta.upserts.len());
-        changes.extend(delta.removed.into_iter().map(|p| (p, None)));
-        changes.extend(delta.upserts.into_iter().map(|(p, e)| (p, Some(e))));
-        self.entries.merge(Changes::in_order(changes));
+        self.entries.merge(delta.changes());
     }
 
     /// Saves `self` (the index read from `path` by this command) with `delta`
@@ -1996,9 +2102,11 @@ impl Index {
         match record {
             Some(bytes) => append(path, &bytes),
             None => {
-                let mut next = self.clone();
-                next.apply(delta);
-                crate::repo::write_atomic(path, &next.to_bytes())
+                let (probe_ns, tip) = (delta.probe_ns, delta.tip);
+                let changes = delta.changes();
+                let (n, entries) = self.entries.merged(&changes);
+                let bytes = self.rewritten(probe_ns, tip.as_ref(), n, entries);
+                crate::repo::write_atomic(path, &bytes)
             }
         }
     }
@@ -2379,8 +2487,9 @@ mod tests {
         }
 
         /// Changes merged into entries, by a binary search each or in one walk of
-        /// both runs, give what a map of paths to entries gives: replaced entries,
-        /// new paths in order, removals of recorded and unrecorded paths.
+        /// both runs, or read through both ([`Entries::merged`]), give what a map
+        /// of paths to entries gives: replaced entries, new paths in order,
+        /// removals of recorded and unrecorded paths.
         #[test]
         fn both_merges_are_a_maps_merge(
             entries in any_entries(),
@@ -2401,6 +2510,15 @@ mod tests {
                 };
             }
             let expected: Vec<(String, IndexEntry)> = model.into_iter().collect();
+            // Read through without building them (what a rewrite encodes), with the
+            // count it announces.
+            let whole = Entries::from_unsorted(entries.clone());
+            let all: Changes = changes.clone().into();
+            let (n, merged) = whole.merged(&all);
+            let read: Vec<(String, IndexEntry)> =
+                merged.map(|(p, e)| (p.to_string(), e.clone())).collect();
+            proptest::prop_assert_eq!(n, expected.len());
+            proptest::prop_assert_eq!(&read, &expected);
             let mut by_search = Entries::from_unsorted(entries.clone());
             // Each change on its own (a ratio no change set reaches) ...
             for (p, c) in changes.clone() {
