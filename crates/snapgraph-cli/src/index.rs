@@ -695,8 +695,13 @@ impl Entries {
         }
         if changes.len().saturating_mul(MERGE_WALK_RATIO) >= self.sorted.len() {
             self.merge_walking(changes);
-            return;
+        } else {
+            self.merge_searching(changes);
         }
+    }
+
+    /// [`merge`](Self::merge) by a binary search for each change.
+    fn merge_searching(&mut self, changes: Changes) {
         // A journal of per-turn records is mostly new stats of recorded paths:
         // those are replaced in place, and only additions and removals (if any) pay
         // for a new vector (a copy of every entry into fresh memory).
@@ -714,8 +719,70 @@ impl Entries {
         self.hint.store(0, Relaxed);
         if !rest.is_empty() {
             // Still in path order, each path once.
-            self.merge_walking(Changes(rest));
+            self.merge_in_place(Changes(rest));
         }
+    }
+
+    /// [`merge`](Self::merge)'s additions and removals (`changes` in path order,
+    /// none of them a new entry for a recorded path) made in the vector itself:
+    /// removed slots dropped and the rest moved up in one pass, then the vector
+    /// grown by the additions and the slots after each moved down from the back to
+    /// make room, each slot moved at most twice. A journal record that added or
+    /// removed one file made every later command copy every slot into a fresh
+    /// vector (a page fault for each 36 of them: 70 us of a 2,000-entry load).
+    fn merge_in_place(&mut self, changes: Changes) {
+        let mut added: Vec<(String, IndexEntry)> = Vec::new();
+        let mut gone: Vec<usize> = Vec::new();
+        for (path, change) in changes.0 {
+            match change {
+                Some(entry) => added.push((path, entry)),
+                None => {
+                    if let Ok(i) = self.find(&path) {
+                        gone.push(i);
+                    }
+                }
+            }
+        }
+        if !gone.is_empty() {
+            let (mut i, mut gone) = (0, gone.into_iter().peekable());
+            self.sorted.retain(|_| {
+                let keep = gone.next_if_eq(&i).is_none();
+                i += 1;
+                keep
+            });
+        }
+        if !added.is_empty() {
+            let n = self.sorted.len();
+            let mut slots = Vec::with_capacity(added.len());
+            for (path, entry) in added {
+                slots.push(Slot {
+                    at: self.paths.len(),
+                    len: path.len(),
+                    entry,
+                });
+                self.paths.push_str(&path);
+            }
+            let room = Slot {
+                at: 0,
+                len: 0,
+                entry: IndexEntry::Dir { listing: None },
+            };
+            self.sorted.resize(n + slots.len(), room);
+            // Slots in [read, write) are room; each addition, from the last, first
+            // lets the slots after it move down past it.
+            let (mut read, mut write) = (n, n + slots.len());
+            while let Some(slot) = slots.pop() {
+                let path = key(&self.paths, &slot);
+                while read > 0 && key(&self.paths, &self.sorted[read - 1]) > path {
+                    read -= 1;
+                    write -= 1;
+                    self.sorted.swap(read, write);
+                }
+                write -= 1;
+                self.sorted[write] = slot;
+            }
+        }
+        self.hint.store(0, Relaxed);
     }
 }
 
@@ -2530,10 +2597,13 @@ mod tests {
                     by_search.merge_walking(one.into());
                 }
             }
-            // ... and all at once in one walk.
+            // ... and all at once, by a search each (additions and removals made
+            // in place) and in one walk.
+            let mut searched = Entries::from_unsorted(entries.clone());
+            searched.merge_searching(changes.clone().into());
             let mut walked = Entries::from_unsorted(entries);
             walked.merge_walking(changes.into());
-            for merged in [by_search, walked] {
+            for merged in [by_search, searched, walked] {
                 proptest::prop_assert!(merged.is_sorted());
                 let got: Vec<(String, IndexEntry)> =
                     merged.iter().map(|(p, e)| (p.to_string(), e.clone())).collect();
