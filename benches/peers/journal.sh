@@ -10,7 +10,8 @@
 #   benches/peers/journal.sh ROUNDS OLD/snapgraph NEW/snapgraph [same|edit|add]
 #
 # same: `commit -q -m t` with nothing changed; edit: a line appended to
-# project/__init__.py first; add: one new file first (a record that adds a path).
+# project/__init__.py first; add: one new file first, named by the shell's process
+# id (a record that adds a path; no process more than the other modes).
 # Releases: target/peers/synthetic-30 (made by `PEERS_DATA=synthetic
 # benches/peers/run.sh`, or by `python3 benches/peers/synth.py
 # target/peers/synthetic-30 30`). Trees under $JOURNAL_TMP (default
@@ -40,7 +41,7 @@ for k in old new; do
 cd "$TMP/$k" || exit 1
 case $MODE in
   edit) echo '# x' >> project/__init__.py ;;
-  add) echo 'x = 1' > "project/new_\$(date +%s%N).py" ;;
+  add) echo 'x = 1' > "project/new_\$\$.py" ;;
 esac
 exec "$bin" commit -q -m t
 EOF
