@@ -206,9 +206,9 @@ pub const JOURNAL_RECORDS: usize = 64;
 /// that would pass it rewrites the base. Every command replays every change (decode,
 /// sort, merge: about 0.3 us each), so the byte bound alone let a few releases'
 /// records (about 800 changes beside 2,000 entries, within half the base's bytes)
-/// cost every later command 0.21 ms, a tenth of a no-change turn, until the 64th
-/// record; a rewrite costs about as much as replaying a sixteenth of the entries'
-/// worth of changes three times (BENCHMARKS.md, "Stop 47").
+/// cost every later command 0.21-0.26 ms, a tenth of a no-change turn, until the
+/// 64th record. A full journal now replays in about 0.04 ms; the rewrite that empties
+/// it costs about 0.3 ms (BENCHMARKS.md, "Stop 47").
 pub const JOURNAL_CHANGE_RATIO: usize = 16;
 
 /// The changes a journal may hold after any base, however small (see
