@@ -1,10 +1,13 @@
 //! The CLI's stat cache (`.snapgraph/index`) and its skeleton file: any bytes. Never
 //! a panic; what parses writes back to bytes that parse to the same index, and
-//! `clean` answers for any path.
+//! `clean` answers for any path. An index that parses, read from a file and saved
+//! with a change derived from it (paths removed, entries restatted, paths added),
+//! by a journal record or a new base as the journal's bounds decide, reads back as
+//! that change applied.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use snapgraph_cli::index::{parse_skeleton, skeleton_bytes, FileStat, Index, IndexEntry};
+use snapgraph_cli::index::{parse_skeleton, skeleton_bytes, Delta, FileStat, Index, IndexEntry};
 
 fuzz_target!(|data: &[u8]| {
     if let Some(objects) = parse_skeleton(data) {
@@ -28,4 +31,46 @@ fuzz_target!(|data: &[u8]| {
         };
         assert!(index.clean(path, &other).is_none());
     }
+    journal(data, &index, root);
 });
+
+/// Saves a change of `index` (parsed from `data`) after `data` in a file and reads it
+/// back: the change applied, whether it was appended as a record (a file whose
+/// journal is whole and small) or written as a new base (a torn tail, a long
+/// journal, too many changes).
+fn journal(data: &[u8], index: &Index, root: &std::path::Path) {
+    let dir = std::env::temp_dir().join(format!("snapgraph-fuzz-stat-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("index");
+    std::fs::write(&path, data).expect("the index file written");
+    let loaded = Index::load(&path, root).expect("bytes that parse load from a file");
+    assert_eq!(&loaded, index);
+    let mut delta = Delta {
+        probe_ns: index.probe_ns.wrapping_add(1),
+        tip: index.tip,
+        removed: Vec::new(),
+        upserts: Vec::new(),
+    };
+    for (i, (path, entry)) in index.entries.iter().enumerate().take(256) {
+        match i % 5 {
+            0 => delta.removed.push(path.to_string()),
+            1 => {
+                if let IndexEntry::File { stat, digest } = entry {
+                    let stat = FileStat {
+                        size: stat.size ^ 1,
+                        ..*stat
+                    };
+                    let digest = digest.clone();
+                    delta.upserts.push((path.to_string(), IndexEntry::File { stat, digest }));
+                }
+            }
+            2 => delta.upserts.push((format!("{path}~"), entry.clone())),
+            _ => {}
+        }
+    }
+    let mut expected = loaded.clone();
+    expected.apply(delta.clone());
+    loaded.save_delta(&path, delta).expect("the change saved");
+    let read = Index::load(&path, root).expect("a saved index reads back");
+    assert_eq!(read, expected);
+}
