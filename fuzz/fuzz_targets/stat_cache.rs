@@ -39,7 +39,8 @@ fuzz_target!(|data: &[u8]| {
 /// journal is whole and small) or written as a new base (a torn tail, a long
 /// journal, too many changes).
 fn journal(data: &[u8], index: &Index, root: &std::path::Path) {
-    let dir = std::env::temp_dir().join(format!("snapgraph-fuzz-stat-cache-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("snapgraph-fuzz-stat-cache-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let path = dir.join("index");
     std::fs::write(&path, data).expect("the index file written");
@@ -61,7 +62,9 @@ fn journal(data: &[u8], index: &Index, root: &std::path::Path) {
                         ..*stat
                     };
                     let digest = digest.clone();
-                    delta.upserts.push((path.to_string(), IndexEntry::File { stat, digest }));
+                    delta
+                        .upserts
+                        .push((path.to_string(), IndexEntry::File { stat, digest }));
                 }
             }
             2 => delta.upserts.push((format!("{path}~"), entry.clone())),
