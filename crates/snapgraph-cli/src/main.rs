@@ -25,7 +25,7 @@ fn main() {
     std::mem::forget(matches);
     std::mem::forget(command);
     let result = snapgraph_cli::commands::run(cli);
-    snapgraph_cli::timings::phase("command done (its store closed)");
+    snapgraph_cli::timings::phase("command done");
     if let Err(e) = result {
         if matches!(e, snapgraph_cli::CliError::ClosedPipe) {
             // The reader went away: end quietly, as git does (killed by SIGPIPE,

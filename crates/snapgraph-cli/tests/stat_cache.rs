@@ -31,6 +31,45 @@ fn armed() -> tempfile::TempDir {
     t
 }
 
+/// A no-change turn leaves its SQLite store to the process's exit (the empty WAL
+/// and the shared-memory file stay): the next commands read and write it as after a
+/// close, and the next write's close removes them.
+#[test]
+fn a_no_change_turn_leaves_a_store_the_next_commands_use() {
+    let t = armed();
+    let dot = t.path().join(".snapgraph");
+    // `armed` ended with a no-change turn.
+    assert!(
+        dot.join("store.db-wal").exists(),
+        "the no-change turn closed the store"
+    );
+    for _ in 0..3 {
+        settled(t.path());
+    }
+    write(t.path(), "d/b.txt", b"bravo, edited");
+    let after = json(t.path(), &["commit", "-m", "two"]);
+    assert_eq!(after["files_read"], 1, "{after}");
+    assert!(
+        !dot.join("store.db-wal").exists(),
+        "the writing command's close"
+    );
+    assert!(ok(t.path(), &["log"]).contains("two"));
+    ok(t.path(), &["verify"]);
+    // The edited file is racy for one turn (written within the probe's tick).
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    ok(
+        t.path(),
+        &["checkout", "main", "--to", out.to_str().unwrap()],
+    );
+    assert_eq!(
+        std::fs::read(out.join("d/b.txt")).unwrap(),
+        b"bravo, edited"
+    );
+}
+
 /// Sets the mtime of `rel` to `when`.
 fn set_mtime(root: &Path, rel: &str, when: SystemTime) {
     let f = std::fs::File::options()

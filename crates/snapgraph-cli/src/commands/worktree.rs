@@ -251,6 +251,16 @@ pub(super) fn commit(
                 let printed = nothing_to_commit(ctx, &branch, tip, 0, 0, files, watched);
                 // Not freed entry by entry: the process ends (see below).
                 std::mem::forget(index);
+                // Nothing was written to the store: a SQLite one is left to the
+                // process's exit, whose kernel drops its locks (its read snapshot
+                // included). SQLite's close would only unlink the empty WAL and the
+                // shared-memory file, which the next command creates again: 0.06 ms
+                // of a 2.2 ms turn. Any other store (a connection to a server, a cache
+                // in front of one) is closed as usual.
+                if wd.store_url.starts_with("sqlite:") {
+                    std::mem::forget(shared);
+                    std::mem::forget(wd);
+                }
                 return printed;
             }
         }
