@@ -3026,19 +3026,30 @@ mod tests {
     /// A record as large as the base it would follow (every entry restatted, as a
     /// release `rsync`ed over the tree does) becomes the new base, by either save;
     /// a small one after it is appended.
+    /// A file entry of stat `i` (its content one chunk).
+    fn chunk_file(i: i64) -> IndexEntry {
+        IndexEntry::File {
+            stat: stat(i),
+            digest: Digest::Chunk(ObjectId::from_bytes([i as u8; 32])),
+        }
+    }
+
+    /// [`sample`] with `n` more files, `/many/fNNNN` of stat `NNNN`.
+    fn sample_with_many(n: i64) -> Index {
+        let mut ix = sample();
+        for i in 0..n {
+            ix.entries.insert(format!("/many/f{i:04}"), chunk_file(i));
+        }
+        ix
+    }
+
     #[test]
     fn a_record_as_large_as_its_base_becomes_the_new_base() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index");
         let w = Path::new("/w");
-        let mut ix = sample();
-        let file = |i: i64| IndexEntry::File {
-            stat: stat(i),
-            digest: Digest::Chunk(ObjectId::from_bytes([i as u8; 32])),
-        };
-        for i in 0..3_000i64 {
-            ix.entries.insert(format!("/many/f{i:04}"), file(i));
-        }
+        let mut ix = sample_with_many(3_000);
+        let file = chunk_file;
         ix.save(&path).unwrap();
         let base = std::fs::metadata(&path).unwrap().len();
         assert!(base > 2 * JOURNAL_MIN, "{base}");
@@ -3095,14 +3106,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index");
         let w = Path::new("/w");
-        let mut ix = sample();
-        let file = |i: i64| IndexEntry::File {
-            stat: stat(i),
-            digest: Digest::Chunk(ObjectId::from_bytes([i as u8; 32])),
-        };
-        for i in 0..3_200i64 {
-            ix.entries.insert(format!("/many/f{i:04}"), file(i));
-        }
+        let mut ix = sample_with_many(3_200);
+        let file = chunk_file;
         ix.save(&path).unwrap();
         let limit = journal_changes_limit(ix.entries.len());
         assert_eq!(limit, ix.entries.len() / JOURNAL_CHANGE_RATIO);
