@@ -260,11 +260,16 @@ impl ContentObjects {
     /// region between is cut and hashed again. The result is identical to
     /// [`build`](Self::build).
     ///
-    /// A FastCDC cut depends only on the bytes since the previous cut, so every old
-    /// cut inside the unchanged prefix (except one made by the end of the old data)
-    /// is a cut of the new data; and once a new cut lands, inside the unchanged
-    /// suffix, on the position of an old cut, every later cut is an old cut shifted by
-    /// the change in length.
+    /// A FastCDC cut at `e` is decided by the bytes from the previous cut up to and
+    /// *including* the byte at `e` (the first byte of the next chunk: the gear hash
+    /// that matches has taken it in), and a cut at an even offset from its chunk's
+    /// start is tested only while a second byte follows it (the scan tests positions
+    /// in pairs). So an old cut `e` is a cut of the new data when the bytes up to
+    /// `e + 1` are unchanged (`e + 2 <= prefix`); a cut made by the end of the old data
+    /// never is. And once a new cut lands, inside the unchanged suffix, on the position
+    /// of an old cut, every later cut is an old cut shifted by the change in length
+    /// (the suffix runs to the end, so each chunk sees the same bytes and the same
+    /// remaining length).
     pub fn rebuild(old_data: &[u8], old: &ContentObjects, data: &[u8]) -> Self {
         if data.len() <= INLINE_MAX || old.chunks.is_empty() || old_data.len() as u64 != old.size {
             return Self::build(data);
@@ -281,9 +286,8 @@ impl ContentObjects {
         let max_suffix = old_data.len().min(data.len()) - prefix;
         let suffix = common_suffix(old_data, data, max_suffix);
         let end_of = |s: &Span| s.start + s.len as usize;
-        let keep = old
-            .chunks
-            .partition_point(|s| end_of(s) <= prefix && end_of(s) < old_data.len());
+        // `prefix <= old_data.len()`, so no kept chunk was cut by the old data's end.
+        let keep = old.chunks.partition_point(|s| end_of(s) + 2 <= prefix);
         let mut spans: Vec<Span> = old.chunks[..keep].to_vec();
         let mut pos = spans.last().map_or(0, end_of);
         let old_ends: Vec<usize> = old.chunks.iter().map(end_of).collect();
@@ -1020,6 +1024,59 @@ mod tests {
         }
     }
 
+    /// The chunks of `data` as (id, start, len), to compare two builds.
+    fn cuts_of(objects: &ContentObjects) -> Vec<(ObjectId, usize, u32)> {
+        objects
+            .chunks
+            .iter()
+            .map(|s| (s.id, s.start, s.len))
+            .collect()
+    }
+
+    /// Edits at an old cut point itself: FastCDC's cut at `e` is decided by the byte
+    /// at `e` (the next chunk's first), and a cut at an even offset is tested only
+    /// while a byte follows it. `rebuild` kept a chunk whose end was the first
+    /// changed byte, so it cut differently from `build` (other ids for the same
+    /// bytes) whenever an edit began exactly at a cut.
+    #[test]
+    fn rebuild_equals_build_for_edits_at_a_cut() {
+        let base = pseudo_random(1 << 20, 31);
+        let old = ContentObjects::build(&base);
+        let ends: Vec<usize> = old
+            .chunks
+            .iter()
+            .map(|s| s.start + s.len as usize)
+            .filter(|&e| e + 2 < base.len())
+            .take(24)
+            .collect();
+        assert!(ends.len() >= 20);
+        for &e in &ends {
+            let flipped = |at: usize| {
+                let mut d = base.clone();
+                d[at] ^= 0xFF;
+                d
+            };
+            let cases = [
+                ("the byte at the cut", flipped(e)),
+                ("the byte after the cut", flipped(e + 1)),
+                ("the last byte of the chunk", flipped(e - 1)),
+                ("cut after the cut's byte", base[..e + 1].to_vec()),
+                ("cut two bytes after", base[..e + 2].to_vec()),
+                ("cut at the cut", base[..e].to_vec()),
+                (
+                    "inserted at the cut",
+                    [&base[..e], b"x", &base[e..]].concat(),
+                ),
+            ];
+            for (what, d) in cases {
+                let fresh = ContentObjects::build(&d);
+                let reused = ContentObjects::rebuild(&base, &old, &d);
+                assert_eq!(cuts_of(&reused), cuts_of(&fresh), "{what}, cut at {e}");
+                assert_eq!(reused.content, fresh.content, "{what}, cut at {e}");
+            }
+        }
+    }
+
     #[test]
     fn older_chunks_keep_their_version_through_an_edit() {
         // A large file stored by format 1, as a checkout of a version-1 commit holds it.
@@ -1160,6 +1217,39 @@ mod tests {
                 let spans = spans_from(&data, &starts, Some(&mut copy));
                 prop_assert_eq!(spans_of(&spans), spans_of(&serial));
                 prop_assert!(copy == data);
+            }
+
+            /// An edit placed at, just before or just after one of the old cut
+            /// points (where a re-cut is most easily wrong: the cut's deciding byte,
+            /// the pair the scan tests, the old data's end) rebuilds to exactly the
+            /// chunks a fresh build makes.
+            #[test]
+            fn rebuild_equals_build_around_a_cut(
+                data in data(),
+                pick in any::<u32>(),
+                shift in -2i64..=2,
+                kind in 0u8..4,
+                len in 1usize..70_000,
+            ) {
+                let old = ContentObjects::build(&data);
+                let ends: Vec<usize> = old.chunks.iter().map(|s| s.start + s.len as usize).collect();
+                let e = ends[pick as usize % ends.len()] as i64;
+                let at = (e + shift).clamp(0, data.len() as i64) as usize;
+                let mut d = data.clone();
+                match kind {
+                    0 => {
+                        if at < d.len() {
+                            d[at] ^= 0x5A;
+                        }
+                    }
+                    1 => d.splice(at..at, std::iter::repeat_n(0x33u8, len)).for_each(drop),
+                    2 => d.drain(at..(at + len).min(data.len())).for_each(drop),
+                    _ => d.truncate(at),
+                }
+                let fresh = ContentObjects::build(&d);
+                let reused = ContentObjects::rebuild(&data, &old, &d);
+                prop_assert_eq!(cuts_of(&reused), cuts_of(&fresh));
+                prop_assert_eq!(reused.content, fresh.content);
             }
 
             /// The one-pass copy of `write` (large data, several threads, with or
