@@ -7,12 +7,18 @@
 //! store a few MiB at a time ([`Batches::objects`]), and the workspace given only
 //! its content reference ([`Workspace::write_ingested`]). A caller with no store to
 //! hand objects to (a scan that only reports) reads every file whole.
+//!
+//! A file of [`OVER_MIN`] bytes or more whose committed version the workspace holds
+//! unloaded (a lazy scan's workspace), when the reader is given the store it is in,
+//! is streamed in over that version ([`Workspace::ingest_over`]): the chunks it
+//! still holds are hashed instead of cut and not handed to the store again, so an
+//! edit of a large file costs a hash of it and a cut of what changed.
 
 use std::io::Read;
 use std::path::Path;
 
 use snapgraph::ingest::Ingest;
-use snapgraph::{ObjectSet, Workspace};
+use snapgraph::{ObjectSet, ObjectSource, Workspace};
 
 use crate::error::{IoContext, Result};
 
@@ -20,6 +26,12 @@ use crate::error::{IoContext, Result};
 /// most [`READ_BLOCK`] bytes of the file, the cutter's megabyte and
 /// [`HAND_BYTES`] of objects are held at a time, whatever its size.
 pub const STREAM_MIN: u64 = 16 << 20;
+
+/// Files at least this large are streamed in over their committed version when
+/// the workspace holds it unloaded (see the module documentation). Below it, a
+/// whole read and cut costs about what the hash alone would, and a first hand-over
+/// to the store's writer thread would add its start.
+pub const OVER_MIN: u64 = 1 << 20;
 
 /// Bytes read from a streamed file per `read` call.
 pub const READ_BLOCK: usize = 1 << 20;
@@ -169,12 +181,16 @@ pub fn read_all(
     ws: &mut Workspace,
     files: &[(std::path::PathBuf, String, u64)],
     batches: &mut dyn Batches,
+    store: Option<&dyn ObjectSource>,
     mut each: impl FnMut(&mut Workspace, usize, u64) -> Result<()>,
 ) -> Result<()> {
     let read_here = |ws: &mut Workspace, i: usize, batches: &mut dyn Batches| {
         let (full, path, size) = &files[i];
         let f = std::fs::File::open(full).at(full)?;
-        // Whole, or streamed in past `STREAM_MIN`.
+        // Over its committed version, whole, or streamed in past `STREAM_MIN`.
+        if let Some(ingest) = over(ws, path, *size, batches, store) {
+            return stream_into(ws, path, f, full, ingest, batches);
+        }
         if *size <= STREAM_MIN || !batches.streams() {
             let data = read_whole_file(&f, *size).at(full)?;
             return write_whole(ws, path, data, batches);
@@ -231,7 +247,7 @@ pub fn read_all(
 pub fn read_into(
     ws: &mut Workspace,
     path: &str,
-    mut input: impl Read,
+    input: impl Read,
     file: &Path,
     expected: u64,
     batches: &mut dyn Batches,
@@ -240,7 +256,42 @@ pub fn read_into(
         let data = read_whole(input, expected).at(file)?;
         return write_whole(ws, path, data, batches);
     }
-    let mut ingest = Ingest::new();
+    stream_into(ws, path, input, file, Ingest::new(), batches)
+}
+
+/// An ingest over the committed version of the file at `path` (`size` bytes as
+/// last seen), when one is worth it: see [`OVER_MIN`]. A committed version that
+/// cannot be read is not needed for the new one: the file is then read as without
+/// one, with a warning.
+fn over(
+    ws: &Workspace,
+    path: &str,
+    size: u64,
+    batches: &dyn Batches,
+    store: Option<&dyn ObjectSource>,
+) -> Option<Ingest> {
+    let store = store.filter(|_| size >= OVER_MIN && batches.streams())?;
+    match ws.ingest_over(path, store, size) {
+        Ok(ingest) => ingest,
+        Err(e) => {
+            eprintln!(
+                "warning: {path}: its committed version could not be read ({e}); reading it afresh"
+            );
+            None
+        }
+    }
+}
+
+/// Streams `input` into `ingest`, handing its objects to `batches` a few MiB at a
+/// time, and puts the result at `path`. Returns the bytes read.
+fn stream_into(
+    ws: &mut Workspace,
+    path: &str,
+    mut input: impl Read,
+    file: &Path,
+    mut ingest: Ingest,
+    batches: &mut dyn Batches,
+) -> Result<u64> {
     let mut block = vec![0u8; READ_BLOCK];
     let mut pending = ObjectSet::new();
     loop {

@@ -1458,7 +1458,7 @@ pub fn scan_batched(
         .into_iter()
         .map(|(full, path, size, mode)| ((full, path, size), mode))
         .unzip();
-    crate::batches::read_all(ws, &files, batches, |ws, i, len| {
+    crate::batches::read_all(ws, &files, batches, lazy, |ws, i, len| {
         report.files_read += 1;
         report.bytes_read += len;
         progress.inc(len);

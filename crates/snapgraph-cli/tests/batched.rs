@@ -381,3 +381,72 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
         Some("nothing changed since main")
     );
 }
+
+/// A large file edited between commits is read over its committed version
+/// (`batches::OVER_MIN`: the chunks it still holds hashed, not cut): every version
+/// commits to the content a whole write makes (edits at a cut point included, where
+/// a re-cut is most easily wrong), restores byte for byte and verifies.
+#[test]
+fn a_large_file_edited_commits_as_a_whole_write_does() {
+    use snapgraph_cli::batches::OVER_MIN;
+    let whole_id = |data: &[u8]| {
+        let mut ws = snapgraph::Workspace::new();
+        ws.write("/big.bin", data).unwrap();
+        let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+        ws.file_content_id("/big.bin").unwrap()
+    };
+    let content_id = |dir: &Path| {
+        let store = snapgraph_store::open(&format!(
+            "sqlite:{}",
+            dir.join(".snapgraph/store.db").display()
+        ))
+        .unwrap();
+        snapgraph_store::Repo::new(store)
+            .checkout_shallow("main")
+            .unwrap()
+            .file_content_id("/data/big.bin")
+            .unwrap()
+    };
+    let base = pseudo_random(3 * OVER_MIN as usize + 12_345, 77);
+    let cut = snapgraph::chunk::cut_points(&base)[40];
+    let flipped = |d: &[u8], at: usize| {
+        let mut d = d.to_vec();
+        d[at] ^= 0xFF;
+        d
+    };
+    let mut versions = vec![base.clone()];
+    type Edit = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+    let edits: Vec<Edit> = vec![
+        Box::new(|d| [d, b"one more line\n"].concat()),
+        Box::new(move |d| flipped(d, d.len() / 2)),
+        Box::new(move |d| flipped(d, cut)),
+        Box::new(move |d| [&d[..cut], b"x", &d[cut..]].concat()),
+        Box::new(|d| [b"a new first line\n".as_slice(), d].concat()),
+        Box::new(|d| d[..d.len() * 2 / 3].to_vec()),
+        Box::new(|d| [d, &pseudo_random(700_000, 5)[..]].concat()),
+    ];
+    for edit in &edits {
+        let next = edit(versions.last().unwrap());
+        versions.push(next);
+    }
+
+    let t = tempfile::tempdir().unwrap();
+    ok(t.path(), &["init"]);
+    let mut commits = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        write(t.path(), "data/big.bin", v);
+        let c = json(t.path(), &["commit", "-m", &format!("v{i}")]);
+        assert_eq!(c["files_read"], 1, "version {i}: {c}");
+        assert_eq!(content_id(t.path()), whole_id(v), "version {i}");
+        commits.push(c["id"].as_str().unwrap().to_string());
+    }
+    ok(t.path(), &["verify", "--read-data"]);
+    for (i, (c, v)) in commits.iter().zip(&versions).enumerate() {
+        let out = format!("out{i}");
+        ok(t.path(), &["checkout", c, "--to", &out]);
+        assert!(
+            std::fs::read(t.path().join(&out).join("data/big.bin")).unwrap() == *v,
+            "version {i} restores"
+        );
+    }
+}

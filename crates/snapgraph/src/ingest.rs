@@ -17,13 +17,41 @@
 //! [`Workspace::hand_over`](crate::Workspace::hand_over) are: before it persists the
 //! commit, which counts them as held and does not emit them. The workspace holds
 //! only the reference, as for a file a shallow checkout left in the store.
+//!
+//! # Over a previous version
+//!
+//! [`Workspace::ingest_over`](crate::Workspace::ingest_over) gives an `Ingest` the
+//! chunk list of the version of the file the workspace holds unloaded (the
+//! committed one, left in the store by a lazy or shallow checkout): where one of
+//! those chunks starts at the position being cut, its bytes are hashed and compared
+//! with its id instead of being cut by FastCDC, and a chunk that matches is neither
+//! cut nor handed back (the store holds it). So an edit to a large file costs one
+//! BLAKE3 pass over it and a FastCDC pass over the changed region only, and hands
+//! back only the changed chunks and the manifest nodes.
+//!
+//! The result is exactly what cutting the whole file makes. A FastCDC cut at `e`
+//! is decided by the bytes from the previous cut up to and including the byte at
+//! `e` (the next chunk's first), and one at an even offset is tested only while a
+//! byte follows it. So an old chunk that matches is taken only when the old chunk
+//! after it matches too, just after it (its first byte is the deciding byte, and
+//! it holds the byte that follows, being the last chunk only when both files end
+//! with it), or when it was the old file's last chunk and the new file ends with it
+//! (the same bytes to the end: the same cut). The rest of the scan's decision (its
+//! normalization switch, its cap at [`CHUNK_MAX`]) follows from the same bytes and
+//! at least those remaining. Old chunks are looked for where the file's start puts
+//! them (an unchanged prefix), and where its expected length puts them (an
+//! unchanged tail, shifted by the change in length); hashing that finds no match is
+//! bounded (past 4 MiB more wasted than matched, the rest is cut as without a
+//! previous version).
 
 use std::sync::Arc;
 
-use crate::chunk::{chunker, CHUNK_MAX};
+use crate::chunk::{chunker, first_cut, CHUNK_MAX};
 use crate::content::{ContentObjects, Span};
 use crate::emit::ObjectSet;
+use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
+use crate::object::manifest::ChunkRef;
 use crate::object::tree::Content;
 use crate::object::{chunk_id, encode_chunk, FORMAT_VERSION};
 
@@ -70,6 +98,119 @@ pub struct Ingest {
     /// Bytes cut so far (the next chunk's offset in the file).
     cut: u64,
     spans: Vec<Span>,
+    /// The chunks of the file's previous version, while worth looking for.
+    prev: Option<Box<Previous>>,
+}
+
+/// Hashing that found no match, beyond what matched, after which an [`Ingest`] stops
+/// looking for the previous version's chunks.
+const WASTE_MAX: u64 = 4 << 20;
+
+/// The previous version's chunks, as [`Ingest`] looks for them (see the module
+/// documentation, "Over a previous version").
+#[derive(Debug)]
+struct Previous {
+    chunks: Vec<ChunkRef>,
+    /// Where each chunk starts in the previous version.
+    starts: Vec<u64>,
+    /// Where the previous version's chunks are looked for: old offset = new
+    /// offset - shift. The shift of the last match first, then 0 (an unchanged
+    /// prefix) and the expected change in length (an unchanged tail).
+    shifts: [i64; 3],
+    /// Chunk `.0` matched at new offset `.1`, waiting for its own next chunk.
+    matched: Option<(usize, u64)>,
+    /// Bytes of chunks taken, and bytes hashed without a match.
+    taken: u64,
+    wasted: u64,
+}
+
+/// What [`Previous::take`] found at an offset.
+enum Found {
+    /// The previous version's chunk of this many bytes, with its id.
+    Chunk(ObjectId, u32),
+    /// Nothing to take: cut here.
+    Cut,
+    /// Not decidable with the bytes in hand.
+    More,
+}
+
+impl Previous {
+    /// The old chunk starting at new offset `pos` under `shift`, if any.
+    fn at(&self, pos: u64, shift: i64) -> Option<usize> {
+        let old = i64::try_from(pos).ok()?.checked_sub(shift)?;
+        let old = u64::try_from(old).ok()?;
+        self.starts.binary_search(&old).ok()
+    }
+
+    /// Whether old chunk `k` is what `window` (the bytes from new offset `pos`)
+    /// starts with: remembered, or hashed.
+    fn matches(&mut self, k: usize, pos: u64, window: &[u8]) -> bool {
+        let len = self.chunks[k].len as usize;
+        if self.matched == Some((k, pos)) {
+            return true;
+        }
+        if window.len() < len {
+            return false;
+        }
+        let same = chunk_id(&window[..len]) == self.chunks[k].id;
+        if !same {
+            self.wasted += len as u64;
+        }
+        same
+    }
+
+    /// Looks for an old chunk to take at new offset `pos`, `window` the bytes in hand
+    /// from there (all the rest of the file when `last`).
+    fn take(&mut self, pos: u64, window: &[u8], last: bool) -> Found {
+        if self.wasted > self.taken + WASTE_MAX {
+            return Found::Cut;
+        }
+        for i in 0..self.shifts.len() {
+            let shift = self.shifts[i];
+            if self.shifts[..i].contains(&shift) {
+                continue;
+            }
+            let Some(k) = self.at(pos, shift) else {
+                continue;
+            };
+            let len = self.chunks[k].len as usize;
+            let next = self.chunks.get(k + 1).map(|c| c.len as usize);
+            // The bytes a decision needs: the chunk and the one after it, or (the old
+            // file's last chunk) the chunk and the end of the file.
+            let need = len + next.unwrap_or(0);
+            if next.is_none() && window.len() > len {
+                // The new file goes on past the old one's end here.
+                continue;
+            }
+            if window.len() < need || (next.is_none() && !last) {
+                if !last {
+                    return Found::More;
+                }
+                continue;
+            }
+            if !self.matches(k, pos, window) {
+                continue;
+            }
+            let taken = match next {
+                // The old file's last chunk, and the new file's (checked above).
+                None => true,
+                Some(_) => {
+                    let after = pos + len as u64;
+                    let ok = self.matches(k + 1, after, &window[len..]);
+                    if ok {
+                        self.matched = Some((k + 1, after));
+                    }
+                    ok
+                }
+            };
+            if taken {
+                self.taken += len as u64;
+                self.shifts[0] = shift;
+                return Found::Chunk(self.chunks[k].id, self.chunks[k].len);
+            }
+        }
+        Found::Cut
+    }
 }
 
 /// A file's content reference made by [`Ingest::finish`]: what
@@ -97,6 +238,41 @@ impl Ingest {
     /// A file with no bytes yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A file with no bytes yet whose previous version was stored as `chunks` (in
+    /// order, as its manifest lists them), expected to be `expected` bytes long (a
+    /// guess: it only decides where the previous version's tail is looked for). See
+    /// the module documentation, "Over a previous version".
+    pub(crate) fn over(chunks: Vec<ChunkRef>, expected: u64) -> Self {
+        let mut starts = Vec::with_capacity(chunks.len());
+        let mut at = 0u64;
+        for c in &chunks {
+            starts.push(at);
+            at += u64::from(c.len);
+        }
+        let shift = i64::try_from(expected)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(i64::try_from(at).unwrap_or(i64::MAX));
+        Self {
+            prev: (!chunks.is_empty()).then(|| {
+                Box::new(Previous {
+                    chunks,
+                    starts,
+                    shifts: [0, 0, shift],
+                    matched: None,
+                    taken: 0,
+                    wasted: 0,
+                })
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// Bytes of the previous version's chunks taken so far (none for an `Ingest`
+    /// without one): what was hashed and not cut.
+    pub fn reused(&self) -> u64 {
+        self.prev.as_ref().map_or(0, |p| p.taken)
     }
 
     /// Bytes pushed so far.
@@ -145,6 +321,9 @@ impl Ingest {
     /// Cuts the bytes in hand into chunks, up to the last cut that more bytes could
     /// not move (all of them when `last`), into `out`.
     fn cut_some(&mut self, last: bool, out: &mut ObjectSet) {
+        if self.prev.is_some() {
+            return self.cut_over(last, out);
+        }
         let window = &self.buf[..];
         let mut start = 0;
         for c in chunker(window) {
@@ -167,5 +346,271 @@ impl Ingest {
         // Keep what is not cut at the buffer's start (less than CHUNK_MAX bytes: the
         // move is small, the buffer's capacity reused).
         self.buf.drain(..start);
+    }
+
+    /// [`cut_some`](Self::cut_some) with a previous version: one chunk at a time,
+    /// taking the previous version's where one matches, cutting where none does.
+    fn cut_over(&mut self, last: bool, out: &mut ObjectSet) {
+        let Some(mut prev) = self.prev.take() else {
+            return;
+        };
+        let mut start = 0;
+        while start < self.buf.len() {
+            let pos = self.cut + start as u64;
+            let window = &self.buf[start..];
+            let (id, len, fresh) = match prev.take(pos, window, last) {
+                Found::Chunk(id, len) => (id, len as usize, false),
+                Found::More => break,
+                Found::Cut => {
+                    // A cut is final once CHUNK_MAX bytes from its chunk's start are
+                    // in hand.
+                    if !last && window.len() < CHUNK_MAX {
+                        break;
+                    }
+                    let len = first_cut(window);
+                    (chunk_id(&window[..len]), len, true)
+                }
+            };
+            if fresh {
+                out.insert_owned(id, encode_chunk(FORMAT_VERSION, &window[..len]));
+            }
+            self.spans.push(Span {
+                id,
+                start: pos as usize,
+                len: len as u32,
+                version: FORMAT_VERSION,
+            });
+            start += len;
+        }
+        self.cut += start as u64;
+        self.buf.drain(..start);
+        self.prev = Some(prev);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::tests_support::pseudo_random;
+    use std::collections::HashSet;
+
+    type Cuts = Vec<(ObjectId, usize, u32)>;
+
+    fn cuts(spans: &[Span]) -> Cuts {
+        spans.iter().map(|s| (s.id, s.start, s.len)).collect()
+    }
+
+    /// `data` ingested in pieces of `piece` bytes over the chunks of `old` (expected
+    /// to be `expected` bytes long): its chunks, its content, the ids of the chunks
+    /// handed back, and the bytes taken from the previous version.
+    fn over(
+        old: &ContentObjects,
+        data: &[u8],
+        piece: usize,
+        expected: u64,
+    ) -> (Cuts, Content, HashSet<ObjectId>, u64) {
+        let refs: Vec<ChunkRef> = old
+            .chunks
+            .iter()
+            .map(|s| ChunkRef {
+                id: s.id,
+                len: s.len,
+            })
+            .collect();
+        let mut ingest = Ingest::over(refs, expected);
+        let mut handed = ObjectSet::new();
+        for p in data.chunks(piece.max(1)) {
+            handed.append(ingest.push(p));
+        }
+        let size = ingest.len();
+        if size <= INLINE_MAX as u64 {
+            let (file, _) = ingest.finish();
+            return (Vec::new(), file.objects.content, HashSet::new(), 0);
+        }
+        // What `finish` does, keeping the spans to compare.
+        ingest.cut_some(true, &mut handed);
+        let reused = ingest.reused();
+        let built = ContentObjects::from_spans(size, ingest.spans.clone());
+        let ids = handed.iter().map(|(id, _)| *id).collect();
+        (cuts(&ingest.spans), built.content, ids, reused)
+    }
+
+    /// Checks an ingest over `old` against cutting `data` whole: the same chunks
+    /// and content, every chunk not handed back one of the old ones, and every
+    /// chunk handed back cut afresh. Returns the bytes taken.
+    fn check(old: &ContentObjects, data: &[u8], piece: usize, expected: u64) -> u64 {
+        let fresh = ContentObjects::build(data);
+        let (chunks, content, handed, reused) = over(old, data, piece, expected);
+        assert_eq!(content, fresh.content);
+        if data.len() > INLINE_MAX {
+            assert_eq!(chunks, cuts(&fresh.chunks));
+        }
+        let old_ids: HashSet<ObjectId> = old.chunks.iter().map(|s| s.id).collect();
+        for (id, _, _) in &chunks {
+            assert!(
+                handed.contains(id) || old_ids.contains(id),
+                "chunk {id} neither handed back nor the previous version's"
+            );
+        }
+        reused
+    }
+
+    #[test]
+    fn ingest_over_a_previous_version_cuts_as_a_whole_cut_does() {
+        let base = pseudo_random(3 << 20, 7);
+        let old = ContentObjects::build(&base);
+        let ends: Vec<usize> = old
+            .chunks
+            .iter()
+            .map(|s| s.start + s.len as usize)
+            .collect();
+        let e = ends[ends.len() / 2];
+        let flipped = |at: usize| {
+            let mut d = base.clone();
+            d[at] ^= 0xFF;
+            d
+        };
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("the same bytes", base.clone()),
+            ("a line appended", [&base[..], b"one more line\n"].concat()),
+            ("prepended", [b"header\n".as_slice(), &base[..]].concat()),
+            ("a byte flipped", flipped(1 << 20)),
+            ("the byte at a cut", flipped(e)),
+            ("the byte after a cut", flipped(e + 1)),
+            ("the byte before a cut", flipped(e - 1)),
+            ("cut short after a cut's byte", base[..e + 1].to_vec()),
+            ("cut short at a cut", base[..e].to_vec()),
+            ("cut short", base[..base.len() - 1].to_vec()),
+            (
+                "a middle part removed",
+                [&base[..e], &base[e + 100_000..]].concat(),
+            ),
+            (
+                "a middle part added",
+                [&base[..e], &[9u8; 70_000], &base[e..]].concat(),
+            ),
+            ("other bytes", pseudo_random(2 << 20, 8)),
+            ("tiny", base[..40].to_vec()),
+            ("empty", Vec::new()),
+        ];
+        for (what, d) in &cases {
+            for piece in [1 << 20, 65_537, 7_919] {
+                for expected in [d.len() as u64, base.len() as u64, 0] {
+                    let reused = check(&old, d, piece, expected);
+                    if *what == "the same bytes" {
+                        assert_eq!(reused, base.len() as u64, "{what}");
+                    }
+                    if *what == "a line appended" && expected == d.len() as u64 {
+                        // All but the last chunk (cut by the old end) taken.
+                        let last = old.chunks.last().map_or(0, |s| s.len as u64);
+                        assert_eq!(reused, base.len() as u64 - last, "{what}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unchanged_tail_is_found_by_the_expected_length() {
+        let base = pseudo_random(3 << 20, 9);
+        let old = ContentObjects::build(&base);
+        let d = [b"a new first line\n".as_slice(), &base[..]].concat();
+        let found = check(&old, &d, 1 << 20, d.len() as u64);
+        assert!(found > (base.len() as u64) * 9 / 10, "{found} bytes taken");
+        // Without the right length, only the prefix is looked at: nothing matches.
+        assert_eq!(check(&old, &d, 1 << 20, base.len() as u64), 0);
+    }
+
+    #[test]
+    fn hashing_that_finds_nothing_stops() {
+        // A byte changed in the middle of every chunk: the cuts mostly stay, so
+        // every old chunk is hashed at its place and none is the same. After
+        // WASTE_MAX of misses the rest is cut without looking.
+        let base = pseudo_random(12 << 20, 10);
+        let old = ContentObjects::build(&base);
+        let mut d = base.clone();
+        for s in &old.chunks {
+            d[s.start + s.len as usize / 2] ^= 1;
+        }
+        let refs: Vec<ChunkRef> = old
+            .chunks
+            .iter()
+            .map(|s| ChunkRef {
+                id: s.id,
+                len: s.len,
+            })
+            .collect();
+        let mut ingest = Ingest::over(refs, d.len() as u64);
+        let _ = ingest.push(&d);
+        let wasted = ingest.prev.as_ref().map_or(0, |p| p.wasted);
+        assert!(
+            wasted <= WASTE_MAX + 2 * CHUNK_MAX as u64,
+            "{wasted} bytes hashed in vain"
+        );
+        assert!(wasted >= WASTE_MAX, "{wasted}");
+        check(&old, &d, 1 << 20, d.len() as u64);
+    }
+
+    #[cfg(not(target_family = "wasm"))]
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Data with runs of one byte (cut at the largest size) between random ones.
+        fn data() -> impl Strategy<Value = Vec<u8>> {
+            (1usize..(3 << 20), any::<u64>(), 0u8..3).prop_map(|(len, seed, kind)| {
+                let mut d = pseudo_random(len, seed);
+                if kind == 1 {
+                    let period = (seed as usize % 300_000) + 1;
+                    for (i, b) in d.iter_mut().enumerate() {
+                        if (i / period).is_multiple_of(2) {
+                            *b = 7;
+                        }
+                    }
+                }
+                d
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(40))]
+
+            /// An edit anywhere, or at, just before or just after an old cut, ingested
+            /// over the previous version in pieces of any size and with a right or a
+            /// wrong expected length, cuts exactly as a whole cut of the new bytes.
+            #[test]
+            fn ingest_over_equals_a_whole_cut(
+                data in data(),
+                pick in any::<u32>(),
+                near_cut in any::<bool>(),
+                shift in -2i64..=2,
+                kind in 0u8..4,
+                len in 1usize..150_000,
+                piece in 1usize..(1 << 21),
+                exact in any::<bool>(),
+            ) {
+                let old = ContentObjects::build(&data);
+                let ends: Vec<usize> = old.chunks.iter().map(|s| s.start + s.len as usize).collect();
+                let at = if near_cut && !ends.is_empty() {
+                    let e = ends[pick as usize % ends.len()] as i64;
+                    (e + shift).clamp(0, data.len() as i64) as usize
+                } else {
+                    pick as usize % (data.len() + 1)
+                };
+                let mut d = data.clone();
+                match kind {
+                    0 => {
+                        if at < d.len() {
+                            d[at] ^= 0x5A;
+                        }
+                    }
+                    1 => d.splice(at..at, std::iter::repeat_n(0x33u8, len)).for_each(drop),
+                    2 => d.drain(at..(at + len).min(data.len())).for_each(drop),
+                    _ => d.truncate(at),
+                }
+                let expected = if exact { d.len() as u64 } else { data.len() as u64 };
+                check(&old, &d, piece, expected);
+            }
+        }
     }
 }

@@ -74,6 +74,79 @@ struct Chunked<'a, S: ?Sized> {
 }
 
 impl Workspace {
+    /// An [`Ingest`](crate::ingest::Ingest) for new bytes of the file at `path`, a
+    /// file a [lazy or shallow checkout](Self::checkout_with) left in the store:
+    /// given the chunk list of the version it holds (its manifest read from
+    /// `source`, checked as [`load_content`](Self::load_content) checks it, no chunk
+    /// read), the ingest takes each of those chunks the new bytes still hold,
+    /// hashed instead of cut and not handed back, so that an edit of a large file
+    /// costs a hash of it and a cut of what changed (see the
+    /// [`ingest`](crate::ingest) module, "Over a previous version"). `expected` is
+    /// the new length as far as known (it only decides where an unchanged tail is
+    /// looked for). The objects and ids are those of a plain [`Ingest`]; put the
+    /// result at `path` with [`write_ingested`](Self::write_ingested).
+    ///
+    /// `None` when there is no such version to ingest over: `path` is missing, not
+    /// a file, loaded (its bytes in memory: [`write`](Self::write) re-cuts only
+    /// around an edit already), or stored as one chunk or inline. Errors are those
+    /// of reading the manifest: the file's new bytes do not need it, so a caller may
+    /// fall back to a plain `Ingest`.
+    ///
+    /// ```
+    /// # use snapgraph::{CheckoutOptions, CommitOptions, ObjectId, Workspace};
+    /// use snapgraph::ingest::Ingest;
+    /// let big: Vec<u8> = (0..400_000u32)
+    ///     .flat_map(|i| (i.wrapping_mul(2_654_435_761) >> 7).to_le_bytes())
+    ///     .collect();
+    /// let mut ws = Workspace::new();
+    /// ws.write("/log", &big)?;
+    /// let c = ws.commit(CommitOptions::new())?;
+    /// let id = c.id();
+    /// let mut store: std::collections::HashMap<ObjectId, _> = c.into_objects().into_iter().collect();
+    ///
+    /// let mut lazy = Workspace::new();
+    /// lazy.checkout_with(id, &store, CheckoutOptions::new().lazy(true))?;
+    /// let grown = [&big[..], b"one more line\n"].concat();
+    /// let mut ingest = lazy.ingest_over("/log", &store, grown.len() as u64)?.expect("stored as a manifest");
+    /// let mut new_objects = ingest.push(&grown);
+    /// let (file, last) = ingest.finish();
+    /// new_objects.append(last);
+    /// // Only the last chunk was cut again: it and the manifest are all that is new.
+    /// assert!(new_objects.stored_bytes() < 80_000);
+    /// // The same content as the new bytes cut whole.
+    /// let mut plain = Ingest::new();
+    /// plain.push(&grown);
+    /// assert_eq!(file.content_id(), plain.finish().0.content_id());
+    /// store.extend(new_objects);
+    /// lazy.write_ingested("/log", file)?;
+    /// lazy.commit(CommitOptions::new())?;
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn ingest_over<S: ObjectSource + ?Sized>(
+        &self,
+        path: &str,
+        source: &S,
+        expected: u64,
+    ) -> Result<Option<crate::ingest::Ingest>, CheckoutError> {
+        let comps = path::parse(path).map_err(super::FsError::from)?;
+        let reference = match self.lookup(&comps) {
+            Ok(Some(Node::File(f))) => match (&f.data, &f.objects) {
+                (None, Some(reference)) => reference.clone(),
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        let Content::Manifest(root) = reference.content else {
+            return Ok(None);
+        };
+        let commit = self.head.unwrap_or(root);
+        let mut loader = self.loader(source, commit, true, super::checkout::Depth::Full);
+        loader.budget.leaf((1, 0))?;
+        loader.budget.bytes(reference.size)?;
+        let chunks = loader.chunk_refs(root, reference.size)?;
+        Ok(Some(crate::ingest::Ingest::over(chunks, expected)))
+    }
+
     /// The bytes of the file at `path`, in order, as pieces the caller copies out one
     /// at a time: for a file a [shallow checkout](Self::checkout_with) left in the
     /// store, each chunk is fetched ([`PIECES_WINDOW`] per batched read), re-hashed
