@@ -11,19 +11,23 @@
 #   wide     the same, plus one directory of 5,000 files; the file edited is in it
 #   big      50,000 files in 500 directories of 100, `snapgraph watch` running
 #            (started with NEW); the index file is about 5 MB
+#   csv      the 2,000 files of file20k plus a 1.5 MB CSV file, the file edited
+#            (a file over batches::OVER_MIN, read over its committed version)
+#   log      one 16.6 MB log file (over batches::STREAM_MIN: streamed in), the
+#            file edited
 # Each turn appends a line to the file and commits (`commit -q -m t`); both builds
 # commit on the same tree and store, in turn. Trees and stores under
 # $SHAPES_TMP (default /dev/shm/snapgraph-shapes), made again on every run, their
 # first commit by OLD (not timed). Prints alternate.py's medians per shape.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -ge 3 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,21p' "$0" >&2; exit 2; }
 ROUNDS=$1
 OLD=$(realpath "$2")
 NEW=$(realpath "$3")
 shift 3
 SHAPES=("$@")
-[ ${#SHAPES[@]} -gt 0 ] || SHAPES=(file20k wide big)
+[ ${#SHAPES[@]} -gt 0 ] || SHAPES=(file20k wide big csv log)
 TMP=${SHAPES_TMP:-/dev/shm/snapgraph-shapes}
 HERE=$PWD
 
@@ -67,6 +71,27 @@ for i in range(5000):
     big)
       files "$dir/w" 500 100
       edit=pkg3/sub7/m5.py
+      ;;
+    csv)
+      files "$dir/w" 200 10
+      edit=data.csv
+      python3 - "$dir/w/$edit" 40000 <<'PY'
+import random, sys
+rng = random.Random(2)
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write(f"{i},{rng.getrandbits(64):x},{rng.randint(1, 10**6)},{rng.random():.6f}\n")
+PY
+      ;;
+    log)
+      edit=app.log
+      python3 - "$dir/w/$edit" 200000 <<'PY'
+import random, sys
+rng = random.Random(1)
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        f.write(f"{i} INFO request id={rng.getrandbits(64):x} path=/api/v1/items/{rng.randint(1, 10**6)} status=200 ms={rng.randint(1, 900)}\n")
+PY
       ;;
     *) echo "shapes.sh: no shape $shape" >&2; exit 2 ;;
   esac

@@ -189,7 +189,17 @@ pub fn read_all(
         let f = std::fs::File::open(full).at(full)?;
         // Over its committed version, whole, or streamed in past `STREAM_MIN`.
         if let Some(ingest) = over(ws, path, *size, batches, store) {
-            return stream_into(ws, path, f, full, ingest, batches);
+            if *size > STREAM_MIN {
+                return stream_into(ws, path, f, full, ingest, batches);
+            }
+            // Held whole, as it would be without its committed version: one buffer.
+            let data = read_whole_file(&f, *size).at(full)?;
+            let (ingested, objects) = ingest.whole(&data);
+            if !objects.is_empty() {
+                batches.objects(objects)?;
+            }
+            ws.write_ingested(path, ingested)?;
+            return Ok(data.len() as u64);
         }
         if *size <= STREAM_MIN || !batches.streams() {
             let data = read_whole_file(&f, *size).at(full)?;

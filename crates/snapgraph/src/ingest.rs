@@ -354,38 +354,79 @@ impl Ingest {
         let Some(mut prev) = self.prev.take() else {
             return;
         };
-        let mut start = 0;
-        while start < self.buf.len() {
-            let pos = self.cut + start as u64;
-            let window = &self.buf[start..];
-            let (id, len, fresh) = match prev.take(pos, window, last) {
-                Found::Chunk(id, len) => (id, len as usize, false),
-                Found::More => break,
-                Found::Cut => {
-                    // A cut is final once CHUNK_MAX bytes from its chunk's start are
-                    // in hand.
-                    if !last && window.len() < CHUNK_MAX {
-                        break;
-                    }
-                    let len = first_cut(window);
-                    (chunk_id(&window[..len]), len, true)
-                }
-            };
-            if fresh {
-                out.insert_owned(id, encode_chunk(FORMAT_VERSION, &window[..len]));
-            }
-            self.spans.push(Span {
-                id,
-                start: pos as usize,
-                len: len as u32,
-                version: FORMAT_VERSION,
-            });
-            start += len;
-        }
-        self.cut += start as u64;
-        self.buf.drain(..start);
+        let taken = cut_window(&mut self.spans, self.cut, &mut prev, &self.buf, last, out);
+        self.cut += taken as u64;
+        self.buf.drain(..taken);
         self.prev = Some(prev);
     }
+
+    /// The whole file at once, for a caller that holds it: what [`push`](Self::push)
+    /// of `data` and [`finish`](Self::finish) make, without copying `data` into
+    /// the ingest's buffer.
+    pub fn whole(mut self, data: &[u8]) -> (Ingested, ObjectSet) {
+        let mut out = ObjectSet::new();
+        match self.prev.take() {
+            Some(mut prev) if self.is_empty() && data.len() > INLINE_MAX => {
+                let taken = cut_window(&mut self.spans, 0, &mut prev, data, true, &mut out);
+                debug_assert_eq!(taken, data.len());
+                self.cut = taken as u64;
+                let (file, last) = self.finish();
+                out.append(last);
+                (file, out)
+            }
+            prev => {
+                self.prev = prev;
+                out.append(self.push(data));
+                let (file, last) = self.finish();
+                out.append(last);
+                (file, out)
+            }
+        }
+    }
+}
+
+/// Cuts `window` (the file's bytes from offset `cut`; all the rest of it when
+/// `last`) into chunks over the previous version `prev`, one at a time: the
+/// previous version's chunk where one matches, a FastCDC cut where none does,
+/// up to the last chunk the bytes in hand decide. Pushes their spans and hands
+/// back the chunks cut afresh; returns the bytes taken.
+fn cut_window(
+    spans: &mut Vec<Span>,
+    cut: u64,
+    prev: &mut Previous,
+    window: &[u8],
+    last: bool,
+    out: &mut ObjectSet,
+) -> usize {
+    let mut start = 0;
+    while start < window.len() {
+        let pos = cut + start as u64;
+        let rest = &window[start..];
+        let (id, len, fresh) = match prev.take(pos, rest, last) {
+            Found::Chunk(id, len) => (id, len as usize, false),
+            Found::More => break,
+            Found::Cut => {
+                // A cut is final once CHUNK_MAX bytes from its chunk's start are in
+                // hand.
+                if !last && rest.len() < CHUNK_MAX {
+                    break;
+                }
+                let len = first_cut(rest);
+                (chunk_id(&rest[..len]), len, true)
+            }
+        };
+        if fresh {
+            out.insert_owned(id, encode_chunk(FORMAT_VERSION, &rest[..len]));
+        }
+        spans.push(Span {
+            id,
+            start: pos as usize,
+            len: len as u32,
+            version: FORMAT_VERSION,
+        });
+        start += len;
+    }
+    start
 }
 
 #[cfg(test)]
@@ -441,6 +482,23 @@ mod tests {
     fn check(old: &ContentObjects, data: &[u8], piece: usize, expected: u64) -> u64 {
         let fresh = ContentObjects::build(data);
         let (chunks, content, handed, reused) = over(old, data, piece, expected);
+        // The whole file at once: the same content, the same chunks handed back.
+        let refs = old
+            .chunks
+            .iter()
+            .map(|s| ChunkRef {
+                id: s.id,
+                len: s.len,
+            })
+            .collect();
+        let (file, all) = Ingest::over(refs, expected).whole(data);
+        assert_eq!(file.objects.content, fresh.content);
+        let whole_handed: HashSet<ObjectId> = all.iter().map(|(id, _)| *id).collect();
+        let chunk_ids: HashSet<ObjectId> = chunks.iter().map(|c| c.0).collect();
+        assert_eq!(
+            whole_handed.intersection(&chunk_ids).count(),
+            handed.intersection(&chunk_ids).count()
+        );
         assert_eq!(content, fresh.content);
         if data.len() > INLINE_MAX {
             assert_eq!(chunks, cuts(&fresh.chunks));
