@@ -362,8 +362,14 @@ export declare class Workspace {
    * commit does not emit its objects. The ids are those `write` and a commit would
    * make. Returns the file's size. Throws what `write` throws for the path
    * (`IS_A_DIRECTORY`, ...), and `CALLBACK` when `read` throws.
+   *
+   * Over a file a shallow checkout left in `store`, the chunks the new bytes
+   * still hold are hashed against that version's instead of cut, and not put
+   * again: an edit of a large file costs a hash of it and a cut of what changed.
+   * `size`, the new size when known, lets an unchanged tail after a change of
+   * length be found too (without it only an unchanged start is).
    */
-  writeStream(path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo): number
+  writeStream(path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo, size?: number): number
   /**
    * Hands the bytes of the file at `path` to `write`, a window of chunks at a time
    * for a file a shallow checkout left in `objects` (never whole in memory), each

@@ -117,3 +117,39 @@ test('writeStream stores in writes of a few MiB: a SQLite store keeps the chunks
     rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('writeStream over a shallow checkout makes what write makes, whatever changed', () => {
+  const data = pseudoRandom(3_000_000, 3)
+  const store = sg.open('memory:')
+  const first = new Workspace()
+  first.write('/log', data)
+  const c1 = first.commit()
+  store.putMany(c1.objects)
+  const edits = [
+    ['a line appended', Buffer.concat([data, Buffer.from('one more line\n')])],
+    ['a line prepended', Buffer.concat([Buffer.from('first\n'), data])],
+    ['a byte changed', Buffer.from(data).fill(7, 1_500_000, 1_500_001)],
+    ['cut short', data.subarray(0, 2_000_000)],
+    ['other bytes', pseudoRandom(2_500_000, 4)],
+  ]
+  for (const [what, next] of edits) {
+    const whole = new Workspace()
+    whole.write('/log', next)
+    whole.commit()
+    // With the new size, without it, and with a wrong one: a hint only.
+    for (const size of [next.length, undefined, 12345]) {
+      const ws = new Workspace()
+      ws.checkout(c1.id, store, { shallow: true })
+      assert.equal(ws.writeStream('/log', reader(next).read, store, size), next.length, what)
+      assert.equal(ws.isLoaded('/log'), false, what)
+      const c = ws.commit()
+      assert.equal(ws.fileContentId('/log'), whole.fileContentId('/log'), `${what}, size ${size}`)
+      store.putMany(c.objects)
+      const back = new Workspace()
+      back.checkout(c.id, store, { shallow: true })
+      const pieces = []
+      back.readStream('/log', store, (b) => pieces.push(b))
+      assert.ok(Buffer.concat(pieces).equals(next), `${what} reads back`)
+    }
+  }
+})

@@ -681,8 +681,14 @@ impl Workspace {
     /// commit does not emit its objects. The ids are those `write` and a commit would
     /// make. Returns the file's size. Throws what `write` throws for the path
     /// (`IS_A_DIRECTORY`, ...), and `CALLBACK` when `read` throws.
+    ///
+    /// Over a file a shallow checkout left in `store`, the chunks the new bytes
+    /// still hold are hashed against that version's instead of cut, and not put
+    /// again: an edit of a large file costs a hash of it and a cut of what changed.
+    /// `size`, the new size when known, lets an unchanged tail after a change of
+    /// length be found too (without it only an unchanged start is).
     #[napi(
-        ts_args_type = "path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo"
+        ts_args_type = "path: string, read: (size: number) => Uint8Array | null | undefined, store: Store | Repo, size?: number"
     )]
     pub fn write_stream(
         &self,
@@ -692,6 +698,7 @@ impl Workspace {
             napi::bindgen_prelude::ClassInstance<'_, crate::store::Store>,
             napi::bindgen_prelude::ClassInstance<'_, crate::store::Repo>,
         >,
+        size: Option<f64>,
     ) -> Result<f64> {
         let store = match store {
             Either::A(s) => s.inner.clone(),
@@ -701,7 +708,18 @@ impl Workspace {
             let batch: Vec<(ObjectId, &[u8])> = set.iter().map(|(id, b)| (*id, b)).collect();
             store.put_many(&batch).or_js()
         };
-        let mut ingest = snapgraph::ingest::Ingest::new();
+        // Over the version a shallow checkout left in the store, when there is one
+        // (its manifest unreadable: the new bytes do not need it, cut them afresh).
+        let source: &dyn snapgraph_store::Store = &*store;
+        let over = self.with(|ws| {
+            let expected = size
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| s as u64)
+                .or_else(|| ws.metadata(&path).ok().map(|m| m.size))
+                .unwrap_or(0);
+            Ok(ws.ingest_over(&path, source, expected).ok().flatten())
+        })?;
+        let mut ingest = over.unwrap_or_default();
         // Gathered into store writes of a few MiB (fewer transactions and syncs).
         let mut pending = snapgraph::ObjectSet::new();
         loop {

@@ -402,12 +402,20 @@ impl PyWorkspace {
     /// are the ones `objects` received: store them before the commit). The objects
     /// and ids are those `write` and a commit would make. Returns the file's size.
     /// Raises `FsError` for a path `write` refuses, and whatever `reader` raises.
+    ///
+    /// Over a file a shallow checkout left in `objects` (a store), the chunks the
+    /// new bytes still hold are hashed against that version's instead of cut, and
+    /// not put again: an edit of a large file costs a hash of it and a cut of what
+    /// changed. `size`, the new size when known, lets an unchanged tail after a
+    /// change of length be found too (without it only an unchanged start is).
+    #[pyo3(signature = (path, reader, objects, size = None))]
     fn write_stream(
         &mut self,
         py: Python<'_>,
         path: &str,
         reader: &Bound<'_, PyAny>,
         objects: &Bound<'_, PyAny>,
+        size: Option<u64>,
     ) -> Result<u64, Failure> {
         let store = objects
             .cast::<crate::store::PyStore>()
@@ -436,7 +444,22 @@ impl PyWorkspace {
                 }
             }
         };
-        let mut ingest = snapgraph::ingest::Ingest::new();
+        // Over the version a shallow checkout left in the store, when there is one
+        // (its manifest unreadable: the new bytes do not need it, cut them afresh).
+        let over = match &store {
+            Some(store) => {
+                let source: &dyn snapgraph_store::Store = &**store;
+                let ws = &self.inner;
+                py.detach(|| {
+                    let expected = size.or_else(|| ws.metadata(path).ok().map(|m| m.size));
+                    ws.ingest_over(path, source, expected.unwrap_or(0))
+                        .ok()
+                        .flatten()
+                })
+            }
+            None => None,
+        };
+        let mut ingest = over.unwrap_or_default();
         // Gathered into store writes of a few MiB (fewer transactions and syncs).
         let mut pending = snapgraph::ObjectSet::new();
         loop {

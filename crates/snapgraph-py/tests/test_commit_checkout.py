@@ -371,6 +371,49 @@ def test_write_stream_makes_what_write_makes_and_read_stream_gives_it_back(tmp_p
     assert out.getvalue() == data
 
 
+def test_write_stream_over_a_shallow_checkout_makes_what_write_makes(tmp_path):
+    """Over a file a shallow checkout left in a store, write_stream hashes the chunks
+    the new bytes still hold instead of cutting them (the Rust tests show which it
+    took); whatever changed, and whatever size is given as a hint, the file commits
+    to what a whole write makes and reads back."""
+    import io
+
+    data = _pseudo_random(3_000_000, 3)
+    store = snapgraph.open(f"sqlite:{tmp_path / 's.db'}")
+    first = snapgraph.Workspace()
+    first.write("/log", data)
+    c1 = first.commit()
+    store.put(c1.objects)
+    changed = bytearray(data)
+    changed[1_500_000] ^= 0xFF
+    edits = {
+        "a line appended": data + b"one more line\n",
+        "a line prepended": b"first\n" + data,
+        "a byte changed": bytes(changed),
+        "cut short": data[:2_000_000],
+        "other bytes": _pseudo_random(2_500_000, 4),
+    }
+    for what, new in edits.items():
+        # The same commit made by a whole write on a full checkout.
+        whole = snapgraph.Workspace()
+        whole.checkout(c1.id, store)
+        whole.write("/log", new)
+        expected = whole.commit()
+        for size in (len(new), None, 12345):
+            ws = snapgraph.Workspace()
+            ws.checkout(c1.id, store, shallow=True)
+            assert ws.write_stream("/log", io.BytesIO(new), store, size=size) == len(new)
+            assert not ws.is_loaded("/log")
+            c = ws.commit()
+            assert c.id == expected.id, (what, size)
+            store.put(c.objects)
+            back = snapgraph.Workspace()
+            back.checkout(c.id, store, shallow=True)
+            out = io.BytesIO()
+            back.read_stream("/log", store, out)
+            assert out.getvalue() == new, what
+
+
 def test_streams_raise_typed_errors():
     import io
 

@@ -233,10 +233,17 @@ class Workspace:
     ) -> Restore: ...
     def load_content(self, path: str, objects: Objects) -> None: ...
     def write_stream(
-        self, path: str, reader: _Reader, objects: Union["Store", MutableMapping[str, bytes]]
+        self,
+        path: str,
+        reader: _Reader,
+        objects: Union["Store", MutableMapping[str, bytes]],
+        size: Optional[int] = None,
     ) -> int:
         """Writes a file from ``reader`` (1 MiB reads), cut into its objects as it
-        arrives, each put into ``objects``; the workspace keeps the reference."""
+        arrives, each put into ``objects``; the workspace keeps the reference. Over
+        a file a shallow checkout left in a store, the chunks still held are hashed,
+        not cut or put again (``size``, the new size if known, finds an unchanged
+        tail too)."""
     def read_stream(self, path: str, objects: Objects, writer: _Writer) -> int:
         """Writes a file to ``writer`` a window of verified chunks at a time (fetched
         from a store without holding the GIL); the bytes are the file only once this

@@ -83,7 +83,7 @@ impl Workspace {
     /// costs a hash of it and a cut of what changed (see the
     /// [`ingest`](crate::ingest) module, "Over a previous version"). `expected` is
     /// the new length as far as known (it only decides where an unchanged tail is
-    /// looked for). The objects and ids are those of a plain [`Ingest`]; put the
+    /// looked for). The objects and ids are those of a plain [`Ingest`](crate::ingest::Ingest); put the
     /// result at `path` with [`write_ingested`](Self::write_ingested).
     ///
     /// `None` when there is no such version to ingest over: `path` is missing, not
