@@ -255,9 +255,10 @@ fn cli_seeds(corpus: &Path) {
             }),
         },
     );
-    index
-        .entries
-        .insert("/e".to_string(), snapgraph_cli::index::IndexEntry::Dir { listing: None });
+    index.entries.insert(
+        "/e".to_string(),
+        snapgraph_cli::index::IndexEntry::Dir { listing: None },
+    );
     index.tip = Some(id);
     write(&dir, "two-entries", &index.to_bytes());
     let mut skeleton = std::collections::HashMap::new();
