@@ -159,6 +159,16 @@ fn main() {
     }
 
     cli_seeds(&corpus);
+
+    // ingest_over: any bytes parse as a case (`arbitrary`); a few of different
+    // lengths, so that the first runs have edits to make.
+    for n in 0..4u64 {
+        write(
+            &corpus.join("ingest_over"),
+            &format!("seed{n}"),
+            &pseudo_random(48 + 24 * n as usize, 48 + n),
+        );
+    }
 }
 
 /// Seeds of the CLI's parsers: tar archives (an export of the sample tree, hard
