@@ -10,9 +10,12 @@
 //!
 //! A file of [`OVER_MIN`] bytes or more whose committed version the workspace holds
 //! unloaded (a lazy scan's workspace), when the reader is given the store it is in,
-//! is streamed in over that version ([`Workspace::ingest_over`]): the chunks it
-//! still holds are hashed instead of cut and not handed to the store again, so an
-//! edit of a large file costs a hash of it and a cut of what changed.
+//! is cut over that version ([`Workspace::ingest_over`]): the chunks it still holds
+//! are hashed instead of cut and not handed to the store again, so an edit of a
+//! large file costs a hash of it and a cut of what changed. Below [`STREAM_MIN`]
+//! only for batches that keep the objects ([`Batches::keeps`]): the workspace then
+//! holds the file's reference, not its bytes, which a diff of the working directory
+//! reads for a patch.
 
 use std::io::Read;
 use std::path::Path;
@@ -51,6 +54,15 @@ pub trait Batches {
     /// Whether [`objects`](Self::objects) stores what it is given: large files are
     /// streamed in only then.
     fn streams(&self) -> bool;
+
+    /// Whether what [`objects`](Self::objects) is given can be read back later (a
+    /// store): a file of at most [`STREAM_MIN`] bytes is read over its committed
+    /// version only then, as the workspace then holds only its reference. A commit
+    /// made in memory ([`Hashed`]) drops the objects, and its diff reads such a
+    /// file's bytes for a patch.
+    fn keeps(&self) -> bool {
+        self.streams()
+    }
 }
 
 /// Batches that store nothing: every file is read whole.
@@ -85,6 +97,9 @@ impl Batches for Hashed {
     }
     fn streams(&self) -> bool {
         true
+    }
+    fn keeps(&self) -> bool {
+        false
     }
 }
 
@@ -280,7 +295,10 @@ fn over(
     batches: &dyn Batches,
     store: Option<&dyn ObjectSource>,
 ) -> Option<Ingest> {
-    let store = store.filter(|_| size >= OVER_MIN && batches.streams())?;
+    // Past STREAM_MIN the file is streamed in (its reference only) either way;
+    // below it, only where its objects can be read back.
+    let over = size > STREAM_MIN || (size >= OVER_MIN && batches.keeps());
+    let store = store.filter(|_| over && batches.streams())?;
     match ws.ingest_over(path, store, size) {
         Ok(ingest) => ingest,
         Err(e) => {

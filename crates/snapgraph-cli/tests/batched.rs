@@ -349,7 +349,17 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
     ok(p, &["init"]);
     write(p, "small.txt", b"one\ntwo\n");
     write(p, "mid.bin", &pseudo_random(20 << 20, 5));
+    // A text file over batches::OVER_MIN and under STREAM_MIN: a commit would cut it
+    // over its committed version, but the diff reads its bytes for a patch.
+    let text: String = (0..60_000).map(|i| format!("line {i} of text\n")).collect();
+    assert!(text.len() as u64 > snapgraph_cli::batches::OVER_MIN);
+    write(p, "text.txt", text.as_bytes());
     ok(p, &["commit", "-m", "one"]);
+    write(
+        p,
+        "text.txt",
+        text.replace("line 100 of", "LINE 100 of").as_bytes(),
+    );
     write(p, "big.bin", &pseudo_random(64 << 20, 78));
     let mut mid = pseudo_random(20 << 20, 5);
     mid[7] ^= 1;
@@ -360,7 +370,7 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
     let v: serde_json::Value = serde_json::from_str(&status).unwrap();
     assert_eq!(v["added"], serde_json::json!(["/big.bin"]), "{v}");
     let modified = v["modified"].as_array().unwrap();
-    assert_eq!(modified.len(), 2, "{v}");
+    assert_eq!(modified.len(), 3, "{v}");
     let patch = limited(&["diff", "-p"]);
     assert!(
         patch.contains("Binary files /dev/null and b/big.bin differ\n"),
@@ -371,11 +381,15 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
         "{patch}"
     );
     assert!(patch.contains("-two\n+2\n"), "{patch}");
+    assert!(
+        patch.contains("-line 100 of text\n+LINE 100 of text\n"),
+        "{patch}"
+    );
     let stat = limited(&["diff", "--stat"]);
     assert!(stat.contains(" big.bin   | Bin"), "{stat}");
     let c = json(p, &["commit", "-m", "two"]);
     assert_eq!(c["files_added"], 1, "{c}");
-    assert_eq!(c["files_modified"], 2, "{c}");
+    assert_eq!(c["files_modified"], 3, "{c}");
     assert_eq!(
         ok(p, &["status"]).lines().nth(1),
         Some("nothing changed since main")
