@@ -8,14 +8,14 @@
 //! its content reference ([`Workspace::write_ingested`]). A caller with no store to
 //! hand objects to (a scan that only reports) reads every file whole.
 //!
-//! A file of [`OVER_MIN`] bytes or more whose committed version the workspace holds
-//! unloaded (a lazy scan's workspace), when the reader is given the store it is in,
-//! is cut over that version ([`Workspace::ingest_over`]): the chunks it still holds
-//! are hashed instead of cut and not handed to the store again, so an edit of a
-//! large file costs a hash of it and a cut of what changed. Below [`STREAM_MIN`]
-//! only for batches that keep the objects ([`Batches::keeps`]): the workspace then
-//! holds the file's reference, not its bytes, which a diff of the working directory
-//! reads for a patch.
+//! A file streamed in whose committed version the workspace holds unloaded (a lazy
+//! scan's workspace), when the reader is given the store it is in, is cut over that
+//! version ([`Workspace::ingest_over`]): the chunks it still holds are hashed
+//! instead of cut and not handed to the store again, so an edit of a large file
+//! costs a hash of it and a cut of what changed. A file read whole is cut by the
+//! commit as before: its objects then go in the commit's own write, where an
+//! ingest's would go to the store before it (a writer's lease and a write of their
+//! own: three more transactions, three more `fsync`s on a disk).
 
 use std::io::Read;
 use std::path::Path;
@@ -29,12 +29,6 @@ use crate::error::{IoContext, Result};
 /// most [`READ_BLOCK`] bytes of the file, the cutter's megabyte and
 /// [`HAND_BYTES`] of objects are held at a time, whatever its size.
 pub const STREAM_MIN: u64 = 16 << 20;
-
-/// Files at least this large are streamed in over their committed version when
-/// the workspace holds it unloaded (see the module documentation). Below it, a
-/// whole read and cut costs about what the hash alone would, and a first hand-over
-/// to the store's writer thread would add its start.
-pub const OVER_MIN: u64 = 1 << 20;
 
 /// Bytes read from a streamed file per `read` call.
 pub const READ_BLOCK: usize = 1 << 20;
@@ -54,15 +48,6 @@ pub trait Batches {
     /// Whether [`objects`](Self::objects) stores what it is given: large files are
     /// streamed in only then.
     fn streams(&self) -> bool;
-
-    /// Whether what [`objects`](Self::objects) is given can be read back later (a
-    /// store): a file of at most [`STREAM_MIN`] bytes is read over its committed
-    /// version only then, as the workspace then holds only its reference. A commit
-    /// made in memory ([`Hashed`]) drops the objects, and its diff reads such a
-    /// file's bytes for a patch.
-    fn keeps(&self) -> bool {
-        self.streams()
-    }
 }
 
 /// Batches that store nothing: every file is read whole.
@@ -97,9 +82,6 @@ impl Batches for Hashed {
     }
     fn streams(&self) -> bool {
         true
-    }
-    fn keeps(&self) -> bool {
-        false
     }
 }
 
@@ -202,19 +184,10 @@ pub fn read_all(
     let read_here = |ws: &mut Workspace, i: usize, batches: &mut dyn Batches| {
         let (full, path, size) = &files[i];
         let f = std::fs::File::open(full).at(full)?;
-        // Over its committed version, whole, or streamed in past `STREAM_MIN`.
+        // Whole, or streamed in past `STREAM_MIN` (over its committed version
+        // when there is one).
         if let Some(ingest) = over(ws, path, *size, batches, store) {
-            if *size > STREAM_MIN {
-                return stream_into(ws, path, f, full, ingest, batches);
-            }
-            // Held whole, as it would be without its committed version: one buffer.
-            let data = read_whole_file(&f, *size).at(full)?;
-            let (ingested, objects) = ingest.whole(&data);
-            if !objects.is_empty() {
-                batches.objects(objects)?;
-            }
-            ws.write_ingested(path, ingested)?;
-            return Ok(data.len() as u64);
+            return stream_into(ws, path, f, full, ingest, batches);
         }
         if *size <= STREAM_MIN || !batches.streams() {
             let data = read_whole_file(&f, *size).at(full)?;
@@ -285,9 +258,9 @@ pub fn read_into(
 }
 
 /// An ingest over the committed version of the file at `path` (`size` bytes as
-/// last seen), when one is worth it: see [`OVER_MIN`]. A committed version that
-/// cannot be read is not needed for the new one: the file is then read as without
-/// one, with a warning.
+/// last seen), for a file streamed in (see the module documentation). A committed
+/// version that cannot be read is not needed for the new one: the file is then
+/// read as without one, with a warning.
 fn over(
     ws: &Workspace,
     path: &str,
@@ -295,10 +268,7 @@ fn over(
     batches: &dyn Batches,
     store: Option<&dyn ObjectSource>,
 ) -> Option<Ingest> {
-    // Past STREAM_MIN the file is streamed in (its reference only) either way;
-    // below it, only where its objects can be read back.
-    let over = size > STREAM_MIN || (size >= OVER_MIN && batches.keeps());
-    let store = store.filter(|_| over && batches.streams())?;
+    let store = store.filter(|_| size > STREAM_MIN && batches.streams())?;
     match ws.ingest_over(path, store, size) {
         Ok(ingest) => ingest,
         Err(e) => {

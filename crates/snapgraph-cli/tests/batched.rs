@@ -349,10 +349,11 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
     ok(p, &["init"]);
     write(p, "small.txt", b"one\ntwo\n");
     write(p, "mid.bin", &pseudo_random(20 << 20, 5));
-    // A text file over batches::OVER_MIN and under STREAM_MIN: a commit would cut it
-    // over its committed version, but the diff reads its bytes for a patch.
+    // A text file of over a MiB and under STREAM_MIN: the diff reads its bytes for
+    // a patch (a version that cut it over its committed version, as a commit cuts
+    // larger files, left it as a reference only: "object not found").
     let text: String = (0..60_000).map(|i| format!("line {i} of text\n")).collect();
-    assert!(text.len() as u64 > snapgraph_cli::batches::OVER_MIN);
+    assert!(text.len() > 1 << 20);
     write(p, "text.txt", text.as_bytes());
     ok(p, &["commit", "-m", "one"]);
     write(
@@ -396,13 +397,14 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
     );
 }
 
-/// A large file edited between commits is read over its committed version
-/// (`batches::OVER_MIN`: the chunks it still holds hashed, not cut): every version
-/// commits to the content a whole write makes (edits at a cut point included, where
-/// a re-cut is most easily wrong), restores byte for byte and verifies.
+/// A file streamed in (over `batches::STREAM_MIN`) and edited between commits is
+/// read over its committed version (the chunks it still holds hashed, not cut):
+/// every version commits to the content a whole write makes (an edit at a cut point
+/// included, where a re-cut is most easily wrong), restores byte for byte and
+/// verifies.
 #[test]
 fn a_large_file_edited_commits_as_a_whole_write_does() {
-    use snapgraph_cli::batches::OVER_MIN;
+    use snapgraph_cli::batches::STREAM_MIN;
     let whole_id = |data: &[u8]| {
         let mut ws = snapgraph::Workspace::new();
         ws.write("/big.bin", data).unwrap();
@@ -421,7 +423,7 @@ fn a_large_file_edited_commits_as_a_whole_write_does() {
             .file_content_id("/data/big.bin")
             .unwrap()
     };
-    let base = pseudo_random(3 * OVER_MIN as usize + 12_345, 77);
+    let base = pseudo_random(STREAM_MIN as usize + 1_012_345, 77);
     let cut = snapgraph::chunk::cut_points(&base)[40];
     let flipped = |d: &[u8], at: usize| {
         let mut d = d.to_vec();
@@ -436,7 +438,7 @@ fn a_large_file_edited_commits_as_a_whole_write_does() {
         Box::new(move |d| flipped(d, cut)),
         Box::new(move |d| [&d[..cut], b"x", &d[cut..]].concat()),
         Box::new(|d| [b"a new first line\n".as_slice(), d].concat()),
-        Box::new(|d| d[..d.len() * 2 / 3].to_vec()),
+        Box::new(|d| d[..d.len() - 500_000].to_vec()),
         Box::new(|d| [d, &pseudo_random(700_000, 5)[..]].concat()),
     ];
     for edit in &edits {
