@@ -14,6 +14,8 @@ use crate::object::{
 };
 use crate::pool::{buffer_to_fill, Buffer, BufferPool};
 
+pub(crate) mod over;
+
 /// Bytes of a file (or of the state), shared between workspace clones. They are
 /// either the caller's `Arc<[u8]>` (`write_shared`), a buffer this engine filled (a
 /// copy `write` made, a checkout assembled in place: no zero fill, no second copy
@@ -318,7 +320,14 @@ impl ContentObjects {
     pub fn build_many(jobs: &[Pending], threads: usize) -> Vec<Self> {
         let mut out: Vec<Option<Self>> = jobs
             .iter()
-            .map(|j| j.prev.as_ref().map(|p| Self::rebuild(&p.0, &p.1, &j.data)))
+            .map(|j| match (&j.over, &j.prev) {
+                (Some(chunks), _) if j.data.len() > INLINE_MAX => Some(Self::from_spans(
+                    j.data.len() as u64,
+                    over::spans_over(chunks.clone(), &j.data, threads),
+                )),
+                (_, Some(p)) => Some(Self::rebuild(&p.0, &p.1, &j.data)),
+                _ => None,
+            })
             .collect();
         let datas: Vec<FileBytes> = jobs
             .iter()
@@ -511,6 +520,9 @@ pub(crate) struct Pending {
     pub data: FileBytes,
     /// Its previous version's bytes and objects, when worth reusing.
     pub prev: Option<Arc<Previous>>,
+    /// Its previous version's chunk list, read from the store, when that version's
+    /// bytes are not at hand (see [`over`]).
+    pub over: Option<Vec<ChunkRef>>,
 }
 
 /// Files at least this large keep their previous version across a write, so that a
@@ -960,6 +972,7 @@ mod tests {
             .map(|d| Pending {
                 data: d.clone(),
                 prev: None,
+                over: None,
             })
             .collect();
         let par = ContentObjects::build_many(&jobs, 2);

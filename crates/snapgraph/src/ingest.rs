@@ -27,29 +27,16 @@
 //! with its id instead of being cut by FastCDC, and a chunk that matches is neither
 //! cut nor handed back (the store holds it). So an edit to a large file costs one
 //! BLAKE3 pass over it and a FastCDC pass over the changed region only, and hands
-//! back only the changed chunks and the manifest nodes.
-//!
-//! The result is exactly what cutting the whole file makes. A FastCDC cut at `e`
-//! is decided by the bytes from the previous cut up to and including the byte at
-//! `e` (the next chunk's first), and one at an even offset is tested only while a
-//! byte follows it. So an old chunk that matches is taken only when the old chunk
-//! after it matches too, just after it (its first byte is the deciding byte, and
-//! it holds the byte that follows, being the last chunk only when both files end
-//! with it), or when it was the old file's last chunk and the new file ends with it
-//! (the same bytes to the end: the same cut). The rest of the scan's decision (its
-//! normalization switch, its cap at [`CHUNK_MAX`]) follows from the same bytes and
-//! at least those remaining. Old chunks are looked for where the file's start puts
-//! them (an unchanged prefix), and where its expected length puts them (an
-//! unchanged tail, shifted by the change in length); hashing that finds no match is
-//! bounded (past 4 MiB more wasted than matched, the rest is cut as without a
-//! previous version).
+//! back only the changed chunks and the manifest nodes. The objects are exactly
+//! those of a plain `Ingest`: why is written in `content::over`, which a commit
+//! holding the new bytes uses too.
 
 use std::sync::Arc;
 
-use crate::chunk::{chunker, first_cut, CHUNK_MAX};
+use crate::chunk::{chunker, CHUNK_MAX};
+use crate::content::over::{cut_window, Previous};
 use crate::content::{ContentObjects, Span};
 use crate::emit::ObjectSet;
-use crate::id::ObjectId;
 use crate::limits::INLINE_MAX;
 use crate::object::manifest::ChunkRef;
 use crate::object::tree::Content;
@@ -102,117 +89,6 @@ pub struct Ingest {
     prev: Option<Box<Previous>>,
 }
 
-/// Hashing that found no match, beyond what matched, after which an [`Ingest`] stops
-/// looking for the previous version's chunks.
-const WASTE_MAX: u64 = 4 << 20;
-
-/// The previous version's chunks, as [`Ingest`] looks for them (see the module
-/// documentation, "Over a previous version").
-#[derive(Debug)]
-struct Previous {
-    chunks: Vec<ChunkRef>,
-    /// Where each chunk starts in the previous version.
-    starts: Vec<u64>,
-    /// Where the previous version's chunks are looked for: old offset = new
-    /// offset - shift. The shift of the last match first, then 0 (an unchanged
-    /// prefix) and the expected change in length (an unchanged tail).
-    shifts: [i64; 3],
-    /// Chunk `.0` matched at new offset `.1`, waiting for its own next chunk.
-    matched: Option<(usize, u64)>,
-    /// Bytes of chunks taken, and bytes hashed without a match.
-    taken: u64,
-    wasted: u64,
-}
-
-/// What [`Previous::take`] found at an offset.
-enum Found {
-    /// The previous version's chunk of this many bytes, with its id.
-    Chunk(ObjectId, u32),
-    /// Nothing to take: cut here.
-    Cut,
-    /// Not decidable with the bytes in hand.
-    More,
-}
-
-impl Previous {
-    /// The old chunk starting at new offset `pos` under `shift`, if any.
-    fn at(&self, pos: u64, shift: i64) -> Option<usize> {
-        let old = i64::try_from(pos).ok()?.checked_sub(shift)?;
-        let old = u64::try_from(old).ok()?;
-        self.starts.binary_search(&old).ok()
-    }
-
-    /// Whether old chunk `k` is what `window` (the bytes from new offset `pos`)
-    /// starts with: remembered, or hashed.
-    fn matches(&mut self, k: usize, pos: u64, window: &[u8]) -> bool {
-        let len = self.chunks[k].len as usize;
-        if self.matched == Some((k, pos)) {
-            return true;
-        }
-        if window.len() < len {
-            return false;
-        }
-        let same = chunk_id(&window[..len]) == self.chunks[k].id;
-        if !same {
-            self.wasted += len as u64;
-        }
-        same
-    }
-
-    /// Looks for an old chunk to take at new offset `pos`, `window` the bytes in hand
-    /// from there (all the rest of the file when `last`).
-    fn take(&mut self, pos: u64, window: &[u8], last: bool) -> Found {
-        if self.wasted > self.taken + WASTE_MAX {
-            return Found::Cut;
-        }
-        for i in 0..self.shifts.len() {
-            let shift = self.shifts[i];
-            if self.shifts[..i].contains(&shift) {
-                continue;
-            }
-            let Some(k) = self.at(pos, shift) else {
-                continue;
-            };
-            let len = self.chunks[k].len as usize;
-            let next = self.chunks.get(k + 1).map(|c| c.len as usize);
-            // The bytes a decision needs: the chunk and the one after it, or (the old
-            // file's last chunk) the chunk and the end of the file.
-            let need = len + next.unwrap_or(0);
-            if next.is_none() && window.len() > len {
-                // The new file goes on past the old one's end here.
-                continue;
-            }
-            if window.len() < need || (next.is_none() && !last) {
-                if !last {
-                    return Found::More;
-                }
-                continue;
-            }
-            if !self.matches(k, pos, window) {
-                continue;
-            }
-            let taken = match next {
-                // The old file's last chunk, and the new file's (checked above).
-                None => true,
-                Some(_) => {
-                    let after = pos + len as u64;
-                    let ok = self.matches(k + 1, after, &window[len..]);
-                    if ok {
-                        self.matched = Some((k + 1, after));
-                    }
-                    ok
-                }
-            };
-            if taken {
-                self.taken += len as u64;
-                self.shifts[0] = shift;
-                return Found::Chunk(self.chunks[k].id, self.chunks[k].len);
-            }
-        }
-        Found::Cut
-    }
-}
-
 /// A file's content reference made by [`Ingest::finish`]: what
 /// [`Workspace::write_ingested`](crate::Workspace::write_ingested) puts at a path.
 /// Only an [`Ingest`] makes one, so its ids are those of the bytes it was given.
@@ -245,26 +121,8 @@ impl Ingest {
     /// guess: it only decides where the previous version's tail is looked for). See
     /// the module documentation, "Over a previous version".
     pub(crate) fn over(chunks: Vec<ChunkRef>, expected: u64) -> Self {
-        let mut starts = Vec::with_capacity(chunks.len());
-        let mut at = 0u64;
-        for c in &chunks {
-            starts.push(at);
-            at += u64::from(c.len);
-        }
-        let shift = i64::try_from(expected)
-            .unwrap_or(i64::MAX)
-            .saturating_sub(i64::try_from(at).unwrap_or(i64::MAX));
         Self {
-            prev: (!chunks.is_empty()).then(|| {
-                Box::new(Previous {
-                    chunks,
-                    starts,
-                    shifts: [0, 0, shift],
-                    matched: None,
-                    taken: 0,
-                    wasted: 0,
-                })
-            }),
+            prev: Previous::new(chunks, expected).map(Box::new),
             ..Self::default()
         }
     }
@@ -354,7 +212,15 @@ impl Ingest {
         let Some(mut prev) = self.prev.take() else {
             return;
         };
-        let taken = cut_window(&mut self.spans, self.cut, &mut prev, &self.buf, last, out);
+        let taken = cut_window(
+            &mut self.spans,
+            self.cut,
+            &mut prev,
+            &self.buf,
+            last,
+            &mut |id, bytes| out.insert_owned(id, encode_chunk(FORMAT_VERSION, bytes)),
+            false,
+        );
         self.cut += taken as u64;
         self.buf.drain(..taken);
         self.prev = Some(prev);
@@ -367,7 +233,15 @@ impl Ingest {
         let mut out = ObjectSet::new();
         match self.prev.take() {
             Some(mut prev) if self.is_empty() && data.len() > INLINE_MAX => {
-                let taken = cut_window(&mut self.spans, 0, &mut prev, data, true, &mut out);
+                let taken = cut_window(
+                    &mut self.spans,
+                    0,
+                    &mut prev,
+                    data,
+                    true,
+                    &mut |id, bytes| out.insert_owned(id, encode_chunk(FORMAT_VERSION, bytes)),
+                    false,
+                );
                 debug_assert_eq!(taken, data.len());
                 self.cut = taken as u64;
                 let (file, last) = self.finish();
@@ -385,54 +259,12 @@ impl Ingest {
     }
 }
 
-/// Cuts `window` (the file's bytes from offset `cut`; all the rest of it when
-/// `last`) into chunks over the previous version `prev`, one at a time: the
-/// previous version's chunk where one matches, a FastCDC cut where none does,
-/// up to the last chunk the bytes in hand decide. Pushes their spans and hands
-/// back the chunks cut afresh; returns the bytes taken.
-fn cut_window(
-    spans: &mut Vec<Span>,
-    cut: u64,
-    prev: &mut Previous,
-    window: &[u8],
-    last: bool,
-    out: &mut ObjectSet,
-) -> usize {
-    let mut start = 0;
-    while start < window.len() {
-        let pos = cut + start as u64;
-        let rest = &window[start..];
-        let (id, len, fresh) = match prev.take(pos, rest, last) {
-            Found::Chunk(id, len) => (id, len as usize, false),
-            Found::More => break,
-            Found::Cut => {
-                // A cut is final once CHUNK_MAX bytes from its chunk's start are in
-                // hand.
-                if !last && rest.len() < CHUNK_MAX {
-                    break;
-                }
-                let len = first_cut(rest);
-                (chunk_id(&rest[..len]), len, true)
-            }
-        };
-        if fresh {
-            out.insert_owned(id, encode_chunk(FORMAT_VERSION, &rest[..len]));
-        }
-        spans.push(Span {
-            id,
-            start: pos as usize,
-            len: len as u32,
-            version: FORMAT_VERSION,
-        });
-        start += len;
-    }
-    start
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chunk::tests_support::pseudo_random;
+    use crate::content::over::{spans_over, WASTE_MAX};
+    use crate::id::ObjectId;
     use std::collections::HashSet;
 
     type Cuts = Vec<(ObjectId, usize, u32)>;
@@ -502,6 +334,17 @@ mod tests {
         assert_eq!(content, fresh.content);
         if data.len() > INLINE_MAX {
             assert_eq!(chunks, cuts(&fresh.chunks));
+            // A commit holding the new bytes (the rest cut on two threads where the
+            // hashing gives up): the same chunks.
+            let refs = old
+                .chunks
+                .iter()
+                .map(|s| ChunkRef {
+                    id: s.id,
+                    len: s.len,
+                })
+                .collect();
+            assert_eq!(cuts(&spans_over(refs, data, 2)), cuts(&fresh.chunks));
         }
         let old_ids: HashSet<ObjectId> = old.chunks.iter().map(|s| s.id).collect();
         for (id, _, _) in &chunks {

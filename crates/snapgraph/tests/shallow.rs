@@ -690,8 +690,13 @@ fn moving_removing_and_re_moding_unloaded_files() {
     );
 }
 
+/// A large file a shallow checkout left in the store, written over: the commit reads
+/// that version's chunk list from the store it is given (`have_in`) and hashes the
+/// chunks the new bytes still hold instead of cutting them, or, without the store,
+/// cuts it afresh; the same commit either way, as a full checkout's and a fresh
+/// workspace's.
 #[test]
-fn overwriting_a_large_unloaded_file_rebuilds_from_scratch() {
+fn overwriting_a_large_unloaded_file_commits_as_a_whole_write() {
     let mut src = Workspace::new();
     let base = pseudo_random(3 << 20, 41);
     src.write("/big", &base).unwrap();
@@ -726,6 +731,28 @@ fn overwriting_a_large_unloaded_file_rebuilds_from_scratch() {
     // Only what changed is emitted: far less than the file.
     assert!(a.stored_bytes() < 1 << 20, "{}", a.stored_bytes());
     assert!(!ws.is_loaded("/other"));
+
+    // With a source that lacks the old manifest: cut afresh, the same commit.
+    let old_root = shallow(id, &store).file_content_id("/big").unwrap();
+    let mut lacking = store.clone();
+    assert!(lacking.remove(&old_root).is_some());
+    let mut ws = shallow(id, &store);
+    ws.write("/big", &edited).unwrap();
+    let opts = CommitOptions::new().parent(id).have_in(&lacking);
+    assert_eq!(ws.commit(opts).unwrap().id(), f.id());
+    // Bytes after an edit at one of the stored cuts (the cut's deciding byte).
+    let cut = snapgraph::chunk::cut_points(&base)[30];
+    let mut at_cut = base.clone();
+    at_cut[cut] ^= 0xFF;
+    let mut ws = shallow(id, &store);
+    ws.write("/big", &at_cut).unwrap();
+    let mut whole = Workspace::new();
+    whole.write("/big", &at_cut).unwrap();
+    let _ = ws
+        .commit(CommitOptions::new().parent(id).have_in(&store))
+        .unwrap();
+    let _ = whole.commit(CommitOptions::new()).unwrap();
+    assert_eq!(ws.file_content_id("/big"), whole.file_content_id("/big"));
 }
 
 #[test]

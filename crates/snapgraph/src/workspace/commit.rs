@@ -291,10 +291,19 @@ impl Workspace {
         // the results into the tree in the same traversal order.
         let mut pending = Vec::new();
         pending_contents(&self.root, &mut pending);
+        let sources: Vec<&dyn ObjectSource> = options
+            .have
+            .sources
+            .iter()
+            .copied()
+            .chain(options.parent_source)
+            .collect();
+        self.resolve_over(&mut pending, &sources);
         if self.state_objects.is_none() {
             pending.push(Pending {
                 data: self.state.clone(),
                 prev: None,
+                over: None,
             });
         }
         let threads = self.threads_for(fresh_bytes(&pending), PARALLEL_TOTAL_MIN);
@@ -422,6 +431,8 @@ impl Workspace {
         if pending.is_empty() {
             return ObjectSet::new();
         }
+        let sources: Vec<&dyn ObjectSource> = have_in.into_iter().collect();
+        self.resolve_over(&mut pending, &sources);
         let threads = self.threads_for(fresh_bytes(&pending), PARALLEL_TOTAL_MIN);
         let built = ContentObjects::build_many(&pending, threads);
         let have = Have {
@@ -437,6 +448,36 @@ impl Workspace {
         Arc::make_mut(&mut self.handed).extend(out.ids().copied());
         hand_over_dir(Arc::make_mut(&mut self.root), &mut built.into_iter());
         out
+    }
+
+    /// For each pending content whose previous version is only a reference (a file
+    /// a shallow or lazy checkout left in the store, written over since): that
+    /// version's chunk list, read from the first of `sources` that has its
+    /// manifest, checked as [`load_content`](Self::load_content) checks it, so that
+    /// the build hashes the chunks the new bytes still hold instead of cutting them
+    /// ([`crate::ingest::spans_over`]). Without one the content is cut afresh (the
+    /// same objects: the chunk list only saves work).
+    fn resolve_over(&self, pending: &mut [Pending], sources: &[&dyn ObjectSource]) {
+        for p in pending {
+            let Some(prev) = &p.prev else {
+                continue;
+            };
+            if !prev.0.is_empty() || !prev.1.chunks.is_empty() {
+                // The old bytes are at hand: `ContentObjects::rebuild` compares them.
+                continue;
+            }
+            let reference = Arc::clone(&prev.1);
+            p.prev = None;
+            let Content::Manifest(root) = reference.content else {
+                continue;
+            };
+            let commit = self.head.unwrap_or(root);
+            p.over = sources.iter().find_map(|source| {
+                self.loader(*source, commit, true, super::checkout::Depth::Full)
+                    .chunk_refs(root, reference.size)
+                    .ok()
+            });
+        }
     }
 
     fn root_layout(&self) -> Arc<Layout> {
@@ -506,7 +547,7 @@ fn names_to_commit(dir: &DirNode) -> Vec<String> {
 fn fresh_bytes(pending: &[Pending]) -> usize {
     pending
         .iter()
-        .filter(|p| p.prev.is_none())
+        .filter(|p| p.prev.is_none() && p.over.is_none())
         .map(|p| p.data.len())
         .sum()
 }
@@ -526,6 +567,7 @@ fn pending_contents(dir: &DirNode, out: &mut Vec<Pending>) {
                     out.push(Pending {
                         data: data.clone(),
                         prev: f.prev.clone(),
+                        over: None,
                     })
                 }
             }

@@ -197,11 +197,27 @@ impl CapabilityFingerprint {
 impl FileNode {
     /// The previous version worth keeping when this file is overwritten with `len` bytes:
     /// both large and the old objects known.
-    /// A file a shallow checkout left unloaded has no previous bytes: its new
-    /// objects are built from scratch (the same ids, by construction).
+    /// A file a shallow or lazy checkout left unloaded has no previous bytes: its
+    /// reference is kept (no bytes, no chunk spans), and a commit given the store
+    /// reads that version's chunk list to hash the chunks the new bytes still hold
+    /// instead of cutting them (`Workspace::resolve_over`); without the store, its
+    /// new objects are cut from scratch (the same ids, by construction).
     pub(crate) fn reusable(&self, len: usize) -> Option<Arc<Previous>> {
-        let old = self.data.as_ref()?;
-        if len < crate::content::REUSE_MIN || old.len() < crate::content::REUSE_MIN {
+        if len < crate::content::REUSE_MIN {
+            return None;
+        }
+        let Some(old) = self.data.as_ref() else {
+            return match &self.objects {
+                Some(reference)
+                    if matches!(reference.content, crate::object::tree::Content::Manifest(_))
+                        && reference.size >= crate::content::REUSE_MIN as u64 =>
+                {
+                    Some(Arc::new((FileBytes::empty(), Arc::clone(reference))))
+                }
+                _ => None,
+            };
+        };
+        if old.len() < crate::content::REUSE_MIN {
             return None;
         }
         match (&self.objects, &self.prev) {
