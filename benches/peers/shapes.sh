@@ -46,6 +46,22 @@ for d in range(dirs):
 PY
 }
 
+# lines FILE csv|log COUNT: a text file of COUNT pseudo-random CSV rows or log lines.
+lines() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import random, sys
+path, kind, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rng = random.Random(2 if kind == "csv" else 1)
+with open(path, "w") as f:
+    for i in range(count):
+        if kind == "csv":
+            f.write(f"{i},{rng.getrandbits(64):x},{rng.randint(1, 10**6)},{rng.random():.6f}\n")
+        else:
+            f.write(f"{i} INFO request id={rng.getrandbits(64):x} path=/api/v1/items/"
+                    f"{rng.randint(1, 10**6)} status=200 ms={rng.randint(1, 900)}\n")
+PY
+}
+
 for shape in "${SHAPES[@]}"; do
   dir=$TMP/$shape
   if [ -S "$dir/w/.snapgraph/watch.sock" ]; then
@@ -75,23 +91,11 @@ for i in range(5000):
     csv)
       files "$dir/w" 200 10
       edit=data.csv
-      python3 - "$dir/w/$edit" 40000 <<'PY'
-import random, sys
-rng = random.Random(2)
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(f"{i},{rng.getrandbits(64):x},{rng.randint(1, 10**6)},{rng.random():.6f}\n")
-PY
+      lines "$dir/w/$edit" csv 40000
       ;;
     log)
       edit=app.log
-      python3 - "$dir/w/$edit" 200000 <<'PY'
-import random, sys
-rng = random.Random(1)
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(f"{i} INFO request id={rng.getrandbits(64):x} path=/api/v1/items/{rng.randint(1, 10**6)} status=200 ms={rng.randint(1, 900)}\n")
-PY
+      lines "$dir/w/$edit" log 200000
       ;;
     *) echo "shapes.sh: no shape $shape" >&2; exit 2 ;;
   esac

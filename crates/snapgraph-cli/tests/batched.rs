@@ -25,6 +25,28 @@ fn big_tree(root: &Path) {
     }
 }
 
+/// The content id a whole write of `data` makes (cut in memory by the core).
+fn whole_content_id(data: &[u8]) -> snapgraph::ObjectId {
+    let mut ws = snapgraph::Workspace::new();
+    ws.write("/f", data).unwrap();
+    let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+    ws.file_content_id("/f").unwrap()
+}
+
+/// The content id of the file at `path` on branch main of the repository in `dir`.
+fn stored_content_id(dir: &Path, path: &str) -> snapgraph::ObjectId {
+    let store = snapgraph_store::open(&format!(
+        "sqlite:{}",
+        dir.join(".snapgraph/store.db").display()
+    ))
+    .unwrap();
+    snapgraph_store::Repo::new(store)
+        .checkout_shallow("main")
+        .unwrap()
+        .file_content_id(path)
+        .unwrap()
+}
+
 fn tip(dir: &Path, branch: &str) -> Option<String> {
     json(dir, &["branch"])
         .as_array()
@@ -194,24 +216,7 @@ fn tar_of_one(name: &str, data: &[u8]) -> Vec<u8> {
 fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     use snapgraph_cli::batches::STREAM_MIN;
     let big = pseudo_random(STREAM_MIN as usize + 3_000_001, 4242);
-    let expected_id = {
-        let mut ws = snapgraph::Workspace::new();
-        ws.write("/big.bin", &big).unwrap();
-        let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
-        ws.file_content_id("/big.bin").unwrap()
-    };
-    let content_id = |dir: &Path, path: &str| {
-        let store = snapgraph_store::open(&format!(
-            "sqlite:{}",
-            dir.join(".snapgraph/store.db").display()
-        ))
-        .unwrap();
-        snapgraph_store::Repo::new(store)
-            .checkout_shallow("main")
-            .unwrap()
-            .file_content_id(path)
-            .unwrap()
-    };
+    let expected_id = whole_content_id(&big);
 
     let t = tempfile::tempdir().unwrap();
     ok(t.path(), &["init"]);
@@ -219,7 +224,7 @@ fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     write(t.path(), "small.txt", b"small");
     let c = json(t.path(), &["commit", "-m", "big"]);
     assert_eq!(c["files_added"], 2, "{c}");
-    assert_eq!(content_id(t.path(), "/data/big.bin"), expected_id);
+    assert_eq!(stored_content_id(t.path(), "/data/big.bin"), expected_id);
     let again = json(t.path(), &["commit"]);
     assert_eq!(again["nothing_to_commit"], true, "{again}");
     ok(t.path(), &["verify", "--read-data"]);
@@ -236,7 +241,7 @@ fn files_over_the_stream_size_commit_and_import_as_a_whole_write_does() {
     ok(i.path(), &["init"]);
     std::fs::write(i.path().join("a.tar"), &whole_tar).unwrap();
     ok(i.path(), &["import", "a.tar", "-m", "imported"]);
-    assert_eq!(content_id(i.path(), "/big.bin"), expected_id);
+    assert_eq!(stored_content_id(i.path(), "/big.bin"), expected_id);
     ok(i.path(), &["verify", "--read-data"]);
     ok(i.path(), &["checkout", "main", "--to", "out"]);
     assert_eq!(std::fs::read(i.path().join("out/big.bin")).unwrap(), big);
@@ -405,24 +410,6 @@ fn status_and_diff_of_the_working_directory_hold_no_large_file() {
 #[test]
 fn a_large_file_edited_commits_as_a_whole_write_does() {
     use snapgraph_cli::batches::STREAM_MIN;
-    let whole_id = |data: &[u8]| {
-        let mut ws = snapgraph::Workspace::new();
-        ws.write("/big.bin", data).unwrap();
-        let _ = ws.commit(snapgraph::CommitOptions::new()).unwrap();
-        ws.file_content_id("/big.bin").unwrap()
-    };
-    let content_id = |dir: &Path| {
-        let store = snapgraph_store::open(&format!(
-            "sqlite:{}",
-            dir.join(".snapgraph/store.db").display()
-        ))
-        .unwrap();
-        snapgraph_store::Repo::new(store)
-            .checkout_shallow("main")
-            .unwrap()
-            .file_content_id("/data/big.bin")
-            .unwrap()
-    };
     let base = pseudo_random(STREAM_MIN as usize + 1_012_345, 77);
     let cut = snapgraph::chunk::cut_points(&base)[40];
     let flipped = |d: &[u8], at: usize| {
@@ -453,7 +440,11 @@ fn a_large_file_edited_commits_as_a_whole_write_does() {
         write(t.path(), "data/big.bin", v);
         let c = json(t.path(), &["commit", "-m", &format!("v{i}")]);
         assert_eq!(c["files_read"], 1, "version {i}: {c}");
-        assert_eq!(content_id(t.path()), whole_id(v), "version {i}");
+        assert_eq!(
+            stored_content_id(t.path(), "/data/big.bin"),
+            whole_content_id(v),
+            "version {i}"
+        );
         commits.push(c["id"].as_str().unwrap().to_string());
     }
     ok(t.path(), &["verify", "--read-data"]);

@@ -50,6 +50,27 @@ pub(crate) mod tests_support {
         out.truncate(len);
         out
     }
+
+    /// `data` edited at `at` (clamped to its length) by `kind` (0 flips the byte
+    /// there, 1 inserts `len` bytes, 2 deletes up to `len`, 3 cuts it short there):
+    /// the edits the re-cut tests place at and around cut points.
+    pub(crate) fn edited(data: &[u8], at: usize, kind: u8, len: usize) -> Vec<u8> {
+        let at = at.min(data.len());
+        let mut d = data.to_vec();
+        match kind % 4 {
+            0 => {
+                if at < d.len() {
+                    d[at] ^= 0x5A;
+                }
+            }
+            1 => d
+                .splice(at..at, std::iter::repeat_n(0x33u8, len))
+                .for_each(drop),
+            2 => d.drain(at..(at + len).min(data.len())).for_each(drop),
+            _ => d.truncate(at),
+        }
+        d
+    }
 }
 
 #[cfg(test)]

@@ -1248,17 +1248,7 @@ mod tests {
                 let ends: Vec<usize> = old.chunks.iter().map(|s| s.start + s.len as usize).collect();
                 let e = ends[pick as usize % ends.len()] as i64;
                 let at = (e + shift).clamp(0, data.len() as i64) as usize;
-                let mut d = data.clone();
-                match kind {
-                    0 => {
-                        if at < d.len() {
-                            d[at] ^= 0x5A;
-                        }
-                    }
-                    1 => d.splice(at..at, std::iter::repeat_n(0x33u8, len)).for_each(drop),
-                    2 => d.drain(at..(at + len).min(data.len())).for_each(drop),
-                    _ => d.truncate(at),
-                }
+                let d = crate::chunk::tests_support::edited(&data, at, kind, len);
                 let fresh = ContentObjects::build(&d);
                 let reused = ContentObjects::rebuild(&data, &old, &d);
                 prop_assert_eq!(cuts_of(&reused), cuts_of(&fresh));

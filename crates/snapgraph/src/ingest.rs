@@ -273,6 +273,17 @@ mod tests {
         spans.iter().map(|s| (s.id, s.start, s.len)).collect()
     }
 
+    /// The chunk list a manifest of `old` holds.
+    fn refs_of(old: &ContentObjects) -> Vec<ChunkRef> {
+        old.chunks
+            .iter()
+            .map(|s| ChunkRef {
+                id: s.id,
+                len: s.len,
+            })
+            .collect()
+    }
+
     /// `data` ingested in pieces of `piece` bytes over the chunks of `old` (expected
     /// to be `expected` bytes long): its chunks, its content, the ids of the chunks
     /// handed back, and the bytes taken from the previous version.
@@ -282,14 +293,7 @@ mod tests {
         piece: usize,
         expected: u64,
     ) -> (Cuts, Content, HashSet<ObjectId>, u64) {
-        let refs: Vec<ChunkRef> = old
-            .chunks
-            .iter()
-            .map(|s| ChunkRef {
-                id: s.id,
-                len: s.len,
-            })
-            .collect();
+        let refs: Vec<ChunkRef> = refs_of(old);
         let mut ingest = Ingest::over(refs, expected);
         let mut handed = ObjectSet::new();
         for p in data.chunks(piece.max(1)) {
@@ -315,14 +319,7 @@ mod tests {
         let fresh = ContentObjects::build(data);
         let (chunks, content, handed, reused) = over(old, data, piece, expected);
         // The whole file at once: the same content, the same chunks handed back.
-        let refs = old
-            .chunks
-            .iter()
-            .map(|s| ChunkRef {
-                id: s.id,
-                len: s.len,
-            })
-            .collect();
+        let refs = refs_of(old);
         let (file, all) = Ingest::over(refs, expected).whole(data);
         assert_eq!(file.objects.content, fresh.content);
         let whole_handed: HashSet<ObjectId> = all.iter().map(|(id, _)| *id).collect();
@@ -336,14 +333,7 @@ mod tests {
             assert_eq!(chunks, cuts(&fresh.chunks));
             // A commit holding the new bytes (the rest cut on two threads where the
             // hashing gives up): the same chunks.
-            let refs = old
-                .chunks
-                .iter()
-                .map(|s| ChunkRef {
-                    id: s.id,
-                    len: s.len,
-                })
-                .collect();
+            let refs = refs_of(old);
             assert_eq!(cuts(&spans_over(refs, data, 2)), cuts(&fresh.chunks));
         }
         let old_ids: HashSet<ObjectId> = old.chunks.iter().map(|s| s.id).collect();
@@ -433,14 +423,7 @@ mod tests {
         for s in &old.chunks {
             d[s.start + s.len as usize / 2] ^= 1;
         }
-        let refs: Vec<ChunkRef> = old
-            .chunks
-            .iter()
-            .map(|s| ChunkRef {
-                id: s.id,
-                len: s.len,
-            })
-            .collect();
+        let refs: Vec<ChunkRef> = refs_of(&old);
         let mut ingest = Ingest::over(refs, d.len() as u64);
         let _ = ingest.push(&d);
         let wasted = ingest.prev.as_ref().map_or(0, |p| p.wasted);
@@ -498,17 +481,7 @@ mod tests {
                 } else {
                     pick as usize % (data.len() + 1)
                 };
-                let mut d = data.clone();
-                match kind {
-                    0 => {
-                        if at < d.len() {
-                            d[at] ^= 0x5A;
-                        }
-                    }
-                    1 => d.splice(at..at, std::iter::repeat_n(0x33u8, len)).for_each(drop),
-                    2 => d.drain(at..(at + len).min(data.len())).for_each(drop),
-                    _ => d.truncate(at),
-                }
+                let d = crate::chunk::tests_support::edited(&data, at, kind, len);
                 let expected = if exact { d.len() as u64 } else { data.len() as u64 };
                 check(&old, &d, piece, expected);
             }
