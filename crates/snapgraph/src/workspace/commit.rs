@@ -455,7 +455,7 @@ impl Workspace {
     /// version's chunk list, read from the first of `sources` that has its
     /// manifest, checked as [`load_content`](Self::load_content) checks it, so that
     /// the build hashes the chunks the new bytes still hold instead of cutting them
-    /// ([`crate::ingest::spans_over`]). Without one the content is cut afresh (the
+    /// ([`crate::content::over::spans_over`]). Without one the content is cut afresh (the
     /// same objects: the chunk list only saves work).
     fn resolve_over(&self, pending: &mut [Pending], sources: &[&dyn ObjectSource]) {
         for p in pending {
