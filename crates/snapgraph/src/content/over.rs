@@ -32,6 +32,12 @@ use crate::object::{chunk_id, FORMAT_VERSION};
 /// version's chunks are no longer looked for.
 pub(crate) const WASTE_MAX: u64 = 4 << 20;
 
+/// Bytes cut afresh, with no chunk of the previous version found yet, after which a
+/// caller that can cut the rest on several threads ([`spans_over`]) stops looking:
+/// a file rewritten throughout then costs what a whole cut costs, not a cut on one
+/// thread.
+pub(crate) const FRESH_MAX: usize = 1 << 20;
+
 /// A previous version's chunks, as they are looked for in new bytes (see the module
 /// documentation).
 #[derive(Debug)]
@@ -172,10 +178,10 @@ impl Previous {
 
 /// The chunk spans of `data` (those a whole cut makes), found over the previous
 /// version stored as `chunks`: the chunks it still holds hashed, not cut (see the
-/// module documentation, "Over a previous version"). For a commit that holds the
-/// new bytes and builds its objects from the spans. Where the hashing gives up
-/// (little of the old version left), the rest is cut on up to `threads` threads,
-/// as a whole cut of new bytes would be.
+/// module documentation). For a commit that holds the new bytes and builds its
+/// objects from the spans. Where the hashing gives up (little of the old version
+/// left, or none found in the first [`FRESH_MAX`] bytes), the rest is cut on up to
+/// `threads` threads, as a whole cut of new bytes would be.
 pub(crate) fn spans_over(chunks: Vec<ChunkRef>, data: &[u8], threads: usize) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut cut = 0;
@@ -203,8 +209,8 @@ pub(crate) fn spans_over(chunks: Vec<ChunkRef>, data: &[u8], threads: usize) -> 
 /// previous version's chunk where one matches, a FastCDC cut where none does,
 /// up to the last chunk the bytes in hand decide. Pushes their spans, calls
 /// `fresh` with each chunk cut afresh (its id and bytes), and returns the bytes
-/// taken. With `give_up`, stops where the hashing gives up, for the caller to cut
-/// the rest.
+/// taken. With `give_up`, stops where the hashing gives up, or where [`FRESH_MAX`]
+/// bytes were cut with nothing taken, for the caller to cut the rest.
 pub(crate) fn cut_window(
     spans: &mut Vec<Span>,
     cut: u64,
@@ -215,7 +221,10 @@ pub(crate) fn cut_window(
     give_up: bool,
 ) -> usize {
     let mut start = 0;
-    while start < window.len() && !(give_up && prev.gave_up()) {
+    let mut cut_fresh = 0;
+    while start < window.len()
+        && !(give_up && (prev.gave_up() || (prev.taken == 0 && cut_fresh >= FRESH_MAX)))
+    {
         let pos = cut + start as u64;
         let rest = &window[start..];
         let (id, len, cut_here) = match prev.take(pos, rest, last) {
@@ -233,6 +242,7 @@ pub(crate) fn cut_window(
         };
         if cut_here {
             fresh(id, &rest[..len]);
+            cut_fresh += len;
         }
         spans.push(Span {
             id,
@@ -243,4 +253,42 @@ pub(crate) fn cut_window(
         start += len;
     }
     start
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::tests_support::pseudo_random;
+
+    /// New bytes that share nothing with the old version: the commit's cut stops
+    /// looking after FRESH_MAX bytes (the rest is cut on the commit's threads), and
+    /// the spans are a whole cut's either way.
+    #[test]
+    fn a_rewritten_file_stops_looking_after_a_mebibyte() {
+        let old = ContentObjects::build(&pseudo_random(6 << 20, 1));
+        let refs = || -> Vec<ChunkRef> {
+            old.chunks
+                .iter()
+                .map(|s| ChunkRef {
+                    id: s.id,
+                    len: s.len,
+                })
+                .collect()
+        };
+        let new = pseudo_random(6 << 20, 2);
+        let mut prev = Previous::new(refs(), new.len() as u64).expect("chunks");
+        let mut spans = Vec::new();
+        let looked = cut_window(&mut spans, 0, &mut prev, &new, true, &mut |_, _| {}, true);
+        assert!(
+            (FRESH_MAX..FRESH_MAX + CHUNK_MAX).contains(&looked),
+            "{looked} bytes cut before giving up"
+        );
+        assert_eq!(prev.taken, 0);
+        let cuts = |spans: &[Span]| -> Vec<(ObjectId, usize, u32)> {
+            spans.iter().map(|s| (s.id, s.start, s.len)).collect()
+        };
+        assert_eq!(
+            cuts(&spans_over(refs(), &new, 2)),
+            cuts(&ContentObjects::build(&new).chunks)
+        );
+    }
 }
