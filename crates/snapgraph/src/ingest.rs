@@ -263,7 +263,7 @@ impl Ingest {
 mod tests {
     use super::*;
     use crate::chunk::tests_support::pseudo_random;
-    use crate::content::over::{spans_over, WASTE_MAX};
+    use crate::content::over::{refs_of, spans_over, WASTE_MAX};
     use crate::id::ObjectId;
     use std::collections::HashSet;
 
@@ -271,17 +271,6 @@ mod tests {
 
     fn cuts(spans: &[Span]) -> Cuts {
         spans.iter().map(|s| (s.id, s.start, s.len)).collect()
-    }
-
-    /// The chunk list a manifest of `old` holds.
-    fn refs_of(old: &ContentObjects) -> Vec<ChunkRef> {
-        old.chunks
-            .iter()
-            .map(|s| ChunkRef {
-                id: s.id,
-                len: s.len,
-            })
-            .collect()
     }
 
     /// `data` ingested in pieces of `piece` bytes over the chunks of `old` (expected

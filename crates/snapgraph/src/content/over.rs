@@ -254,6 +254,19 @@ pub(crate) fn cut_window(
     }
     start
 }
+/// The chunk list a manifest of `objects` holds (for tests that cut over it).
+#[cfg(test)]
+pub(crate) fn refs_of(objects: &ContentObjects) -> Vec<ChunkRef> {
+    objects
+        .chunks
+        .iter()
+        .map(|s| ChunkRef {
+            id: s.id,
+            len: s.len,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,15 +278,7 @@ mod tests {
     #[test]
     fn a_rewritten_file_stops_looking_after_a_mebibyte() {
         let old = ContentObjects::build(&pseudo_random(6 << 20, 1));
-        let refs = || -> Vec<ChunkRef> {
-            old.chunks
-                .iter()
-                .map(|s| ChunkRef {
-                    id: s.id,
-                    len: s.len,
-                })
-                .collect()
-        };
+        let refs = || refs_of(&old);
         let new = pseudo_random(6 << 20, 2);
         let mut prev = Previous::new(refs(), new.len() as u64).expect("chunks");
         let mut spans = Vec::new();
