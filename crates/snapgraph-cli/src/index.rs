@@ -144,6 +144,8 @@ use snapgraph::{BoxError, ObjectId, ObjectKind, ObjectSource, Workspace};
 
 use crate::error::{IoContext, Result};
 
+mod table;
+
 /// The file system's clock now, in nanoseconds since the epoch: the modification
 /// time of a file created in `dir` (the racy-file rule compares file times with it,
 /// so it must come from the same clock and have the same granularity).
@@ -982,6 +984,10 @@ pub struct Index {
     log: Tail,
     /// Where the skeleton file read stood.
     skeleton_log: Tail,
+    /// `Some` when [`Index::entries`] holds only part of the index (a watched
+    /// turn's paths, read through the block table: see [`table`]): how many
+    /// entries and files the whole holds.
+    part: Option<table::Counts>,
 }
 
 /// Where a base-and-journal file that was read ends: the hash of its last valid link
@@ -1599,13 +1605,22 @@ impl WireOut {
     /// A base's body.
     #[cfg(test)]
     fn body(root: &[u8], probe_ns: i64, tip: Option<&ObjectId>, entries: &Entries) -> Vec<u8> {
-        let mut out = Self::body_after(0, root, probe_ns, tip, entries.len(), entries.iter());
+        let (mut out, _) = Self::body_after(
+            0,
+            root,
+            probe_ns,
+            tip,
+            entries.len(),
+            entries.iter(),
+            table::BLOCK_ENTRIES,
+        );
         out.shrink_to_fit();
         out
     }
 
     /// `skip` zero bytes (room for a header), then the body of a base of the `n`
-    /// `entries`, in path order.
+    /// `entries`, in path order, and where its blocks of `per_block` entries begin
+    /// (for its [`table`]).
     fn body_after<'a>(
         skip: usize,
         root: &[u8],
@@ -1613,7 +1628,8 @@ impl WireOut {
         tip: Option<&ObjectId>,
         n: usize,
         entries: impl Iterator<Item = (&'a str, &'a IndexEntry)>,
-    ) -> Vec<u8> {
+        per_block: usize,
+    ) -> (Vec<u8>, table::Layout) {
         // About what each entry takes (a path of about 40 bytes, a stat, an id, tags).
         let guess = skip + root.len() + 48 + n * 124;
         let mut w = WireOut {
@@ -1623,8 +1639,25 @@ impl WireOut {
         w.bytes(root);
         w.i64(probe_ns);
         w.option_id(tip);
-        w.pairs(n, entries);
-        w.out
+        w.varint(n as u64);
+        let per_block = per_block.max(1);
+        let mut layout = table::Layout {
+            head_len: w.out.len() - skip,
+            per_block,
+            starts: Vec::with_capacity(n.div_ceil(per_block)),
+            entries: 0,
+            files: 0,
+        };
+        for (i, (path, entry)) in entries.enumerate() {
+            if i % per_block == 0 {
+                layout.starts.push(w.out.len() - skip);
+            }
+            layout.entries += 1;
+            layout.files += u64::from(matches!(entry, IndexEntry::File { .. }));
+            w.bytes(path.as_bytes());
+            w.entry(entry);
+        }
+        (w.out, layout)
     }
 
     /// A journal record's payload.
@@ -1953,6 +1986,7 @@ impl Index {
             skeleton: HashMap::new(),
             log: tail,
             skeleton_log: Tail::default(),
+            part: None,
         };
         ix.replay(records);
         Ok(ix)
@@ -2033,6 +2067,11 @@ impl Index {
     /// The index file's bytes as one base (see the module docs; the skeleton is
     /// saved apart).
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_base().bytes
+    }
+
+    /// The index file's bytes as one base, and its block table.
+    fn to_base(&self) -> Base {
         self.rewritten(
             self.probe_ns,
             self.tip.as_ref(),
@@ -2049,9 +2088,31 @@ impl Index {
         tip: Option<&ObjectId>,
         n: usize,
         entries: impl Iterator<Item = (&'a str, &'a IndexEntry)>,
-    ) -> Vec<u8> {
-        let out = WireOut::body_after(BASE_HEADER, &self.root, probe_ns, tip, n, entries);
-        seal(MAGIC, out).0
+    ) -> Base {
+        self.rewritten_in_blocks(probe_ns, tip, n, entries, table::BLOCK_ENTRIES)
+    }
+
+    /// [`rewritten`](Self::rewritten) in blocks of `per_block` entries.
+    fn rewritten_in_blocks<'a>(
+        &self,
+        probe_ns: i64,
+        tip: Option<&ObjectId>,
+        n: usize,
+        entries: impl Iterator<Item = (&'a str, &'a IndexEntry)>,
+        per_block: usize,
+    ) -> Base {
+        let (out, layout) = WireOut::body_after(
+            BASE_HEADER,
+            &self.root,
+            probe_ns,
+            tip,
+            n,
+            entries,
+            per_block,
+        );
+        let (bytes, sum) = seal(MAGIC, out);
+        let table = table::bytes(&sum, &bytes[BASE_HEADER..], &layout);
+        Base { bytes, table }
     }
 
     /// The file entry for `path` if it can be trusted for a file whose stat is now
@@ -2063,12 +2124,30 @@ impl Index {
         }
     }
 
-    /// How many regular files the entries record.
+    /// How many regular files the entries record (the whole index's, when only
+    /// part of it was read).
     pub fn file_count(&self) -> u64 {
-        self.entries
-            .iter()
-            .filter(|(_, e)| matches!(e, IndexEntry::File { .. }))
-            .count() as u64
+        match self.part {
+            Some(c) => c.files,
+            None => self
+                .entries
+                .iter()
+                .filter(|(_, e)| matches!(e, IndexEntry::File { .. }))
+                .count() as u64,
+        }
+    }
+
+    /// How many entries the index records (the whole index's, when only part of
+    /// it was read).
+    pub fn entry_count(&self) -> usize {
+        self.part.map_or(self.entries.len(), |c| c.entries)
+    }
+
+    /// Whether [`Index::entries`] holds only part of the index
+    /// ([`Index::load_part`]): every entry at, above or below the paths it was read
+    /// for, and no other that a walk may rely on.
+    pub fn is_part(&self) -> bool {
+        self.part.is_some()
     }
 
     /// Whether a recorded stat `recorded` vouches for an entry whose stat is now
@@ -2101,10 +2180,47 @@ impl Index {
     /// [`save_after`](Self::save_after) of the entries alone.
     fn save_entries_after(&self, path: &Path, old: Option<&Index>) -> Result<()> {
         forget_watch_token(path);
-        match old.and_then(|o| self.delta_after(o)) {
-            Some(bytes) => append(path, &bytes),
-            None => crate::repo::write_atomic(path, &self.to_bytes()),
+        if self.part.is_some() || old.is_some_and(|o| o.part.is_some()) {
+            // Never reached (a partly read index is saved by `save_delta` only): a
+            // base written from part of the entries would vouch for a tree it
+            // does not list.
+            return Err(crate::error::CliError::bad_path(
+                path,
+                "a partly read index cannot be saved whole",
+            ));
         }
+        // A base without its block table (written by an earlier build) is
+        // rewritten once, table included, instead of appended to.
+        match old
+            .and_then(|o| self.delta_after(o))
+            .filter(|_| table::path(path).exists())
+        {
+            Some(bytes) => append(path, &bytes),
+            None => self.to_base().write(path),
+        }
+    }
+}
+
+/// A base as written: the index file's bytes and its block table's ([`table`]).
+struct Base {
+    bytes: Vec<u8>,
+    table: Option<Vec<u8>>,
+}
+
+impl Base {
+    /// Writes the index file at `path` (atomically, synced), then its block table
+    /// beside it (atomically, not synced: a table lost or torn in a crash, or left
+    /// from an earlier base, does not check against the base and is not used).
+    fn write(&self, path: &Path) -> Result<()> {
+        let table = table::path(path);
+        // An old table names the old base: removed first, so that no reader pairs
+        // it with the new one (it would not check either: the base hash differs).
+        let _ = std::fs::remove_file(&table);
+        crate::repo::write_atomic(path, &self.bytes)?;
+        if let Some(bytes) = &self.table {
+            table::write(&table, bytes);
+        }
+        Ok(())
     }
 }
 
@@ -2153,27 +2269,29 @@ impl Index {
         let changes = delta.upserts.len() + delta.removed.len();
         // The entries after the record are about as many as before (an upsert
         // may be an addition): the bound is a ratio, not an exact count.
-        let record = self
-            .log
-            .takes_changes(changes, self.entries.len())
-            .then(|| self.log.appendable())
-            .flatten()
-            .and_then(|_| {
-                let removed: Vec<&str> = delta.removed.iter().map(String::as_str).collect();
-                let upserts: Vec<(&str, &IndexEntry)> =
-                    delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect();
-                let payload =
-                    WireOut::delta(delta.probe_ns, delta.tip.as_ref(), &removed, &upserts);
-                self.log.record_for(&payload)
-            });
+        // A base without its block table (written by an earlier build) is
+        // rewritten once, table included, instead of appended to (a partly read
+        // index was read through its table).
+        let record = (self.log.takes_changes(changes, self.entry_count())
+            && (self.part.is_some() || table::path(path).exists()))
+        .then(|| self.log.appendable())
+        .flatten()
+        .and_then(|_| {
+            let removed: Vec<&str> = delta.removed.iter().map(String::as_str).collect();
+            let upserts: Vec<(&str, &IndexEntry)> =
+                delta.upserts.iter().map(|(p, e)| (p.as_str(), e)).collect();
+            let payload = WireOut::delta(delta.probe_ns, delta.tip.as_ref(), &removed, &upserts);
+            self.log.record_for(&payload)
+        });
         match record {
             Some(bytes) => append(path, &bytes),
+            None if self.part.is_some() => self.save_delta_whole(path, delta),
             None => {
                 let (probe_ns, tip) = (delta.probe_ns, delta.tip);
                 let changes = delta.changes();
                 let (n, entries) = self.entries.merged(&changes);
-                let bytes = self.rewritten(probe_ns, tip.as_ref(), n, entries);
-                crate::repo::write_atomic(path, &bytes)
+                self.rewritten(probe_ns, tip.as_ref(), n, entries)
+                    .write(path)
             }
         }
     }
@@ -2452,6 +2570,7 @@ mod tests {
             skeleton: HashMap::new(),
             log: log.tail,
             skeleton_log: Tail::default(),
+            part: None,
         };
         ix.replay(log.records);
         Ok(ix)

@@ -131,11 +131,13 @@ pub(super) fn commit(
         None => crate::watch::ask(&dot, &index_path),
         Some(_) => None,
     };
-    let index = Index::load(&index_path, &root);
-    crate::timings::phase_with("index loaded", || match &index {
-        Some(ix) => format!("{} entries", ix.entries.len()),
-        None => "none usable".into(),
-    });
+    // With a watcher asked, the index is opened for a partial read (its block
+    // table, the base's head and the journal: see `crate::index`) while the daemon
+    // answers; a list of changed paths then reads just the entries at, above and
+    // below them, and anything else the whole index.
+    let opened = asked
+        .as_ref()
+        .and_then(|_| Index::open_part(&index_path, &root));
     let watch = asked.map(crate::watch::Asked::answer);
     if let Some(answer) = &watch {
         crate::timings::phase_with("watcher answered", || match &answer.changed {
@@ -143,6 +145,22 @@ pub(super) fn commit(
             None => "unknown".into(),
         });
     }
+    let listed = watch
+        .as_ref()
+        .and_then(|a| a.changed.clone())
+        .map(scan::minimal)
+        .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+    let index = match (opened, &listed) {
+        (Some(opened), Some(paths)) => opened
+            .read(paths)
+            .or_else(|| Index::load(&index_path, &root)),
+        _ => Index::load(&index_path, &root),
+    };
+    crate::timings::phase_with("index loaded", || match &index {
+        Some(ix) if ix.is_part() => format!("{} of {} entries", ix.entries.len(), ix.entry_count()),
+        Some(ix) => format!("{} entries", ix.entries.len()),
+        None => "none usable".into(),
+    });
     // The per-turn survey (see the fast path below), taken before the tip is known
     // when the index is complete for some commit and no watcher's list may stand in
     // for it: after this command's clock probe, as the fast path would take it.
@@ -172,6 +190,11 @@ pub(super) fn commit(
         .filter(|_| only.is_none() && complete_for_tip)
         .map(scan::minimal)
         .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+    // A partly read index serves a scan narrowed to the watcher's report only.
+    let index = match index {
+        Some(ix) if ix.is_part() && reported.is_none() => Index::load(&index_path, &root),
+        other => other,
+    };
     // How many paths the watcher reported, when its report was used (JSON output).
     let watched = reported.as_ref().map(Vec::len);
     let store_token = |index_path: &Path| {
