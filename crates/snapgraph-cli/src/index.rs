@@ -1003,6 +1003,8 @@ struct Tail {
     records: usize,
     /// How many changes (paths removed, entries added or changed) its records hold.
     changes: usize,
+    /// The BLAKE3 hash of the base's body (what its block table names).
+    base: [u8; 32],
 }
 
 impl PartialEq for Tail {
@@ -1842,6 +1844,7 @@ fn chain<'a>(sum: &[u8; 32], mut journal: &'a [u8], base_len: u64) -> (Vec<&'a [
         records: records.len(),
         // Counted as the records are decoded (`Index::replay`).
         changes: 0,
+        base: *sum,
     };
     (records, tail)
 }
@@ -2192,8 +2195,8 @@ impl Index {
         // A base without its block table (written by an earlier build) is
         // rewritten once, table included, instead of appended to.
         match old
+            .filter(|o| table::describes(path, &o.log.base))
             .and_then(|o| self.delta_after(o))
-            .filter(|_| table::path(path).exists())
         {
             Some(bytes) => append(path, &bytes),
             None => self.to_base().write(path),
@@ -2273,7 +2276,7 @@ impl Index {
         // rewritten once, table included, instead of appended to (a partly read
         // index was read through its table).
         let record = (self.log.takes_changes(changes, self.entry_count())
-            && (self.part.is_some() || table::path(path).exists()))
+            && (self.part.is_some() || table::describes(path, &self.log.base)))
         .then(|| self.log.appendable())
         .flatten()
         .and_then(|_| {

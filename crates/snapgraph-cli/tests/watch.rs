@@ -368,6 +368,86 @@ fn an_overflow_means_a_full_scan() {
     commit_watched(root, twin.path(), Some(1));
 }
 
+/// A watched commit of `root` that read the index in part (`SNAPGRAPH_TIMINGS`
+/// names how many of its entries it read), checked against the twin; returns how
+/// many entries it read and how many the index holds.
+fn commit_watched_in_part(root: &Path, twin: &Path) -> (u64, u64) {
+    let out = Command::new(&*BIN)
+        .args(["commit", "-m", "watched", "--json", "--quiet"])
+        .env("SNAPGRAPH_TIMINGS", "1")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["watched_paths"].is_u64(), "the report was not used: {v}");
+    assert_same_as_without_watcher(root, twin, &v);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("index loaded ("))
+        .unwrap_or_else(|| panic!("no index line: {stderr}"));
+    let counts = line.split('(').nth(1).unwrap().trim_end_matches(')');
+    let (read, all) = counts
+        .split_once(" of ")
+        .unwrap_or_else(|| panic!("the index was read whole: {line}"));
+    let all = all.trim_end_matches(" entries");
+    (read.parse().unwrap(), all.parse().unwrap())
+}
+
+#[test]
+fn a_watched_commit_reads_the_index_where_the_changes_are() {
+    if !inotify_available() {
+        return;
+    }
+    // 40 directories of 20 files: about 840 entries, four blocks of the index.
+    let t = repo();
+    let root = t.path();
+    for d in 0..40 {
+        for f in 0..20 {
+            write(
+                root,
+                &format!("d{d:02}/f{f:02}.txt"),
+                format!("{d} {f}").as_bytes(),
+            );
+        }
+    }
+    ok(root, &["commit", "-m", "one"]);
+    let _w = start(root);
+    json(root, &["commit", "-m", "token"]);
+    let twin = repo();
+    // The first save after the token rewrote the base with its block table.
+    assert!(root.join(".snapgraph/index.table").exists());
+    write(root, "d05/f03.txt", b"edited");
+    let (read, all) = commit_watched_in_part(root, twin.path());
+    assert_eq!(all, 840);
+    assert!(read <= 4, "{read} entries read for one file");
+    // Changes in other blocks: a file added, one removed, a directory removed and
+    // one added with files, each committed (the journal grows: its paths are read
+    // too, and counted). Each load counts what the commits before it left.
+    write(root, "d20/new.txt", b"new");
+    assert_eq!(commit_watched_in_part(root, twin.path()).1, 840);
+    std::fs::remove_file(root.join("d35/f10.txt")).unwrap();
+    assert_eq!(commit_watched_in_part(root, twin.path()).1, 841);
+    std::fs::remove_dir_all(root.join("d10")).unwrap();
+    assert_eq!(commit_watched_in_part(root, twin.path()).1, 840);
+    std::fs::create_dir_all(root.join("d10x/deep")).unwrap();
+    write(root, "d10x/deep/a.txt", b"a");
+    write(root, "d10/back.txt", b"back");
+    assert_eq!(commit_watched_in_part(root, twin.path()).1, 840 - 21);
+    write(root, "d10x/deep/a.txt", b"again");
+    assert_eq!(commit_watched_in_part(root, twin.path()).1, 819 + 3 + 2);
+    // Nothing changed: the counts alone, as the whole index has them.
+    let out = json(root, &["commit", "-m", "same"]);
+    assert_eq!(out["nothing_to_commit"], true, "{out}");
+    assert_eq!(out["files_skipped"], 800 + 1 - 1 - 20 + 2, "{out}");
+    // A table that does not check: the whole index, and the same commits.
+    std::fs::write(root.join(".snapgraph/index.table"), b"SGITABL\0garbage").unwrap();
+    write(root, "d39/f19.txt", b"last");
+    let out = commit_watched(root, twin.path(), Some(1));
+    assert_eq!(out["files_changed"], 1, "{out}");
+}
+
 fn p_join(root: &Path, rel: &str) -> PathBuf {
     root.join(rel)
 }

@@ -71,6 +71,21 @@ pub(super) fn path(index: &Path) -> PathBuf {
     index.with_extension("table")
 }
 
+/// Whether the index file at `index` has a block table naming the base whose body
+/// hashes to `base` (its magic, version and base hash: a cheap look, not a check of
+/// the table, which a partial read makes).
+pub(super) fn describes(index: &Path, base: &[u8; 32]) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 48];
+    std::fs::File::open(path(index))
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| {
+            &head[..8] == TABLE_MAGIC
+                && le32(&head, 8) == Some(TABLE_VERSION)
+                && head[16..48] == base[..]
+        })
+}
+
 /// How a base's body was laid out as it was encoded ([`super::WireOut::body_after`]).
 pub(super) struct Layout {
     /// Bytes before the first entry.
@@ -762,5 +777,44 @@ mod tests {
         full.log = Tail::default();
         full.save_delta(&path, delta).unwrap();
         assert_eq!(Index::load(&path, w).unwrap(), other);
+    }
+
+    #[test]
+    fn a_base_without_its_table_is_rewritten_once_then_appended_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index");
+        let w = Path::new("/w");
+        let mut ix = Index::new(w, 100);
+        ix.tip = Some(ObjectId::from_bytes([7; 32]));
+        ix.entries = Entries::from_unsorted(many());
+        // As an earlier build wrote it: no table.
+        crate::repo::write_atomic(&path, &ix.to_bytes()).unwrap();
+        let edit = |k: u64| Delta {
+            probe_ns: 300 + k as i64,
+            tip: ix.tip,
+            removed: Vec::new(),
+            upserts: vec![("/p02/f041".into(), file(k))],
+        };
+        let read = Index::load(&path, w).unwrap();
+        assert!(!describes(&path, &read.log.base));
+        read.save_delta(&path, edit(1)).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert!(describes(&path, &read.log.base), "rewritten with its table");
+        assert_eq!(read.log.records, 0);
+        read.save_delta(&path, edit(2)).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert_eq!(read.log.records, 1, "then appended to");
+        assert!(describes(&path, &read.log.base));
+        // A table of another base (an earlier build rewrote the index after this
+        // one): rewritten again.
+        let mut other = read.clone();
+        other.probe_ns += 1;
+        crate::repo::write_atomic(&path, &other.to_bytes()).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert!(!describes(&path, &read.log.base));
+        read.save_delta(&path, edit(3)).unwrap();
+        let read = Index::load(&path, w).unwrap();
+        assert!(describes(&path, &read.log.base));
+        assert_eq!(read.log.records, 0);
     }
 }
