@@ -122,6 +122,15 @@
 //! computed on the way, and the base's problems are reported in the order a
 //! whole-file read found them (the checksum before the decode).
 //!
+//! Beside each base the save writes its **block table** (`.snapgraph/index.table`,
+//! [`table`]): where each block of 256 entries of the body lies, its first path and
+//! CRC-32, and the base's entry and file counts, bound to the base by its BLAKE3
+//! hash. A commit that asked a watcher reads through it only the entries at, above
+//! and below the reported paths and the journal's paths ([`Index::open_part`]), so
+//! that a watched turn costs what changed, not the index's size; a table that does
+//! not check means the whole index is read, and a base without one (an earlier
+//! build's) is rewritten once instead of appended to.
+//!
 //! A per-turn commit (a lazy scan, see [`crate::scan::ScanReport::partial`]) knows
 //! its change without comparing indexes: it appends the record built from what the
 //! scan did not vouch for ([`Index::save_delta`]), so its cost follows the change.

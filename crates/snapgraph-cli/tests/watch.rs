@@ -437,10 +437,20 @@ fn a_watched_commit_reads_the_index_where_the_changes_are() {
     assert_eq!(commit_watched_in_part(root, twin.path()).1, 840 - 21);
     write(root, "d10x/deep/a.txt", b"again");
     assert_eq!(commit_watched_in_part(root, twin.path()).1, 819 + 3 + 2);
+    // `status` reads the index in part as the commit does, and agrees with it.
+    write(root, "d30/f00.txt", b"status first");
+    std::fs::remove_file(root.join("d31/f01.txt")).unwrap();
+    write(root, "d32/added.txt", b"added");
+    let out = status_then_commit_watched(root, twin.path());
+    assert_eq!(out["files_changed"], 3, "{out}");
+    let status = json(root, &["status"]);
+    for k in ["added", "modified", "removed"] {
+        assert_eq!(status[k], serde_json::json!([]), "{status}");
+    }
     // Nothing changed: the counts alone, as the whole index has them.
     let out = json(root, &["commit", "-m", "same"]);
     assert_eq!(out["nothing_to_commit"], true, "{out}");
-    assert_eq!(out["files_skipped"], 800 + 1 - 1 - 20 + 2, "{out}");
+    assert_eq!(out["files_skipped"], 800 + 1 - 1 - 20 + 2 - 1 + 1, "{out}");
     // A table that does not check: the whole index, and the same commits.
     std::fs::write(root.join(".snapgraph/index.table"), b"SGITABL\0garbage").unwrap();
     write(root, "d39/f19.txt", b"last");

@@ -424,15 +424,23 @@ impl Seen {
         ix: &Index,
         asked: Option<crate::watch::Asked>,
     ) -> Result<Seen> {
-        let reported = asked
-            .map(crate::watch::Asked::answer)
-            .and_then(|a| a.changed)
-            .map(scan::minimal)
-            .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+        let reported = asked.and_then(Self::reported);
         Ok(match reported {
             Some(paths) => Seen::Reported(paths),
             None => Seen::Surveyed(scan::survey(root, ix, dot, crate::watch::MAX_PATHS)?),
         })
+    }
+}
+
+impl Seen {
+    /// The paths the watcher's answer to `asked` names as changed, sorted and none
+    /// below another, if it names at most [`crate::watch::MAX_PATHS`].
+    fn reported(asked: crate::watch::Asked) -> Option<Vec<String>> {
+        asked
+            .answer()
+            .changed
+            .map(scan::minimal)
+            .filter(|p| p.len() <= crate::watch::MAX_PATHS)
     }
 }
 
@@ -442,12 +450,35 @@ impl Early {
     pub(super) fn read(root: &Path) -> Result<Early> {
         let dot = root.join(repo::DOT_DIR);
         let index_path = dot.join("index");
-        // Asked before the index is read, answered after (see `commit`).
+        // Asked before the index is opened, answered after; a list of changes then
+        // reads the index in part (see `commit`).
         let asked = crate::watch::ask(&dot, &index_path);
-        let index = Index::load(&index_path, root);
-        let seen = match &index {
-            Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix, asked)?),
-            _ => None,
+        let Some(asked) = asked else {
+            let index = Index::load(&index_path, root);
+            let seen = match &index {
+                Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix, None)?),
+                _ => None,
+            };
+            return Ok(Early { index, seen });
+        };
+        let opened = Index::open_part(&index_path, root);
+        let reported = Seen::reported(asked);
+        let index = match (opened, &reported) {
+            (Some(opened), Some(paths)) => opened
+                .read(paths)
+                .or_else(|| Index::load(&index_path, root)),
+            _ => Index::load(&index_path, root),
+        };
+        let seen = match (&index, reported) {
+            (Some(ix), _) if ix.tip.is_none() => None,
+            (None, _) => None,
+            (Some(_), Some(paths)) => Some(Seen::Reported(paths)),
+            (Some(ix), None) => Some(Seen::Surveyed(scan::survey(
+                root,
+                ix,
+                &dot,
+                crate::watch::MAX_PATHS,
+            )?)),
         };
         Ok(Early { index, seen })
     }
@@ -478,6 +509,13 @@ pub(super) fn working_commit<'a>(
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
     let Early { mut index, seen } = early;
+    // A partly read index serves a scan narrowed to the watcher's report of the tip
+    // it is complete for, only.
+    if index.as_ref().is_some_and(|ix| {
+        ix.is_part() && (tip.is_none() || ix.tip != tip || !matches!(seen, Some(Seen::Reported(_))))
+    }) {
+        index = Index::load(&index_path, &wd.root);
+    }
     // The survey's stats serve the whole-tree scan below where the index vouches
     // for them.
     let mut kept = None;
@@ -500,7 +538,7 @@ pub(super) fn working_commit<'a>(
             let unchanged = |files: u64, nested: Vec<PathBuf>| {
                 let report = ScanReport {
                     files_skipped: files,
-                    entries: ix.entries.len() as u64,
+                    entries: ix.entry_count() as u64,
                     nested,
                     ..ScanReport::default()
                 };
