@@ -255,6 +255,9 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
             }
         }
     }
+    crate::timings::phase_with("planned, directories made", || {
+        format!("{} files to write", files.len())
+    });
     let threads = threads.clamp(1, WRITERS).min(files.len().max(1));
     let batches = batches(&file_sizes);
     let umask = process_umask();
@@ -313,6 +316,7 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
             results
         })
     };
+    crate::timings::phase("files written");
     for r in results {
         let part = r?;
         done.files += part.files;

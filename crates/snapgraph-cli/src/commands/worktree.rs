@@ -704,6 +704,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             e
         }
     })?;
+    crate::timings::phase("trees read (shallow checkout)");
     let root_mode = ws.metadata("/")?.mode & 0o777;
     let pb = ctx.bar(Some(0), "checkout");
     let (target, done) = match &args.to {
