@@ -153,7 +153,7 @@ use snapgraph::{BoxError, ObjectId, ObjectKind, ObjectSource, Workspace};
 
 use crate::error::{IoContext, Result};
 
-mod table;
+pub mod table;
 
 /// The file system's clock now, in nanoseconds since the epoch: the modification
 /// time of a file created in `dir` (the racy-file rule compares file times with it,
@@ -2156,7 +2156,7 @@ impl Index {
     }
 
     /// Whether [`Index::entries`] holds only part of the index
-    /// ([`Index::load_part`]): every entry at, above or below the paths it was read
+    /// ([`Index::open_part`]): every entry at, above or below the paths it was read
     /// for, and no other that a walk may rely on.
     pub fn is_part(&self) -> bool {
         self.part.is_some()

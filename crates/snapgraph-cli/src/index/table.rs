@@ -54,13 +54,13 @@ use super::{
 /// Entries a block holds (the last one fewer). A partial read costs the table
 /// (about 70 bytes a block) plus a block (about 130 bytes an entry) per path: at
 /// 256 the table of 50,000 entries is about 14 KB and a block about 33 KB.
-pub(super) const BLOCK_ENTRIES: usize = 256;
+pub const BLOCK_ENTRIES: usize = 256;
 
 /// The table's magic bytes.
 const TABLE_MAGIC: &[u8; 8] = b"SGITABL\0";
 
 /// The table's format version.
-pub(super) const TABLE_VERSION: u32 = 1;
+pub const TABLE_VERSION: u32 = 1;
 
 /// The fixed part of a table: magic, version, CRC, base hash, body length,
 /// entries, files, head length, head CRC, entries per block.
