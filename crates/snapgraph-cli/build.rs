@@ -17,7 +17,12 @@ fn main() {
     // compiled position-independent as usual; only the final link differs, so the
     // library crates and the bindings' shared objects are unaffected.
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
-        println!("cargo::rustc-link-arg-bins=-no-pie");
+        // On glibc only: a musl target links a static PIE by default (its start-up
+        // object relocates itself), and `-no-pie` beside it made a binary that
+        // crashed before `main` (stop 49).
+        if std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("gnu") {
+            println!("cargo::rustc-link-arg-bins=-no-pie");
+        }
         link_statically();
         order_hot_symbols();
     }
