@@ -22,8 +22,9 @@ const ID_KEY_CONTEXTS_V2: [&str; 6] = [
     "snapgraph 2026-12-01 object id v2 reads",
 ];
 
-/// `blake3::derive_key(context, b"")` of each of [`ID_KEY_CONTEXTS_V2`], computed once
-/// here (a test recomputes them) so that no object pays for a key derivation.
+/// `blake3::derive_key(context, b"")` of each of the contexts `docs/FORMAT.md` names
+/// (section 2), computed once here (a test recomputes them from
+/// `ID_KEY_CONTEXTS_V2`) so that no object pays for a key derivation.
 const ID_KEYS_V2: [[u8; 32]; 6] = [
     // chunk
     [

@@ -811,7 +811,7 @@ impl Workspace {
     }
 
     /// The directory at `comps`, created with its missing parents, made unique and
-    /// marked changed along the way. Callers check with [`check_dirs`] first.
+    /// marked changed along the way. Callers check with [`Self::check_dirs`] first.
     fn dir_mut(&mut self, comps: &[String]) -> &mut DirNode {
         let mut dir = Arc::make_mut(&mut self.root);
         for name in comps {
