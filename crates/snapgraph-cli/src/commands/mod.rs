@@ -430,9 +430,7 @@ impl Seen {
             None => Seen::Surveyed(scan::survey(root, ix, dot, crate::watch::MAX_PATHS)?),
         })
     }
-}
 
-impl Seen {
     /// The paths the watcher's answer to `asked` names as changed, sorted and none
     /// below another, if it names at most [`crate::watch::MAX_PATHS`].
     fn reported(asked: crate::watch::Asked) -> Option<Vec<String>> {

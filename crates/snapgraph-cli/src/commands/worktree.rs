@@ -166,8 +166,8 @@ pub(super) fn commit(
     // for it: after this command's clock probe, as the fast path would take it.
     let mut early = None;
     if let (false, None, Some(ix)) = (allow_empty, &only, &index) {
-        let listed = watch.as_ref().is_some_and(|a| a.changed.is_some());
-        if ix.tip.is_some() && !listed {
+        let answered = watch.as_ref().is_some_and(|a| a.changed.is_some());
+        if ix.tip.is_some() && !answered {
             let probe_ns = crate::index::fs_now(&dot)?;
             early = Some((
                 probe_ns,
@@ -184,12 +184,7 @@ pub(super) fn commit(
     // files against) share one snapshot until the commit writes.
     let shared = super::SharedReads::new(&**wd.repo.store());
     let complete_for_tip = tip.is_some() && index.as_ref().is_some_and(|ix| ix.tip == tip);
-    let reported = watch
-        .as_ref()
-        .and_then(|a| a.changed.clone())
-        .filter(|_| only.is_none() && complete_for_tip)
-        .map(scan::minimal)
-        .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+    let reported = listed.filter(|_| only.is_none() && complete_for_tip);
     // A partly read index serves a scan narrowed to the watcher's report only.
     let index = match index {
         Some(ix) if ix.is_part() && reported.is_none() => Index::load(&index_path, &root),
