@@ -59,7 +59,8 @@ fn journal(data: &[u8], index: &Index, root: &std::path::Path) {
     let again = change_of(&read);
     let mut expected = read.clone();
     expected.apply(again.clone());
-    read.save_delta(&path, again).expect("the second change saved");
+    read.save_delta(&path, again)
+        .expect("the second change saved");
     let read = Index::load(&path, root).expect("a saved index reads back");
     assert_eq!(read, expected);
     part(data, &path, &read, root);
@@ -94,7 +95,6 @@ fn change_of(index: &Index) -> Delta {
     }
     delta
 }
-
 
 /// The saved index read in part (through the block table its save wrote) for a few
 /// of its paths: what it holds is what the whole index holds, with the whole's
