@@ -11,12 +11,17 @@
 //! Since the staging directory is new and every directory in it is one we created,
 //! and symlinks are only ever leaves, no write can leave it.
 //!
-//! File modes are written masked to `0o777` (no set-id or sticky bits from a
-//! commit); directory modes are applied last, deepest first, so that a read-only
-//! directory can still be filled. File bytes are fetched, verified and written by a
-//! few threads, each taking a run of files in walk order (at most [`BATCH_FILES`]
-//! files and [`BATCH_BYTES`] recorded bytes) whose objects it reads in one batch
-//! and then writes one file at a time, so memory stays near one batch per thread.
+//! File and directory modes are written masked to `0o777` (no set-id or sticky bits
+//! from a commit). A directory is created with its mode when that leaves its owner
+//! every right and the umask takes none of its bits (`0o755` under umask `022`: no
+//! `chmod` at all); any other directory mode is applied last, deepest first, so
+//! that a read-only directory can still be filled. The staging directory itself is
+//! `0o700` until it is renamed into place, so nobody else reaches what is inside
+//! meanwhile. File bytes are fetched, verified and written by a few threads, each
+//! taking a run of files in walk order (at most [`BATCH_FILES`] files and
+//! [`BATCH_BYTES`] recorded bytes) whose objects it reads in one batch and then
+//! writes one file at a time, so memory stays near one batch per thread; the
+//! helpers read their first runs while the directories are still being made.
 //!
 //! The staging directory is then renamed into place (see [`crate::commands`]):
 //! all or nothing for a new target directory.
@@ -192,11 +197,13 @@ pub fn plan(
 /// (the caller renames it into place and sets the root's mode). On error `dest` is
 /// left for the caller to remove.
 ///
-/// Directories and symlinks are created first, in walk order; then files are
-/// fetched, verified and written by up to [`WRITERS`] threads, each reading a run
-/// of files' objects in one batch, then writing one file at a time from its
-/// verified pieces ([`copy_out`]; `ws` is shared and never changed), so memory
-/// stays near one batch per thread.
+/// Directories and symlinks are created first, in walk order, by this thread; files
+/// are fetched, verified and written by up to [`WRITERS`] threads (this one among
+/// them once the directories exist), each reading a run of files' objects in one
+/// batch, then writing one file at a time from its verified pieces ([`copy_out`];
+/// `ws` is shared and never changed), so memory stays near one batch per thread.
+/// The helpers read their first batch while the directories are made, and write
+/// nothing before they exist.
 pub fn materialize<S: ObjectSource + Sync + ?Sized>(
     ws: &Workspace,
     source: &S,
@@ -227,42 +234,20 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         .mode(0o700)
         .create(dest)
         .at(dest)?;
-    let mut done = Materialized::default();
-    let mut files: Vec<&PlannedEntry> = Vec::new();
-    let mut file_sizes: Vec<u64> = Vec::new();
-    for (e, size) in planned.iter().zip(&sizes) {
-        let target = e.under(dest);
-        match e.kind {
-            EntryKind::Dir => {
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&target)
-                    .at(&target)?;
-                done.dirs += 1;
-                done.entries.push((e.path.clone(), e.kind, None));
-                progress.inc(1);
-            }
-            EntryKind::Symlink => {
-                let link = ws.read_link(&e.path)?.to_string();
-                std::os::unix::fs::symlink(&link, &target).at(&target)?;
-                done.symlinks += 1;
-                done.entries.push((e.path.clone(), e.kind, None));
-                progress.inc(1);
-            }
-            EntryKind::File => {
-                files.push(e);
-                file_sizes.push(*size);
-            }
-        }
-    }
-    crate::timings::phase_with("planned, directories made", || {
-        format!("{} files to write", files.len())
-    });
+    let (files, file_sizes): (Vec<&PlannedEntry>, Vec<u64>) = planned
+        .iter()
+        .zip(&sizes)
+        .filter(|(e, _)| e.kind == EntryKind::File)
+        .unzip();
+    crate::timings::phase_with("planned", || format!("{} files to write", files.len()));
     let threads = threads.clamp(1, WRITERS).min(files.len().max(1));
     let batches = batches(&file_sizes);
     let umask = process_umask();
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
+    // Opened once the directories exist (`false`: making them failed). A writer reads
+    // its first batch before it waits here, while the directories are made.
+    let made = Gate::default();
     let write_some = || -> Result<Materialized> {
         let mut out = Materialized::default();
         while !failed.load(Ordering::Relaxed) {
@@ -274,6 +259,9 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
             // file then takes its own objects from it and verifies them as before.
             let bytes = file_sizes[batch.clone()].iter().sum();
             let fetched = Fetched::new(ws, source, &files[batch.clone()], bytes);
+            if !made.wait() {
+                break;
+            }
             for e in &files[batch.clone()] {
                 if failed.load(Ordering::Relaxed) {
                     break;
@@ -288,11 +276,21 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         }
         Ok(out)
     };
-    let results: Vec<Result<Materialized>> = if threads <= 1 {
-        vec![write_some()]
+    // Directories and symlinks, in walk order (parents first), on this thread.
+    let make = || -> Result<(Materialized, Vec<&PlannedEntry>)> {
+        let opener = made.opener();
+        let r = make_dirs(ws, &planned, dest, umask, progress);
+        opener.open(r.is_ok());
+        crate::timings::phase("directories made");
+        r
+    };
+    let (mut done, late, results) = if threads <= 1 {
+        let (done, late) = make()?;
+        (done, late, vec![write_some()])
     } else {
-        // This thread writes too, beside `threads - 1` helpers started off its core
-        // (see `crate::cpus`): left to the kernel, a helper could wait behind it.
+        // This thread writes too, once it has made the directories, beside
+        // `threads - 1` helpers started off its core (see `crate::cpus`): left to the
+        // kernel, a helper could wait behind it.
         std::thread::scope(|s| {
             let beside = crate::cpus::Beside::here();
             let handles: Vec<_> = (1..threads)
@@ -304,7 +302,11 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                 })
                 .collect();
             beside.yield_to();
-            let mut results = vec![write_some()];
+            let dirs = make();
+            let mut results = Vec::new();
+            if dirs.is_ok() {
+                results.push(write_some());
+            }
             results.extend(handles.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
                     Err(CliError::bad_path(
@@ -313,8 +315,8 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                     ))
                 })
             }));
-            results
-        })
+            dirs.map(|(done, late)| (done, late, results))
+        })?
     };
     crate::timings::phase("files written");
     for r in results {
@@ -323,12 +325,106 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
         done.bytes += part.bytes;
         done.entries.extend(part.entries);
     }
-    for e in planned.iter().rev().filter(|e| e.kind == EntryKind::Dir) {
+    for e in late.iter().rev() {
         let target = e.under(dest);
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(e.mode & 0o777))
             .at(&target)?;
     }
     Ok(done)
+}
+
+/// Makes the directories and symlinks of `planned` below `dest`, in walk order.
+/// A directory is created with its recorded mode when that leaves its owner every
+/// right (to fill it) and the umask takes nothing from it; the others are created
+/// `0o700` and returned, parents first, for their modes to be set once they are
+/// filled. (`dest` itself is private: nobody else can reach them meanwhile.)
+fn make_dirs<'p>(
+    ws: &Workspace,
+    planned: &'p [PlannedEntry],
+    dest: &Path,
+    umask: Option<u32>,
+    progress: &ProgressBar,
+) -> Result<(Materialized, Vec<&'p PlannedEntry>)> {
+    let mut done = Materialized::default();
+    let mut late = Vec::new();
+    for e in planned {
+        let target = e.under(dest);
+        match e.kind {
+            EntryKind::Dir => {
+                let mode = e.mode & 0o777;
+                let now = mode & 0o700 == 0o700 && umask.is_some_and(|u| mode & u == 0);
+                std::fs::DirBuilder::new()
+                    .mode(if now { mode } else { 0o700 })
+                    .create(&target)
+                    .at(&target)?;
+                if !now {
+                    late.push(e);
+                }
+                done.dirs += 1;
+                done.entries.push((e.path.clone(), e.kind, None));
+                progress.inc(1);
+            }
+            EntryKind::Symlink => {
+                let link = ws.read_link(&e.path)?.to_string();
+                std::os::unix::fs::symlink(&link, &target).at(&target)?;
+                done.symlinks += 1;
+                done.entries.push((e.path.clone(), e.kind, None));
+                progress.inc(1);
+            }
+            EntryKind::File => {}
+        }
+    }
+    Ok((done, late))
+}
+
+/// A one-way gate the writers wait at until the directories are made: opened once,
+/// with whether they were.
+#[derive(Default)]
+struct Gate {
+    state: std::sync::Mutex<Option<bool>>,
+    opened: std::sync::Condvar,
+}
+
+/// Opens its [`Gate`] with `false` when dropped unopened (a panic while the
+/// directories are made): no writer waits for ever, and the scope can end.
+struct Opener<'g>(&'g Gate, bool);
+
+impl Opener<'_> {
+    fn open(mut self, ok: bool) {
+        self.0.open(ok);
+        self.1 = true;
+    }
+}
+
+impl Drop for Opener<'_> {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.open(false);
+        }
+    }
+}
+
+impl Gate {
+    fn opener(&self) -> Opener<'_> {
+        Opener(self, false)
+    }
+
+    fn open(&self, ok: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        *state = Some(ok);
+        self.opened.notify_all();
+    }
+
+    /// Whether the directories were made, once they are (or failed).
+    fn wait(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            match *state {
+                Some(ok) => return ok,
+                None => state = self.opened.wait(state).unwrap_or_else(|p| p.into_inner()),
+            }
+        }
+    }
 }
 
 /// Threads writing files in [`materialize`] (at most).

@@ -1125,6 +1125,23 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
     }
     ws.symlink("/d0/link", "../d1").unwrap();
     ws.mkdir("/empty/deeper").unwrap();
+    // Directory modes: created as recorded where the umask takes nothing and the
+    // owner may fill the directory, set once filled otherwise (read-only, bits a
+    // umask of 022 takes, set-id bits masked off).
+    let dir_modes = [
+        ("/d0", 0o555),
+        ("/d0/e1", 0o500),
+        ("/d1", 0o700),
+        ("/d2", 0o750),
+        ("/d3", 0o775),
+        ("/d3/e0", 0o777),
+        ("/d4", 0o711),
+        ("/d5", 0o2755),
+        ("/empty/deeper", 0o751),
+    ];
+    for (dir, mode) in dir_modes {
+        ws.set_mode(dir, mode).unwrap();
+    }
     let c = ws.commit(CommitOptions::new()).unwrap();
     let id = c.id();
     let store = snapgraph_store::MemoryStore::new();
@@ -1150,6 +1167,16 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
         let dest = out.path().join(format!("t{threads}"));
         let done = materialize_with(&shallow, &source, id, &dest, &bar, threads).unwrap();
         assert_eq!(done.files, 200);
+        for (dir, mode) in dir_modes {
+            let m = std::fs::metadata(dest.join(&dir[1..]))
+                .unwrap()
+                .permissions();
+            assert_eq!(
+                std::os::unix::fs::PermissionsExt::mode(&m) & 0o7777,
+                mode & 0o777,
+                "{dir} with {threads} writers"
+            );
+        }
         trees.push(snapshot_of(&dest));
     }
     assert_eq!(trees[0].len(), 200 + 1 + 7 + 21 + 2);

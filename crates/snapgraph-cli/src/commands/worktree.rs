@@ -691,6 +691,10 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
     // to it (each object hashed once; a tampered one is still refused by id).
     let verifying = snapgraph_store::CallerVerifies(&**wd.repo.store());
     let store: &dyn ObjectSource = &verifying;
+    // The trees and the files are read in one snapshot: no read transaction (a lock
+    // and an unlock of the WAL's read mark, an `fstat`) per batch. Nothing below
+    // writes through the store before the files are written.
+    let _shared = super::SharedReads::new(&**wd.repo.store());
     // A hollow commit (retention, shallow clone) has no files to check out.
     let ws = shallow(id, store).map_err(|e| {
         if snapgraph_store::hollow::is_hollow(wd.store(), id).unwrap_or(false) {
