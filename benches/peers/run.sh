@@ -174,7 +174,8 @@ sg_snap() { (cd "$W" && "$SG" commit -q -m "$1" >/dev/null && "$SG" tag -q "v$1"
 # The timed turn runs one process, as git's runs its two, with no subshell around it
 # (`-C` instead of `cd`: a fork of this bash was a millisecond of every turn).
 sg_time() { "$SG" -C "$W" commit -q -m "$1" >/dev/null; }
-sg_restore() { (cd "$W" && "$SG" checkout -q "v$1" --to "$2" >/dev/null); }
+# The timed restore too (its target is absolute).
+sg_restore() { "$SG" -C "$W" checkout -q "v$1" --to "$2" >/dev/null; }
 # gc: a tool's own maintenance step. snapgraph-before is a build without repack
 # (stop 28): its gc is the collection alone.
 sg_gc() {
