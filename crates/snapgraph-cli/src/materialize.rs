@@ -741,6 +741,33 @@ mod tests {
         ObjectId::from_bytes([7; 32])
     }
 
+    /// Writers waiting at the gate learn whether the directories were made; an
+    /// opener dropped unopened (a panic while they were made) opens it with `false`,
+    /// so that no writer waits for ever.
+    #[test]
+    fn the_gate_tells_every_waiter_and_never_stays_shut() {
+        for ok in [true, false] {
+            let gate = Gate::default();
+            let seen = std::thread::scope(|s| {
+                let waiters: Vec<_> = (0..3).map(|_| s.spawn(|| gate.wait())).collect();
+                gate.opener().open(ok);
+                waiters
+                    .into_iter()
+                    .map(|w| w.join().unwrap())
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(seen, vec![ok; 3]);
+            assert_eq!(gate.wait(), ok, "a late waiter");
+        }
+        let gate = Gate::default();
+        let waited = std::thread::scope(|s| {
+            let waiter = s.spawn(|| gate.wait());
+            drop(gate.opener());
+            waiter.join().unwrap()
+        });
+        assert!(!waited);
+    }
+
     fn err_of(entries: Vec<(&str, EntryKind)>) -> String {
         plan(
             id(),

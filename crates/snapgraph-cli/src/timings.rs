@@ -14,6 +14,11 @@
 //!
 //! Off (the variable unset, empty or `0`), a phase costs one load of a set-once
 //! value: no clock is read and nothing is formatted.
+//!
+//! Send the lines to a file (`2>timeline`), not down a pipe read as they come: each
+//! line then wakes its reader, which on a 2-core machine takes a core from the
+//! command (measured: a per-turn commit's start went from 0.3 ms to 1.2-2.7 ms in
+//! about a third of the runs, its whole timeline from 2.2-2.9 ms to 3.6-8.6 ms).
 
 use std::sync::OnceLock;
 use std::time::Instant;
