@@ -171,7 +171,7 @@ impl std::fmt::Debug for ScanOptions<'_> {
 }
 
 /// The directory holding the workspace path `path` (`/` for a top-level name).
-fn parent_of(path: &str) -> &str {
+pub(crate) fn parent_of(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) | None => "/",
         Some(i) => &path[..i],

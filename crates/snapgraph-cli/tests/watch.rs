@@ -173,6 +173,22 @@ fn commit_watched(root: &Path, twin: &Path, paths: Option<u64>) -> Value {
 /// as many as the commit then records.
 fn status_then_commit_watched(root: &Path, twin: &Path) -> Value {
     let status = json(root, &["status"]);
+    // `diff` takes the report too, and reads only the changed files' directories:
+    // it lists what `status` lists, and its patches and counts are those of a diff
+    // of the same tree made without a watcher or a stat cache.
+    let diff = json(root, &["diff", "-p", "--stat"]);
+    for k in ["added", "modified", "removed", "changes"] {
+        assert_eq!(diff[k], status[k], "{k}: diff {diff} status {status}");
+    }
+    mirror(root, twin);
+    let _ = std::fs::remove_file(twin.join(".snapgraph/index"));
+    let unwatched = json(twin, &["diff", "-p", "--stat"]);
+    for k in ["changes", "stat", "patches"] {
+        assert_eq!(
+            diff[k], unwatched[k],
+            "{k}: watched {diff} unwatched {unwatched}"
+        );
+    }
     let out = commit_watched(root, twin, None);
     let listed = |k: &str| status[k].as_array().map_or(0, |a| a.len() as u64);
     let counted = |k: &str| out[k].as_u64().unwrap_or(0);

@@ -6,7 +6,7 @@ use std::io::Write;
 use serde_json::{json, Value};
 use snapgraph::{EntryKind, ObjectId, ObjectSource, SnapshotGraph};
 
-use super::{diff_of, patch, shallow, working_commit, Ctx};
+use super::{checked_out_at, diff_of, patch, working_commit, Below, Ctx};
 use crate::cli::DiffFormat;
 use crate::error::{CliError, Result};
 use crate::output::{quote, sanitize};
@@ -162,7 +162,7 @@ pub(super) fn diff(
     let (b, b_source): (ObjectId, &dyn ObjectSource) = match b {
         Some(b) => (wd.resolve(b)?, store),
         None => {
-            let (id, _, overlay, _) = working_commit(ctx, &wd, super::Early::index_of(&wd))?;
+            let (id, _, overlay, _) = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
             working = overlay;
             (id, &working)
         }
@@ -190,7 +190,12 @@ fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Valu
 pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
     let wd = ctx.open()?;
     let (id, path) = wd.resolve_path(spec, false)?;
-    let ws = shallow(id, wd.repo.store())?;
+    let below = if recursive {
+        Below::All
+    } else {
+        Below::Children
+    };
+    let ws = checked_out_at(id, wd.repo.store(), &[&path], below)?;
     let meta = ws.metadata(&path).map_err(|_| CliError::NotInCommit {
         commit: id,
         path: path.clone(),
@@ -263,7 +268,7 @@ pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     let wd = ctx.open()?;
     let (id, path) = wd.resolve_path(spec, true)?;
     let store: &dyn ObjectSource = wd.repo.store();
-    let ws = shallow(id, store)?;
+    let ws = checked_out_at(id, store, &[&path], Below::Nothing)?;
     match ws.metadata(&path) {
         Ok(m) if m.kind == EntryKind::File => {}
         Ok(m) if m.kind == EntryKind::Symlink => {

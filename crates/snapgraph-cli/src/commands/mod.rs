@@ -337,6 +337,54 @@ pub(super) fn lazy(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace>
     checked_out(id, source, CheckoutOptions::new().lazy(true))
 }
 
+/// How much of a commit's tree below a path [`checked_out_at`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Below {
+    /// The path itself (a directory's entries), nothing under it.
+    Nothing,
+    /// Also each subdirectory's own entries: a listing then shows how many each
+    /// holds, as a full read would.
+    Children,
+    /// Everything under it.
+    All,
+}
+
+/// Commit `id` with its trees read where `paths` need them: the directories on the
+/// way to each, each itself if it is one, and under each as `below` says (every
+/// tree for all of the root). A command about a few paths of a large tree then reads
+/// their directories, not the tree.
+pub(super) fn checked_out_at(
+    id: ObjectId,
+    source: &dyn ObjectSource,
+    paths: &[&str],
+    below: Below,
+) -> Result<Workspace> {
+    if below == Below::All && paths.contains(&"/") {
+        return shallow(id, source);
+    }
+    let mut ws = lazy(id, source)?;
+    for path in paths {
+        ws.load_dir(path, source)?;
+        if below == Below::Nothing {
+            continue;
+        }
+        let mut dirs = vec![path.to_string()];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = ws.list(&dir) else { continue };
+            for e in entries {
+                if e.metadata.kind == EntryKind::Dir {
+                    let sub = format!("{}/{}", dir.trim_end_matches('/'), e.name);
+                    ws.load_dir(&sub, source)?;
+                    if below == Below::All {
+                        dirs.push(sub);
+                    }
+                }
+            }
+        }
+    }
+    Ok(ws)
+}
+
 /// A new workspace holding commit `id` as `options` say, whatever capabilities it
 /// recorded.
 fn checked_out(
@@ -479,14 +527,6 @@ impl Early {
             )?)),
         };
         Ok(Early { index, seen })
-    }
-
-    /// Only the index of `wd`: what changed is looked at once the tip is known.
-    pub(super) fn index_of(wd: &Workdir) -> Early {
-        Early {
-            index: Index::load(&wd.dot.join("index"), &wd.root),
-            seen: None,
-        }
     }
 }
 
@@ -729,4 +769,121 @@ pub(super) fn unique_name(base: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snapgraph_store::counting::CountingStore;
+    use snapgraph_store::{MemoryStore, ObjectStore};
+
+    /// 12 directories of 4 subdirectories of 3 files each (a symlink in one),
+    /// committed into a counting memory store; the commit, and how many tree nodes
+    /// it has.
+    fn tree() -> (CountingStore<MemoryStore>, ObjectId, u64) {
+        let mut ws = Workspace::new();
+        for d in 0..12 {
+            for s in 0..4 {
+                for f in 0..3 {
+                    let body = format!("d{d} s{s} f{f}\n").repeat(9 + f);
+                    ws.write(&format!("/d{d}/s{s}/f{f}"), body.into_bytes())
+                        .unwrap();
+                }
+            }
+        }
+        ws.symlink("/d3/link", "s1/f0").unwrap();
+        let c = ws.commit(CommitOptions::new()).unwrap();
+        let id = c.id();
+        let objects: Vec<(ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
+        let trees = objects
+            .iter()
+            .filter(|(_, b)| b.first() == Some(&snapgraph::ObjectKind::Tree.byte()))
+            .count() as u64;
+        let store = CountingStore::new(MemoryStore::new());
+        let batch: Vec<_> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+        store.put_many(&batch).unwrap();
+        store.take();
+        (store, id, trees)
+    }
+
+    /// What a command reads of `path` (and below, as `below` says) in `ws`.
+    fn view(ws: &Workspace, path: &str, below: Below) -> Vec<String> {
+        let mut out = vec![format!("{path}: {:?}", ws.metadata(path))];
+        let Ok(m) = ws.metadata(path) else {
+            return out;
+        };
+        if m.kind != EntryKind::Dir || below == Below::Nothing {
+            return out;
+        }
+        let mut dirs = vec![path.to_string()];
+        while let Some(dir) = dirs.pop() {
+            for e in ws.list(&dir).unwrap() {
+                let p = format!("{}/{}", dir.trim_end_matches('/'), e.name);
+                out.push(format!("{p}: {:?}", e.metadata));
+                match e.metadata.kind {
+                    EntryKind::Dir if below == Below::All => dirs.push(p),
+                    EntryKind::Symlink => out.push(ws.read_link(&p).unwrap().to_string()),
+                    EntryKind::File => out.push(format!("{:?}", ws.file_content_object(&p))),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// A command about some paths reads the directories on their way and what it
+    /// shows below them, and sees there exactly what a read of every tree sees.
+    #[test]
+    fn a_path_is_read_as_the_whole_tree_holds_it_and_costs_its_directories() {
+        let (store, id, trees) = tree();
+        let whole = shallow(id, &store).unwrap();
+        assert_eq!(store.take().get_ids, 1 + trees, "the commit and every node");
+        // (path, below, tree nodes read at most: the root, the path's directories
+        // and what is read below them)
+        let cases = [
+            ("/d7/s2/f1", Below::Nothing, 3),
+            ("/d7/s2", Below::Nothing, 3),
+            ("/d7", Below::Children, 6),
+            ("/d7", Below::All, 6),
+            ("/d3/link", Below::Nothing, 2),
+            ("/d7/nope/deeper", Below::Nothing, 2),
+            ("/nope", Below::Children, 1),
+            ("/d7/s2/f1/under-a-file", Below::Nothing, 3),
+            ("/", Below::Children, 1 + 12),
+        ];
+        for (path, below, nodes) in cases {
+            let part = checked_out_at(id, &store, &[path], below).unwrap();
+            let read = store.take().get_ids;
+            assert!(read <= 1 + nodes, "{path} {below:?}: {read} ids read");
+            assert!(read < trees, "{path} {below:?}");
+            assert_eq!(
+                view(&part, path, below),
+                view(&whole, path, below),
+                "{path}"
+            );
+        }
+        // Several paths, and the root in full (every tree, as before).
+        let part = checked_out_at(id, &store, &["/d1", "/d2/s0"], Below::All).unwrap();
+        for p in ["/d1", "/d2/s0"] {
+            assert_eq!(view(&part, p, Below::All), view(&whole, p, Below::All));
+        }
+        store.take();
+        let all = checked_out_at(id, &store, &["/"], Below::All).unwrap();
+        assert_eq!(store.take().get_ids, 1 + trees);
+        assert_eq!(all.walk(), whole.walk());
+    }
+
+    /// A diff's side reads the directories of the files it shows, not the tree.
+    #[test]
+    fn a_diff_side_reads_the_directories_of_its_files() {
+        let (store, id, trees) = tree();
+        let mut side = patch::Side::open(Some(id), &store);
+        let bytes = side.bytes("/d5/s1/f2").unwrap().unwrap();
+        assert_eq!(bytes, "d5 s1 f2\n".repeat(11).into_bytes());
+        let read = store.take().get_ids;
+        // The commit, the root, /d5, /d5/s1, the file's chunk.
+        assert!(read <= 5, "{read} ids read of {trees} tree nodes");
+        assert_eq!(side.bytes("/d9/nope").unwrap(), Some(Vec::new()));
+        assert_eq!(side.bytes("/d3/link").unwrap(), Some(b"s1/f0".to_vec()));
+    }
 }

@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind};
 use snapgraph::{Diff, EntryKind, ObjectId, ObjectSource, Workspace};
 
-use super::shallow;
+use super::lazy;
 use crate::error::Result;
 use crate::output::quote;
 
@@ -39,8 +39,10 @@ pub const SIMILAR_MAX_PAIRS: usize = 10_000;
 /// of a diff holds no bytes of such a file ([`crate::batches::Hashed`]).
 pub const TEXT_DIFF_MAX_BYTES: u64 = crate::batches::STREAM_MIN;
 
-/// One side of a diff: a commit's trees, read only when something needs them
-/// (inline content, patches, `-M`), file bytes fetched on demand.
+/// One side of a diff: a commit's trees, read only where something needs them
+/// (inline content, patches, `-M`): the root first, then the directories on the way
+/// to each path asked about, so that a diff costs the directories it shows, not the
+/// tree. File bytes are fetched on demand.
 pub(super) struct Side<'a> {
     id: Option<ObjectId>,
     ws: Option<Workspace>,
@@ -57,17 +59,26 @@ impl<'a> Side<'a> {
         }
     }
 
-    fn ws(&mut self) -> Result<Option<&mut Workspace>> {
+    /// The side's workspace with the directories on the way to `path` read (`None`
+    /// for no commit). A path the commit does not hold is read as far as it goes.
+    fn at(&mut self, path: &str) -> Result<Option<&mut Workspace>> {
         if self.ws.is_none() {
             if let Some(id) = self.id {
-                self.ws = Some(shallow(id, self.source)?);
+                self.ws = Some(lazy(id, self.source)?);
             }
         }
-        Ok(self.ws.as_mut())
+        let source = self.source;
+        match self.ws.as_mut() {
+            Some(ws) => {
+                ws.load_dir(crate::scan::parent_of(path), source)?;
+                Ok(Some(ws))
+            }
+            None => Ok(None),
+        }
     }
 
     fn meta(&mut self, path: &str) -> Result<Option<snapgraph::Metadata>> {
-        Ok(self.ws()?.and_then(|ws| ws.metadata(path).ok()))
+        Ok(self.at(path)?.and_then(|ws| ws.metadata(path).ok()))
     }
 
     /// What makes content equal without reading it: kind, size and content id
@@ -86,7 +97,7 @@ impl<'a> Side<'a> {
         {
             return Ok(Some((EntryKind::File, *size, format!("c:{id}"))));
         }
-        let Some(ws) = self.ws()? else {
+        let Some(ws) = self.at(path)? else {
             return Ok(None);
         };
         let Ok(m) = ws.metadata(path) else {
@@ -112,7 +123,7 @@ impl<'a> Side<'a> {
     /// workspace does not keep them, so a diff of many files holds one at a time.
     pub(super) fn bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>> {
         let source = self.source;
-        let Some(ws) = self.ws()? else {
+        let Some(ws) = self.at(path)? else {
             return Ok(Some(Vec::new()));
         };
         match ws.metadata(path) {

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use snapgraph::{EntryKind, ObjectSource};
 
-use super::{shallow, worktree::path_in_workdir, Ctx};
+use super::{checked_out_at, worktree::path_in_workdir, Below, Ctx};
 use crate::error::{CliError, IoContext, Result};
 use crate::materialize::PlannedEntry;
 
@@ -36,7 +36,9 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
         .iter()
         .map(|p| path_in_workdir(ctx, &wd.root, p))
         .collect::<Result<_>>()?;
-    let ws = shallow(id, store)?;
+    // The chosen paths' trees, not the commit's (nor HEAD's below).
+    let at: Vec<&str> = tops.iter().map(String::as_str).collect();
+    let ws = checked_out_at(id, store, &at, Below::All)?;
     let planned =
         crate::materialize::plan(id, ws.walk().into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
     for t in &tops {
@@ -92,7 +94,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
     let mut stale = Vec::new();
     if let Some(head) = wd.head_commit()? {
         if head != id {
-            let head_ws = shallow(head, store)?;
+            let head_ws = checked_out_at(head, store, &at, Below::All)?;
             for (p, m) in head_ws.walk() {
                 if m.kind != EntryKind::Dir
                     && !in_source.contains(p.as_str())

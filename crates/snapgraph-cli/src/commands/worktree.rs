@@ -739,7 +739,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         None => {
             if !args.force {
                 let (wid, tip, overlay, report) =
-                    working_commit(ctx, &wd, super::Early::index_of(&wd))?;
+                    working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
                 let dirty = match tip {
                     Some(t) => {
                         SnapshotGraph::commit(wid, &overlay)?.tree
