@@ -725,11 +725,11 @@ pub(super) fn read_key(path: Option<&Path>) -> Result<Option<SnapshotKey>> {
 /// Writes a new stat cache for the working directory, just written with commit
 /// `id`'s `entries` ([`crate::materialize::Materialized::entries`]), taking stats now
 /// (after a probe of the file-system clock, see [`crate::index`]).
-pub(super) fn write_index_after_checkout(
+pub(super) fn index_after_checkout(
     wd: &Workdir,
     id: ObjectId,
     entries: &[(String, EntryKind, Option<Digest>)],
-) -> Result<()> {
+) -> Result<Index> {
     let probe_ns = crate::index::fs_now(&wd.dot)?;
     let mut index = Index::new(&wd.root, probe_ns);
     let mut complete = true;
@@ -758,7 +758,7 @@ pub(super) fn write_index_after_checkout(
     }
     index.entries = crate::index::Entries::from_unsorted(recorded);
     index.tip = Some(id).filter(|_| complete);
-    index.save(&wd.dot.join("index"))
+    Ok(index)
 }
 
 pub(super) fn unique_name(base: &str) -> String {

@@ -24,17 +24,18 @@
 //! or `gc` removes those whose process is gone, and `status` mentions them
 //! ([`crate::repo::stale_work`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
 use snapgraph::{CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 use snapgraph_store::RepoCommitOptions;
 
 use super::{
-    changed, diff_json, diff_of, lazy, parse_pairs, resolve_path, shallow, unique_name,
-    working_commit, write_index_after_checkout, Ctx,
+    changed, diff_json, diff_of, index_after_checkout, lazy, parse_pairs, resolve_path, shallow,
+    unique_name, working_commit, Ctx,
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
@@ -774,8 +775,13 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let r = swap_into(&wd, &staging, args.force);
             let _ = std::fs::remove_dir_all(&staging);
-            r?;
-            write_index_after_checkout(&wd, id, &done.entries)?;
+            let old = r?;
+            // The replaced tree is deleted while the index is built (each costs what
+            // the tree holds); the index is saved, and HEAD moved, once it is gone.
+            let (removed, index) =
+                remove_tree_beside(&old, || index_after_checkout(&wd, id, &done.entries));
+            removed.at(&old)?;
+            index?.save(&wd.dot.join("index"))?;
             if move_head {
                 // A branch by name becomes current; anything else detaches HEAD.
                 match wd.repo.branch(&args.rev).ok().flatten() {
@@ -833,7 +839,9 @@ fn materialize_or_clean(
 /// The top-most entries under `root` that a scan does not record (ignored, or
 /// nested repositories), relative to `root`, parents before children.
 fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
-    let mut recorded: HashSet<PathBuf> = HashSet::new();
+    // Each recorded entry, and whether it is a directory (as the walk saw it: a
+    // symlink to a directory is a symlink).
+    let mut recorded: HashMap<PathBuf, bool> = HashMap::new();
     let dot = wd.dot.clone();
     let walker = ignore::WalkBuilder::new(&wd.root)
         .standard_filters(false)
@@ -854,7 +862,8 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
     for entry in walker {
         let entry = entry.map_err(|e| CliError::bad_path(&wd.root, e.to_string()))?;
         if let Ok(rel) = entry.path().strip_prefix(&wd.root) {
-            recorded.insert(rel.to_path_buf());
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            recorded.insert(rel.to_path_buf(), is_dir);
         }
     }
     let mut out = Vec::new();
@@ -872,10 +881,10 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
                 continue;
             }
             let rel = dir.join(&name);
-            if !recorded.contains(&rel) {
-                out.push(rel);
-            } else if std::fs::symlink_metadata(wd.root.join(&rel)).is_ok_and(|m| m.is_dir()) {
-                stack.push(rel);
+            match recorded.get(&rel) {
+                None => out.push(rel),
+                Some(true) => stack.push(rel),
+                Some(false) => {}
             }
         }
     }
@@ -884,8 +893,10 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
 }
 
 /// Replaces the working directory's entries (but `.snapgraph/` and what the scan
-/// does not record) with the staging directory's, rolling back on failure.
-fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<()> {
+/// does not record) with the staging directory's, rolling back on failure. Returns
+/// the directory in `.snapgraph/` holding the replaced entries, for the caller to
+/// delete.
+fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
     // Entries to keep: moved into the staging tree first, at the same path.
     let mut kept: Vec<PathBuf> = Vec::new();
     let put_back = |kept: &[PathBuf]| {
@@ -973,6 +984,117 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<()> {
         }
         moved_in.push(name.clone());
     }
-    std::fs::remove_dir_all(&old).at(&old)?;
-    Ok(())
+    Ok(old)
+}
+
+/// Deletes the directory `dir` and everything in it on this thread and a helper
+/// (off this core, `crate::cpus`), running `first` on this thread before it joins
+/// in; returns the deletion's outcome and `first`'s. The work is shared by entries:
+/// those of `dir`, or a level deeper when it holds few (a tree under one
+/// directory), each taken by whichever thread is free.
+fn remove_tree_beside<R>(dir: &Path, first: impl FnOnce() -> R) -> (std::io::Result<()>, R) {
+    let listed = |d: &Path| -> std::io::Result<Vec<(PathBuf, bool)>> {
+        std::fs::read_dir(d)?
+            .map(|e| {
+                let e = e?;
+                Ok((e.path(), e.file_type()?.is_dir()))
+            })
+            .collect()
+    };
+    let mut units = match listed(dir) {
+        Ok(u) => u,
+        Err(e) => return (Err(e), first()),
+    };
+    // Directories emptied a level down, removed once their entries are.
+    let mut emptied = Vec::new();
+    if units.len() < 8 {
+        let mut deeper = Vec::new();
+        for (p, is_dir) in units {
+            if is_dir {
+                match listed(&p) {
+                    Ok(inner) => deeper.extend(inner),
+                    Err(e) => return (Err(e), first()),
+                }
+                emptied.push(p);
+            } else {
+                deeper.push((p, false));
+            }
+        }
+        units = deeper;
+    }
+    let next = AtomicUsize::new(0);
+    let remove_some = || -> std::io::Result<()> {
+        while let Some((p, is_dir)) = units.get(next.fetch_add(1, Ordering::Relaxed)) {
+            if *is_dir {
+                std::fs::remove_dir_all(p)?;
+            } else {
+                std::fs::remove_file(p)?;
+            }
+        }
+        Ok(())
+    };
+    let (mine, theirs, out) = std::thread::scope(|s| {
+        let beside = crate::cpus::Beside::here();
+        let helper = s.spawn(move || {
+            beside.leave();
+            remove_some()
+        });
+        beside.yield_to();
+        let out = first();
+        let mine = remove_some();
+        let theirs = helper
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("a deleting thread panicked")));
+        (mine, theirs, out)
+    });
+    let done = mine.and(theirs).and_then(|()| {
+        for d in &emptied {
+            std::fs::remove_dir(d)?;
+        }
+        std::fs::remove_dir(dir)
+    });
+    (done, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole tree goes, on both threads, whatever its shape; `first` runs once
+    /// and its result comes back; a symlink is removed, never followed.
+    #[test]
+    fn a_replaced_tree_is_deleted_and_symlinks_are_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("keep.txt"), b"keep").unwrap();
+        // One top-level directory (the work is shared a level down), and many.
+        for (name, tops) in [("one", 1), ("many", 12)] {
+            let dir = t.path().join(name);
+            for i in 0..tops {
+                let sub = dir.join(format!("d{i}/e/f"));
+                std::fs::create_dir_all(&sub).unwrap();
+                for j in 0..5 {
+                    std::fs::write(sub.join(format!("x{j}")), b"x").unwrap();
+                }
+                std::fs::write(dir.join(format!("d{i}/top.txt")), b"t").unwrap();
+                std::os::unix::fs::symlink(&outside, dir.join(format!("d{i}/link"))).unwrap();
+            }
+            std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+            std::fs::write(dir.join("file.txt"), b"f").unwrap();
+            let mut calls = 0;
+            let (removed, out) = remove_tree_beside(&dir, || {
+                calls += 1;
+                42
+            });
+            removed.unwrap();
+            assert_eq!((calls, out), (1, 42));
+            assert!(!dir.exists(), "{name} left");
+            assert_eq!(std::fs::read(outside.join("keep.txt")).unwrap(), b"keep");
+        }
+        // A directory that cannot be listed: the error comes back, `first` still ran.
+        let (removed, out) = remove_tree_beside(&t.path().join("absent"), || 7);
+        assert_eq!(removed.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(out, 7);
+    }
 }
