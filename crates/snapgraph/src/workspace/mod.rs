@@ -68,7 +68,11 @@ pub struct Metadata {
     pub kind: EntryKind,
     /// Permission bits.
     pub mode: u32,
-    /// File length, number of entries of a directory, or symlink target length.
+    /// File length, number of entries of a directory, or symlink target length. A
+    /// directory a [lazy checkout](crate::CheckoutOptions::lazy) left unloaded
+    /// lists with size 0 in its parent's [`Workspace::list`] (its entries are not
+    /// known until [`Workspace::load_dir`] reads it; [`Workspace::metadata`] of it
+    /// is [`FsError::NotLoaded`]).
     pub size: u64,
 }
 
