@@ -19,6 +19,7 @@ pub mod repo;
 pub mod rev;
 pub mod scan;
 pub mod secrets;
+pub mod switch;
 pub mod tarball;
 pub mod timings;
 pub mod trash;

@@ -614,7 +614,7 @@ impl<S: ObjectSource + ?Sized> ObjectSource for Fetched<'_, S> {
 
 /// The process's umask, read from `/proc/self/status` (Linux 4.7 and later);
 /// `None` when it cannot be read.
-fn process_umask() -> Option<u32> {
+pub(crate) fn process_umask() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
     u32::from_str_radix(line.trim(), 8).ok()

@@ -1185,3 +1185,75 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
     assert!(trees[0]["d5/e2/f005"].starts_with("file 755 400000 "));
     assert!(trees[0]["d0/e2/f077"].starts_with("file 600 "));
 }
+
+/// `checkout REV` of a clean working directory moves it by what differs: the files
+/// the two commits share are not rewritten, the result is what a fresh checkout of
+/// REV writes, `status` is clean after, and the stat cache still serves the next
+/// commit (only what was written is read again).
+#[test]
+fn a_clean_checkout_touches_only_what_differs() {
+    use std::os::unix::fs::MetadataExt;
+    let t = repo();
+    let root = t.path();
+    rich_tree(root);
+    write(root, ".snapgraphignore", b"*.log\n");
+    for i in 0..40 {
+        write(
+            root,
+            &format!("many/f{i:02}.txt"),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
+    let one = commit_id(&ok(root, &["commit", "-m", "one"]));
+    write(root, "README.md", b"# hello, two\n");
+    std::fs::remove_file(root.join("data/blob.bin")).unwrap();
+    write(root, "data/new/deep.txt", b"new in two");
+    std::fs::set_permissions(
+        root.join("many/f07.txt"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(root.join("empty")).unwrap();
+    ok(root, &["commit", "-m", "two"]);
+    write(root, "build.log", b"ignored, kept");
+    let kept = std::fs::metadata(root.join("data/large.bin")).unwrap();
+    for (rev, other) in [(one.as_str(), "main"), ("main", one.as_str())] {
+        let out = std::process::Command::new(&*BIN)
+            .args(["checkout", rev, "--quiet"])
+            .env("SNAPGRAPH_TIMINGS", "1")
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains("switched (") && !err.contains("declined"),
+            "{err}"
+        );
+        let fresh = tempfile::tempdir().unwrap();
+        let to = fresh.path().join("t");
+        ok(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        let mut got = snapshot_of(root);
+        assert!(got.remove("build.log").is_some(), "the ignored file stays");
+        assert_eq!(got, snapshot_of(&to), "checkout {rev} (from {other})");
+        let now = std::fs::metadata(root.join("data/large.bin")).unwrap();
+        assert_eq!(
+            (now.ino(), now.ctime_nsec()),
+            (kept.ino(), kept.ctime_nsec())
+        );
+        assert!(ok(root, &["status"]).contains("nothing changed"));
+        if rev == "main" {
+            let committed = ok(root, &["commit", "-m", "again"]);
+            assert!(committed.contains("nothing to commit"), "{committed}");
+        }
+    }
+    assert_eq!(
+        std::fs::read(root.join("build.log")).unwrap(),
+        b"ignored, kept"
+    );
+    // The stat cache is complete for the tip: a commit reads only what the switch
+    // wrote (newer than its clock probe), not the tree.
+    write(root, "README.md", b"# hello, three\n");
+    let summary = ok(root, &["commit", "-m", "three"]);
+    assert!(field(&summary, "files read") <= 6, "{summary}");
+}

@@ -1157,8 +1157,10 @@ fn unrecorded_entries_keep_their_directory_listed() {
     );
 }
 
-/// A checkout records no listings (it did not list the directories it wrote); the
-/// next commit records them and the one after reuses them.
+/// A checkout that writes the whole tree records no listings (it did not list the
+/// directories it wrote); one that moves a clean working directory by what differs
+/// keeps the listings of the directories it did not touch. The next commit records
+/// them and the one after reuses them.
 #[test]
 fn listings_after_a_checkout_are_taken_by_the_next_commit() {
     let t = armed_listings();
@@ -1168,6 +1170,10 @@ fn listings_after_a_checkout_are_taken_by_the_next_commit() {
     ok(t.path(), &["commit", "-m", "more"]);
     ok(t.path(), &["branch", "old", "--at", &id]);
     ok(t.path(), &["checkout", "old"]);
+    // The root and d/e (which lost more.txt) are listed; d and empty reused.
+    assert_eq!(listed_and_reused(t.path()), (2, 2));
+    ok(t.path(), &["checkout", "main"]);
+    ok(t.path(), &["checkout", "old", "--force"]);
     let (listed, reused) = listed_and_reused(t.path());
     assert_eq!((listed, reused), (4, 0));
     std::thread::sleep(Duration::from_millis(20));

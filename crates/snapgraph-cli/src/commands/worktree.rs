@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
-use snapgraph::{CommitOptions, ObjectId, ObjectSource, SnapshotGraph, Workspace};
+use snapgraph::{CommitOptions, EntryKind, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 use snapgraph_store::RepoCommitOptions;
 
 use super::{
@@ -39,7 +39,7 @@ use super::{
 };
 use crate::cli::CheckoutArgs;
 use crate::error::{CliError, IoContext, Result};
-use crate::index::{Delta, Index, IndexEntry, Listing, SkeletonSource};
+use crate::index::{Delta, FileStat, Index, IndexEntry, Listing, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
 use crate::scan::{self, ScanOptions};
@@ -738,6 +738,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             (to, done)
         }
         None => {
+            // The tip the working directory holds, when the dirty check says so.
+            let mut clean = None;
             if !args.force {
                 let (wid, tip, overlay, report) =
                     working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
@@ -770,18 +772,49 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         summary,
                     });
                 }
+                clean = tip;
             }
-            let staging = wd.dot.join(unique_name("staging"));
-            let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
-            let r = swap_into(&wd, &staging, args.force);
-            let _ = std::fs::remove_dir_all(&staging);
-            let old = r?;
-            // The replaced tree is deleted while the index is built (each costs what
-            // the tree holds); the index is saved, and HEAD moved, once it is gone.
-            let (removed, index) =
-                remove_tree_beside(&old, || index_after_checkout(&wd, id, &done.entries));
-            removed.at(&old)?;
-            index?.save(&wd.dot.join("index"))?;
+            // A clean working directory moves by what differs (`crate::switch`),
+            // unless most of the tree changes.
+            // Its stat cache must hold the tip's whole tree: the entries the switch
+            // leaves alone keep their recorded stats (see `index_after_switch`).
+            let index_path = wd.dot.join("index");
+            let cached = clean
+                .and_then(|t| Some(t).zip(Index::load(&index_path, &wd.root)))
+                .filter(|(t, ix)| ix.tip == Some(*t) && !ix.is_part());
+            let switched = match cached {
+                Some((t, ix)) => {
+                    let from = shallow(t, store)?;
+                    crate::switch::switch(&wd.root, &wd.dot, &from, &ws, id, store)?
+                        .map(|s| (s, ix))
+                }
+                None => None,
+            };
+            crate::timings::phase_with("switched", || match &switched {
+                Some((s, _)) => format!("{} entries put, {} removed", s.put.len(), s.removed.len()),
+                None => "declined: the whole tree is written".into(),
+            });
+            let done = match switched {
+                Some((s, ix)) => {
+                    index_after_switch(&wd, ix, id, &ws, &s)?.save(&index_path)?;
+                    s.done
+                }
+                None => {
+                    let staging = wd.dot.join(unique_name("staging"));
+                    let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
+                    let r = swap_into(&wd, &staging, args.force);
+                    let _ = std::fs::remove_dir_all(&staging);
+                    let old = r?;
+                    // The replaced tree is deleted while the index is built (each
+                    // costs what the tree holds); the index is saved, and HEAD moved,
+                    // once it is gone.
+                    let (removed, index) =
+                        remove_tree_beside(&old, || index_after_checkout(&wd, id, &done.entries));
+                    removed.at(&old)?;
+                    index?.save(&wd.dot.join("index"))?;
+                    done
+                }
+            };
             if move_head {
                 // A branch by name becomes current; anything else detaches HEAD.
                 match wd.repo.branch(&args.rev).ok().flatten() {
@@ -985,6 +1018,64 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
         moved_in.push(name.clone());
     }
     Ok(old)
+}
+
+/// The stat cache `ix` (the tip's whole tree, the working directory's before a
+/// [`crate::switch::switch`]) after the switch `s` to commit `id` (shallow in `to`):
+/// the entries it put recorded anew (a file with the target's digest; a mode the
+/// scan would record otherwise leaves the index incomplete, as after a full
+/// checkout), those it removed dropped, their directories' listings forgotten, every
+/// other entry as it was, and the clock probe as it was: what was written now is
+/// newer than the probe, so the next scan reads it again instead of trusting a stat
+/// taken while it might still change, and an entry that was racy stays racy.
+fn index_after_switch(
+    wd: &Workdir,
+    mut ix: Index,
+    id: ObjectId,
+    to: &Workspace,
+    s: &crate::switch::Switched,
+) -> Result<Index> {
+    let mut complete = true;
+    let mut parents: Vec<&str> = Vec::new();
+    for p in &s.removed {
+        ix.entries.remove(p);
+        parents.push(crate::scan::parent_of(p));
+    }
+    for (p, kind) in &s.put {
+        parents.push(crate::scan::parent_of(p));
+        let full = wd.root.join(p.trim_start_matches('/'));
+        let entry = match kind {
+            EntryKind::Dir => Some(IndexEntry::Dir { listing: None }),
+            EntryKind::File => {
+                let mode = to.metadata(p).map_or(0, |m| m.mode);
+                let digest = crate::index::digest_of(to, p)
+                    .filter(|_| crate::index::file_mode(mode) == mode);
+                match (digest, FileStat::lstat(&full)) {
+                    (Some(digest), Ok(stat)) => Some(IndexEntry::File { stat, digest }),
+                    _ => None,
+                }
+            }
+            EntryKind::Symlink => FileStat::lstat(&full)
+                .ok()
+                .map(|stat| IndexEntry::Symlink { stat }),
+        };
+        match entry {
+            Some(e) => {
+                ix.entries.insert(p, e);
+            }
+            None => {
+                ix.entries.remove(p);
+                complete = false;
+            }
+        }
+    }
+    for d in parents {
+        if d != "/" && matches!(ix.entries.get(d), Some(IndexEntry::Dir { .. })) {
+            ix.entries.insert(d, IndexEntry::Dir { listing: None });
+        }
+    }
+    ix.tip = Some(id).filter(|_| complete);
+    Ok(ix)
 }
 
 /// Deletes the directory `dir` and everything in it on this thread and a helper

@@ -1,0 +1,788 @@
+//! Moving a clean working directory from one commit to another by what differs.
+//!
+//! `checkout REV` into the working directory wrote the whole commit into a staging
+//! directory and swapped every top-level entry: a one-file switch on 50,000 files
+//! cost what a first checkout costs. When the working directory is clean (the dirty
+//! check found it holding the tip's tree, plus entries a scan does not record:
+//! ignored files, nested repositories), [`switch`] touches only what differs:
+//!
+//! 1. **Compare** the tip's and the target's trees, entry by entry (kind, content or
+//!    link target, mode), and validate every path of the target ([`plan`]).
+//! 2. **Stage**: the target's new and changed files are written, verified, into a
+//!    fresh staging directory in `.snapgraph/`; nothing in the working directory has
+//!    changed yet, so a bad object fails here with nothing to undo.
+//! 3. **Apply**, logging how to undo each step: entries the target drops or
+//!    replaces are moved, deepest first, into an `old-*` directory in
+//!    `.snapgraph/`; then the target's new entries are put in place, parents first
+//!    (directories made, staged files renamed in, symlinks made); then modes. An
+//!    unrecorded entry where the target puts one is moved aside too (the commit wins,
+//!    as the full swap has it); a directory the target drops but which still holds
+//!    unrecorded entries stays, unless the target puts a file there: then, as the
+//!    full swap does, the checkout is refused ([`CliError::Dirty`]); an unrecorded
+//!    directory where the target puts one becomes the target's, with what it holds
+//!    (the full swap drops what it holds, git keeps it). Any failure undoes every
+//!    step taken, in reverse.
+//! 4. The `old-*` and staging directories are deleted.
+//!
+//! Declined (`Ok(None)`: the caller writes the whole commit) when more than
+//! [`MOST_CHANGED`] of the target's files change: writing most of a tree is what the
+//! full checkout does best, on every core.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
+
+use crate::error::{CliError, IoContext, Result};
+use crate::index::Digest;
+use crate::materialize::{plan, Materialized, PlannedEntry};
+
+/// The share of the target's files (and at least [`MOST_CHANGED_MIN`]) past which
+/// [`switch`] declines: one in four.
+pub const MOST_CHANGED: usize = 4;
+
+/// Changed files a switch always takes on, however small the tree.
+pub const MOST_CHANGED_MIN: usize = 256;
+
+/// An entry as a commit records it, for comparison.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Recorded {
+    kind: EntryKind,
+    mode: u32,
+    /// A file's digest (`None`: unknown, never equal), a symlink's target.
+    key: Option<Key>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Content(Digest),
+    Target(String),
+}
+
+fn recorded(ws: &Workspace, path: &str, kind: EntryKind, mode: u32) -> Recorded {
+    let key = match kind {
+        EntryKind::File => crate::index::digest_of(ws, path).map(Key::Content),
+        EntryKind::Symlink => ws.read_link(path).ok().map(|t| Key::Target(t.to_string())),
+        EntryKind::Dir => None,
+    };
+    Recorded {
+        kind,
+        mode: mode & 0o777,
+        key,
+    }
+}
+
+/// Whether the target's entry `new` is the tip's `old` as it stands (its mode
+/// aside): the same kind, and for a file or symlink the same known content or
+/// target (an unknown digest is never the same).
+fn same(old: &Recorded, new: &Recorded) -> bool {
+    old.kind == new.kind
+        && (new.kind == EntryKind::Dir || (new.key.is_some() && old.key == new.key))
+}
+
+/// One step taken in the working directory, and how to undo it.
+#[derive(Debug)]
+enum Undo {
+    /// An entry now at `.0`, which was at `.1`: renamed back.
+    Moved(PathBuf, PathBuf),
+    /// A directory made: removed.
+    Made(PathBuf),
+    /// A symlink made: removed.
+    Linked(PathBuf),
+    /// A mode changed from `.1`: set back.
+    Mode(PathBuf, u32),
+}
+
+/// What [`apply`] calls before each step (tests make one fail).
+pub type StepHook<'a> = &'a mut dyn FnMut(usize) -> std::io::Result<()>;
+
+/// What a [`switch`] did.
+#[derive(Debug, Default)]
+pub struct Switched {
+    /// Every entry of the target, as a full checkout lists them (the index's
+    /// digests included).
+    pub done: Materialized,
+    /// The paths written or re-moded, with their kinds: what the stat cache must
+    /// record anew.
+    pub put: Vec<(String, EntryKind)>,
+    /// The tip's paths the target lacks.
+    pub removed: Vec<String>,
+}
+
+/// Moves the working directory at `root` (holding `from`'s tree, per the dirty check)
+/// to `to`'s tree (commit `id`, its file bytes in `source`), touching only what
+/// differs; `dot` is `.snapgraph/`. `Ok(None)`: declined (too much changes, or a
+/// directory its owner may not write), nothing done.
+pub fn switch<S: ObjectSource + ?Sized>(
+    root: &Path,
+    dot: &Path,
+    from: &Workspace,
+    to: &Workspace,
+    id: ObjectId,
+    source: &S,
+) -> Result<Option<Switched>> {
+    switch_with(root, dot, from, to, id, source, &mut |_| Ok(()))
+}
+
+/// [`switch`], calling `hook` before each step of the apply.
+pub fn switch_with<S: ObjectSource + ?Sized>(
+    root: &Path,
+    dot: &Path,
+    from: &Workspace,
+    to: &Workspace,
+    id: ObjectId,
+    source: &S,
+    hook: StepHook<'_>,
+) -> Result<Option<Switched>> {
+    let walked = to.walk();
+    let sizes: Vec<u64> = walked.iter().map(|(_, m)| m.size).collect();
+    let planned = plan(id, walked.into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
+    let tip: Vec<(String, Recorded)> = from
+        .walk()
+        .into_iter()
+        .map(|(p, m)| {
+            let r = recorded(from, &p, m.kind, m.mode);
+            (p, r)
+        })
+        .collect();
+    // A directory its owner may not fill (read-only, say) would need its mode lifted
+    // and set back around each change: the full checkout does that already.
+    let fillable = |r: &Recorded| r.kind != EntryKind::Dir || r.mode & 0o700 == 0o700;
+    if !tip.iter().all(|(_, r)| fillable(r)) {
+        return Ok(None);
+    }
+    let old: HashMap<&str, &Recorded> = tip.iter().map(|(p, r)| (p.as_str(), r)).collect();
+    // What the target adds or replaces (in its walk order: parents first), what it
+    // keeps as it is (but maybe for the mode), and of those the entries whose mode
+    // changes.
+    let mut add: Vec<&PlannedEntry> = Vec::new();
+    let mut kept: HashSet<&str> = HashSet::new();
+    let mut modes: Vec<&PlannedEntry> = Vec::new();
+    for e in &planned {
+        let new = recorded(to, &e.path, e.kind, e.mode);
+        if !fillable(&new) {
+            return Ok(None);
+        }
+        match old.get(e.path.as_str()) {
+            Some(o) if same(o, &new) => {
+                kept.insert(&e.path);
+                if o.mode != new.mode && new.kind != EntryKind::Symlink {
+                    modes.push(e);
+                }
+            }
+            _ => add.push(e),
+        }
+    }
+    let files = planned.iter().filter(|e| e.kind == EntryKind::File).count();
+    let changed = add.iter().filter(|e| e.kind == EntryKind::File).count();
+    if changed > MOST_CHANGED_MIN.max(files / MOST_CHANGED) {
+        return Ok(None);
+    }
+    // What the tip holds and the target does not keep, deepest first.
+    let remove: Vec<(&str, EntryKind)> = tip
+        .iter()
+        .rev()
+        .filter(|(p, _)| !kept.contains(p.as_str()))
+        .map(|(p, r)| (p.as_str(), r.kind))
+        .collect();
+
+    // Stage the new files (nothing in the working directory changes yet).
+    let staging = dot.join(crate::commands::unique_name("staging"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&staging)
+        .at(&staging)?;
+    let umask = crate::materialize::process_umask();
+    let mut staged: HashMap<&str, PathBuf> = HashMap::new();
+    for (n, e) in add.iter().filter(|e| e.kind == EntryKind::File).enumerate() {
+        let at = staging.join(n.to_string());
+        let written = stage_file(to, source, e, &at, umask);
+        if let Err(err) = written {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(err);
+        }
+        staged.insert(&e.path, at);
+    }
+    let aside = dot.join(crate::commands::unique_name("old"));
+    let applied = std::fs::create_dir(&aside).at(&aside).and_then(|()| {
+        apply(
+            root, &aside, to, &add, &modes, &remove, &staged, umask, hook,
+        )
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    if let Err(e) = applied {
+        // Everything was put back: what is aside is empty, or holds what could not be.
+        let _ = std::fs::remove_dir(&aside);
+        return Err(e);
+    }
+    std::fs::remove_dir_all(&aside).at(&aside)?;
+
+    let put = add
+        .iter()
+        .chain(&modes)
+        .map(|e| (e.path.clone(), e.kind))
+        .collect();
+    let in_target: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
+    let removed = remove
+        .iter()
+        .filter(|(p, _)| !in_target.contains(p))
+        .map(|(p, _)| p.to_string())
+        .collect();
+    let mut done = Materialized::default();
+    for (e, size) in planned.iter().zip(&sizes) {
+        let digest = match e.kind {
+            EntryKind::File => {
+                done.files += 1;
+                done.bytes += size;
+                crate::index::digest_of(to, &e.path)
+                    .filter(|_| crate::index::file_mode(e.mode) == e.mode)
+            }
+            EntryKind::Dir => {
+                done.dirs += 1;
+                None
+            }
+            EntryKind::Symlink => {
+                done.symlinks += 1;
+                None
+            }
+        };
+        done.entries.push((e.path.clone(), e.kind, digest));
+    }
+    Ok(Some(Switched { done, put, removed }))
+}
+
+/// Writes file `e` of `ws` at `at` (a new name), verified, with its mode.
+fn stage_file<S: ObjectSource + ?Sized>(
+    ws: &Workspace,
+    source: &S,
+    e: &PlannedEntry,
+    at: &Path,
+    umask: Option<u32>,
+) -> Result<()> {
+    let mode = e.mode & 0o777;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(at)
+        .at(at)?;
+    crate::materialize::copy_out(ws, &e.path, source, &mut f, at)?;
+    if umask.is_none_or(|u| mode & u != 0) {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .at(at)?;
+    }
+    Ok(())
+}
+
+/// The apply of a [`switch`] (its step 3), undone on failure.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    root: &Path,
+    aside: &Path,
+    to: &Workspace,
+    add: &[&PlannedEntry],
+    modes: &[&PlannedEntry],
+    remove: &[(&str, EntryKind)],
+    staged: &HashMap<&str, PathBuf>,
+    umask: Option<u32>,
+    hook: StepHook<'_>,
+) -> Result<()> {
+    let mut log: Vec<Undo> = Vec::new();
+    let r = steps(
+        root, aside, to, add, modes, remove, staged, umask, hook, &mut log,
+    );
+    if r.is_err() {
+        for u in log.into_iter().rev() {
+            let _ = match u {
+                Undo::Moved(now, was) => std::fs::rename(now, was),
+                Undo::Made(dir) => std::fs::remove_dir(dir),
+                Undo::Linked(link) => std::fs::remove_file(link),
+                Undo::Mode(p, m) => std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)),
+            };
+        }
+    }
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn steps(
+    root: &Path,
+    aside: &Path,
+    to: &Workspace,
+    add: &[&PlannedEntry],
+    modes: &[&PlannedEntry],
+    remove: &[(&str, EntryKind)],
+    staged: &HashMap<&str, PathBuf>,
+    umask: Option<u32>,
+    hook: StepHook<'_>,
+    log: &mut Vec<Undo>,
+) -> Result<()> {
+    let full = |p: &str| root.join(p.trim_start_matches('/'));
+    let mut n = 0usize;
+    let mut step = |hook: &mut dyn FnMut(usize) -> std::io::Result<()>, at: &Path| {
+        n += 1;
+        hook(n).at(at)
+    };
+    let mut moved = 0usize;
+    let mut move_aside = |from: PathBuf, log: &mut Vec<Undo>| -> Result<()> {
+        let to = aside.join(moved.to_string());
+        moved += 1;
+        std::fs::rename(&from, &to).at(&from)?;
+        log.push(Undo::Moved(to, from));
+        Ok(())
+    };
+    // Directories of the tip kept because they hold unrecorded entries.
+    let mut held: HashSet<&str> = HashSet::new();
+    for (p, kind) in remove {
+        let at = full(p);
+        step(hook, &at)?;
+        if *kind == EntryKind::Dir {
+            match std::fs::read_dir(&at).map(|mut entries| entries.next().is_some()) {
+                Ok(true) => {
+                    held.insert(*p);
+                    continue;
+                }
+                Ok(false) => {}
+                // Gone already (removed since the dirty check): nothing to move.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(CliError::io(&at, e)),
+            }
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(_) => move_aside(at, log)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(CliError::io(&at, e)),
+        }
+    }
+    // Directories whose mode is set last (deepest first), once they are filled.
+    let mut late: Vec<&PlannedEntry> = Vec::new();
+    for e in add {
+        let at = full(&e.path);
+        step(hook, &at)?;
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() && e.kind == EntryKind::Dir => {
+                // An unrecorded directory, or one of the tip's kept for what it
+                // holds: it is the target's now.
+                if m.permissions().mode() & 0o777 != e.mode & 0o777 {
+                    late.push(e);
+                }
+                continue;
+            }
+            Ok(_) if held.contains(e.path.as_str()) => {
+                return Err(CliError::Dirty {
+                    path: at,
+                    summary: format!(
+                        "ignored entries in a directory that the commit's file {} would replace",
+                        e.path
+                    ),
+                });
+            }
+            // Unrecorded: the commit's entry wins, as in git.
+            Ok(_) => move_aside(at.clone(), log)?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(CliError::io(&at, err)),
+        }
+        match e.kind {
+            EntryKind::Dir => {
+                let mode = e.mode & 0o777;
+                let now = mode & 0o700 == 0o700 && umask.is_some_and(|u| mode & u == 0);
+                std::fs::DirBuilder::new()
+                    .mode(if now { mode } else { 0o700 })
+                    .create(&at)
+                    .at(&at)?;
+                log.push(Undo::Made(at));
+                if !now {
+                    late.push(e);
+                }
+            }
+            EntryKind::Symlink => {
+                let target = to.read_link(&e.path)?.to_string();
+                std::os::unix::fs::symlink(&target, &at).at(&at)?;
+                log.push(Undo::Linked(at));
+            }
+            EntryKind::File => {
+                let from = staged.get(e.path.as_str()).ok_or_else(|| {
+                    CliError::bad_path(&at, "a file of the commit was not staged")
+                })?;
+                std::fs::rename(from, &at).at(&at)?;
+                log.push(Undo::Moved(at, from.clone()));
+            }
+        }
+    }
+    for e in modes.iter().chain(late.iter().rev()) {
+        let at = full(&e.path);
+        step(hook, &at)?;
+        let was = std::fs::symlink_metadata(&at).at(&at)?.permissions().mode() & 0o7777;
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(e.mode & 0o777)).at(&at)?;
+        log.push(Undo::Mode(at, was));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use snapgraph::{CheckoutOptions, CheckoutPolicy, CommitOptions};
+    use snapgraph_store::{CallerVerifies, MemoryStore, ObjectStore};
+    use std::collections::BTreeMap;
+
+    /// One entry of a test tree: a file (its content variant and whether it is
+    /// executable), a symlink, or a directory (its mode).
+    #[derive(Debug, Clone)]
+    enum Made {
+        File(u8, bool),
+        Link(u8),
+        Dir(u32),
+    }
+
+    /// Commits `tree` (path -> entry; parents made as needed) into `store`; the
+    /// commit and its shallow checkout.
+    fn commit(store: &MemoryStore, tree: &BTreeMap<String, Made>) -> (ObjectId, Workspace) {
+        let mut ws = Workspace::new();
+        for (p, m) in tree {
+            match m {
+                Made::File(v, x) => {
+                    let body: Vec<u8> = (0..40 + *v as usize * 97).map(|i| (i as u8) ^ v).collect();
+                    ws.write(p, body).unwrap();
+                    if *x {
+                        ws.set_mode(p, 0o755).unwrap();
+                    }
+                }
+                Made::Link(v) => ws.symlink(p, &format!("target-{v}")).unwrap(),
+                Made::Dir(_) => ws.mkdir(p).unwrap(),
+            }
+        }
+        for (p, m) in tree {
+            if let Made::Dir(mode) = m {
+                ws.set_mode(p, *mode).unwrap();
+            }
+        }
+        let c = ws.commit(CommitOptions::new()).unwrap();
+        let id = c.id();
+        let objects: Vec<(ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
+        let batch: Vec<_> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+        store.put_many(&batch).unwrap();
+        let mut shallow = Workspace::new();
+        let _ = shallow
+            .checkout_with(
+                id,
+                &CallerVerifies(store),
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::Force)
+                    .shallow(true),
+            )
+            .unwrap();
+        (id, shallow)
+    }
+
+    /// Every entry below `root` but `.snapgraph`: kind, mode, bytes or target.
+    fn snapshot(root: &Path) -> BTreeMap<String, String> {
+        fn walk(dir: &Path, rel: &str, out: &mut BTreeMap<String, String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let name = e.file_name().into_string().unwrap();
+                if rel.is_empty() && name == ".snapgraph" {
+                    continue;
+                }
+                let p = format!("{rel}/{name}");
+                let m = std::fs::symlink_metadata(e.path()).unwrap();
+                let mode = m.permissions().mode() & 0o7777;
+                let v = if m.file_type().is_symlink() {
+                    format!("link {}", std::fs::read_link(e.path()).unwrap().display())
+                } else if m.is_dir() {
+                    walk(&e.path(), &p, out);
+                    format!("dir {mode:o}")
+                } else {
+                    format!("file {mode:o} {:?}", std::fs::read(e.path()).unwrap())
+                };
+                out.insert(p, v);
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(root, "", &mut out);
+        out
+    }
+
+    /// A working directory holding `ws` (commit `id`) at `<t>/<name>`, with its
+    /// `.snapgraph/`.
+    fn checked_out(
+        t: &Path,
+        name: &str,
+        store: &MemoryStore,
+        id: ObjectId,
+        ws: &Workspace,
+    ) -> PathBuf {
+        let root = t.join(name);
+        let bar = indicatif::ProgressBar::hidden();
+        crate::materialize::materialize_with(ws, &CallerVerifies(store), id, &root, &bar, 1)
+            .unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(root.join(".snapgraph")).unwrap();
+        root
+    }
+
+    fn tree(entries: &[(&str, Made)]) -> BTreeMap<String, Made> {
+        entries
+            .iter()
+            .map(|(p, m)| (p.to_string(), m.clone()))
+            .collect()
+    }
+
+    fn sample() -> (BTreeMap<String, Made>, BTreeMap<String, Made>) {
+        let a = tree(&[
+            ("/keep.txt", Made::File(1, false)),
+            ("/edit.txt", Made::File(2, false)),
+            ("/mode.txt", Made::File(3, false)),
+            ("/gone/deep/x", Made::File(4, false)),
+            ("/gone/y", Made::File(5, false)),
+            ("/swap", Made::File(6, false)),
+            ("/link", Made::Link(1)),
+            ("/dir", Made::Dir(0o755)),
+            ("/dir/f", Made::File(7, false)),
+        ]);
+        let b = tree(&[
+            ("/keep.txt", Made::File(1, false)),
+            ("/edit.txt", Made::File(9, false)),
+            ("/mode.txt", Made::File(3, true)),
+            ("/swap/inside", Made::File(6, false)),
+            ("/link", Made::Link(2)),
+            ("/dir", Made::Dir(0o750)),
+            ("/dir/f", Made::File(7, false)),
+            ("/new/sub/z", Made::File(8, true)),
+            ("/empty", Made::Dir(0o700)),
+        ]);
+        (a, b)
+    }
+
+    /// A switch leaves the working directory as a fresh checkout of the target
+    /// writes it, touching only what differs; what is aside and staged is gone.
+    #[test]
+    fn a_switch_writes_what_a_checkout_of_the_target_writes() {
+        let t = tempfile::tempdir().unwrap();
+        let store = MemoryStore::new();
+        let (a, b) = sample();
+        let (ia, wa) = commit(&store, &a);
+        let (ib, wb) = commit(&store, &b);
+        let root = checked_out(t.path(), "w", &store, ia, &wa);
+        let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
+        let kept = std::fs::metadata(root.join("keep.txt")).unwrap();
+        let s = switch(
+            &root,
+            &root.join(".snapgraph"),
+            &wa,
+            &wb,
+            ib,
+            &CallerVerifies(&store),
+        )
+        .unwrap()
+        .expect("taken");
+        assert_eq!(snapshot(&root), snapshot(&fresh));
+        // Untouched: the same inode, the same change time.
+        let now = std::fs::metadata(root.join("keep.txt")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            (now.ino(), now.ctime_nsec()),
+            (kept.ino(), kept.ctime_nsec())
+        );
+        assert!(!s.put.iter().any(|(p, _)| p == "/keep.txt" || p == "/dir/f"));
+        let mut removed = s.removed.clone();
+        removed.sort();
+        assert_eq!(removed, ["/gone", "/gone/deep", "/gone/deep/x", "/gone/y"]);
+        assert_eq!(s.done.files, 6);
+        assert_eq!(
+            std::fs::read_dir(root.join(".snapgraph")).unwrap().count(),
+            0
+        );
+    }
+
+    /// A failure at any step of the apply puts every entry back as it was (ignored
+    /// entries included) and leaves nothing in `.snapgraph/`.
+    #[test]
+    fn a_failure_at_any_step_undoes_every_step() {
+        let t = tempfile::tempdir().unwrap();
+        let store = MemoryStore::new();
+        let (a, b) = sample();
+        let (ia, wa) = commit(&store, &a);
+        let (ib, wb) = commit(&store, &b);
+        let root = checked_out(t.path(), "w", &store, ia, &wa);
+        std::fs::write(
+            root.join("new"),
+            b"ignored, where the target puts a directory",
+        )
+        .unwrap();
+        std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
+        let before = snapshot(&root);
+        let dot = root.join(".snapgraph");
+        let mut steps = 0;
+        let _ = switch_with(
+            &root,
+            &dot,
+            &wa,
+            &wb,
+            ib,
+            &CallerVerifies(&store),
+            &mut |n| {
+                steps = steps.max(n);
+                Ok(())
+            },
+        );
+        assert!(steps > 10, "{steps} steps");
+        // Back to the start for each failing step.
+        for fail in 1..=steps {
+            let root = checked_out(t.path(), &format!("w{fail}"), &store, ia, &wa);
+            std::fs::write(
+                root.join("new"),
+                b"ignored, where the target puts a directory",
+            )
+            .unwrap();
+            std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
+            let dot = root.join(".snapgraph");
+            let r = switch_with(
+                &root,
+                &dot,
+                &wa,
+                &wb,
+                ib,
+                &CallerVerifies(&store),
+                &mut |n| {
+                    if n == fail {
+                        Err(std::io::Error::other("injected"))
+                    } else {
+                        Ok(())
+                    }
+                },
+            );
+            assert!(r.is_err(), "step {fail}");
+            assert_eq!(snapshot(&root), before, "step {fail}");
+            assert_eq!(std::fs::read_dir(&dot).unwrap().count(), 0, "step {fail}");
+        }
+    }
+
+    /// Unrecorded entries: one where the target puts an entry gives way (the commit
+    /// wins, as in the full checkout); a directory the target drops stays while it
+    /// holds one; a file of the target over such a directory is refused, with
+    /// nothing changed.
+    #[test]
+    fn unrecorded_entries_give_way_stay_or_refuse() {
+        let t = tempfile::tempdir().unwrap();
+        let store = MemoryStore::new();
+        let (a, b) = sample();
+        let (ia, wa) = commit(&store, &a);
+        let (ib, wb) = commit(&store, &b);
+        let root = checked_out(t.path(), "w", &store, ia, &wa);
+        let dot = root.join(".snapgraph");
+        std::fs::write(root.join("new"), b"ignored").unwrap();
+        std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
+        std::fs::write(root.join("outside.log"), b"kept too").unwrap();
+        switch(&root, &dot, &wa, &wb, ib, &CallerVerifies(&store))
+            .unwrap()
+            .unwrap();
+        let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
+        let mut expected = snapshot(&fresh);
+        let got = snapshot(&root);
+        for p in ["/gone", "/gone/ignored.log", "/outside.log"] {
+            expected.insert(p.to_string(), got[p].clone());
+        }
+        assert_eq!(got, expected);
+        assert_eq!(
+            std::fs::read(root.join("gone/ignored.log")).unwrap(),
+            b"kept"
+        );
+
+        // Back, then to a target with a file where the kept directory is.
+        let c = tree(&[("/gone", Made::File(3, false))]);
+        let (ic, wc) = commit(&store, &c);
+        let root = checked_out(t.path(), "w2", &store, ia, &wa);
+        let dot = root.join(".snapgraph");
+        std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
+        let before = snapshot(&root);
+        let err = switch(&root, &dot, &wa, &wc, ic, &CallerVerifies(&store)).unwrap_err();
+        assert!(matches!(err, CliError::Dirty { .. }), "{err}");
+        assert_eq!(snapshot(&root), before);
+    }
+
+    /// Past a quarter of the target's files (and the floor), the switch declines and
+    /// changes nothing.
+    #[test]
+    fn a_switch_that_would_write_most_of_the_tree_declines() {
+        let t = tempfile::tempdir().unwrap();
+        let store = MemoryStore::new();
+        let n = MOST_CHANGED_MIN + 40;
+        let variant = |i: usize| (i % 200) as u8;
+        let a: BTreeMap<String, Made> = (0..n)
+            .map(|i| (format!("/f{i}"), Made::File(variant(i), false)))
+            .collect();
+        let b: BTreeMap<String, Made> = (0..n)
+            .map(|i| (format!("/f{i}"), Made::File(variant(i) + 1, false)))
+            .collect();
+        let (ia, wa) = commit(&store, &a);
+        let (ib, wb) = commit(&store, &b);
+        let root = checked_out(t.path(), "w", &store, ia, &wa);
+        let before = snapshot(&root);
+        let r = switch(
+            &root,
+            &root.join(".snapgraph"),
+            &wa,
+            &wb,
+            ib,
+            &CallerVerifies(&store),
+        );
+        assert!(r.unwrap().is_none());
+        assert_eq!(snapshot(&root), before);
+    }
+
+    fn made() -> impl Strategy<Value = Made> {
+        prop_oneof![
+            6 => (0u8..4, any::<bool>()).prop_map(|(v, x)| Made::File(v, x)),
+            1 => (0u8..3).prop_map(Made::Link),
+            2 => prop::sample::select(vec![0o755u32, 0o700, 0o750, 0o775]).prop_map(Made::Dir),
+        ]
+    }
+
+    /// Trees over a small universe of paths, consistent (nothing below a file or a
+    /// symlink).
+    fn trees() -> impl Strategy<Value = BTreeMap<String, Made>> {
+        let names = ["/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f", "/g", "/a/b/h"];
+        prop::collection::vec(prop::option::of(made()), names.len()).prop_map(move |picks| {
+            let mut out = BTreeMap::new();
+            for (p, m) in names.iter().zip(picks) {
+                let Some(m) = m else { continue };
+                // A parent that is not a directory of this tree drops the entry.
+                let blocked = out.iter().any(|(q, k): (&String, &Made)| {
+                    p.starts_with(&format!("{q}/")) && !matches!(k, Made::Dir(_))
+                });
+                if !blocked {
+                    out.insert(p.to_string(), m);
+                }
+            }
+            out
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// From any tree to any other, a switch writes what a checkout of the
+        /// target writes (directory modes included), and an ignored file outside
+        /// both trees stays.
+        #[test]
+        fn any_switch_is_a_fresh_checkout_of_the_target(a in trees(), b in trees()) {
+            let t = tempfile::tempdir().unwrap();
+            let store = MemoryStore::new();
+            let (ia, wa) = commit(&store, &a);
+            let (ib, wb) = commit(&store, &b);
+            let root = checked_out(t.path(), "w", &store, ia, &wa);
+            std::fs::write(root.join("zz-ignored.log"), b"mine").unwrap();
+            let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
+            let s = switch(&root, &root.join(".snapgraph"), &wa, &wb, ib, &CallerVerifies(&store))
+                .unwrap()
+                .expect("taken");
+            let mut expected = snapshot(&fresh);
+            expected.insert("/zz-ignored.log".into(), format!("file 644 {:?}", b"mine"));
+            prop_assert_eq!(snapshot(&root), expected);
+            prop_assert_eq!(s.done.entries.len(), wb.walk().len());
+        }
+    }
+}
