@@ -94,7 +94,7 @@ enum Undo {
     Mode(PathBuf, u32),
 }
 
-/// What [`apply`] calls before each step (tests make one fail).
+/// What [`switch_with`] calls before each step of its apply (tests make one fail).
 pub type StepHook<'a> = &'a mut dyn FnMut(usize) -> std::io::Result<()>;
 
 /// What a [`switch`] did.
