@@ -24,9 +24,10 @@
 //!    step taken, in reverse.
 //! 4. The `old-*` and staging directories are deleted.
 //!
-//! Declined (`Ok(None)`: the caller writes the whole commit) when more than
-//! [`MOST_CHANGED`] of the target's files change: writing most of a tree is what the
-//! full checkout does best, on every core.
+//! Declined (`Ok(None)`: the caller writes the whole commit) when the files written
+//! and taken away are more than one in [`MOST_CHANGED`] of the larger tree's (and
+//! [`MOST_CHANGED_MIN`]): writing most of a tree is what the full checkout does
+//! best, on every core.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -38,7 +39,7 @@ use crate::error::{CliError, IoContext, Result};
 use crate::index::Digest;
 use crate::materialize::{plan, Materialized, PlannedEntry};
 
-/// The share of the target's files (and at least [`MOST_CHANGED_MIN`]) past which
+/// The share of the files (and at least [`MOST_CHANGED_MIN`]) past which
 /// [`switch`] declines: one in four.
 pub const MOST_CHANGED: usize = 4;
 
@@ -174,11 +175,6 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
             _ => add.push(e),
         }
     }
-    let files = planned.iter().filter(|e| e.kind == EntryKind::File).count();
-    let changed = add.iter().filter(|e| e.kind == EntryKind::File).count();
-    if changed > MOST_CHANGED_MIN.max(files / MOST_CHANGED) {
-        return Ok(None);
-    }
     // What the tip holds and the target does not keep, deepest first.
     let remove: Vec<(&str, EntryKind)> = tip
         .iter()
@@ -186,6 +182,22 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         .filter(|(p, _)| !kept.contains(p.as_str()))
         .map(|(p, r)| (p.as_str(), r.kind))
         .collect();
+    // Files written and files only taken away, against the larger of the two trees.
+    let in_target: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
+    let file = |k: EntryKind| k == EntryKind::File;
+    let written = add.iter().filter(|e| file(e.kind)).count();
+    let taken = remove
+        .iter()
+        .filter(|(p, k)| file(*k) && !in_target.contains(p))
+        .count();
+    let larger = planned
+        .iter()
+        .filter(|e| file(e.kind))
+        .count()
+        .max(tip.iter().filter(|(_, r)| file(r.kind)).count());
+    if written + taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED) {
+        return Ok(None);
+    }
 
     // Stage the new files (nothing in the working directory changes yet).
     let staging = dot.join(crate::commands::unique_name("staging"));
@@ -223,7 +235,6 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         .chain(&modes)
         .map(|e| (e.path.clone(), e.kind))
         .collect();
-    let in_target: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
     let removed = remove
         .iter()
         .filter(|(p, _)| !in_target.contains(p))
@@ -729,6 +740,13 @@ mod tests {
             ib,
             &CallerVerifies(&store),
         );
+        assert!(r.unwrap().is_none());
+        assert_eq!(snapshot(&root), before);
+        // Files taken away count too.
+        let c: BTreeMap<String, Made> = [("/f0".to_string(), Made::File(0, false))].into();
+        let (ic, wc) = commit(&store, &c);
+        let dot = root.join(".snapgraph");
+        let r = switch(&root, &dot, &wa, &wc, ic, &CallerVerifies(&store));
         assert!(r.unwrap().is_none());
         assert_eq!(snapshot(&root), before);
     }

@@ -1257,3 +1257,61 @@ fn a_clean_checkout_touches_only_what_differs() {
     let summary = ok(root, &["commit", "-m", "three"]);
     assert!(field(&summary, "files read") <= 6, "{summary}");
 }
+
+/// A switch of a few hundred files (past the stat cache's one-by-one patching, short
+/// of the switch's limit) leaves the cache complete and exact: `status` is clean and
+/// the next commit reads only what the switch wrote.
+#[test]
+fn a_large_switch_keeps_the_stat_cache_complete() {
+    let t = repo();
+    let root = t.path();
+    for i in 0..1_300 {
+        write(
+            root,
+            &format!("d{}/f{i:04}.txt", i % 13),
+            format!("one {i}\n").as_bytes(),
+        );
+    }
+    let one = commit_id(&ok(root, &["commit", "-m", "one"]));
+    for i in (0..1_300).step_by(5) {
+        write(
+            root,
+            &format!("d{}/f{i:04}.txt", i % 13),
+            format!("two {i}\n").as_bytes(),
+        );
+    }
+    for i in 0..30 {
+        write(root, &format!("new/g{i}.txt"), b"new");
+    }
+    ok(root, &["commit", "-m", "two"]);
+    for (rev, files) in [(one.as_str(), 1_300), ("main", 1_330)] {
+        let out = std::process::Command::new(&*BIN)
+            .args(["checkout", rev, "--quiet"])
+            .env("SNAPGRAPH_TIMINGS", "1")
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.contains("switched ("), "{err}");
+        assert!(ok(root, &["status"]).contains("nothing changed"));
+        let fresh = tempfile::tempdir().unwrap();
+        let to = fresh.path().join("t");
+        ok(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        assert_eq!(snapshot_of(root), snapshot_of(&to), "checkout {rev}");
+        let entries = files + 13 + usize::from(rev == "main");
+        assert_eq!(snapshot_of(root).len(), entries);
+        // The cache holds every entry of the commit, and says it does.
+        let ix = snapgraph_cli::index::Index::load(&root.join(".snapgraph/index"), root)
+            .expect("an index");
+        assert_eq!(ix.entries.len(), entries, "checkout {rev}");
+        let head = json(root, &["log", "-n", "1"])[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(ix.tip.map(|t| t.to_string()), Some(head), "checkout {rev}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(root, "d0/f0000.txt", b"three\n");
+    let summary = ok(root, &["commit", "-m", "three"]);
+    assert!(field(&summary, "files read") <= 1 + 260 + 30, "{summary}");
+}

@@ -24,7 +24,7 @@
 //! or `gc` removes those whose process is gone, and `status` mentions them
 //! ([`crate::repo::stale_work`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1020,6 +1020,9 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
     Ok(old)
 }
 
+/// The paths whose entries a rebuilt stat cache drops, and the entries it adds.
+type Rebuilt<'a> = (HashSet<&'a str>, Vec<(String, IndexEntry)>);
+
 /// The stat cache `ix` (the tip's whole tree, the working directory's before a
 /// [`crate::switch::switch`]) after the switch `s` to commit `id` (shallow in `to`):
 /// the entries it put recorded anew (a file with the target's digest; a mode the
@@ -1037,8 +1040,21 @@ fn index_after_switch(
 ) -> Result<Index> {
     let mut complete = true;
     let mut parents: Vec<&str> = Vec::new();
+    // One by one, each change moves the entries after it; past a few hundred the
+    // entries are built anew (sorted once).
+    let mut fresh: Option<Rebuilt<'_>> = (s.removed.len() + s.put.len() > 256).then(|| {
+        let dropped: HashSet<&str> = s
+            .removed
+            .iter()
+            .chain(s.put.iter().map(|(p, _)| p))
+            .map(String::as_str)
+            .collect();
+        (dropped, Vec::with_capacity(s.put.len()))
+    });
     for p in &s.removed {
-        ix.entries.remove(p);
+        if fresh.is_none() {
+            ix.entries.remove(p);
+        }
         parents.push(crate::scan::parent_of(p));
     }
     for (p, kind) in &s.put {
@@ -1059,15 +1075,26 @@ fn index_after_switch(
                 .ok()
                 .map(|stat| IndexEntry::Symlink { stat }),
         };
-        match entry {
-            Some(e) => {
+        match (entry, &mut fresh) {
+            (Some(e), Some((_, put))) => put.push((p.clone(), e)),
+            (Some(e), None) => {
                 ix.entries.insert(p, e);
             }
-            None => {
-                ix.entries.remove(p);
+            (None, fresh) => {
+                if fresh.is_none() {
+                    ix.entries.remove(p);
+                }
                 complete = false;
             }
         }
+    }
+    if let Some((dropped, put)) = fresh {
+        let kept = ix
+            .entries
+            .iter()
+            .filter(|(p, _)| !dropped.contains(p))
+            .map(|(p, e)| (p.to_string(), e.clone()));
+        ix.entries = crate::index::Entries::from_unsorted(kept.chain(put).collect());
     }
     for d in parents {
         if d != "/" && matches!(ix.entries.get(d), Some(IndexEntry::Dir { .. })) {
