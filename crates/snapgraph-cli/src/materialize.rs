@@ -351,13 +351,7 @@ fn make_dirs<'p>(
         let target = e.under(dest);
         match e.kind {
             EntryKind::Dir => {
-                let mode = e.mode & 0o777;
-                let now = mode & 0o700 == 0o700 && umask.is_some_and(|u| mode & u == 0);
-                std::fs::DirBuilder::new()
-                    .mode(if now { mode } else { 0o700 })
-                    .create(&target)
-                    .at(&target)?;
-                if !now {
+                if !make_dir(&target, e.mode, umask)? {
                     late.push(e);
                 }
                 done.dirs += 1;
@@ -375,6 +369,20 @@ fn make_dirs<'p>(
         }
     }
     Ok((done, late))
+}
+
+/// Creates the directory `target` (which must not exist) with the recorded `mode`
+/// (masked to `0o777`) when that leaves its owner every right (to fill it) and the
+/// process's `umask` takes none of its bits; otherwise `0o700`, for the caller to
+/// set the mode once the directory is filled. Whether the mode is set.
+pub(crate) fn make_dir(target: &Path, mode: u32, umask: Option<u32>) -> Result<bool> {
+    let mode = mode & 0o777;
+    let now = mode & 0o700 == 0o700 && umask.is_some_and(|u| mode & u == 0);
+    std::fs::DirBuilder::new()
+        .mode(if now { mode } else { 0o700 })
+        .create(target)
+        .at(target)?;
+    Ok(now)
 }
 
 /// A one-way gate the writers wait at until the directories are made: opened once,

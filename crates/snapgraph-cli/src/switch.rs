@@ -217,11 +217,19 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         staged.insert(&e.path, at);
     }
     let aside = dot.join(crate::commands::unique_name("old"));
-    let applied = std::fs::create_dir(&aside).at(&aside).and_then(|()| {
-        apply(
-            root, &aside, to, &add, &modes, &remove, &staged, umask, hook,
-        )
-    });
+    let changes = Changes {
+        root,
+        aside: &aside,
+        to,
+        add: &add,
+        modes: &modes,
+        remove: &remove,
+        staged: &staged,
+        umask,
+    };
+    let applied = std::fs::create_dir(&aside)
+        .at(&aside)
+        .and_then(|()| apply(&changes, hook));
     let _ = std::fs::remove_dir_all(&staging);
     if let Err(e) = applied {
         // Everything was put back: what is aside is empty, or holds what could not be.
@@ -286,23 +294,25 @@ fn stage_file<S: ObjectSource + ?Sized>(
     Ok(())
 }
 
-/// The apply of a [`switch`] (its step 3), undone on failure.
-#[allow(clippy::too_many_arguments)]
-fn apply(
-    root: &Path,
-    aside: &Path,
-    to: &Workspace,
-    add: &[&PlannedEntry],
-    modes: &[&PlannedEntry],
-    remove: &[(&str, EntryKind)],
-    staged: &HashMap<&str, PathBuf>,
+/// What a [`switch`] applies (its step 3): the working directory at `root`, the
+/// directory entries are moved aside into, the target `to`, the entries it adds or
+/// replaces (parents first) and re-modes, the tip's entries it takes away (deepest
+/// first), and where each new file was staged.
+struct Changes<'a> {
+    root: &'a Path,
+    aside: &'a Path,
+    to: &'a Workspace,
+    add: &'a [&'a PlannedEntry],
+    modes: &'a [&'a PlannedEntry],
+    remove: &'a [(&'a str, EntryKind)],
+    staged: &'a HashMap<&'a str, PathBuf>,
     umask: Option<u32>,
-    hook: StepHook<'_>,
-) -> Result<()> {
+}
+
+/// Applies `c`, undoing every step taken when one fails.
+fn apply(c: &Changes<'_>, hook: StepHook<'_>) -> Result<()> {
     let mut log: Vec<Undo> = Vec::new();
-    let r = steps(
-        root, aside, to, add, modes, remove, staged, umask, hook, &mut log,
-    );
+    let r = steps(c, hook, &mut log);
     if r.is_err() {
         for u in log.into_iter().rev() {
             let _ = match u {
@@ -316,19 +326,18 @@ fn apply(
     r
 }
 
-#[allow(clippy::too_many_arguments)]
-fn steps(
-    root: &Path,
-    aside: &Path,
-    to: &Workspace,
-    add: &[&PlannedEntry],
-    modes: &[&PlannedEntry],
-    remove: &[(&str, EntryKind)],
-    staged: &HashMap<&str, PathBuf>,
-    umask: Option<u32>,
-    hook: StepHook<'_>,
-    log: &mut Vec<Undo>,
-) -> Result<()> {
+/// The steps of [`apply`], each logged in `log` as it is taken.
+fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()> {
+    let Changes {
+        root,
+        aside,
+        to,
+        add,
+        modes,
+        remove,
+        staged,
+        umask,
+    } = *c;
     let full = |p: &str| root.join(p.trim_start_matches('/'));
     let mut n = 0usize;
     let mut step = |hook: &mut dyn FnMut(usize) -> std::io::Result<()>, at: &Path| {
@@ -396,14 +405,9 @@ fn steps(
         }
         match e.kind {
             EntryKind::Dir => {
-                let mode = e.mode & 0o777;
-                let now = mode & 0o700 == 0o700 && umask.is_some_and(|u| mode & u == 0);
-                std::fs::DirBuilder::new()
-                    .mode(if now { mode } else { 0o700 })
-                    .create(&at)
-                    .at(&at)?;
+                let moded = crate::materialize::make_dir(&at, e.mode, umask)?;
                 log.push(Undo::Made(at));
-                if !now {
+                if !moded {
                     late.push(e);
                 }
             }
@@ -567,28 +571,58 @@ mod tests {
         (a, b)
     }
 
+    /// The sample's two commits (`sample`) in a store, shallow.
+    struct Sampled {
+        t: tempfile::TempDir,
+        store: MemoryStore,
+        a: (ObjectId, Workspace),
+        b: (ObjectId, Workspace),
+    }
+
+    fn sampled() -> Sampled {
+        let store = MemoryStore::new();
+        let (a, b) = sample();
+        let a = commit(&store, &a);
+        let b = commit(&store, &b);
+        Sampled {
+            t: tempfile::tempdir().unwrap(),
+            store,
+            a,
+            b,
+        }
+    }
+
+    /// [`switch_with`] of the working directory `root` from `from` to `to`.
+    fn go(
+        root: &Path,
+        store: &MemoryStore,
+        from: &(ObjectId, Workspace),
+        to: &(ObjectId, Workspace),
+        hook: StepHook<'_>,
+    ) -> Result<Option<Switched>> {
+        let dot = root.join(".snapgraph");
+        switch_with(
+            root,
+            &dot,
+            &from.1,
+            &to.1,
+            to.0,
+            &CallerVerifies(store),
+            hook,
+        )
+    }
+
     /// A switch leaves the working directory as a fresh checkout of the target
     /// writes it, touching only what differs; what is aside and staged is gone.
     #[test]
     fn a_switch_writes_what_a_checkout_of_the_target_writes() {
-        let t = tempfile::tempdir().unwrap();
-        let store = MemoryStore::new();
-        let (a, b) = sample();
-        let (ia, wa) = commit(&store, &a);
-        let (ib, wb) = commit(&store, &b);
-        let root = checked_out(t.path(), "w", &store, ia, &wa);
-        let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        let fresh = checked_out(t.path(), "fresh", &store, b.0, &b.1);
         let kept = std::fs::metadata(root.join("keep.txt")).unwrap();
-        let s = switch(
-            &root,
-            &root.join(".snapgraph"),
-            &wa,
-            &wb,
-            ib,
-            &CallerVerifies(&store),
-        )
-        .unwrap()
-        .expect("taken");
+        let s = go(&root, &store, &a, &b, &mut |_| Ok(()))
+            .unwrap()
+            .expect("taken");
         assert_eq!(snapshot(&root), snapshot(&fresh));
         // Untouched: the same inode, the same change time.
         let now = std::fs::metadata(root.join("keep.txt")).unwrap();
@@ -612,61 +646,34 @@ mod tests {
     /// entries included) and leaves nothing in `.snapgraph/`.
     #[test]
     fn a_failure_at_any_step_undoes_every_step() {
-        let t = tempfile::tempdir().unwrap();
-        let store = MemoryStore::new();
-        let (a, b) = sample();
-        let (ia, wa) = commit(&store, &a);
-        let (ib, wb) = commit(&store, &b);
-        let root = checked_out(t.path(), "w", &store, ia, &wa);
-        std::fs::write(
-            root.join("new"),
-            b"ignored, where the target puts a directory",
-        )
-        .unwrap();
-        std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
-        let before = snapshot(&root);
-        let dot = root.join(".snapgraph");
-        let mut steps = 0;
-        let _ = switch_with(
-            &root,
-            &dot,
-            &wa,
-            &wb,
-            ib,
-            &CallerVerifies(&store),
-            &mut |n| {
-                steps = steps.max(n);
-                Ok(())
-            },
-        );
-        assert!(steps > 10, "{steps} steps");
-        // Back to the start for each failing step.
-        for fail in 1..=steps {
-            let root = checked_out(t.path(), &format!("w{fail}"), &store, ia, &wa);
-            std::fs::write(
-                root.join("new"),
-                b"ignored, where the target puts a directory",
-            )
-            .unwrap();
+        let Sampled { t, store, a, b } = sampled();
+        // The tip checked out with an ignored file where the target puts a
+        // directory, and one in a directory the target drops.
+        let ready = |name: &str| {
+            let root = checked_out(t.path(), name, &store, a.0, &a.1);
+            std::fs::write(root.join("new"), b"ignored").unwrap();
             std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
-            let dot = root.join(".snapgraph");
-            let r = switch_with(
-                &root,
-                &dot,
-                &wa,
-                &wb,
-                ib,
-                &CallerVerifies(&store),
-                &mut |n| {
-                    if n == fail {
-                        Err(std::io::Error::other("injected"))
-                    } else {
-                        Ok(())
-                    }
-                },
-            );
+            root
+        };
+        let root = ready("w");
+        let before = snapshot(&root);
+        let mut steps = 0;
+        go(&root, &store, &a, &b, &mut |n| {
+            steps = steps.max(n);
+            Ok(())
+        })
+        .unwrap()
+        .expect("taken");
+        assert!(steps > 10, "{steps} steps");
+        for fail in 1..=steps {
+            let root = ready(&format!("w{fail}"));
+            let r = go(&root, &store, &a, &b, &mut |n| match n == fail {
+                true => Err(std::io::Error::other("injected")),
+                false => Ok(()),
+            });
             assert!(r.is_err(), "step {fail}");
             assert_eq!(snapshot(&root), before, "step {fail}");
+            let dot = root.join(".snapgraph");
             assert_eq!(std::fs::read_dir(&dot).unwrap().count(), 0, "step {fail}");
         }
     }
@@ -677,39 +684,28 @@ mod tests {
     /// nothing changed.
     #[test]
     fn unrecorded_entries_give_way_stay_or_refuse() {
-        let t = tempfile::tempdir().unwrap();
-        let store = MemoryStore::new();
-        let (a, b) = sample();
-        let (ia, wa) = commit(&store, &a);
-        let (ib, wb) = commit(&store, &b);
-        let root = checked_out(t.path(), "w", &store, ia, &wa);
-        let dot = root.join(".snapgraph");
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
         std::fs::write(root.join("new"), b"ignored").unwrap();
         std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
         std::fs::write(root.join("outside.log"), b"kept too").unwrap();
-        switch(&root, &dot, &wa, &wb, ib, &CallerVerifies(&store))
-            .unwrap()
-            .unwrap();
-        let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
+        go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap().unwrap();
+        let fresh = checked_out(t.path(), "fresh", &store, b.0, &b.1);
         let mut expected = snapshot(&fresh);
         let got = snapshot(&root);
         for p in ["/gone", "/gone/ignored.log", "/outside.log"] {
             expected.insert(p.to_string(), got[p].clone());
         }
         assert_eq!(got, expected);
-        assert_eq!(
-            std::fs::read(root.join("gone/ignored.log")).unwrap(),
-            b"kept"
-        );
+        let kept = std::fs::read(root.join("gone/ignored.log")).unwrap();
+        assert_eq!(kept, b"kept");
 
-        // Back, then to a target with a file where the kept directory is.
-        let c = tree(&[("/gone", Made::File(3, false))]);
-        let (ic, wc) = commit(&store, &c);
-        let root = checked_out(t.path(), "w2", &store, ia, &wa);
-        let dot = root.join(".snapgraph");
+        // From the tip again, to a target with a file where the kept directory is.
+        let c = commit(&store, &tree(&[("/gone", Made::File(3, false))]));
+        let root = checked_out(t.path(), "w2", &store, a.0, &a.1);
         std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
         let before = snapshot(&root);
-        let err = switch(&root, &dot, &wa, &wc, ic, &CallerVerifies(&store)).unwrap_err();
+        let err = go(&root, &store, &a, &c, &mut |_| Ok(())).unwrap_err();
         assert!(matches!(err, CliError::Dirty { .. }), "{err}");
         assert_eq!(snapshot(&root), before);
     }

@@ -1186,6 +1186,21 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
     assert!(trees[0]["d0/e2/f077"].starts_with("file 600 "));
 }
 
+/// Runs `checkout REV` in `root`, requiring success and that it moved the working
+/// directory by what differs (its timeline says so) rather than writing it whole.
+fn checkout_switched(root: &Path, rev: &str) {
+    let out = Command::new(&*BIN)
+        .args(["checkout", rev, "--quiet"])
+        .env("SNAPGRAPH_TIMINGS", "1")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let switched = err.contains("switched (") && !err.contains("declined");
+    assert!(switched, "{err}");
+}
+
 /// `checkout REV` of a clean working directory moves it by what differs: the files
 /// the two commits share are not rewritten, the result is what a fresh checkout of
 /// REV writes, `status` is clean after, and the stat cache still serves the next
@@ -1218,18 +1233,7 @@ fn a_clean_checkout_touches_only_what_differs() {
     write(root, "build.log", b"ignored, kept");
     let kept = std::fs::metadata(root.join("data/large.bin")).unwrap();
     for (rev, other) in [(one.as_str(), "main"), ("main", one.as_str())] {
-        let out = std::process::Command::new(&*BIN)
-            .args(["checkout", rev, "--quiet"])
-            .env("SNAPGRAPH_TIMINGS", "1")
-            .current_dir(root)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{err}");
-        assert!(
-            err.contains("switched (") && !err.contains("declined"),
-            "{err}"
-        );
+        checkout_switched(root, rev);
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");
         ok(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
@@ -1285,14 +1289,7 @@ fn a_large_switch_keeps_the_stat_cache_complete() {
     }
     ok(root, &["commit", "-m", "two"]);
     for (rev, files) in [(one.as_str(), 1_300), ("main", 1_330)] {
-        let out = std::process::Command::new(&*BIN)
-            .args(["checkout", rev, "--quiet"])
-            .env("SNAPGRAPH_TIMINGS", "1")
-            .current_dir(root)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && err.contains("switched ("), "{err}");
+        checkout_switched(root, rev);
         assert!(ok(root, &["status"]).contains("nothing changed"));
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");
