@@ -577,6 +577,19 @@ pub fn stale_work(dot: &Path) -> Vec<StaleWork> {
     out
 }
 
+/// `BASE-PID-N`: a name no other process's and no earlier call's can be (the
+/// process id, then a counter), for the staging and `old-*` directories of a
+/// checkout (which [`stale_work`] recognizes by it) and other temporary names.
+pub fn unique_name(base: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{base}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Removes the stale `staging-*` directories of `dot` (never `old-*`: those hold
 /// the user's files) and returns them.
 pub fn remove_stale_staging(dot: &Path) -> Vec<PathBuf> {

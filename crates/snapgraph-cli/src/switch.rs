@@ -200,7 +200,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     }
 
     // Stage the new files (nothing in the working directory changes yet).
-    let staging = dot.join(crate::commands::unique_name("staging"));
+    let staging = dot.join(crate::repo::unique_name("staging"));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&staging)
@@ -216,7 +216,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         }
         staged.insert(&e.path, at);
     }
-    let aside = dot.join(crate::commands::unique_name("old"));
+    let aside = dot.join(crate::repo::unique_name("old"));
     let changes = Changes {
         root,
         aside: &aside,

@@ -761,15 +761,7 @@ pub(super) fn index_after_checkout(
     Ok(index)
 }
 
-pub(super) fn unique_name(base: &str) -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{base}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub(super) use crate::repo::unique_name;
 
 #[cfg(test)]
 mod tests {
