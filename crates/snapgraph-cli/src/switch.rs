@@ -6,8 +6,12 @@
 //! check found it holding the tip's tree, plus entries a scan does not record:
 //! ignored files, nested repositories), [`switch`] touches only what differs:
 //!
-//! 1. **Compare** the tip's and the target's trees, entry by entry (kind, content or
-//!    link target, mode), and validate every path of the target ([`plan`]).
+//! 1. **Compare** the tip's and the target's trees with the core's diff
+//!    ([`SnapshotGraph::diff_with`], directories included): the trees both hold
+//!    alike are skipped unread, so what is read follows what differs, not what the
+//!    trees hold. The target's new names are checked as a checkout checks every name
+//!    ([`crate::materialize::check_component`]); the directories of the files it
+//!    writes are loaded into its lazy checkout, for their bytes.
 //! 2. **Stage**: the target's new and changed files are written, verified, into a
 //!    fresh staging directory in `.snapgraph/`; nothing in the working directory has
 //!    changed yet, so a bad object fails here with nothing to undo.
@@ -25,19 +29,23 @@
 //! 4. The `old-*` and staging directories are deleted.
 //!
 //! Declined (`Ok(None)`: the caller writes the whole commit) when the files written
-//! and taken away are more than one in [`MOST_CHANGED`] of the larger tree's (and
-//! [`MOST_CHANGED_MIN`]): writing most of a tree is what the full checkout does
-//! best, on every core.
+//! and taken away (a file replaced by a directory counts as taken) are more than
+//! one in [`MOST_CHANGED`] of the larger tree's (and [`MOST_CHANGED_MIN`]): writing
+//! most of a tree is what the full checkout does best, on every core. The diff stops
+//! as soon as that is sure. Declined too when a directory holding a change (or
+//! changed itself) lacks any of its owner's rights, in the tip or the target.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use snapgraph::{EntryKind, ObjectId, ObjectSource, Workspace};
+use std::ops::ControlFlow;
+
+use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind, Visit};
+use snapgraph::{EntryKind, Limits, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
-use crate::index::Digest;
-use crate::materialize::{plan, Materialized, PlannedEntry};
+use crate::materialize::{Materialized, PlannedEntry};
 
 /// The share of the files (and at least [`MOST_CHANGED_MIN`]) past which
 /// [`switch`] declines: one in four.
@@ -45,42 +53,6 @@ pub const MOST_CHANGED: usize = 4;
 
 /// Changed files a switch always takes on, however small the tree.
 pub const MOST_CHANGED_MIN: usize = 256;
-
-/// An entry as a commit records it, for comparison.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Recorded {
-    kind: EntryKind,
-    mode: u32,
-    /// A file's digest (`None`: unknown, never equal), a symlink's target.
-    key: Option<Key>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Key {
-    Content(Digest),
-    Target(String),
-}
-
-fn recorded(ws: &Workspace, path: &str, kind: EntryKind, mode: u32) -> Recorded {
-    let key = match kind {
-        EntryKind::File => crate::index::digest_of(ws, path).map(Key::Content),
-        EntryKind::Symlink => ws.read_link(path).ok().map(|t| Key::Target(t.to_string())),
-        EntryKind::Dir => None,
-    };
-    Recorded {
-        kind,
-        mode: mode & 0o777,
-        key,
-    }
-}
-
-/// Whether the target's entry `new` is the tip's `old` as it stands (its mode
-/// aside): the same kind, and for a file or symlink the same known content or
-/// target (an unknown digest is never the same).
-fn same(old: &Recorded, new: &Recorded) -> bool {
-    old.kind == new.kind
-        && (new.kind == EntryKind::Dir || (new.key.is_some() && old.key == new.key))
-}
 
 /// One step taken in the working directory, and how to undo it.
 #[derive(Debug)]
@@ -98,11 +70,27 @@ enum Undo {
 /// What [`switch_with`] calls before each step of its apply (tests make one fail).
 pub type StepHook<'a> = &'a mut dyn FnMut(usize) -> std::io::Result<()>;
 
+/// The tip a [`switch`] starts from: its commit, and how many entries of each kind
+/// its tree holds (the caller's stat cache, complete for it, says), from which the
+/// target's counts follow by what differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tip {
+    /// The commit the working directory holds.
+    pub id: ObjectId,
+    /// Regular files.
+    pub files: u64,
+    /// Directories (the root excluded).
+    pub dirs: u64,
+    /// Symlinks.
+    pub symlinks: u64,
+}
+
 /// What a [`switch`] did.
 #[derive(Debug, Default)]
 pub struct Switched {
-    /// Every entry of the target, as a full checkout lists them (the index's
-    /// digests included).
+    /// The target's totals (files, directories, symlinks, bytes), as a full
+    /// checkout reports them; no entries: the stat cache is patched from
+    /// [`Switched::put`] and [`Switched::removed`].
     pub done: Materialized,
     /// The paths written or re-moded, with their kinds: what the stat cache must
     /// record anew.
@@ -111,93 +99,199 @@ pub struct Switched {
     pub removed: Vec<String>,
 }
 
-/// Moves the working directory at `root` (holding `from`'s tree, per the dirty check)
-/// to `to`'s tree (commit `id`, its file bytes in `source`), touching only what
-/// differs; `dot` is `.snapgraph/`. `Ok(None)`: declined (too much changes, or a
-/// directory its owner may not write), nothing done.
+/// What differs between the tip and the target, as a switch applies it, gathered
+/// from the core's diff ([`snapgraph::SnapshotGraph::diff_with`], directories
+/// included): what the walk reads follows what differs, not what the trees hold.
+#[derive(Debug, Default)]
+struct Differ {
+    /// Entries the target adds or replaces (its side).
+    add: Vec<PlannedEntry>,
+    /// Entries kept whose mode changes (files and directories; a symlink's mode is
+    /// not set).
+    modes: Vec<PlannedEntry>,
+    /// The tip's entries the target drops or replaces.
+    remove: Vec<(String, EntryKind)>,
+    /// Each directory that differs: its mode in the tip and in the target.
+    dirs: HashMap<String, (Option<u32>, Option<u32>)>,
+    /// Files written (added, or replaced by a file).
+    written: usize,
+    /// The tip's files the target has nothing of the same kind for (dropped, or
+    /// replaced by a directory).
+    taken: usize,
+    /// What the target holds more (or less) than the tip: files, directories,
+    /// symlinks.
+    delta: [i64; 3],
+    /// The tip's files, for the early stop.
+    tip_files: u64,
+    /// Set when the diff was stopped: too much differs.
+    declined: bool,
+}
+
+impl Differ {
+    /// Past this, the switch surely declines ([`MOST_CHANGED`]: the larger tree
+    /// holds at most the tip's files and those written).
+    fn too_much(&self) -> bool {
+        let larger = self.tip_files as usize + self.written;
+        self.written + self.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED)
+    }
+
+    fn count(&mut self, side: &ChangeEntry, sign: i64) {
+        let at = match side.kind {
+            EntryKind::File => 0,
+            EntryKind::Dir => 1,
+            EntryKind::Symlink => 2,
+        };
+        self.delta[at] += sign;
+    }
+
+    fn stop_if_too_much(&mut self) -> ControlFlow<()> {
+        self.declined = self.too_much();
+        match self.declined {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
+    }
+}
+
+impl Visit for Differ {
+    fn visit(&mut self, c: Change) -> ControlFlow<()> {
+        if let Some(old) = &c.old {
+            self.count(old, -1);
+        }
+        if let Some(new) = &c.new {
+            self.count(new, 1);
+        }
+        match (c.kind, c.old, c.new) {
+            (ChangeKind::ModeChanged, _, Some(new)) => {
+                if new.kind == EntryKind::File {
+                    self.modes.push(PlannedEntry {
+                        path: c.path,
+                        kind: new.kind,
+                        mode: new.mode,
+                    });
+                }
+            }
+            (_, old, new) => {
+                if let Some(old) = old {
+                    self.taken += usize::from(old.kind == EntryKind::File && new.is_none());
+                    self.remove.push((c.path.clone(), old.kind));
+                }
+                if let Some(new) = new {
+                    self.written += usize::from(new.kind == EntryKind::File);
+                    self.add.push(PlannedEntry {
+                        path: c.path,
+                        kind: new.kind,
+                        mode: new.mode,
+                    });
+                }
+            }
+        }
+        self.stop_if_too_much()
+    }
+
+    fn visit_dir(&mut self, c: Change) -> ControlFlow<()> {
+        let (old, new) = (c.old.map(|e| e.mode), c.new.map(|e| e.mode));
+        self.dirs.insert(c.path.clone(), (old, new));
+        match (old, new) {
+            (Some(_), None) => {
+                self.delta[1] -= 1;
+                self.remove.push((c.path, EntryKind::Dir));
+            }
+            (None, Some(mode)) => {
+                self.delta[1] += 1;
+                self.add.push(PlannedEntry {
+                    path: c.path,
+                    kind: EntryKind::Dir,
+                    mode,
+                });
+            }
+            (Some(was), Some(mode)) if was & 0o7777 != mode & 0o7777 => {
+                self.modes.push(PlannedEntry {
+                    path: c.path,
+                    kind: EntryKind::Dir,
+                    mode,
+                });
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Moves the working directory at `root` (holding the tip's tree, per the dirty
+/// check) to commit `id`, checked out lazily in `to` (its file bytes in `source`),
+/// touching only what differs; `dot` is `.snapgraph/`. The trees read are those
+/// that differ (and, in `to`, the directories of what is written, loaded for its
+/// bytes). `Ok(None)`: declined (too much changes, or a directory its owner may not
+/// write), nothing done.
 pub fn switch<S: ObjectSource + ?Sized>(
     root: &Path,
     dot: &Path,
-    from: &Workspace,
-    to: &Workspace,
+    tip: &Tip,
+    to: &mut Workspace,
     id: ObjectId,
     source: &S,
 ) -> Result<Option<Switched>> {
-    switch_with(root, dot, from, to, id, source, &mut |_| Ok(()))
+    switch_with(root, dot, tip, to, id, source, &mut |_| Ok(()))
 }
 
 /// [`switch`], calling `hook` before each step of the apply.
 pub fn switch_with<S: ObjectSource + ?Sized>(
     root: &Path,
     dot: &Path,
-    from: &Workspace,
-    to: &Workspace,
+    tip: &Tip,
+    to: &mut Workspace,
     id: ObjectId,
     source: &S,
     hook: StepHook<'_>,
 ) -> Result<Option<Switched>> {
-    let walked = to.walk();
-    let sizes: Vec<u64> = walked.iter().map(|(_, m)| m.size).collect();
-    let planned = plan(id, walked.into_iter().map(|(p, m)| (p, m.kind, m.mode)))?;
-    let tip: Vec<(String, Recorded)> = from
-        .walk()
-        .into_iter()
-        .map(|(p, m)| {
-            let r = recorded(from, &p, m.kind, m.mode);
-            (p, r)
-        })
-        .collect();
+    let mut d = Differ {
+        tip_files: tip.files,
+        ..Differ::default()
+    };
+    SnapshotGraph::diff_with(tip.id, id, source, &Limits::default(), &mut d)?;
+    let target_files = tip.files.saturating_add_signed(d.delta[0]);
+    let larger = tip.files.max(target_files) as usize;
+    if d.declined || d.written + d.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED) {
+        return Ok(None);
+    }
     // A directory its owner may not fill (read-only, say) would need its mode lifted
-    // and set back around each change: the full checkout does that already.
-    let fillable = |r: &Recorded| r.kind != EntryKind::Dir || r.mode & 0o700 == 0o700;
-    if !tip.iter().all(|(_, r)| fillable(r)) {
+    // and set back around each change: the full checkout does that already. Every
+    // directory holding a change differs, so the diff named it with its modes.
+    let fillable = |m: &Option<u32>| m.is_none_or(|m| m & 0o700 == 0o700);
+    if !d.dirs.values().all(|(a, b)| fillable(a) && fillable(b)) {
         return Ok(None);
     }
-    let old: HashMap<&str, &Recorded> = tip.iter().map(|(p, r)| (p.as_str(), r)).collect();
-    // What the target adds or replaces (in its walk order: parents first), what it
-    // keeps as it is (but maybe for the mode), and of those the entries whose mode
-    // changes.
-    let mut add: Vec<&PlannedEntry> = Vec::new();
-    let mut kept: HashSet<&str> = HashSet::new();
-    let mut modes: Vec<&PlannedEntry> = Vec::new();
-    for e in &planned {
-        let new = recorded(to, &e.path, e.kind, e.mode);
-        if !fillable(&new) {
-            return Ok(None);
-        }
-        match old.get(e.path.as_str()) {
-            Some(o) if same(o, &new) => {
-                kept.insert(&e.path);
-                if o.mode != new.mode && new.kind != EntryKind::Symlink {
-                    modes.push(e);
-                }
-            }
-            _ => add.push(e),
+    // The target's new names are checked as a checkout checks every name (those it
+    // shares with the tip are in the working directory already).
+    for e in &d.add {
+        let hostile = |reason: &str| CliError::Hostile {
+            commit: id,
+            path: e.path.clone(),
+            reason: reason.to_string(),
+        };
+        let rest = e
+            .path
+            .strip_prefix('/')
+            .ok_or_else(|| hostile("not an absolute workspace path"))?;
+        for c in rest.split('/') {
+            crate::materialize::check_component(c).map_err(hostile)?;
         }
     }
-    // What the tip holds and the target does not keep, deepest first.
-    let remove: Vec<(&str, EntryKind)> = tip
-        .iter()
-        .rev()
-        .filter(|(p, _)| !kept.contains(p.as_str()))
-        .map(|(p, r)| (p.as_str(), r.kind))
-        .collect();
-    // Files written and files only taken away, against the larger of the two trees.
-    let in_target: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
-    let file = |k: EntryKind| k == EntryKind::File;
-    let written = add.iter().filter(|e| file(e.kind)).count();
-    let taken = remove
-        .iter()
-        .filter(|(p, k)| file(*k) && !in_target.contains(p))
-        .count();
-    let larger = planned
-        .iter()
-        .filter(|e| file(e.kind))
-        .count()
-        .max(tip.iter().filter(|(_, r)| file(r.kind)).count());
-    if written + taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED) {
-        return Ok(None);
+    // Parents first for what is put, deepest first for what is taken away (a path
+    // sorts after its directory's).
+    d.add.sort_by(|x, y| x.path.cmp(&y.path));
+    d.modes.sort_by(|x, y| x.path.cmp(&y.path));
+    d.remove.sort_by(|x, y| y.0.cmp(&x.0));
+    // The directories of the files and symlinks put, read for their bytes.
+    let mut loaded: HashSet<&str> = HashSet::new();
+    for e in d.add.iter().chain(&d.modes) {
+        let parent = crate::scan::parent_of(&e.path);
+        if e.kind != EntryKind::Dir && loaded.insert(parent) {
+            to.load_dir(parent, source)?;
+        }
     }
+    let to: &Workspace = to;
 
     // Stage the new files (nothing in the working directory changes yet).
     let staging = dot.join(crate::repo::unique_name("staging"));
@@ -207,7 +301,12 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         .at(&staging)?;
     let umask = crate::materialize::process_umask();
     let mut staged: HashMap<&str, PathBuf> = HashMap::new();
-    for (n, e) in add.iter().filter(|e| e.kind == EntryKind::File).enumerate() {
+    for (n, e) in d
+        .add
+        .iter()
+        .filter(|e| e.kind == EntryKind::File)
+        .enumerate()
+    {
         let at = staging.join(n.to_string());
         let written = stage_file(to, source, e, &at, umask);
         if let Err(err) = written {
@@ -216,6 +315,10 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         }
         staged.insert(&e.path, at);
     }
+    crate::timings::phase("staged");
+    let add: Vec<&PlannedEntry> = d.add.iter().collect();
+    let modes: Vec<&PlannedEntry> = d.modes.iter().collect();
+    let remove: Vec<(&str, EntryKind)> = d.remove.iter().map(|(p, k)| (p.as_str(), *k)).collect();
     let aside = dot.join(crate::repo::unique_name("old"));
     let changes = Changes {
         root,
@@ -237,37 +340,30 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         return Err(e);
     }
     std::fs::remove_dir_all(&aside).at(&aside)?;
+    crate::timings::phase("applied");
 
-    let put = add
+    let in_target: HashSet<&str> = d.add.iter().map(|e| e.path.as_str()).collect();
+    let removed = d
+        .remove
         .iter()
-        .chain(&modes)
+        .filter(|(p, _)| !in_target.contains(p.as_str()))
+        .map(|(p, _)| p.clone())
+        .collect();
+    let put = d
+        .add
+        .iter()
+        .chain(&d.modes)
         .map(|e| (e.path.clone(), e.kind))
         .collect();
-    let removed = remove
-        .iter()
-        .filter(|(p, _)| !in_target.contains(p))
-        .map(|(p, _)| p.to_string())
-        .collect();
-    let mut done = Materialized::default();
-    for (e, size) in planned.iter().zip(&sizes) {
-        let digest = match e.kind {
-            EntryKind::File => {
-                done.files += 1;
-                done.bytes += size;
-                crate::index::digest_of(to, &e.path)
-                    .filter(|_| crate::index::file_mode(e.mode) == e.mode)
-            }
-            EntryKind::Dir => {
-                done.dirs += 1;
-                None
-            }
-            EntryKind::Symlink => {
-                done.symlinks += 1;
-                None
-            }
-        };
-        done.entries.push((e.path.clone(), e.kind, digest));
-    }
+    let plus = |n: u64, by: i64| n.saturating_add_signed(by);
+    let done = Materialized {
+        files: target_files,
+        dirs: plus(tip.dirs, d.delta[1]),
+        symlinks: plus(tip.symlinks, d.delta[2]),
+        // The tree's own total: its root's entries total what lies below them.
+        bytes: to.totals("/")?.1,
+        entries: Vec::new(),
+    };
     Ok(Some(Switched { done, put, removed }))
 }
 
@@ -592,6 +688,58 @@ mod tests {
         }
     }
 
+    /// The tip `ws` (commit `id`) as a stat cache complete for it counts it.
+    fn tip(id: ObjectId, ws: &Workspace) -> Tip {
+        let mut t = Tip {
+            id,
+            files: 0,
+            dirs: 0,
+            symlinks: 0,
+        };
+        for (_, m) in ws.walk() {
+            match m.kind {
+                EntryKind::File => t.files += 1,
+                EntryKind::Dir => t.dirs += 1,
+                EntryKind::Symlink => t.symlinks += 1,
+            }
+        }
+        t
+    }
+
+    /// Commit `id` checked out lazily, as the switch is handed it.
+    fn lazy(id: ObjectId, store: &MemoryStore) -> Workspace {
+        let mut ws = Workspace::new();
+        let _ = ws
+            .checkout_with(
+                id,
+                &CallerVerifies(store),
+                CheckoutOptions::new()
+                    .policy(CheckoutPolicy::Force)
+                    .lazy(true),
+            )
+            .unwrap();
+        ws
+    }
+
+    /// [`switch`] of the working directory `root` from `from` to `to`.
+    fn plain(
+        root: &Path,
+        store: &MemoryStore,
+        from: (ObjectId, &Workspace),
+        to: ObjectId,
+    ) -> Result<Option<Switched>> {
+        let dot = root.join(".snapgraph");
+        let mut lazy = lazy(to, store);
+        switch(
+            root,
+            &dot,
+            &tip(from.0, from.1),
+            &mut lazy,
+            to,
+            &CallerVerifies(store),
+        )
+    }
+
     /// [`switch_with`] of the working directory `root` from `from` to `to`.
     fn go(
         root: &Path,
@@ -604,8 +752,8 @@ mod tests {
         switch_with(
             root,
             &dot,
-            &from.1,
-            &to.1,
+            &tip(from.0, &from.1),
+            &mut lazy(to.0, store),
             to.0,
             &CallerVerifies(store),
             hook,
@@ -725,24 +873,16 @@ mod tests {
             .map(|i| (format!("/f{i}"), Made::File(variant(i) + 1, false)))
             .collect();
         let (ia, wa) = commit(&store, &a);
-        let (ib, wb) = commit(&store, &b);
+        let (ib, _) = commit(&store, &b);
         let root = checked_out(t.path(), "w", &store, ia, &wa);
         let before = snapshot(&root);
-        let r = switch(
-            &root,
-            &root.join(".snapgraph"),
-            &wa,
-            &wb,
-            ib,
-            &CallerVerifies(&store),
-        );
+        let r = plain(&root, &store, (ia, &wa), ib);
         assert!(r.unwrap().is_none());
         assert_eq!(snapshot(&root), before);
         // Files taken away count too.
         let c: BTreeMap<String, Made> = [("/f0".to_string(), Made::File(0, false))].into();
-        let (ic, wc) = commit(&store, &c);
-        let dot = root.join(".snapgraph");
-        let r = switch(&root, &dot, &wa, &wc, ic, &CallerVerifies(&store));
+        let (ic, _) = commit(&store, &c);
+        let r = plain(&root, &store, (ia, &wa), ic);
         assert!(r.unwrap().is_none());
         assert_eq!(snapshot(&root), before);
     }
@@ -790,13 +930,17 @@ mod tests {
             let root = checked_out(t.path(), "w", &store, ia, &wa);
             std::fs::write(root.join("zz-ignored.log"), b"mine").unwrap();
             let fresh = checked_out(t.path(), "fresh", &store, ib, &wb);
-            let s = switch(&root, &root.join(".snapgraph"), &wa, &wb, ib, &CallerVerifies(&store))
-                .unwrap()
-                .expect("taken");
+            let s = plain(&root, &store, (ia, &wa), ib).unwrap().expect("taken");
             let mut expected = snapshot(&fresh);
             expected.insert("/zz-ignored.log".into(), format!("file 644 {:?}", b"mine"));
             prop_assert_eq!(snapshot(&root), expected);
-            prop_assert_eq!(s.done.entries.len(), wb.walk().len());
+            // The totals a full checkout of the target reports.
+            let t = tip(ib, &wb);
+            let bytes: u64 = wb.walk().iter().filter(|(_, m)| m.kind == EntryKind::File).map(|(_, m)| m.size).sum();
+            prop_assert_eq!(
+                (s.done.files, s.done.dirs, s.done.symlinks, s.done.bytes),
+                (t.files, t.dirs, t.symlinks, bytes)
+            );
         }
     }
 }

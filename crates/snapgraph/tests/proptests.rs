@@ -9,9 +9,10 @@ use common::{
 };
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use snapgraph::graph::diff::{Change, ChangeKind, Visit};
 use snapgraph::{
-    CheckoutPolicy, CommitOptions, EntryKind, GraphError, ObjectError, ObjectId, SnapshotGraph,
-    Workspace,
+    CheckoutPolicy, CommitOptions, EntryKind, GraphError, Limits, ObjectError, ObjectId,
+    SnapshotGraph, Workspace,
 };
 
 // ---------------------------------------------------------------- operations
@@ -501,6 +502,82 @@ proptest! {
         prop_assert_eq!(r.files_added, removed);
         prop_assert_eq!(r.files_removed, added);
         prop_assert_eq!(r.files_modified, modified);
+    }
+
+    /// (d') A delegate that takes directories gets every directory that differs,
+    /// each as the snapshots say (added, removed, holding something else, or only
+    /// re-moded), before anything below it; its files are the diff's.
+    #[test]
+    fn diff_hands_over_directories_as_the_snapshots_say(first in ops(25), second in ops(15), unrelated in any::<bool>()) {
+        let mut a = run(&first);
+        let mut b = if unrelated { Workspace::new() } else { a.clone() };
+        for op in &second {
+            apply(&mut b, op);
+        }
+        let (sa, sb) = (snap(&a), snap(&b));
+        let mut store = Store::new();
+        let ia = persist(&mut store, a.commit(CommitOptions::new()).unwrap());
+        let cb = b.commit(CommitOptions::new().have_in(&store)).unwrap();
+        let ib = persist(&mut store, cb);
+
+        #[derive(Default)]
+        struct Both(Vec<Change>, Vec<Change>, Vec<String>);
+        impl Visit for Both {
+            fn visit(&mut self, c: Change) -> std::ops::ControlFlow<()> {
+                self.2.push(c.path.clone());
+                self.0.push(c);
+                std::ops::ControlFlow::Continue(())
+            }
+            fn visit_dir(&mut self, c: Change) -> std::ops::ControlFlow<()> {
+                self.2.push(c.path.clone());
+                self.1.push(c);
+                std::ops::ControlFlow::Continue(())
+            }
+        }
+        let mut got = Both::default();
+        SnapshotGraph::diff_with(ia, ib, &store, &Limits::default(), &mut got).unwrap();
+        let mut files = got.0.clone();
+        files.sort_by(|x, y| x.path.cmp(&y.path));
+        prop_assert_eq!(files, SnapshotGraph::diff(ia, ib, &store).unwrap().changes);
+
+        let below = |s: &Snap, dir: &str| -> Vec<(String, common::Node)> {
+            let prefix = format!("{dir}/");
+            s.paths.iter().filter(|(p, _)| p.starts_with(&prefix)).map(|(p, n)| (p.clone(), n.clone())).collect()
+        };
+        let dir = |s: &Snap, p: &str| s.paths.get(p).filter(|n| n.0 == EntryKind::Dir).map(|n| n.1);
+        let mut expected = BTreeMap::new();
+        for p in sa.paths.keys().chain(sb.paths.keys()) {
+            let kind = match (dir(&sa, p), dir(&sb, p)) {
+                (Some(_), None) => Some(ChangeKind::Removed),
+                (None, Some(_)) => Some(ChangeKind::Added),
+                (Some(x), Some(y)) if below(&sa, p) != below(&sb, p) => {
+                    let _ = (x, y);
+                    Some(ChangeKind::Modified)
+                }
+                (Some(x), Some(y)) => (x != y).then_some(ChangeKind::ModeChanged),
+                (None, None) => None,
+            };
+            if let Some(kind) = kind {
+                expected.insert(p.clone(), (kind, dir(&sa, p), dir(&sb, p)));
+            }
+        }
+        let dirs: BTreeMap<String, (ChangeKind, Option<u32>, Option<u32>)> = got
+            .1
+            .iter()
+            .map(|c| {
+                for side in [&c.old, &c.new].into_iter().flatten() {
+                    assert_eq!(side.kind, EntryKind::Dir, "{}", c.path);
+                }
+                (c.path.clone(), (c.kind, c.old.map(|e| e.mode), c.new.map(|e| e.mode)))
+            })
+            .collect();
+        prop_assert_eq!(dirs.len(), got.1.len(), "each directory once");
+        prop_assert_eq!(dirs, expected);
+        // A directory comes before what lies below it.
+        for (i, p) in got.2.iter().enumerate() {
+            let prefix = format!("{p}/");
+            prop_assert!(!got.2[..i].iter().any(|q| q.starts_with(&prefix)), "{} after what it holds", p);
+        }
     }
 
     /// (e) Fetching what plan_checkout asks for converges in a few rounds to exactly

@@ -1332,6 +1332,25 @@ proptest! {
             let b = apply(&mut full_ws, op);
             prop_assert_eq!(a, b, "op {} {:?}", i, op);
         }
+        // Totals answer from what is loaded and the unloaded directories' entries
+        // as a walk of the full workspace counts them, wherever they answer.
+        let walked = full_ws.walk();
+        let oracle = |dir: &str| {
+            let prefix = if dir == "/" { "/".to_string() } else { format!("{dir}/") };
+            walked.iter().filter(|(p, _)| p.starts_with(&prefix)).fold((0u64, 0u64), |(f, b), (_, m)| match m.kind {
+                EntryKind::File => (f + 1, b + m.size),
+                EntryKind::Symlink => (f + 1, b),
+                EntryKind::Dir => (f, b),
+            })
+        };
+        prop_assert_eq!(ws.totals("/").unwrap(), oracle("/"));
+        for (p, m) in &walked {
+            match (m.kind, ws.totals(p)) {
+                (EntryKind::Dir, Ok(t)) => prop_assert_eq!(t, oracle(p), "{}", p),
+                (EntryKind::Dir, Err(e)) => prop_assert!(matches!(e, FsError::NotLoaded { .. }), "{}: {:?}", p, e),
+                (_, r) => prop_assert!(matches!(r, Err(FsError::NotADirectory { .. } | FsError::NotLoaded { .. })), "{}: {:?}", p, r),
+            }
+        }
         source.clear();
         let lazy_commit = ws.commit(CommitOptions::new().parent(base).have_in(&source)).unwrap();
         prop_assert!(source.kinds.borrow().is_empty(), "a commit reads no object");

@@ -697,15 +697,20 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
     // writes through the store before the files are written.
     let _shared = super::SharedReads::new(&**wd.repo.store());
     // A hollow commit (retention, shallow clone) has no files to check out.
-    let ws = shallow(id, store).map_err(|e| {
+    let hollow = |e: CliError| {
         if snapgraph_store::hollow::is_hollow(wd.store(), id).unwrap_or(false) {
             CliError::Repo(snapgraph_store::RepoError::Pruned { commit: id })
         } else {
             e
         }
-    })?;
-    crate::timings::phase("trees read (shallow checkout)");
-    let root_mode = ws.metadata("/")?.mode & 0o777;
+    };
+    // The whole tree is read where the whole commit is written; a switch reads what
+    // differs.
+    let whole = || {
+        let ws = shallow(id, store).map_err(hollow);
+        crate::timings::phase("trees read (shallow checkout)");
+        ws
+    };
     let pb = ctx.bar(Some(0), "checkout");
     let (target, done) = match &args.to {
         Some(to) => {
@@ -726,6 +731,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 .ok_or_else(|| CliError::bad_path(&to, "needs a final UTF-8 name"))?;
             let parent = to.parent().unwrap_or(Path::new("."));
             let staging = parent.join(unique_name(&format!(".{name}.snapgraph-staging")));
+            let ws = whole()?;
+            let root_mode = ws.metadata("/")?.mode & 0o777;
             let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
             let swap = std::fs::rename(&staging, &to).and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
@@ -735,6 +742,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 let _ = std::fs::remove_dir_all(&staging);
                 return Err(CliError::io(&to, e));
             }
+            std::mem::forget(ws);
             (to, done)
         }
         None => {
@@ -773,6 +781,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     });
                 }
                 clean = tip;
+                crate::timings::phase("dirty check done");
             }
             // A clean working directory moves by what differs (`crate::switch`),
             // unless most of the tree changes.
@@ -784,22 +793,29 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 .filter(|(t, ix)| ix.tip == Some(*t) && !ix.is_part());
             let switched = match cached {
                 Some((t, ix)) => {
-                    let from = shallow(t, store)?;
-                    crate::switch::switch(&wd.root, &wd.dot, &from, &ws, id, store)?
-                        .map(|s| (s, ix))
+                    crate::timings::phase("index loaded");
+                    let mut to = lazy(id, store).map_err(hollow)?;
+                    let tip = tip_of(t, &ix);
+                    crate::switch::switch(&wd.root, &wd.dot, &tip, &mut to, id, store)?
+                        .map(|s| (s, ix, to))
                 }
                 None => None,
             };
             crate::timings::phase_with("switched", || match &switched {
-                Some((s, _)) => format!("{} entries put, {} removed", s.put.len(), s.removed.len()),
+                Some((s, ..)) => {
+                    format!("{} entries put, {} removed", s.put.len(), s.removed.len())
+                }
                 None => "declined: the whole tree is written".into(),
             });
             let done = match switched {
-                Some((s, ix)) => {
-                    index_after_switch(&wd, ix, id, &ws, &s)?.save(&index_path)?;
+                Some((s, ix, to)) => {
+                    index_after_switch(&wd, ix, id, &to, &s)?.save(&index_path)?;
+                    crate::timings::phase("index saved");
+                    std::mem::forget(to);
                     s.done
                 }
                 None => {
+                    let ws = whole()?;
                     let staging = wd.dot.join(unique_name("staging"));
                     let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
                     let r = swap_into(&wd, &staging, args.force);
@@ -812,6 +828,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         remove_tree_beside(&old, || index_after_checkout(&wd, id, &done.entries));
                     removed.at(&old)?;
                     index?.save(&wd.dot.join("index"))?;
+                    std::mem::forget(ws);
                     done
                 }
             };
@@ -849,7 +866,6 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
     );
     // The process ends with the command: the plan's tree and the list of what was
     // written are not freed entry by entry (about 1 % of a checkout of 1,800 files).
-    std::mem::forget(ws);
     std::mem::forget(done);
     printed
 }
@@ -1018,6 +1034,25 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
         moved_in.push(name.clone());
     }
     Ok(old)
+}
+
+/// The tip `id` as the stat cache `ix` (complete for it) records its tree: how many
+/// files, directories and symlinks.
+fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
+    let mut tip = crate::switch::Tip {
+        id,
+        files: 0,
+        dirs: 0,
+        symlinks: 0,
+    };
+    for (_, e) in ix.entries.iter() {
+        match e {
+            IndexEntry::File { .. } => tip.files += 1,
+            IndexEntry::Dir { .. } => tip.dirs += 1,
+            IndexEntry::Symlink { .. } => tip.symlinks += 1,
+        }
+    }
+    tip
 }
 
 /// The paths whose entries a rebuilt stat cache drops, and the entries it adds.

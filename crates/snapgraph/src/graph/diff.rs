@@ -65,7 +65,8 @@ impl ChangeEntry {
     }
 }
 
-/// A changed file or symlink (directories appear through the files they hold).
+/// A changed file or symlink (directories appear through the files they hold), or,
+/// handed to [`Visit::visit_dir`], a changed directory.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Change {
     /// Absolute path.
@@ -83,8 +84,23 @@ pub struct Change {
 /// depth (the root's, then its subdirectories', ...) once that depth is read, those
 /// directories in path order and each one's changes by name.
 pub trait Visit {
-    /// One change.
+    /// One change of a file or symlink.
     fn visit(&mut self, change: Change) -> ControlFlow<()>;
+
+    /// One change of a directory, in the same order as [`visit`](Self::visit)'s
+    /// (a directory before anything below it): [`ChangeKind::Added`] or
+    /// [`ChangeKind::Removed`] (a directory replaced by a file or symlink, or the
+    /// reverse, is removed or added here and the other entry handed to `visit`),
+    /// [`ChangeKind::Modified`] when it holds something else (its mode may differ
+    /// too; what changed below it is handed over on its own), and
+    /// [`ChangeKind::ModeChanged`] when only its mode differs. Both sides'
+    /// [`ChangeEntry`] say [`EntryKind::Dir`], with the directory's file bytes as
+    /// its size and its tree as its id. A directory the two commits hold alike is
+    /// not handed over, nor the root. By default, ignored: a diff of files.
+    fn visit_dir(&mut self, change: Change) -> ControlFlow<()> {
+        let _ = change;
+        ControlFlow::Continue(())
+    }
 }
 
 /// The stock [`Visit`] delegate: keeps every change.
@@ -365,6 +381,27 @@ fn emit<V: Visit + ?Sized>(
         let fa = ea.as_ref().filter(|_| da.is_none());
         let fb = eb.as_ref().filter(|_| db.is_none());
         if da.is_some() || db.is_some() {
+            let a = ea.as_ref().filter(|_| da.is_some());
+            let b = eb.as_ref().filter(|_| db.is_some());
+            let kind = match (a, b) {
+                (Some(x), Some(y)) if da == db => {
+                    (x.mode != y.mode).then_some(ChangeKind::ModeChanged)
+                }
+                (Some(_), Some(_)) => Some(ChangeKind::Modified),
+                (Some(_), None) => Some(ChangeKind::Removed),
+                _ => Some(ChangeKind::Added),
+            };
+            if let Some(kind) = kind {
+                let change = Change {
+                    path: path.clone(),
+                    kind,
+                    old: a.map(ChangeEntry::of),
+                    new: b.map(ChangeEntry::of),
+                };
+                if visit.visit_dir(change).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
             next.push((path.clone(), depth + 1, da, db));
         }
         let kind = match (fa, fb) {

@@ -737,6 +737,57 @@ impl Workspace {
         }
     }
 
+    /// How many files and symlinks lie at any depth below the directory `path`, and
+    /// their file bytes, as a commit's tree totals them. A directory a
+    /// [lazy checkout](crate::CheckoutOptions::lazy) left unloaded answers from its
+    /// tree entry, read with its parent: the totals of a lazily checked-out commit
+    /// cost what is loaded, not what the tree holds.
+    ///
+    /// ```
+    /// # use snapgraph::{CheckoutOptions, CommitOptions, DriftPolicy, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// ws.write("/src/lib/a.rs", b"abc")?;
+    /// ws.symlink("/src/link", "lib")?;
+    /// # let c = ws.commit(CommitOptions::new())?;
+    /// # let store: std::collections::HashMap<_, _> = c.objects().iter().map(|(i, b)| (*i, b.to_vec())).collect();
+    /// let mut lazy = Workspace::new();
+    /// lazy.checkout_with(c.id(), &store, CheckoutOptions::new().lazy(true).drift(DriftPolicy::Off))?
+    ///     .verify(|_| None)?;
+    /// assert_eq!(lazy.totals("/")?, (2, 3));
+    /// assert_eq!(ws.totals("/src/lib")?, (1, 3));
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn totals(&self, path: &str) -> Result<(u64, u64), FsError> {
+        fn sum(dir: &DirNode) -> (u64, u64) {
+            if let Some(u) = &dir.unloaded {
+                return (u.files, u.bytes);
+            }
+            dir.entries
+                .values()
+                .fold((0u64, 0u64), |(files, bytes), node| {
+                    let (f, b) = match node {
+                        Node::File(f) => (1, f.size()),
+                        Node::Symlink(_) => (1, 0),
+                        Node::Dir(d) => sum(d),
+                    };
+                    (files.saturating_add(f), bytes.saturating_add(b))
+                })
+        }
+        let comps = path::parse(path)?;
+        if comps.is_empty() {
+            return Ok(sum(&self.root));
+        }
+        match self.lookup(&comps)? {
+            Some(Node::Dir(d)) => Ok(sum(d)),
+            Some(_) => Err(FsError::NotADirectory {
+                path: path::join(&comps),
+            }),
+            None => Err(FsError::NotFound {
+                path: path::join(&comps),
+            }),
+        }
+    }
+
     /// The entries of the directory at `path`, sorted by name (bytewise).
     pub fn list(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         let comps = path::parse(path)?;
