@@ -1187,10 +1187,11 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
 }
 
 /// Runs `checkout REV` in `root`, requiring success and that it moved the working
-/// directory by what differs (its timeline says so) rather than writing it whole.
-fn checkout_switched(root: &Path, rev: &str) {
+/// directory by what differs (its timeline says so) rather than writing it whole;
+/// its JSON report.
+fn checkout_switched(root: &Path, rev: &str) -> serde_json::Value {
     let out = Command::new(&*BIN)
-        .args(["checkout", rev, "--quiet"])
+        .args(["checkout", rev, "--json"])
         .env("SNAPGRAPH_TIMINGS", "1")
         .current_dir(root)
         .output()
@@ -1199,6 +1200,12 @@ fn checkout_switched(root: &Path, rev: &str) {
     assert!(out.status.success(), "{err}");
     let switched = err.contains("switched (") && !err.contains("declined");
     assert!(switched, "{err}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A checkout's totals, as its JSON report gives them.
+fn totals(report: &serde_json::Value) -> [u64; 4] {
+    ["files", "dirs", "symlinks", "bytes"].map(|k| report[k].as_u64().unwrap())
 }
 
 /// `checkout REV` of a clean working directory moves it by what differs: the files
@@ -1233,10 +1240,11 @@ fn a_clean_checkout_touches_only_what_differs() {
     write(root, "build.log", b"ignored, kept");
     let kept = std::fs::metadata(root.join("data/large.bin")).unwrap();
     for (rev, other) in [(one.as_str(), "main"), ("main", one.as_str())] {
-        checkout_switched(root, rev);
+        let switched = checkout_switched(root, rev);
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");
-        ok(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        let full = json(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        assert_eq!(totals(&switched), totals(&full), "checkout {rev}");
         let mut got = snapshot_of(root);
         assert!(got.remove("build.log").is_some(), "the ignored file stays");
         assert_eq!(got, snapshot_of(&to), "checkout {rev} (from {other})");
@@ -1289,11 +1297,12 @@ fn a_large_switch_keeps_the_stat_cache_complete() {
     }
     ok(root, &["commit", "-m", "two"]);
     for (rev, files) in [(one.as_str(), 1_300), ("main", 1_330)] {
-        checkout_switched(root, rev);
+        let switched = checkout_switched(root, rev);
         assert!(ok(root, &["status"]).contains("nothing changed"));
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");
-        ok(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        let full = json(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        assert_eq!(totals(&switched), totals(&full), "checkout {rev}");
         assert_eq!(snapshot_of(root), snapshot_of(&to), "checkout {rev}");
         let entries = files + 13 + usize::from(rev == "main");
         assert_eq!(snapshot_of(root).len(), entries);

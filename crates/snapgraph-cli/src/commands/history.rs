@@ -162,9 +162,9 @@ pub(super) fn diff(
     let (b, b_source): (ObjectId, &dyn ObjectSource) = match b {
         Some(b) => (wd.resolve(b)?, store),
         None => {
-            let (id, _, overlay, _) = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
-            working = overlay;
-            (id, &working)
+            let w = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
+            working = w.overlay;
+            (w.id, &working)
         }
     };
     let d = SnapshotGraph::diff(a, b, b_source)?;

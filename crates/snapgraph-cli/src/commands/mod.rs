@@ -538,21 +538,50 @@ impl Early {
 /// workspace checked out lazily: the working commit then costs what changed, as a
 /// per-turn commit does. More differences than a survey names, or no such index:
 /// every tree is checked out (shallow) and the whole tree scanned.
-pub(super) fn working_commit<'a>(
+pub(super) fn working_commit<'a>(ctx: &Ctx, wd: &'a Workdir, early: Early) -> Result<Working<'a>> {
+    let Early { mut index, seen } = early;
+    let (id, tip, overlay, report) = working_commit_in(ctx, wd, &mut index, seen)?;
+    Ok(Working {
+        id,
+        tip,
+        overlay,
+        report,
+        index,
+    })
+}
+
+/// What [`working_commit`] found.
+pub(super) struct Working<'a> {
+    /// The working directory's commit (the tip's id when nothing differs).
+    pub id: ObjectId,
+    /// The branch tip (or detached commit) it was compared with.
+    pub tip: Option<ObjectId>,
+    /// The store, with the objects of [`Working::id`] it lacks.
+    pub overlay: Overlay<'a>,
+    /// What the scan did.
+    pub report: ScanReport,
+    /// The stat cache as read (whole, or the part a watcher's report needed), not
+    /// updated by what was seen.
+    pub index: Option<Index>,
+}
+
+/// [`working_commit`] with the index read early in `index` (replaced by a whole read
+/// where a part would not do).
+fn working_commit_in<'a>(
     ctx: &Ctx,
     wd: &'a Workdir,
-    early: Early,
+    index: &mut Option<Index>,
+    seen: Option<Seen>,
 ) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
     let tip = wd.head_commit()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
-    let Early { mut index, seen } = early;
     // A partly read index serves a scan narrowed to the watcher's report of the tip
     // it is complete for, only.
     if index.as_ref().is_some_and(|ix| {
         ix.is_part() && (tip.is_none() || ix.tip != tip || !matches!(seen, Some(Seen::Reported(_))))
     }) {
-        index = Index::load(&index_path, &wd.root);
+        *index = Index::load(&index_path, &wd.root);
     }
     // The survey's stats serve the whole-tree scan below where the index vouches
     // for them.
@@ -571,7 +600,7 @@ pub(super) fn working_commit<'a>(
             .collect();
         Ok((id, extra))
     };
-    if let (Some(t), Some(ix)) = (tip, &index) {
+    if let (Some(t), Some(ix)) = (tip, &*index) {
         if ix.tip == Some(t) {
             let unchanged = |files: u64, nested: Vec<PathBuf>| {
                 let report = ScanReport {
@@ -640,10 +669,10 @@ pub(super) fn working_commit<'a>(
             }
         }
     }
-    if let Some(ix) = &mut index {
+    if let Some(ix) = index {
         ix.load_skeleton(&index_path);
     }
-    let mut ws = match (tip, &index) {
+    let mut ws = match (tip, &*index) {
         (Some(t), Some(ix)) => shallow(t, &SkeletonSource::new(&ix.skeleton, store))?,
         (Some(t), None) => shallow(t, store)?,
         (None, _) => Workspace::new(),

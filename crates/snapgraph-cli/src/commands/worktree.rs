@@ -605,7 +605,13 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     let early = super::Early::read(&root)?;
     let wd = opening.finish()?;
     let _shared = super::SharedReads::new(&**wd.repo.store());
-    let (id, tip, overlay, report) = working_commit(ctx, &wd, early)?;
+    let super::Working {
+        id,
+        tip,
+        overlay,
+        report,
+        ..
+    } = working_commit(ctx, &wd, early)?;
     let d = diff_of(tip, id, &overlay)?;
     let entries = {
         let mut a = super::patch::Side::open(tip, &overlay);
@@ -749,8 +755,13 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             // The tip the working directory holds, when the dirty check says so.
             let mut clean = None;
             if !args.force {
-                let (wid, tip, overlay, report) =
-                    working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
+                let super::Working {
+                    id: wid,
+                    tip,
+                    overlay,
+                    report,
+                    index,
+                } = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
                 let dirty = match tip {
                     Some(t) => {
                         SnapshotGraph::commit(wid, &overlay)?.tree
@@ -780,7 +791,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         summary,
                     });
                 }
-                clean = tip;
+                clean = tip.map(|t| (t, index));
                 crate::timings::phase("dirty check done");
             }
             // A clean working directory moves by what differs (`crate::switch`),
@@ -788,8 +799,15 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             // Its stat cache must hold the tip's whole tree: the entries the switch
             // leaves alone keep their recorded stats (see `index_after_switch`).
             let index_path = wd.dot.join("index");
+            // The one the dirty check read serves, unless it read a part.
             let cached = clean
-                .and_then(|t| Some(t).zip(Index::load(&index_path, &wd.root)))
+                .and_then(|(t, read)| {
+                    let ix = match read {
+                        Some(ix) if !ix.is_part() => Some(ix),
+                        _ => Index::load(&index_path, &wd.root),
+                    };
+                    Some(t).zip(ix)
+                })
                 .filter(|(t, ix)| ix.tip == Some(*t) && !ix.is_part());
             let switched = match cached {
                 Some((t, ix)) => {
@@ -809,7 +827,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             });
             let done = match switched {
                 Some((s, ix, to)) => {
-                    index_after_switch(&wd, ix, id, &to, &s)?.save(&index_path)?;
+                    let delta = index_after_switch(&wd, &ix, id, &to, &s);
+                    ix.save_delta(&index_path, delta)?;
                     crate::timings::phase("index saved");
                     std::mem::forget(to);
                     s.done
@@ -1055,43 +1074,31 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
     tip
 }
 
-/// The paths whose entries a rebuilt stat cache drops, and the entries it adds.
-type Rebuilt<'a> = (HashSet<&'a str>, Vec<(String, IndexEntry)>);
-
-/// The stat cache `ix` (the tip's whole tree, the working directory's before a
-/// [`crate::switch::switch`]) after the switch `s` to commit `id` (shallow in `to`):
-/// the entries it put recorded anew (a file with the target's digest; a mode the
-/// scan would record otherwise leaves the index incomplete, as after a full
-/// checkout), those it removed dropped, their directories' listings forgotten, every
-/// other entry as it was, and the clock probe as it was: what was written now is
-/// newer than the probe, so the next scan reads it again instead of trusting a stat
-/// taken while it might still change, and an entry that was racy stays racy.
+/// What the stat cache `ix` (the tip's whole tree, the working directory's before a
+/// [`crate::switch::switch`]) records anew after the switch `s` to commit `id` (its
+/// lazy checkout `to`, loaded where the switch wrote): the entries it put recorded
+/// anew (a file with the target's digest; a mode the scan would record otherwise
+/// leaves the index incomplete, as after a full checkout), those it removed dropped,
+/// their directories' listings forgotten, every other entry as it was, and the
+/// clock probe as it was: what was written now is newer than the probe, so the next
+/// scan reads it again instead of trusting a stat taken while it might still
+/// change, and an entry that was racy stays racy. Saved as a journal record
+/// ([`Index::save_delta`]), it costs what the switch changed.
 fn index_after_switch(
     wd: &Workdir,
-    mut ix: Index,
+    ix: &Index,
     id: ObjectId,
     to: &Workspace,
     s: &crate::switch::Switched,
-) -> Result<Index> {
+) -> crate::index::Delta {
     let mut complete = true;
-    let mut parents: Vec<&str> = Vec::new();
-    // One by one, each change moves the entries after it; past a few hundred the
-    // entries are built anew (sorted once).
-    let mut fresh: Option<Rebuilt<'_>> = (s.removed.len() + s.put.len() > 256).then(|| {
-        let dropped: HashSet<&str> = s
-            .removed
-            .iter()
-            .chain(s.put.iter().map(|(p, _)| p))
-            .map(String::as_str)
-            .collect();
-        (dropped, Vec::with_capacity(s.put.len()))
-    });
-    for p in &s.removed {
-        if fresh.is_none() {
-            ix.entries.remove(p);
-        }
-        parents.push(crate::scan::parent_of(p));
-    }
+    let mut removed: Vec<String> = s.removed.clone();
+    let mut upserts: Vec<(String, IndexEntry)> = Vec::with_capacity(s.put.len());
+    let mut parents: Vec<&str> = s
+        .removed
+        .iter()
+        .map(|p| crate::scan::parent_of(p))
+        .collect();
     for (p, kind) in &s.put {
         parents.push(crate::scan::parent_of(p));
         let full = wd.root.join(p.trim_start_matches('/'));
@@ -1110,34 +1117,36 @@ fn index_after_switch(
                 .ok()
                 .map(|stat| IndexEntry::Symlink { stat }),
         };
-        match (entry, &mut fresh) {
-            (Some(e), Some((_, put))) => put.push((p.clone(), e)),
-            (Some(e), None) => {
-                ix.entries.insert(p, e);
-            }
-            (None, fresh) => {
-                if fresh.is_none() {
-                    ix.entries.remove(p);
-                }
+        match entry {
+            Some(e) => upserts.push((p.clone(), e)),
+            None => {
+                removed.push(p.clone());
                 complete = false;
             }
         }
     }
-    if let Some((dropped, put)) = fresh {
-        let kept = ix
-            .entries
-            .iter()
-            .filter(|(p, _)| !dropped.contains(p))
-            .map(|(p, e)| (p.to_string(), e.clone()));
-        ix.entries = crate::index::Entries::from_unsorted(kept.chain(put).collect());
-    }
+    // Each directory's listing forgotten once, where it stays (an upsert of a path
+    // removed would win over its removal) and was not put anew.
+    let mut forgotten: HashSet<&str> = s
+        .put
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .chain(s.removed.iter().map(String::as_str))
+        .collect();
     for d in parents {
-        if d != "/" && matches!(ix.entries.get(d), Some(IndexEntry::Dir { .. })) {
-            ix.entries.insert(d, IndexEntry::Dir { listing: None });
+        if d != "/"
+            && forgotten.insert(d)
+            && matches!(ix.entries.get(d), Some(IndexEntry::Dir { .. }))
+        {
+            upserts.push((d.to_string(), IndexEntry::Dir { listing: None }));
         }
     }
-    ix.tip = Some(id).filter(|_| complete);
-    Ok(ix)
+    crate::index::Delta {
+        probe_ns: ix.probe_ns,
+        tip: Some(id).filter(|_| complete),
+        removed,
+        upserts,
+    }
 }
 
 /// Deletes the directory `dir` and everything in it on this thread and a helper
