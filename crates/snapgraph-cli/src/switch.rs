@@ -250,6 +250,13 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         ..Differ::default()
     };
     SnapshotGraph::diff_with(tip.id, id, source, &Limits::default(), &mut d)?;
+    crate::timings::phase_with("diffed", || {
+        format!(
+            "{} put, {} taken away",
+            d.add.len() + d.modes.len(),
+            d.remove.len()
+        )
+    });
     let target_files = tip.files.saturating_add_signed(d.delta[0]);
     let larger = tip.files.max(target_files) as usize;
     if d.declined || d.written + d.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED) {
@@ -292,6 +299,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         }
     }
     let to: &Workspace = to;
+    crate::timings::phase_with("directories read", || format!("{}", loaded.len()));
 
     // Stage the new files (nothing in the working directory changes yet).
     let staging = dot.join(crate::repo::unique_name("staging"));
@@ -315,7 +323,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         }
         staged.insert(&e.path, at);
     }
-    crate::timings::phase("staged");
+    crate::timings::phase_with("staged", || format!("{} files", staged.len()));
     let add: Vec<&PlannedEntry> = d.add.iter().collect();
     let modes: Vec<&PlannedEntry> = d.modes.iter().collect();
     let remove: Vec<(&str, EntryKind)> = d.remove.iter().map(|(p, k)| (p.as_str(), *k)).collect();
