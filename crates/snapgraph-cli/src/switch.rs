@@ -70,19 +70,17 @@ enum Undo {
 /// What [`switch_with`] calls before each step of its apply (tests make one fail).
 pub type StepHook<'a> = &'a mut dyn FnMut(usize) -> std::io::Result<()>;
 
-/// The tip a [`switch`] starts from: its commit, and how many entries of each kind
-/// its tree holds (the caller's stat cache, complete for it, says), from which the
-/// target's counts follow by what differs.
+/// The tip a [`switch`] starts from: its commit, and how many regular files and
+/// entries of every kind (the root aside) its tree holds, as the caller's stat
+/// cache, complete for it, counts them; the target's counts follow by what differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tip {
     /// The commit the working directory holds.
     pub id: ObjectId,
     /// Regular files.
     pub files: u64,
-    /// Directories (the root excluded).
-    pub dirs: u64,
-    /// Symlinks.
-    pub symlinks: u64,
+    /// Entries: files, directories and symlinks.
+    pub entries: u64,
 }
 
 /// What a [`switch`] did.
@@ -363,13 +361,16 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         .chain(&d.modes)
         .map(|e| (e.path.clone(), e.kind))
         .collect();
-    let plus = |n: u64, by: i64| n.saturating_add_signed(by);
+    // The tree's own totals (its root's entries total what lies below them: files
+    // and symlinks, and bytes) and the entries counted by what differs.
+    let (files_and_links, bytes) = to.totals("/")?;
+    let symlinks = files_and_links.saturating_sub(target_files);
+    let entries = tip.entries.saturating_add_signed(d.delta.iter().sum());
     let done = Materialized {
         files: target_files,
-        dirs: plus(tip.dirs, d.delta[1]),
-        symlinks: plus(tip.symlinks, d.delta[2]),
-        // The tree's own total: its root's entries total what lies below them.
-        bytes: to.totals("/")?.1,
+        dirs: entries.saturating_sub(target_files + symlinks),
+        symlinks,
+        bytes,
         entries: Vec::new(),
     };
     Ok(Some(Switched { done, put, removed }))
@@ -698,20 +699,22 @@ mod tests {
 
     /// The tip `ws` (commit `id`) as a stat cache complete for it counts it.
     fn tip(id: ObjectId, ws: &Workspace) -> Tip {
-        let mut t = Tip {
+        let walked = ws.walk();
+        Tip {
             id,
-            files: 0,
-            dirs: 0,
-            symlinks: 0,
-        };
-        for (_, m) in ws.walk() {
-            match m.kind {
-                EntryKind::File => t.files += 1,
-                EntryKind::Dir => t.dirs += 1,
-                EntryKind::Symlink => t.symlinks += 1,
-            }
+            files: walked
+                .iter()
+                .filter(|(_, m)| m.kind == EntryKind::File)
+                .count() as u64,
+            entries: walked.len() as u64,
         }
-        t
+    }
+
+    /// Files, directories and symlinks of `ws`.
+    fn kinds(ws: &Workspace) -> (u64, u64, u64) {
+        let walked = ws.walk();
+        let n = |k: EntryKind| walked.iter().filter(|(_, m)| m.kind == k).count() as u64;
+        (n(EntryKind::File), n(EntryKind::Dir), n(EntryKind::Symlink))
     }
 
     /// Commit `id` checked out lazily, as the switch is handed it.
@@ -943,11 +946,11 @@ mod tests {
             expected.insert("/zz-ignored.log".into(), format!("file 644 {:?}", b"mine"));
             prop_assert_eq!(snapshot(&root), expected);
             // The totals a full checkout of the target reports.
-            let t = tip(ib, &wb);
+            let (files, dirs, symlinks) = kinds(&wb);
             let bytes: u64 = wb.walk().iter().filter(|(_, m)| m.kind == EntryKind::File).map(|(_, m)| m.size).sum();
             prop_assert_eq!(
                 (s.done.files, s.done.dirs, s.done.symlinks, s.done.bytes),
-                (t.files, t.dirs, t.symlinks, bytes)
+                (files, dirs, symlinks, bytes)
             );
         }
     }

@@ -474,6 +474,82 @@ fn a_watched_commit_reads_the_index_where_the_changes_are() {
     assert_eq!(out["files_changed"], 1, "{out}");
 }
 
+/// `checkout REV` of `root` with a watcher: it must move by what differs and read
+/// the index in part (its timeline says so); its JSON report.
+fn checkout_watched(root: &Path, rev: &str) -> Value {
+    let out = Command::new(&*BIN)
+        .args(["checkout", rev, "--json"])
+        .env("SNAPGRAPH_TIMINGS", "1")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("switched (") && !stderr.contains("declined"),
+        "{stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("index loaded ("))
+        .unwrap_or_else(|| panic!("no index line: {stderr}"));
+    assert!(line.contains(" of "), "the index was read whole: {line}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A clean checkout with a watcher running takes the watcher's report for its dirty
+/// check, reads the index in part, and leaves the watcher trusted: the next commit
+/// takes its report (the switch's own writes among it) and misses nothing.
+#[test]
+fn a_watched_switch_reads_the_index_in_part_and_keeps_the_watcher() {
+    if !inotify_available() {
+        return;
+    }
+    let t = repo();
+    let root = t.path();
+    for d in 0..30 {
+        for f in 0..20 {
+            write(
+                root,
+                &format!("d{d:02}/f{f:02}.txt"),
+                format!("{d} {f}").as_bytes(),
+            );
+        }
+    }
+    ok(root, &["commit", "-m", "one"]);
+    ok(root, &["branch", "old"]);
+    let _w = start(root);
+    json(root, &["commit", "-m", "token"]);
+    let twin = repo();
+    write(root, "d05/f03.txt", b"edited");
+    write(root, "d20/new.txt", b"new");
+    std::fs::remove_file(root.join("d25/f10.txt")).unwrap();
+    write(root, "d40/deep/g.txt", b"a new directory");
+    commit_watched(root, twin.path(), Some(4));
+    for (rev, files) in [("old", 600), ("main", 601)] {
+        let report = checkout_watched(root, rev);
+        assert_eq!(report["files"], files, "{report}");
+        let fresh = tempfile::tempdir().unwrap();
+        let to = fresh.path().join("t");
+        let full = json(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
+        for k in ["files", "dirs", "symlinks", "bytes"] {
+            assert_eq!(report[k], full[k], "{k}: switched {report} full {full}");
+        }
+        assert_eq!(snapshot_of(root), snapshot_of(&to), "checkout {rev}");
+        // The watcher's report (the switch's writes) is taken, and finds the tree
+        // the branch holds.
+        let same = json(root, &["commit", "-m", "same"]);
+        assert!(
+            same["watched_paths"].is_u64(),
+            "the watcher was not used: {same}"
+        );
+        assert_eq!(same["nothing_to_commit"], true, "{same}");
+    }
+    write(root, "d07/f07.txt", b"after the switches");
+    let out = commit_watched(root, twin.path(), None);
+    assert_eq!(out["files_changed"], 1, "{out}");
+}
+
 fn p_join(root: &Path, rel: &str) -> PathBuf {
     root.join(rel)
 }

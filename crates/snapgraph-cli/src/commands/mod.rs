@@ -450,6 +450,9 @@ impl Drop for SharedReads<'_> {
 pub(super) struct Early {
     index: Option<Index>,
     seen: Option<Seen>,
+    /// The watcher's token, if one answered with one: a command that saves the
+    /// index for the tree it saw stores it beside (see `crate::watch`).
+    token: Option<String>,
 }
 
 /// What changed in the working directory since its index was saved.
@@ -482,11 +485,16 @@ impl Seen {
     /// The paths the watcher's answer to `asked` names as changed, sorted and none
     /// below another, if it names at most [`crate::watch::MAX_PATHS`].
     fn reported(asked: crate::watch::Asked) -> Option<Vec<String>> {
-        asked
-            .answer()
+        Self::of_answer(asked.answer()).0
+    }
+
+    /// [`reported`](Self::reported) of a watcher's answer, and its token.
+    fn of_answer(answer: crate::watch::Answer) -> (Option<Vec<String>>, Option<String>) {
+        let paths = answer
             .changed
             .map(scan::minimal)
-            .filter(|p| p.len() <= crate::watch::MAX_PATHS)
+            .filter(|p| p.len() <= crate::watch::MAX_PATHS);
+        (paths, answer.token)
     }
 }
 
@@ -505,10 +513,14 @@ impl Early {
                 Some(ix) if ix.tip.is_some() => Some(Seen::look(root, &dot, ix, None)?),
                 _ => None,
             };
-            return Ok(Early { index, seen });
+            return Ok(Early {
+                index,
+                seen,
+                token: None,
+            });
         };
         let opened = Index::open_part(&index_path, root);
-        let reported = Seen::reported(asked);
+        let (reported, token) = Seen::of_answer(asked.answer());
         let index = match (opened, &reported) {
             (Some(opened), Some(paths)) => opened
                 .read(paths)
@@ -526,7 +538,7 @@ impl Early {
                 crate::watch::MAX_PATHS,
             )?)),
         };
-        Ok(Early { index, seen })
+        Ok(Early { index, seen, token })
     }
 }
 
@@ -539,7 +551,11 @@ impl Early {
 /// per-turn commit does. More differences than a survey names, or no such index:
 /// every tree is checked out (shallow) and the whole tree scanned.
 pub(super) fn working_commit<'a>(ctx: &Ctx, wd: &'a Workdir, early: Early) -> Result<Working<'a>> {
-    let Early { mut index, seen } = early;
+    let Early {
+        mut index,
+        seen,
+        token,
+    } = early;
     let (id, tip, overlay, report) = working_commit_in(ctx, wd, &mut index, seen)?;
     Ok(Working {
         id,
@@ -547,6 +563,7 @@ pub(super) fn working_commit<'a>(ctx: &Ctx, wd: &'a Workdir, early: Early) -> Re
         overlay,
         report,
         index,
+        token,
     })
 }
 
@@ -563,6 +580,10 @@ pub(super) struct Working<'a> {
     /// The stat cache as read (whole, or the part a watcher's report needed), not
     /// updated by what was seen.
     pub index: Option<Index>,
+    /// The watcher's token, asked for before anything was looked at (see
+    /// [`Early`]): stored beside an index saved for the tree as seen, it lets the
+    /// next command ask the watcher what changed since.
+    pub token: Option<String>,
 }
 
 /// [`working_commit`] with the index read early in `index` (replaced by a whole read

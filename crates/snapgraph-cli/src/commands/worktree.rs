@@ -752,8 +752,10 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             (to, done)
         }
         None => {
-            // The tip the working directory holds, when the dirty check says so.
+            // The tip the working directory holds, when the dirty check says so, and
+            // the watcher's token it was asked for first.
             let mut clean = None;
+            let mut token = None;
             if !args.force {
                 let super::Working {
                     id: wid,
@@ -761,7 +763,9 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     overlay,
                     report,
                     index,
+                    token: asked,
                 } = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
+                token = asked;
                 let dirty = match tip {
                     Some(t) => {
                         SnapshotGraph::commit(wid, &overlay)?.tree
@@ -799,19 +803,18 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             // Its stat cache must hold the tip's whole tree: the entries the switch
             // leaves alone keep their recorded stats (see `index_after_switch`).
             let index_path = wd.dot.join("index");
-            // The one the dirty check read serves, unless it read a part.
+            // The one the dirty check read serves, whole or the part a watcher's
+            // report needed: the switch records what it changed as one journal
+            // record, and counts the tree from the index's own totals.
             let cached = clean
-                .and_then(|(t, read)| {
-                    let ix = match read {
-                        Some(ix) if !ix.is_part() => Some(ix),
-                        _ => Index::load(&index_path, &wd.root),
-                    };
-                    Some(t).zip(ix)
-                })
-                .filter(|(t, ix)| ix.tip == Some(*t) && !ix.is_part());
+                .and_then(|(t, read)| Some(t).zip(read))
+                .filter(|(t, ix)| ix.tip == Some(*t));
             let switched = match cached {
                 Some((t, ix)) => {
-                    crate::timings::phase("index loaded");
+                    crate::timings::phase_with("index loaded", || match ix.is_part() {
+                        true => format!("{} of {} entries", ix.entries.len(), ix.entry_count()),
+                        false => format!("{} entries", ix.entries.len()),
+                    });
                     let mut to = lazy(id, store).map_err(hollow)?;
                     let tip = tip_of(t, &ix);
                     crate::switch::switch(&wd.root, &wd.dot, &tip, &mut to, id, store)?
@@ -829,6 +832,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 Some((s, ix, to)) => {
                     let delta = index_after_switch(&wd, &ix, id, &to, &s);
                     ix.save_delta(&index_path, delta)?;
+                    // What the watcher saw since it was asked (the switch's own
+                    // writes among it) is what the next command asks it for: each
+                    // entry kept was seen unchanged after that point.
+                    if let Some(token) = &token {
+                        crate::watch::store_token(&wd.dot, &index_path, token);
+                    }
                     crate::timings::phase("index saved");
                     std::mem::forget(to);
                     s.done
@@ -1055,26 +1064,17 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
     Ok(old)
 }
 
-/// The tip `id` as the stat cache `ix` (complete for it) records its tree: how many
-/// files, directories and symlinks.
+/// The tip `id` as the stat cache `ix` (complete for it, whole or in part) counts
+/// its tree.
 fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
-    let mut tip = crate::switch::Tip {
+    crate::switch::Tip {
         id,
-        files: 0,
-        dirs: 0,
-        symlinks: 0,
-    };
-    for (_, e) in ix.entries.iter() {
-        match e {
-            IndexEntry::File { .. } => tip.files += 1,
-            IndexEntry::Dir { .. } => tip.dirs += 1,
-            IndexEntry::Symlink { .. } => tip.symlinks += 1,
-        }
+        files: ix.file_count(),
+        entries: ix.entry_count() as u64,
     }
-    tip
 }
 
-/// What the stat cache `ix` (the tip's whole tree, the working directory's before a
+/// What the stat cache `ix` (complete for the tip, whole or the part a watcher's report needed: the working directory's before a
 /// [`crate::switch::switch`]) records anew after the switch `s` to commit `id` (its
 /// lazy checkout `to`, loaded where the switch wrote): the entries it put recorded
 /// anew (a file with the target's digest; a mode the scan would record otherwise
@@ -1133,11 +1133,10 @@ fn index_after_switch(
         .map(|(p, _)| p.as_str())
         .chain(s.removed.iter().map(String::as_str))
         .collect();
+    // Each parent is a directory of the tip (or one put, or one removed): the index,
+    // complete for the tip, records it (whether this command read it or not).
     for d in parents {
-        if d != "/"
-            && forgotten.insert(d)
-            && matches!(ix.entries.get(d), Some(IndexEntry::Dir { .. }))
-        {
+        if d != "/" && forgotten.insert(d) {
             upserts.push((d.to_string(), IndexEntry::Dir { listing: None }));
         }
     }
