@@ -1074,9 +1074,10 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
     }
 }
 
-/// What the stat cache `ix` (complete for the tip, whole or the part a watcher's report needed: the working directory's before a
-/// [`crate::switch::switch`]) records anew after the switch `s` to commit `id` (its
-/// lazy checkout `to`, loaded where the switch wrote): the entries it put recorded
+/// What the stat cache `ix` (complete for the tip, whole or the part a watcher's
+/// report needed: the working directory's before a [`crate::switch::switch`])
+/// records anew after the switch `s` to commit `id` (its lazy checkout `to`,
+/// loaded where the switch wrote): the entries it put recorded
 /// anew (a file with the target's digest; a mode the scan would record otherwise
 /// leaves the index incomplete, as after a full checkout), those it removed dropped,
 /// their directories' listings forgotten, every other entry as it was, and the
