@@ -1186,23 +1186,6 @@ fn a_parallel_checkout_writes_what_a_sequential_one_writes() {
     assert!(trees[0]["d0/e2/f077"].starts_with("file 600 "));
 }
 
-/// Runs `checkout REV` in `root`, requiring success and that it moved the working
-/// directory by what differs (its timeline says so) rather than writing it whole;
-/// its JSON report.
-fn checkout_switched(root: &Path, rev: &str) -> serde_json::Value {
-    let out = Command::new(&*BIN)
-        .args(["checkout", rev, "--json"])
-        .env("SNAPGRAPH_TIMINGS", "1")
-        .current_dir(root)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let switched = err.contains("switched (") && !err.contains("declined");
-    assert!(switched, "{err}");
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// A checkout's totals, as its JSON report gives them.
 fn totals(report: &serde_json::Value) -> [u64; 4] {
     ["files", "dirs", "symlinks", "bytes"].map(|k| report[k].as_u64().unwrap())
@@ -1240,7 +1223,7 @@ fn a_clean_checkout_touches_only_what_differs() {
     write(root, "build.log", b"ignored, kept");
     let kept = std::fs::metadata(root.join("data/large.bin")).unwrap();
     for (rev, other) in [(one.as_str(), "main"), ("main", one.as_str())] {
-        let switched = checkout_switched(root, rev);
+        let (switched, _) = checkout_switched(root, rev);
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");
         let full = json(root, &["checkout", rev, "--to", to.to_str().unwrap()]);
@@ -1297,7 +1280,7 @@ fn a_large_switch_keeps_the_stat_cache_complete() {
     }
     ok(root, &["commit", "-m", "two"]);
     for (rev, files) in [(one.as_str(), 1_300), ("main", 1_330)] {
-        let switched = checkout_switched(root, rev);
+        let (switched, _) = checkout_switched(root, rev);
         assert!(ok(root, &["status"]).contains("nothing changed"));
         let fresh = tempfile::tempdir().unwrap();
         let to = fresh.path().join("t");

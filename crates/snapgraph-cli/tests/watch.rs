@@ -419,15 +419,7 @@ fn a_watched_commit_reads_the_index_where_the_changes_are() {
     // 40 directories of 20 files: about 840 entries, four blocks of the index.
     let t = repo();
     let root = t.path();
-    for d in 0..40 {
-        for f in 0..20 {
-            write(
-                root,
-                &format!("d{d:02}/f{f:02}.txt"),
-                format!("{d} {f}").as_bytes(),
-            );
-        }
-    }
+    grid(root, 40);
     ok(root, &["commit", "-m", "one"]);
     let _w = start(root);
     json(root, &["commit", "-m", "token"]);
@@ -477,24 +469,13 @@ fn a_watched_commit_reads_the_index_where_the_changes_are() {
 /// `checkout REV` of `root` with a watcher: it must move by what differs and read
 /// the index in part (its timeline says so); its JSON report.
 fn checkout_watched(root: &Path, rev: &str) -> Value {
-    let out = Command::new(&*BIN)
-        .args(["checkout", rev, "--json"])
-        .env("SNAPGRAPH_TIMINGS", "1")
-        .current_dir(root)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("switched (") && !stderr.contains("declined"),
-        "{stderr}"
-    );
-    let line = stderr
+    let (report, timeline) = checkout_switched(root, rev);
+    let line = timeline
         .lines()
         .find(|l| l.contains("index loaded ("))
-        .unwrap_or_else(|| panic!("no index line: {stderr}"));
+        .unwrap_or_else(|| panic!("no index line: {timeline}"));
     assert!(line.contains(" of "), "the index was read whole: {line}");
-    serde_json::from_slice(&out.stdout).unwrap()
+    report
 }
 
 /// A clean checkout with a watcher running takes the watcher's report for its dirty
@@ -507,15 +488,7 @@ fn a_watched_switch_reads_the_index_in_part_and_keeps_the_watcher() {
     }
     let t = repo();
     let root = t.path();
-    for d in 0..30 {
-        for f in 0..20 {
-            write(
-                root,
-                &format!("d{d:02}/f{f:02}.txt"),
-                format!("{d} {f}").as_bytes(),
-            );
-        }
-    }
+    grid(root, 30);
     ok(root, &["commit", "-m", "one"]);
     ok(root, &["branch", "old"]);
     let _w = start(root);

@@ -351,6 +351,40 @@ proptest! {
     }
 }
 
+/// Two snapshots committed into one store: `first`'s, and `second` applied to it
+/// (to an empty workspace when `unrelated`).
+struct Compared {
+    sa: Snap,
+    sb: Snap,
+    store: Store,
+    ia: ObjectId,
+    ib: ObjectId,
+}
+
+fn compared(first: &[Op], second: &[Op], unrelated: bool) -> Compared {
+    let mut a = run(first);
+    let mut b = if unrelated {
+        Workspace::new()
+    } else {
+        a.clone()
+    };
+    for op in second {
+        apply(&mut b, op);
+    }
+    let (sa, sb) = (snap(&a), snap(&b));
+    let mut store = Store::new();
+    let ia = persist(&mut store, a.commit(CommitOptions::new()).unwrap());
+    let cb = b.commit(CommitOptions::new().have_in(&store)).unwrap();
+    let ib = persist(&mut store, cb);
+    Compared {
+        sa,
+        sb,
+        store,
+        ia,
+        ib,
+    }
+}
+
 proptest! {
     #![proptest_config(config(256))]
 
@@ -481,16 +515,7 @@ proptest! {
     /// (d) Diff equals a naive comparison of the two snapshots.
     #[test]
     fn diff_matches_oracle(first in ops(25), second in ops(15), unrelated in any::<bool>()) {
-        let mut a = run(&first);
-        let mut b = if unrelated { Workspace::new() } else { a.clone() };
-        for op in &second {
-            apply(&mut b, op);
-        }
-        let (sa, sb) = (snap(&a), snap(&b));
-        let mut store = Store::new();
-        let ia = persist(&mut store, a.commit(CommitOptions::new()).unwrap());
-        let cb = b.commit(CommitOptions::new().have_in(&store)).unwrap();
-        let ib = persist(&mut store, cb);
+        let Compared { sa, sb, store, ia, ib } = compared(&first, &second, unrelated);
         let (added, modified, removed, state) = oracle_diff(&sa, &sb);
         let d = SnapshotGraph::diff(ia, ib, &store).unwrap();
         prop_assert_eq!(&d.files_added, &added);
@@ -509,16 +534,7 @@ proptest! {
     /// re-moded), before anything below it; its files are the diff's.
     #[test]
     fn diff_hands_over_directories_as_the_snapshots_say(first in ops(25), second in ops(15), unrelated in any::<bool>()) {
-        let mut a = run(&first);
-        let mut b = if unrelated { Workspace::new() } else { a.clone() };
-        for op in &second {
-            apply(&mut b, op);
-        }
-        let (sa, sb) = (snap(&a), snap(&b));
-        let mut store = Store::new();
-        let ia = persist(&mut store, a.commit(CommitOptions::new()).unwrap());
-        let cb = b.commit(CommitOptions::new().have_in(&store)).unwrap();
-        let ib = persist(&mut store, cb);
+        let Compared { sa, sb, store, ia, ib } = compared(&first, &second, unrelated);
 
         #[derive(Default)]
         struct Both(Vec<Change>, Vec<Change>, Vec<String>);

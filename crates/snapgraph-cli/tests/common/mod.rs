@@ -273,3 +273,33 @@ pub fn file_entry(name: &str, data: &[u8]) -> snapgraph::object::tree::Entry {
         },
     }
 }
+
+/// Runs `checkout REV` in `root` with its timeline on, requiring success and that it
+/// moved the working directory by what differs (`switched (...)`) rather than
+/// writing it whole; its JSON report and its timeline.
+pub fn checkout_switched(root: &Path, rev: &str) -> (serde_json::Value, String) {
+    let out = std::process::Command::new(&*BIN)
+        .args(["checkout", rev, "--json"])
+        .env("SNAPGRAPH_TIMINGS", "1")
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let switched = err.contains("switched (") && !err.contains("declined");
+    assert!(switched, "{err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), err)
+}
+
+/// `dirs` directories `dNN` of 20 files `fNN.txt` each, written under `root`.
+pub fn grid(root: &Path, dirs: usize) {
+    for d in 0..dirs {
+        for f in 0..20 {
+            write(
+                root,
+                &format!("d{d:02}/f{f:02}.txt"),
+                format!("{d} {f}").as_bytes(),
+            );
+        }
+    }
+}
