@@ -584,17 +584,23 @@ mod tests {
         let objects: Vec<(ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
         let batch: Vec<_> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
         store.put_many(&batch).unwrap();
-        let mut shallow = Workspace::new();
-        let _ = shallow
+        (
+            id,
+            checkout_of(id, store, CheckoutOptions::new().shallow(true)),
+        )
+    }
+
+    /// Commit `id` of `store` checked out as `options` say.
+    fn checkout_of(id: ObjectId, store: &MemoryStore, options: CheckoutOptions) -> Workspace {
+        let mut ws = Workspace::new();
+        let _ = ws
             .checkout_with(
                 id,
                 &CallerVerifies(store),
-                CheckoutOptions::new()
-                    .policy(CheckoutPolicy::Force)
-                    .shallow(true),
+                options.policy(CheckoutPolicy::Force),
             )
             .unwrap();
-        (id, shallow)
+        ws
     }
 
     /// Every entry below `root` but `.snapgraph`: kind, mode, bytes or target.
@@ -719,17 +725,7 @@ mod tests {
 
     /// Commit `id` checked out lazily, as the switch is handed it.
     fn lazy(id: ObjectId, store: &MemoryStore) -> Workspace {
-        let mut ws = Workspace::new();
-        let _ = ws
-            .checkout_with(
-                id,
-                &CallerVerifies(store),
-                CheckoutOptions::new()
-                    .policy(CheckoutPolicy::Force)
-                    .lazy(true),
-            )
-            .unwrap();
-        ws
+        checkout_of(id, store, CheckoutOptions::new().lazy(true))
     }
 
     /// [`switch`] of the working directory `root` from `from` to `to`.
