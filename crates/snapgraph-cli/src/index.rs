@@ -269,6 +269,18 @@ impl FileStat {
         }
     }
 
+    /// This stat made one that no stat taken now equals and that is racy under any
+    /// clock probe (its mtime the largest there is): an entry recorded with it is
+    /// read again by the next scan, and what it recorded (the digest) still serves
+    /// that read. Git smudges a racy entry's size the same way when it writes an
+    /// index whose timestamp would vouch for it.
+    pub fn smudged(self) -> Self {
+        Self {
+            mtime_ns: i64::MAX,
+            ..self
+        }
+    }
+
     /// The `lstat` of `path` (never following a symlink).
     pub fn lstat(path: &Path) -> std::io::Result<Self> {
         Ok(Self::of_stat(&rustix::fs::lstat(path)?))

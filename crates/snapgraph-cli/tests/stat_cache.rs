@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
-use snapgraph_cli::index::{Index, IndexEntry};
+use snapgraph_cli::index::{FileStat, Index, IndexEntry};
 use snapgraph_cli::scan::{self, ScanOptions};
 
 mod common;
@@ -68,6 +68,74 @@ fn a_no_change_turn_leaves_a_store_the_next_commands_use() {
         std::fs::read(out.join("d/b.txt")).unwrap(),
         b"bravo, edited"
     );
+}
+
+/// A switch (a clean working directory's `checkout REV`, which writes what differs)
+/// records what it wrote under a clock probe taken after writing it, as a full
+/// checkout does, so the next command trusts those files; every entry it kept that
+/// was racy under the old probe stays racy under the new one (a file's record
+/// smudged, its digest kept; a directory's listing forgotten). The working
+/// directory's records otherwise stand: the next commands find it as committed.
+#[test]
+fn a_switch_vouches_for_what_it_wrote_and_keeps_racy_entries_racy() {
+    let t = armed();
+    write(t.path(), "d/b.txt", b"bravo two");
+    write(t.path(), "n/new.txt", b"new");
+    age(t.path());
+    ok(t.path(), &["commit", "-m", "two"]);
+    // Every file was aged to one instant: a probe of that instant makes all of
+    // them (and every directory's listing, younger) racy.
+    let at = t.path().join(".snapgraph/index");
+    let mut before = Index::load(&at, t.path()).expect("an index");
+    let Some(IndexEntry::File { stat, .. }) = before.entries.get("/a.txt") else {
+        panic!("a.txt is recorded")
+    };
+    before.probe_ns = stat.mtime_ns;
+    before.save(&at).unwrap();
+    let racy = |ix: &Index, p: &str| match ix.entries.get(p) {
+        Some(IndexEntry::File { stat, .. } | IndexEntry::Symlink { stat }) => {
+            !ix.trusted(stat, &FileStat::lstat(&t.path().join(&p[1..])).unwrap())
+        }
+        other => panic!("{p} recorded as {other:?}"),
+    };
+    let kept = ["/a.txt", "/d/e/c.txt", "/link"];
+    assert!(kept.iter().all(|p| racy(&before, p)));
+
+    let (out, _) = checkout_switched(t.path(), "main~1");
+    assert_eq!(out["files"], 3, "{out}");
+    let after = Index::load(&at, t.path()).expect("an index");
+    assert!(after.probe_ns > before.probe_ns, "the probe moved on");
+    assert!(after.tip.is_some(), "complete for the commit checked out");
+    // What was written is recorded with its stat now, older than (or as old as)
+    // the probe: trusted unless written in the probe's own tick.
+    let written = FileStat::lstat(&t.path().join("d/b.txt")).unwrap();
+    match after.entries.get("/d/b.txt") {
+        Some(IndexEntry::File { stat, .. }) => assert_eq!(stat, &written),
+        other => panic!("d/b.txt recorded as {other:?}"),
+    }
+    assert!(written.mtime_ns <= after.probe_ns);
+    assert!(after.entries.get("/n/new.txt").is_none());
+    // What was kept and racy is read again, and what it recorded still serves.
+    for p in kept {
+        assert!(racy(&after, p), "{p} trusted after the switch");
+    }
+    let digest = |ix: &Index| match ix.entries.get("/a.txt") {
+        Some(IndexEntry::File { digest, .. }) => digest.clone(),
+        other => panic!("a.txt recorded as {other:?}"),
+    };
+    assert_eq!(digest(&after), digest(&before));
+    for (p, e) in after.entries.iter() {
+        if let IndexEntry::Dir { listing: Some(l) } = e {
+            assert!(
+                l.stat.mtime_ns < before.probe_ns,
+                "{p}: a racy listing kept"
+            );
+        }
+    }
+    // The records hold: nothing differs, whichever entries are read again.
+    let status = json(t.path(), &["status"]);
+    assert_eq!(status["changes"], serde_json::json!([]), "{status}");
+    assert_status_is_the_full_scans(t.path());
 }
 
 /// Sets the mtime of `rel` to `when`.

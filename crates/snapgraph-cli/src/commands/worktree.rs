@@ -830,7 +830,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             });
             let done = match switched {
                 Some((s, ix, to)) => {
-                    let delta = index_after_switch(&wd, &ix, id, &to, &s);
+                    let delta = index_after_switch(&wd, &ix, id, &to, &s)?;
                     ix.save_delta(&index_path, delta)?;
                     // What the watcher saw since it was asked (the switch's own
                     // writes among it) is what the next command asks it for: each
@@ -1080,18 +1080,29 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
 /// loaded where the switch wrote): the entries it put recorded
 /// anew (a file with the target's digest; a mode the scan would record otherwise
 /// leaves the index incomplete, as after a full checkout), those it removed dropped,
-/// their directories' listings forgotten, every other entry as it was, and the
-/// clock probe as it was: what was written now is newer than the probe, so the next
-/// scan reads it again instead of trusting a stat taken while it might still
-/// change, and an entry that was racy stays racy. Saved as a journal record
-/// ([`Index::save_delta`]), it costs what the switch changed.
+/// their directories' listings forgotten, and every other entry as it was. Saved
+/// as a journal record ([`Index::save_delta`]), it costs what the switch changed.
+///
+/// The clock probe: a whole index takes a new one now, after the switch wrote and
+/// before the stats of what it put are taken, as a full checkout does
+/// ([`super::index_after_checkout`]): what was written is then trusted by the next
+/// command, unless written in the probe's own tick. An entry kept that was racy
+/// under the old probe must stay racy under the new one: it is recorded smudged
+/// ([`FileStat::smudged`]: read again, its digest kept), and a directory's listing
+/// taken in that tick is forgotten. A part of the index (a watcher's report) cannot
+/// find every such entry, so it keeps the old probe: what was written now is newer
+/// than it, and the next scan reads it again.
 fn index_after_switch(
     wd: &Workdir,
     ix: &Index,
     id: ObjectId,
     to: &Workspace,
     s: &crate::switch::Switched,
-) -> crate::index::Delta {
+) -> Result<crate::index::Delta> {
+    let probe_ns = match ix.is_part() {
+        true => ix.probe_ns,
+        false => crate::index::fs_now(&wd.dot)?,
+    };
     let mut complete = true;
     let mut removed: Vec<String> = s.removed.clone();
     let mut upserts: Vec<(String, IndexEntry)> = Vec::with_capacity(s.put.len());
@@ -1141,12 +1152,33 @@ fn index_after_switch(
             upserts.push((d.to_string(), IndexEntry::Dir { listing: None }));
         }
     }
-    crate::index::Delta {
-        probe_ns: ix.probe_ns,
+    if probe_ns != ix.probe_ns {
+        let racy = |stat: &FileStat| stat.mtime_ns >= ix.probe_ns;
+        for (p, e) in ix.entries.iter() {
+            let kept = match e {
+                IndexEntry::File { stat, digest } if racy(stat) => IndexEntry::File {
+                    stat: stat.smudged(),
+                    digest: digest.clone(),
+                },
+                IndexEntry::Symlink { stat } if racy(stat) => IndexEntry::Symlink {
+                    stat: stat.smudged(),
+                },
+                IndexEntry::Dir { listing: Some(l) } if racy(&l.stat) => {
+                    IndexEntry::Dir { listing: None }
+                }
+                _ => continue,
+            };
+            if !forgotten.contains(p) {
+                upserts.push((p.to_string(), kept));
+            }
+        }
+    }
+    Ok(crate::index::Delta {
+        probe_ns,
         tip: Some(id).filter(|_| complete),
         removed,
         upserts,
-    }
+    })
 }
 
 /// Deletes the directory `dir` and everything in it on this thread and a helper
