@@ -78,7 +78,7 @@ pub use codec::Compression;
 pub use error::{DeltaProblem, StoreError};
 pub use gc::{collect as gc, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
-pub use open::open;
+pub use open::{open, open_with, OpenOptions};
 pub use repack::{RepackOptions, RepackReport};
 pub use repo::{
     Batched, CommitProgress, Committed, ProgressHook, ReindexReport, Repo, RepoCommitOptions,

@@ -24,8 +24,37 @@ use crate::store::Store;
 /// `dir` on by default, `postgres` and `s3` off); a URL whose adapter is compiled out is an
 /// error naming the feature.
 pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
+    open_with(url, &OpenOptions::default())
+}
+
+/// How [`open_with`] opens what a URL names, past what the URL says. The default
+/// is what [`open`] does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OpenOptions {
+    sqlite_mmap_bytes: u64,
+}
+
+impl OpenOptions {
+    /// Options as [`open`] uses them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes of an SQLite database file that reads map into memory
+    /// ([`SqliteOptions::mmap_bytes`](crate::sqlite::SqliteOptions::mmap_bytes),
+    /// with its price: 0, the default, maps nothing). It applies to every SQLite
+    /// store the URL opens, a `cache:` URL's local one included.
+    pub fn sqlite_mmap_bytes(mut self, bytes: u64) -> Self {
+        self.sqlite_mmap_bytes = bytes;
+        self
+    }
+}
+
+/// [`open`] with `options`.
+pub fn open_with(url: &str, options: &OpenOptions) -> Result<Box<dyn Store>, StoreError> {
     if let Some(path) = url.strip_prefix("sqlite:") {
-        return open_sqlite(url, path);
+        return open_sqlite(url, path, options);
     }
     if let Some(path) = url.strip_prefix("dir:") {
         return open_dir(url, path);
@@ -37,13 +66,13 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
         return open_s3(url);
     }
     if let Some(rest) = url.strip_prefix("cache:") {
-        return open_cache(rest);
+        return open_cache(rest, options);
     }
     if url == "memory:" {
         return Ok(Box::new(crate::memory::MemoryStore::new()));
     }
     if url.ends_with(".db") || url.ends_with(".sqlite") {
-        return open_sqlite(url, url);
+        return open_sqlite(url, url, options);
     }
     Err(StoreError::backend(
         format!("store URL {url:?}"),
@@ -52,7 +81,7 @@ pub fn open(url: &str) -> Result<Box<dyn Store>, StoreError> {
 }
 
 /// `cache:LOCAL|REMOTE`: both opened, the local one in front.
-fn open_cache(rest: &str) -> Result<Box<dyn Store>, StoreError> {
+fn open_cache(rest: &str, options: &OpenOptions) -> Result<Box<dyn Store>, StoreError> {
     let Some((local, remote)) = rest.split_once('|') else {
         return Err(StoreError::backend(
             // Not the URL itself: its remote part may carry a password.
@@ -66,8 +95,8 @@ fn open_cache(rest: &str) -> Result<Box<dyn Store>, StoreError> {
             "a cache: URL's local and remote parts cannot be cache: URLs themselves",
         ));
     }
-    let local = open(local)?;
-    let remote = open(remote)?;
+    let local = open_with(local, options)?;
+    let remote = open_with(remote, options)?;
     Ok(Box::new(crate::cache::CachingStore::new(local, remote)))
 }
 
@@ -86,12 +115,22 @@ fn not_built(url: &str, feature: &str) -> StoreError {
 }
 
 #[cfg(feature = "sqlite")]
-fn open_sqlite(_url: &str, path: &str) -> Result<Box<dyn Store>, StoreError> {
-    Ok(Box::new(crate::sqlite::SqliteStore::open(path)?))
+fn open_sqlite(
+    _url: &str,
+    path: &str,
+    options: &OpenOptions,
+) -> Result<Box<dyn Store>, StoreError> {
+    let options = crate::sqlite::SqliteOptions {
+        mmap_bytes: options.sqlite_mmap_bytes,
+        ..Default::default()
+    };
+    Ok(Box::new(crate::sqlite::SqliteStore::open_with(
+        path, options,
+    )?))
 }
 
 #[cfg(not(feature = "sqlite"))]
-fn open_sqlite(url: &str, _path: &str) -> Result<Box<dyn Store>, StoreError> {
+fn open_sqlite(url: &str, _path: &str, _: &OpenOptions) -> Result<Box<dyn Store>, StoreError> {
     Err(not_built(url, "sqlite"))
 }
 

@@ -33,6 +33,17 @@ fn sqlite_file_conforms() {
 }
 
 #[test]
+fn sqlite_file_mapped_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions {
+        mmap_bytes: 64 << 20,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(dir.path().join("store.db"), options).unwrap();
+    conformance::run(&store);
+}
+
+#[test]
 fn sqlite_in_memory_conforms() {
     conformance::run(&SqliteStore::in_memory().unwrap());
 }
@@ -42,6 +53,7 @@ fn sqlite_uncompressed_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let options = SqliteOptions {
         compression: Compression::None,
+        ..SqliteOptions::default()
     };
     let store = SqliteStore::open_with(dir.path().join("raw.db"), options).unwrap();
     conformance::run(&store);
@@ -331,7 +343,14 @@ fn compression_shrinks_text_at_rest() {
         ("raw.db", Compression::None),
     ] {
         let path = dir.path().join(name);
-        let store = SqliteStore::open_with(&path, SqliteOptions { compression }).unwrap();
+        let store = SqliteStore::open_with(
+            &path,
+            SqliteOptions {
+                compression,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
         store.put_many(&batch).unwrap();
         drop(store);
         let conn = Connection::open(&path).unwrap();
@@ -686,6 +705,7 @@ fn a_tampered_object_is_refused_by_id_when_the_caller_verifies() {
         dir.path().join("raw.db"),
         SqliteOptions {
             compression: Compression::None,
+            ..SqliteOptions::default()
         },
     )
     .unwrap();
@@ -1155,6 +1175,57 @@ fn broken_packs_and_dictionaries_are_corrupt_errors_naming_the_id() {
             other => panic!("{data}: expected Malformed, got {other:?} ({err})"),
         }
     }
+}
+
+/// Whether this process maps (part of) the file at `path` (`/proc/self/maps`).
+fn mapped(path: &Path) -> bool {
+    let real = std::fs::canonicalize(path).unwrap();
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines().any(|l| l.ends_with(&*real.to_string_lossy()))
+}
+
+/// With `mmap_bytes` (the CLI's choice; `OpenOptions::sqlite_mmap_bytes` through a
+/// URL) reads map the file instead of copying pages in, and read the same objects;
+/// damage in a pack is the same error naming the object; without it (the default,
+/// `open`) nothing is mapped.
+#[test]
+fn a_mapped_store_reads_the_same_and_names_the_same_damage() {
+    let (dir, texts) = stored_texts(100);
+    let path = dir.path().join("store.db");
+    let refs = references(&path);
+    let ids: Vec<ObjectId> = refs.iter().map(|(id, _)| *id).collect();
+    let url = format!("sqlite:{}", path.display());
+    let plain = snapgraph_store::open(&url).unwrap();
+    let expected = ObjectStore::get_many(plain.as_ref(), &ids).unwrap();
+    assert!(expected.iter().all(Option::is_some));
+    assert!(!mapped(&path), "open maps nothing");
+    drop(plain);
+    let options = snapgraph_store::OpenOptions::new().sqlite_mmap_bytes(1 << 20);
+    let store = snapgraph_store::open_with(&url, &options).unwrap();
+    assert_eq!(
+        ObjectStore::get_many(store.as_ref(), &ids).unwrap(),
+        expected
+    );
+    assert!(mapped(&path), "read through the map");
+    for (id, b) in ids.iter().zip(expected.iter().flatten()) {
+        assert!(texts.contains(b) && id_of(b) == *id);
+    }
+    drop(store);
+    let raw = Connection::open(&path).unwrap();
+    flip_in_pack(&raw, &refs[7].1, 20);
+    let options = SqliteOptions {
+        mmap_bytes: 1 << 20,
+        ..SqliteOptions::default()
+    };
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    match ObjectStore::get_many(&store, &[refs[7].0]) {
+        Err(StoreError::Corrupt { id, .. }) => assert_eq!(id, refs[7].0),
+        other => panic!("expected Corrupt for {}, got {other:?}", refs[7].0),
+    }
+    assert_eq!(
+        ObjectStore::get_many(&store, &ids[..7]).unwrap(),
+        expected[..7]
+    );
 }
 
 /// One damaged record late in a large batch of records against the dictionary is a
