@@ -11,7 +11,9 @@
 //!    alike are skipped unread, so what is read follows what differs, not what the
 //!    trees hold. The target's new names are checked as a checkout checks every name
 //!    ([`crate::materialize::check_component`]); the directories of the files it
-//!    writes are loaded into its lazy checkout, for their bytes.
+//!    writes are loaded into its lazy checkout, for their bytes, from the nodes the
+//!    diff read (kept in memory: each differs, so the diff read it; a large
+//!    directory's nodes that did not differ are read then).
 //! 2. **Stage**: the target's new and changed files are written, verified, into a
 //!    fresh staging directory in `.snapgraph/`; nothing in the working directory has
 //!    changed yet, so a bad object fails here with nothing to undo.
@@ -35,6 +37,8 @@
 //! as soon as that is sure. Declined too when a directory holding a change (or
 //! changed itself) lacks any of its owner's rights, in the tip or the target.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -42,7 +46,7 @@ use std::path::{Path, PathBuf};
 use std::ops::ControlFlow;
 
 use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind, Visit};
-use snapgraph::{EntryKind, Limits, ObjectId, ObjectSource, SnapshotGraph, Workspace};
+use snapgraph::{BoxError, EntryKind, Limits, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
 use crate::materialize::{Materialized, PlannedEntry};
@@ -247,7 +251,13 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         tip_files: tip.files,
         ..Differ::default()
     };
-    SnapshotGraph::diff_with(tip.id, id, source, &Limits::default(), &mut d)?;
+    // Every directory the switch writes in differs, so the diff reads its node: kept,
+    // the loads below take it from memory instead of reading it again one by one.
+    let kept = Kept {
+        source,
+        kept: RefCell::new(HashMap::new()),
+    };
+    SnapshotGraph::diff_with(tip.id, id, &kept, &Limits::default(), &mut d)?;
     crate::timings::phase_with("diffed", || {
         format!(
             "{} put, {} taken away",
@@ -293,9 +303,10 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     for e in d.add.iter().chain(&d.modes) {
         let parent = crate::scan::parent_of(&e.path);
         if e.kind != EntryKind::Dir && loaded.insert(parent) {
-            to.load_dir(parent, source)?;
+            to.load_dir(parent, &kept)?;
         }
     }
+    drop(kept);
     let to: &Workspace = to;
     crate::timings::phase_with("directories read", || format!("{}", loaded.len()));
 
@@ -374,6 +385,47 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         entries: Vec::new(),
     };
     Ok(Some(Switched { done, put, removed }))
+}
+
+/// A source that keeps what it read from `source` (tree nodes, for a switch: the
+/// diff reads no file's content) and answers from what it kept. The engine verifies
+/// each object it is given, as from any source.
+struct Kept<'s, S: ?Sized> {
+    source: &'s S,
+    kept: RefCell<HashMap<ObjectId, Vec<u8>>>,
+}
+
+impl<S: ObjectSource + ?Sized> ObjectSource for Kept<'_, S> {
+    fn get(&self, id: &ObjectId) -> std::result::Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.get_many(std::slice::from_ref(id))?.pop().flatten())
+    }
+
+    fn get_many(
+        &self,
+        ids: &[ObjectId],
+    ) -> std::result::Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        let mut kept = self.kept.borrow_mut();
+        let absent: Vec<ObjectId> = ids
+            .iter()
+            .filter(|id| !kept.contains_key(id))
+            .copied()
+            .collect();
+        if !absent.is_empty() {
+            for (id, got) in absent.iter().zip(self.source.get_many(&absent)?) {
+                if let Some(b) = got {
+                    kept.insert(*id, b.into_owned());
+                }
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| kept.get(id).map(|b| Cow::Owned(b.clone())))
+            .collect())
+    }
+
+    fn will_read(&self, ids: &[ObjectId]) {
+        self.source.will_read(ids)
+    }
 }
 
 /// Writes file `e` of `ws` at `at` (a new name), verified, with its mode.
@@ -795,6 +847,50 @@ mod tests {
             std::fs::read_dir(root.join(".snapgraph")).unwrap().count(),
             0
         );
+    }
+
+    /// A source that counts how often each object is asked of it.
+    struct Asked<'s> {
+        store: &'s MemoryStore,
+        asked: std::sync::Mutex<HashMap<ObjectId, usize>>,
+    }
+
+    impl ObjectSource for Asked<'_> {
+        fn get(&self, id: &ObjectId) -> std::result::Result<Option<Cow<'_, [u8]>>, BoxError> {
+            *self.asked.lock().unwrap().entry(*id).or_default() += 1;
+            CallerVerifies(self.store)
+                .get(id)
+                .map(|b| b.map(|b| Cow::Owned(b.into_owned())))
+        }
+    }
+
+    /// A switch asks the store for each object once: the directories it loads for
+    /// the files it writes are the nodes its diff read.
+    #[test]
+    fn a_switch_reads_each_object_once() {
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        let fresh = checked_out(t.path(), "fresh", &store, b.0, &b.1);
+        let asked = Asked {
+            store: &store,
+            asked: Default::default(),
+        };
+        let mut to = lazy(b.0, &store);
+        switch(
+            &root,
+            &root.join(".snapgraph"),
+            &tip(a.0, &a.1),
+            &mut to,
+            b.0,
+            &asked,
+        )
+        .unwrap()
+        .expect("taken");
+        assert_eq!(snapshot(&root), snapshot(&fresh));
+        let asked = asked.asked.into_inner().unwrap();
+        let twice: Vec<_> = asked.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(twice.is_empty(), "asked more than once: {twice:?}");
+        assert!(asked.len() > 4, "{asked:?}");
     }
 
     /// A failure at any step of the apply puts every entry back as it was (ignored
