@@ -300,12 +300,14 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     d.remove.sort_by(|x, y| y.0.cmp(&x.0));
     // The directories of the files and symlinks put, read for their bytes.
     let mut loaded: HashSet<&str> = HashSet::new();
+    let mut parents: Vec<&str> = Vec::new();
     for e in d.add.iter().chain(&d.modes) {
         let parent = crate::scan::parent_of(&e.path);
         if e.kind != EntryKind::Dir && loaded.insert(parent) {
-            to.load_dir(parent, &kept)?;
+            parents.push(parent);
         }
     }
+    to.load_dirs(&parents, &kept)?;
     drop(kept);
     let to: &Workspace = to;
     crate::timings::phase_with("directories read", || format!("{}", loaded.len()));

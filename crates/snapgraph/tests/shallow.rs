@@ -1363,14 +1363,23 @@ proptest! {
         let mut back = Workspace::new();
         let _ = back.checkout(id, &store, CheckoutPolicy::default()).unwrap();
         prop_assert_eq!(snap(&back), expected);
-        // Loading everything lazily gives the full workspace.
+        // Loading everything lazily gives the full workspace, a path at a time or
+        // every path in one batched call.
         let mut all = lazy(id, &store);
-        for (p, m) in back.walk() {
-            if m.kind == EntryKind::Dir {
-                all.load_dir(&p, &store).unwrap();
-            }
+        let dirs: Vec<String> = back
+            .walk()
+            .into_iter()
+            .filter(|(_, m)| m.kind == EntryKind::Dir)
+            .map(|(p, _)| p)
+            .collect();
+        for p in &dirs {
+            all.load_dir(p, &store).unwrap();
         }
         prop_assert_eq!(all.walk(), back.walk());
+        let mut batched = lazy(id, &store);
+        let paths: Vec<&str> = dirs.iter().rev().map(String::as_str).collect();
+        batched.load_dirs(&paths, &store).unwrap();
+        prop_assert_eq!(batched.walk(), back.walk());
     }
 }
 
@@ -1446,6 +1455,119 @@ fn committing_an_unloaded_directory_elsewhere_is_a_typed_error() {
         other => panic!("{other:?}"),
     }
     assert_eq!(ws.head(), Some(id));
+}
+
+/// A source that counts its `get_many` calls and the ids asked.
+struct Batches<'a> {
+    inner: &'a Store,
+    calls: RefCell<Vec<Vec<ObjectId>>>,
+}
+
+impl ObjectSource for Batches<'_> {
+    fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
+        Ok(self.get_many(std::slice::from_ref(id))?.pop().flatten())
+    }
+
+    fn get_many(&self, ids: &[ObjectId]) -> Result<Vec<Option<Cow<'_, [u8]>>>, BoxError> {
+        self.calls.borrow_mut().push(ids.to_vec());
+        Ok(ids
+            .iter()
+            .map(|id| self.inner.get(id).map(|b| Cow::Borrowed(&b[..])))
+            .collect())
+    }
+}
+
+/// `load_dirs` reads a level of all its paths at a time, each node once, and leaves
+/// the workspace `load_dir` of each path leaves; what is loaded already is not read.
+#[test]
+fn load_dirs_reads_a_level_at_a_time() {
+    let mut ws = Workspace::new();
+    for (i, d) in ["a", "b", "c", "d"].into_iter().enumerate() {
+        for (j, e) in ["x", "y"].into_iter().enumerate() {
+            ws.write(
+                &format!("/{d}/{e}/f.txt"),
+                pseudo_random(50, 2 * (i * 2 + j) as u64),
+            )
+            .unwrap();
+        }
+    }
+    // A directory equal to /a/x: one tree, read once, loaded at both places.
+    ws.write("/b/same/f.txt", pseudo_random(50, 0)).unwrap();
+    let (store, id, _) = committed(ws);
+    let source = Batches {
+        inner: &store,
+        calls: RefCell::new(Vec::new()),
+    };
+    let mut batched = lazy(id, &store);
+    let paths = [
+        "/a/x",
+        "/b/y",
+        "/c/x",
+        "/c/y",
+        "/b/same",
+        "/a/x/f.txt",
+        "/nope/x",
+    ];
+    batched.load_dirs(&paths, &source).unwrap();
+    let calls = source.calls.take();
+    assert_eq!(
+        calls.iter().map(Vec::len).collect::<Vec<_>>(),
+        [3, 4],
+        "a, b and c, then four of their subdirectories (one tree for two): {calls:?}"
+    );
+    assert_eq!(batched.walk(), {
+        let mut w = lazy(id, &store);
+        w.load_dirs(&["/a/x", "/b/y", "/c/x", "/c/y", "/b/same"], &store)
+            .unwrap();
+        w.walk()
+    });
+    assert_eq!(batched.metadata("/b/same/f.txt").unwrap().size, 50);
+    let mut one_by_one = lazy(id, &store);
+    for p in paths {
+        one_by_one.load_dir(p, &store).unwrap();
+    }
+    assert_eq!(batched.walk(), one_by_one.walk());
+    assert_eq!(batched.metadata("/c/y/f.txt").unwrap().size, 50);
+    assert!(matches!(batched.list("/d"), Err(FsError::NotLoaded { .. })));
+    batched.load_dirs(&paths, &source).unwrap();
+    assert!(source.calls.take().is_empty(), "nothing read again");
+}
+
+/// A damaged directory met by `load_dirs` is `load_dir`'s typed error, naming it.
+#[test]
+fn load_dirs_verifies_what_it_reads() {
+    let mut ws = Workspace::new();
+    ws.write("/d/f.txt", pseudo_random(100, 3)).unwrap();
+    ws.write("/e/g.txt", b"g").unwrap();
+    let (mut store, id, _) = committed(ws);
+    let mut full = Workspace::new();
+    let _ = full
+        .checkout(id, &store, CheckoutPolicy::default())
+        .unwrap();
+    let commit = CommitObject::decode(&id, &store[&id][2..]).unwrap();
+    let TreeNode::Leaf(entries) =
+        TreeNode::decode(&commit.tree, &store[&commit.tree][2..]).unwrap()
+    else {
+        unreachable!("two entries fit one leaf")
+    };
+    let tree = entries
+        .iter()
+        .find_map(|e| match e.node {
+            EntryNode::Dir { tree, .. } if e.name == "e" => Some(tree),
+            _ => None,
+        })
+        .unwrap();
+    *store.get_mut(&tree).unwrap().last_mut().unwrap() ^= 1;
+    let mut ws = lazy(id, &store);
+    assert!(matches!(
+        ws.load_dirs(&["/d", "/e"], &store),
+        Err(CheckoutError::Object(ObjectError::Corrupt { id, .. })) if id == tree
+    ));
+    assert_eq!(ws.metadata("/d/f.txt").unwrap().size, 100, "read before it");
+    assert_eq!(
+        ws.metadata("/e"),
+        Err(FsError::NotLoaded { path: "/e".into() })
+    );
 }
 
 /// A damaged or foreign directory met by `load_dir` is the checkout's typed error,

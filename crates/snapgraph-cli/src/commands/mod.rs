@@ -363,24 +363,28 @@ pub(super) fn checked_out_at(
         return shallow(id, source);
     }
     let mut ws = lazy(id, source)?;
-    for path in paths {
-        ws.load_dir(path, source)?;
-        if below == Below::Nothing {
-            continue;
-        }
-        let mut dirs = vec![path.to_string()];
-        while let Some(dir) = dirs.pop() {
-            let Ok(entries) = ws.list(&dir) else { continue };
+    ws.load_dirs(paths, source)?;
+    if below == Below::Nothing {
+        return Ok(ws);
+    }
+    // A level at a time, each level's directories read in one batch.
+    let mut level: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+    while !level.is_empty() {
+        let mut subs = Vec::new();
+        for dir in &level {
+            let Ok(entries) = ws.list(dir) else { continue };
             for e in entries {
                 if e.metadata.kind == EntryKind::Dir {
-                    let sub = format!("{}/{}", dir.trim_end_matches('/'), e.name);
-                    ws.load_dir(&sub, source)?;
-                    if below == Below::All {
-                        dirs.push(sub);
-                    }
+                    subs.push(format!("{}/{}", dir.trim_end_matches('/'), e.name));
                 }
             }
         }
+        let refs: Vec<&str> = subs.iter().map(String::as_str).collect();
+        ws.load_dirs(&refs, source)?;
+        level = match below {
+            Below::All => subs,
+            _ => Vec::new(),
+        };
     }
     Ok(ws)
 }
