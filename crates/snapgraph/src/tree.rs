@@ -462,12 +462,7 @@ pub(crate) fn level_nodes<S: ObjectSource + ?Sized>(
     hash: bool,
 ) -> Result<Vec<TreeNode>, ObjectError> {
     let mut out: Vec<Option<TreeNode>> = ids.iter().map(|i| ahead.take(i)).collect();
-    let absent: Vec<ObjectId> = ids
-        .iter()
-        .zip(&out)
-        .filter(|(_, n)| n.is_none())
-        .map(|(i, _)| *i)
-        .collect();
+    let absent = crate::object::absent(ids, &out);
     let mut read = load_many(source, &absent, ObjectKind::Tree, hash)?
         .into_iter()
         .zip(&absent);

@@ -512,6 +512,16 @@ pub(crate) fn check<'s>(
     Ok(Loaded { stored })
 }
 
+/// The ids of `ids` whose slot in `out` (one per id, in order) is still empty: what
+/// a read that answered some of them from elsewhere asks its source for.
+pub(crate) fn absent<T>(ids: &[ObjectId], out: &[Option<T>]) -> Vec<ObjectId> {
+    ids.iter()
+        .zip(out)
+        .filter(|(_, o)| o.is_none())
+        .map(|(id, _)| *id)
+        .collect()
+}
+
 /// The stored bytes of each of `ids` in one [`ObjectSource::get_many`] call, in order,
 /// `None` where the source lacks one (nothing verified yet). A batch error names no
 /// object, so the ids are then asked one by one to find the one that fails (a

@@ -17,7 +17,9 @@ use crate::object::commit::CommitObject;
 use crate::object::manifest::{chunk_list, ChunkRef, Manifest};
 use crate::object::reads::{ExternalRead, ReadsObject};
 use crate::object::tree::{count_kinds, Content, EntryNode, TreeNode};
-use crate::object::{check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind};
+use crate::object::{
+    absent, check, fetch_many, load_many, load_with, Loaded, ObjectError, ObjectKind,
+};
 use crate::pool::{buffer_to_append, buffer_to_fill, BufferPool};
 use crate::source::ObjectSource;
 use crate::tree::{read_entries, Ahead, Layout};
@@ -429,9 +431,10 @@ impl Workspace {
         let deepest = parsed.iter().map(Vec::len).max().unwrap_or(0);
         for depth in 1..=deepest {
             let mut ids: Vec<ObjectId> = Vec::new();
+            let mut seen = hashbrown::HashSet::new();
             for comps in parsed.iter().filter(|c| c.len() >= depth) {
                 if let Some(tree) = self.unloaded_tree(&comps[..depth]) {
-                    if !ids.contains(&tree) {
+                    if seen.insert(tree) {
                         ids.push(tree);
                     }
                 }
@@ -901,12 +904,7 @@ impl<'a, S: ObjectSource + ?Sized> Loader<'a, S> {
                 ),
             }
         }
-        let absent: Vec<ObjectId> = ids
-            .iter()
-            .zip(&out)
-            .filter(|(_, o)| o.is_none())
-            .map(|(id, _)| *id)
-            .collect();
+        let absent = absent(ids, &out);
         let mut read = fetch_many(self.source, &absent)?.into_iter();
         for slot in out.iter_mut().filter(|o| o.is_none()) {
             *slot = read.next().flatten();
@@ -1446,12 +1444,7 @@ impl<S: ObjectSource + ?Sized> ObjectSource for Prefetched<'_, S> {
             .iter()
             .map(|id| self.held.get(id).map(|b| Cow::Borrowed(&b[..])))
             .collect();
-        let absent: Vec<ObjectId> = ids
-            .iter()
-            .zip(&out)
-            .filter(|(_, o)| o.is_none())
-            .map(|(id, _)| *id)
-            .collect();
+        let absent = crate::object::absent(ids, &out);
         if !absent.is_empty() {
             let mut read = self.source.get_many(&absent)?.into_iter();
             for slot in out.iter_mut().filter(|o| o.is_none()) {
