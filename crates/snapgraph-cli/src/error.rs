@@ -61,6 +61,16 @@ pub enum CliError {
         /// What changed.
         summary: String,
     },
+    /// An entry a checkout was taking out of the working directory changed after
+    /// the dirty check found the directory clean (see [`crate::guard`]); every step
+    /// of the checkout was undone.
+    #[error("{}: changed while the checkout ran ({what}); the checkout was undone: run it again, or pass --force to discard the change", .path.display())]
+    ChangedMeanwhile {
+        /// The entry, in the working directory.
+        path: PathBuf,
+        /// What changed.
+        what: String,
+    },
     /// A path inside a commit does not exist or is of the wrong kind.
     #[error("{path}: not found in commit {commit}")]
     NotInCommit {

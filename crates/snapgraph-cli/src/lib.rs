@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 pub use snapgraph_store::cpus;
 pub mod error;
+pub mod guard;
 pub mod index;
 pub mod materialize;
 pub mod meta;

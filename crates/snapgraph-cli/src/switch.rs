@@ -49,6 +49,8 @@ use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind, Visit};
 use snapgraph::{BoxError, EntryKind, Limits, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
+use crate::guard::{Guard, Taken};
+use crate::index::FileStat;
 use crate::materialize::{Materialized, PlannedEntry};
 
 /// The share of the files (and at least [`MOST_CHANGED_MIN`]) past which
@@ -225,7 +227,9 @@ impl Visit for Differ {
 /// touching only what differs; `dot` is `.snapgraph/`. The trees read are those
 /// that differ (and, in `to`, the directories of what is written, loaded for its
 /// bytes). `Ok(None)`: declined (too much changes, or a directory its owner may not
-/// write), nothing done.
+/// write), nothing done. What it takes out of the working directory is checked by
+/// `guard` (the dirty check's knowledge) before it is deleted: a change made since
+/// that check undoes the switch ([`CliError::ChangedMeanwhile`]).
 pub fn switch<S: ObjectSource + ?Sized>(
     root: &Path,
     dot: &Path,
@@ -233,11 +237,13 @@ pub fn switch<S: ObjectSource + ?Sized>(
     to: &mut Workspace,
     id: ObjectId,
     source: &S,
+    guard: &Guard<'_>,
 ) -> Result<Option<Switched>> {
-    switch_with(root, dot, tip, to, id, source, &mut |_| Ok(()))
+    switch_with(root, dot, tip, to, id, source, guard, &mut |_| Ok(()))
 }
 
 /// [`switch`], calling `hook` before each step of the apply.
+#[allow(clippy::too_many_arguments)] // `switch`'s, and the hook tests inject
 pub fn switch_with<S: ObjectSource + ?Sized>(
     root: &Path,
     dot: &Path,
@@ -245,6 +251,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     to: &mut Workspace,
     id: ObjectId,
     source: &S,
+    guard: &Guard<'_>,
     hook: StepHook<'_>,
 ) -> Result<Option<Switched>> {
     let mut d = Differ {
@@ -308,7 +315,8 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         }
     }
     to.load_dirs(&parents, &kept)?;
-    drop(kept);
+    // The nodes stay kept: the guard reads the tip's directories of what it cannot
+    // vouch for from them.
     let to: &Workspace = to;
     crate::timings::phase_with("directories read", || format!("{}", loaded.len()));
 
@@ -348,6 +356,8 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         remove: &remove,
         staged: &staged,
         umask,
+        guard,
+        source: &kept,
     };
     let applied = std::fs::create_dir(&aside)
         .at(&aside)
@@ -466,6 +476,10 @@ struct Changes<'a> {
     remove: &'a [(&'a str, EntryKind)],
     staged: &'a HashMap<&'a str, PathBuf>,
     umask: Option<u32>,
+    /// Checks what was taken away before it is deleted.
+    guard: &'a Guard<'a>,
+    /// Where the guard reads the tip's trees.
+    source: &'a dyn ObjectSource,
 }
 
 /// Applies `c`, undoing every step taken when one fails.
@@ -475,7 +489,9 @@ fn apply(c: &Changes<'_>, hook: StepHook<'_>) -> Result<()> {
     if r.is_err() {
         for u in log.into_iter().rev() {
             let _ = match u {
-                Undo::Moved(now, was) => std::fs::rename(now, was),
+                // Never over an entry made meanwhile: what cannot go back stays
+                // aside, in `.snapgraph/`.
+                Undo::Moved(now, was) => crate::guard::rename_new(&now, &was),
                 Undo::Made(dir) => std::fs::remove_dir(dir),
                 Undo::Linked(link) => std::fs::remove_file(link),
                 Undo::Mode(p, m) => std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)),
@@ -496,6 +512,8 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
         remove,
         staged,
         umask,
+        guard,
+        source,
     } = *c;
     let full = |p: &str| root.join(p.trim_start_matches('/'));
     let mut n = 0usize;
@@ -504,13 +522,17 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
         hook(n).at(at)
     };
     let mut moved = 0usize;
-    let mut move_aside = |from: PathBuf, log: &mut Vec<Undo>| -> Result<()> {
+    let mut move_aside = |from: PathBuf, log: &mut Vec<Undo>| -> Result<PathBuf> {
         let to = aside.join(moved.to_string());
         moved += 1;
         std::fs::rename(&from, &to).at(&from)?;
-        log.push(Undo::Moved(to, from));
-        Ok(())
+        log.push(Undo::Moved(to.clone(), from));
+        Ok(to)
     };
+    // The tip's entries moved aside, for the guard; their paths, where nothing may
+    // appear again.
+    let mut taken: Vec<Taken> = Vec::new();
+    let mut gone: HashSet<&str> = HashSet::new();
     // Directories of the tip kept because they hold unrecorded entries.
     let mut held: HashSet<&str> = HashSet::new();
     for (p, kind) in remove {
@@ -528,8 +550,19 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
                 Err(e) => return Err(CliError::io(&at, e)),
             }
         }
-        match std::fs::symlink_metadata(&at) {
-            Ok(_) => move_aside(at, log)?,
+        // Its stat just before the move: the guard compares it with the index's
+        // and with the stat after (the move changes only its change time).
+        match FileStat::lstat(&at) {
+            Ok(before) => {
+                let now = move_aside(at, log)?;
+                let before = (*kind != EntryKind::Dir).then_some(before);
+                taken.push(Taken {
+                    now,
+                    path: p.to_string(),
+                    before,
+                });
+                gone.insert(p);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(CliError::io(&at, e)),
         }
@@ -557,8 +590,17 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
                     ),
                 });
             }
+            // Where the tip's entry was taken away: made since.
+            Ok(_) if gone.contains(e.path.as_str()) => {
+                return Err(CliError::ChangedMeanwhile {
+                    path: at,
+                    what: "created while the checkout ran".into(),
+                });
+            }
             // Unrecorded: the commit's entry wins, as in git.
-            Ok(_) => move_aside(at.clone(), log)?,
+            Ok(_) => {
+                move_aside(at.clone(), log)?;
+            }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
             Err(err) => return Err(CliError::io(&at, err)),
         }
@@ -579,7 +621,16 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
                 let from = staged.get(e.path.as_str()).ok_or_else(|| {
                     CliError::bad_path(&at, "a file of the commit was not staged")
                 })?;
-                std::fs::rename(from, &at).at(&at)?;
+                match crate::guard::rename_new(from, &at) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        return Err(CliError::ChangedMeanwhile {
+                            path: at,
+                            what: "created while the checkout ran".into(),
+                        });
+                    }
+                    Err(e) => return Err(CliError::io(&at, e)),
+                }
                 log.push(Undo::Moved(at, from.clone()));
             }
         }
@@ -591,7 +642,9 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
         std::fs::set_permissions(&at, std::fs::Permissions::from_mode(e.mode & 0o777)).at(&at)?;
         log.push(Undo::Mode(at, was));
     }
-    Ok(())
+    // Last, with every entry out of the way: what was taken is what the dirty
+    // check saw (an edit made since fails here, and every step is undone).
+    guard.check(&taken, source)
 }
 
 #[cfg(test)]
@@ -798,6 +851,7 @@ mod tests {
             &mut lazy,
             to,
             &CallerVerifies(store),
+            &Guard::new(root, Some(from.0), None),
         )
     }
 
@@ -817,6 +871,7 @@ mod tests {
             &mut lazy(to.0, store),
             to.0,
             &CallerVerifies(store),
+            &Guard::new(root, Some(from.0), None),
             hook,
         )
     }
@@ -885,6 +940,7 @@ mod tests {
             &mut to,
             b.0,
             &asked,
+            &Guard::new(&root, Some(a.0), None),
         )
         .unwrap()
         .expect("taken");

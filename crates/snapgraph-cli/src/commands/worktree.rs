@@ -806,9 +806,14 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             // The one the dirty check read serves, whole or the part a watcher's
             // report needed: the switch records what it changed as one journal
             // record, and counts the tree from the index's own totals.
-            let cached = clean
-                .and_then(|(t, read)| Some(t).zip(read))
-                .filter(|(t, ix)| ix.tip == Some(*t));
+            // What the dirty check saw, for the guard of a full checkout: the tip,
+            // and its stat cache where it is one for that tip.
+            let checked = !args.force;
+            let (cached, mut seen) = match clean {
+                Some((t, Some(ix))) if ix.tip == Some(t) => (Some((t, ix)), Some((t, None))),
+                Some((t, _)) => (None, Some((t, None))),
+                None => (None, None),
+            };
             let switched = match cached {
                 Some((t, ix)) => {
                     crate::timings::phase_with("index loaded", || match ix.is_part() {
@@ -817,8 +822,14 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     });
                     let mut to = lazy(id, store).map_err(hollow)?;
                     let tip = tip_of(t, &ix);
-                    crate::switch::switch(&wd.root, &wd.dot, &tip, &mut to, id, store)?
-                        .map(|s| (s, ix, to))
+                    let guard = crate::guard::Guard::new(&wd.root, Some(t), Some(&ix));
+                    match crate::switch::switch(&wd.root, &wd.dot, &tip, &mut to, id, store, &guard)? {
+                        Some(s) => Some((s, ix, to)),
+                        None => {
+                            seen = Some((t, Some(ix)));
+                            None
+                        }
+                    }
                 }
                 None => None,
             };
@@ -846,7 +857,24 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     let ws = whole()?;
                     let staging = wd.dot.join(unique_name("staging"));
                     let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
-                    let r = swap_into(&wd, &staging, args.force);
+                    // The guard vouches by a stat cache whole for the tip (a part
+                    // read for a watcher's report is read whole: the old tree is
+                    // walked whole anyway).
+                    let seen = checked.then(|| match seen {
+                        Some((t, ix)) => {
+                            let ix = match ix {
+                                Some(ix) if !ix.is_part() => Some(ix),
+                                _ => Index::load(&index_path, &wd.root),
+                            };
+                            (Some(t), ix)
+                        }
+                        None => (None, None),
+                    });
+                    let guard = seen
+                        .as_ref()
+                        .map(|(t, ix)| crate::guard::Guard::new(&wd.root, *t, ix.as_ref()));
+                    let r = swap_checked(&wd.root, &wd.dot, &staging, args.force, guard.as_ref(), store);
+                    crate::timings::phase("swapped, the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
                     let old = r?;
                     // The replaced tree is deleted while the index is built (each
@@ -915,12 +943,12 @@ fn materialize_or_clean(
 
 /// The top-most entries under `root` that a scan does not record (ignored, or
 /// nested repositories), relative to `root`, parents before children.
-fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
+fn unrecorded_entries(root: &Path, dot: &Path) -> Result<Vec<PathBuf>> {
     // Each recorded entry, and whether it is a directory (as the walk saw it: a
     // symlink to a directory is a symlink).
     let mut recorded: HashMap<PathBuf, bool> = HashMap::new();
-    let dot = wd.dot.clone();
-    let walker = ignore::WalkBuilder::new(&wd.root)
+    let dot = dot.to_path_buf();
+    let walker = ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .parents(false)
         .follow_links(false)
@@ -937,8 +965,8 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
         })
         .build();
     for entry in walker {
-        let entry = entry.map_err(|e| CliError::bad_path(&wd.root, e.to_string()))?;
-        if let Ok(rel) = entry.path().strip_prefix(&wd.root) {
+        let entry = entry.map_err(|e| CliError::bad_path(root, e.to_string()))?;
+        if let Ok(rel) = entry.path().strip_prefix(root) {
             let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
             recorded.insert(rel.to_path_buf(), is_dir);
         }
@@ -946,7 +974,7 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(dir) = stack.pop() {
-        let full = wd.root.join(&dir);
+        let full = root.join(&dir);
         let mut names: Vec<OsString> = std::fs::read_dir(&full)
             .at(&full)?
             .map(|e| e.map(|e| e.file_name()))
@@ -969,21 +997,61 @@ fn unrecorded_entries(wd: &Workdir) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// What [`swap_into`] moved: checked and deleted by the caller, or undone.
+struct Swapped {
+    /// The directory in `.snapgraph/` holding the replaced entries.
+    old: PathBuf,
+    /// The names moved from the working directory into `old`, in order.
+    moved_out: Vec<OsString>,
+    /// The names moved from the staging directory into the working directory.
+    moved_in: Vec<OsString>,
+    /// Unrecorded entries kept: moved into the staging tree at the same path.
+    kept: Vec<PathBuf>,
+    /// Each entry moved into `old`: its `lstat` just before the move.
+    tops: Vec<(OsString, FileStat)>,
+    /// The workspace paths of unrecorded entries that the commit's replace (they
+    /// went into `old` with their directories, to be deleted).
+    expendable: HashSet<String>,
+}
+
+impl Swapped {
+    /// Puts everything back as it was before the swap (`staging` gets its entries
+    /// back), never over an entry made meanwhile: what cannot go back stays in
+    /// `old`, which then stays too.
+    fn undo(&self, root: &Path, staging: &Path) {
+        for n in self.moved_in.iter().rev() {
+            let _ = crate::guard::rename_new(&root.join(n), &staging.join(n));
+        }
+        for n in self.moved_out.iter().rev() {
+            let _ = crate::guard::rename_new(&self.old.join(n), &root.join(n));
+        }
+        let _ = std::fs::remove_dir(&self.old);
+        put_back(root, staging, &self.kept);
+    }
+}
+
+/// Moves the unrecorded entries `kept` (moved into `staging` at the same paths)
+/// back into `root`, deepest last first.
+fn put_back(root: &Path, staging: &Path, kept: &[PathBuf]) {
+    for rel in kept.iter().rev() {
+        let _ = crate::guard::rename_new(&staging.join(rel), &root.join(rel));
+    }
+}
+
 /// Replaces the working directory's entries (but `.snapgraph/` and what the scan
 /// does not record) with the staging directory's, rolling back on failure. Returns
-/// the directory in `.snapgraph/` holding the replaced entries, for the caller to
-/// delete.
-fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
+/// what it moved: the directory in `.snapgraph/` holding the replaced entries, for
+/// the caller to check ([`crate::guard`]) and delete, and how to undo the swap.
+fn swap_into(root: &Path, dot: &Path, staging: &Path, force: bool) -> Result<Swapped> {
     // Entries to keep: moved into the staging tree first, at the same path.
     let mut kept: Vec<PathBuf> = Vec::new();
-    let put_back = |kept: &[PathBuf]| {
-        for rel in kept.iter().rev() {
-            let _ = std::fs::rename(staging.join(rel), wd.root.join(rel));
-        }
-    };
-    for rel in unrecorded_entries(wd)? {
+    let mut expendable: HashSet<String> = HashSet::new();
+    let workspace_path = |rel: &Path| format!("/{}", rel.to_string_lossy());
+    for rel in unrecorded_entries(root, dot)? {
         if std::fs::symlink_metadata(staging.join(&rel)).is_ok() {
-            continue; // the commit has an entry here: it wins, as in git
+            // The commit has an entry here: it wins, as in git.
+            expendable.insert(workspace_path(&rel));
+            continue;
         }
         let mut blocked = None;
         let mut at = staging.to_path_buf();
@@ -998,7 +1066,7 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
                 }
                 Err(_) => {
                     if let Err(e) = std::fs::create_dir(&at) {
-                        put_back(&kept);
+                        put_back(root, staging, &kept);
                         return Err(CliError::io(&at, e));
                     }
                 }
@@ -1006,18 +1074,19 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
         }
         if let Some(b) = blocked {
             if force {
+                expendable.insert(workspace_path(&rel));
                 continue;
             }
-            put_back(&kept);
+            put_back(root, staging, &kept);
             let shown = b.strip_prefix(staging).unwrap_or(&b).display().to_string();
             return Err(CliError::Dirty {
-                path: wd.root.join(&rel),
+                path: root.join(&rel),
                 summary: format!("an ignored entry that the commit's file {shown} would replace"),
             });
         }
-        if let Err(e) = std::fs::rename(wd.root.join(&rel), staging.join(&rel)) {
-            put_back(&kept);
-            return Err(CliError::io(wd.root.join(&rel), e));
+        if let Err(e) = std::fs::rename(root.join(&rel), staging.join(&rel)) {
+            put_back(root, staging, &kept);
+            return Err(CliError::io(root.join(&rel), e));
         }
         kept.push(rel);
     }
@@ -1025,43 +1094,76 @@ fn swap_into(wd: &Workdir, staging: &Path, force: bool) -> Result<PathBuf> {
     for e in std::fs::read_dir(staging).at(staging)? {
         incoming.push(e.at(staging)?.file_name());
     }
-    let old = wd.dot.join(unique_name("old"));
+    let old = dot.join(unique_name("old"));
     std::fs::create_dir(&old).at(&old)?;
-    let mut moved_out: Vec<OsString> = Vec::new();
-    let mut moved_in: Vec<OsString> = Vec::new();
-    let rollback = |moved_out: &[OsString], moved_in: &[OsString]| {
-        for n in moved_in {
-            let _ = std::fs::rename(wd.root.join(n), staging.join(n));
-        }
-        for n in moved_out {
-            let _ = std::fs::rename(old.join(n), wd.root.join(n));
-        }
-        let _ = std::fs::remove_dir_all(&old);
-        put_back(&kept);
+    let mut sw = Swapped {
+        old,
+        moved_out: Vec::new(),
+        moved_in: Vec::new(),
+        kept,
+        tops: Vec::new(),
+        expendable,
     };
-    let entries: Vec<_> = std::fs::read_dir(&wd.root)
-        .at(&wd.root)?
+    let entries: Vec<_> = std::fs::read_dir(root)
+        .at(root)?
         .collect::<std::io::Result<Vec<_>>>()
-        .at(&wd.root)?;
+        .at(root)?;
     for e in entries {
         let name = e.file_name();
         if name == repo::DOT_DIR {
             continue;
         }
-        if let Err(err) = std::fs::rename(e.path(), old.join(&name)) {
-            rollback(&moved_out, &moved_in);
-            return Err(CliError::io(e.path(), err));
+        // Its stat before the move (which changes its change time), for the guard.
+        let moved = FileStat::lstat(&e.path())
+            .and_then(|stat| std::fs::rename(e.path(), sw.old.join(&name)).map(|()| stat));
+        match moved {
+            Ok(stat) => sw.tops.push((name.clone(), stat)),
+            Err(err) => {
+                sw.undo(root, staging);
+                return Err(CliError::io(e.path(), err));
+            }
         }
-        moved_out.push(name);
+        sw.moved_out.push(name);
     }
     for name in &incoming {
-        if let Err(err) = std::fs::rename(staging.join(name), wd.root.join(name)) {
-            rollback(&moved_out, &moved_in);
-            return Err(CliError::io(wd.root.join(name), err));
+        // Never over an entry made since the working directory was emptied.
+        if let Err(err) = crate::guard::rename_new(&staging.join(name), &root.join(name)) {
+            sw.undo(root, staging);
+            return Err(match err.kind() {
+                std::io::ErrorKind::AlreadyExists => CliError::ChangedMeanwhile {
+                    path: root.join(name),
+                    what: "created while the checkout ran".into(),
+                },
+                _ => CliError::io(root.join(name), err),
+            });
         }
-        moved_in.push(name.clone());
+        sw.moved_in.push(name.clone());
     }
-    Ok(old)
+    Ok(sw)
+}
+
+/// [`swap_into`], then the guard's check of the replaced tree (none with `--force`,
+/// `guard` `None`), undoing the swap when it fails. Returns the directory holding
+/// the replaced tree, for the caller to delete.
+fn swap_checked(
+    root: &Path,
+    dot: &Path,
+    staging: &Path,
+    force: bool,
+    guard: Option<&crate::guard::Guard<'_>>,
+    source: &dyn ObjectSource,
+) -> Result<PathBuf> {
+    let sw = swap_into(root, dot, staging, force)?;
+    let Some(guard) = guard else {
+        return Ok(sw.old);
+    };
+    match guard.check_tree(&sw.old, &sw.tops, &sw.expendable, source) {
+        Ok(()) => Ok(sw.old),
+        Err(e) => {
+            sw.undo(root, staging);
+            Err(e)
+        }
+    }
 }
 
 /// The tip `id` as the stat cache `ix` (complete for it, whole or in part) counts
