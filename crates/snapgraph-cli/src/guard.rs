@@ -71,6 +71,11 @@ pub struct Guard<'a> {
     index: Option<&'a Index>,
 }
 
+/// The entries of a walk ([`Guard::walk_tree`]) the stat cache could not vouch
+/// for, to compare with the tip ([`Guard::settle`]).
+#[derive(Default)]
+pub struct Doubts(Vec<Doubt>);
+
 /// An entry the stat cache could not vouch for: compared with the tip.
 struct Doubt {
     now: PathBuf,
@@ -92,20 +97,24 @@ impl<'a> Guard<'a> {
     pub fn check(&self, taken: &[Taken], source: &dyn ObjectSource) -> Result<()> {
         let mut doubts = Vec::new();
         for t in taken {
-            self.look(t, &mut doubts, &mut |dir: &Path, path: &str| {
-                match std::fs::read_dir(dir).at(dir)?.next() {
+            let stat = FileStat::lstat(&t.now).at(&t.now)?;
+            self.look(
+                t,
+                stat,
+                &mut doubts,
+                &mut |dir: &Path, path: &str| match std::fs::read_dir(dir).at(dir)?.next() {
                     None => Ok(()),
                     Some(_) => Err(self.changed(path, "an entry was added to it")),
-                }
-            })?;
+                },
+            )?;
         }
-        self.settle(doubts, source)
+        self.settle(Doubts(doubts), source)
     }
 
     /// Checks a whole tree a full checkout moved aside: `old` holds what were the
     /// working directory's entries (by name), `tops` their stats just before the
     /// move; entries at the workspace paths in `expendable`, and below them, are not
-    /// checked.
+    /// checked. [`Guard::walk_tree`], then [`Guard::settle`].
     pub fn check_tree(
         &self,
         old: &Path,
@@ -113,6 +122,19 @@ impl<'a> Guard<'a> {
         expendable: &HashSet<String>,
         source: &dyn ObjectSource,
     ) -> Result<()> {
+        let doubts = self.walk_tree(old, tops, expendable)?;
+        self.settle(doubts, source)
+    }
+
+    /// The walk of [`Guard::check_tree`], which reads no object (a caller may run
+    /// it on another thread, beside other work): each entry's stat checked, the
+    /// doubts returned for [`Guard::settle`].
+    pub fn walk_tree(
+        &self,
+        old: &Path,
+        tops: &[(std::ffi::OsString, FileStat)],
+        expendable: &HashSet<String>,
+    ) -> Result<Doubts> {
         let mut doubts = Vec::new();
         let mut dirs: Vec<(PathBuf, String)> = vec![(old.to_path_buf(), String::new())];
         while let Some((dir, rel)) = dirs.pop() {
@@ -138,13 +160,15 @@ impl<'a> Guard<'a> {
                     path,
                     before,
                 };
-                self.look(&taken, &mut doubts, &mut |d: &Path, p: &str| {
+                // `fstatat` in the open directory: no walk of the whole path.
+                let stat = FileStat::of(&e.metadata().at(&taken.now)?);
+                self.look(&taken, stat, &mut doubts, &mut |d: &Path, p: &str| {
                     dirs.push((d.to_path_buf(), p.to_string()));
                     Ok(())
                 })?;
             }
         }
-        self.settle(doubts, source)
+        Ok(Doubts(doubts))
     }
 
     /// Looks at `t`: vouched for by its stat, pushed to `doubts`, handed to `dir`
@@ -152,13 +176,10 @@ impl<'a> Guard<'a> {
     fn look(
         &self,
         t: &Taken,
+        stat: FileStat,
         doubts: &mut Vec<Doubt>,
         dir: &mut dyn FnMut(&Path, &str) -> Result<()>,
     ) -> Result<()> {
-        let stat = match FileStat::lstat(&t.now) {
-            Ok(s) => s,
-            Err(e) => return Err(CliError::io(&t.now, e)),
-        };
         let kind = match stat.mode & 0o170000 {
             0o100000 => EntryKind::File,
             0o120000 => EntryKind::Symlink,
@@ -167,18 +188,19 @@ impl<'a> Guard<'a> {
             _ => return Ok(()),
         };
         if kind == EntryKind::Dir {
-            return match self.index.and_then(|ix| ix.entries.get(&t.path)) {
-                Some(IndexEntry::Dir { .. }) => dir(&t.now, &t.path),
-                _ => {
-                    doubts.push(Doubt {
-                        now: t.now.clone(),
-                        path: t.path.clone(),
-                        kind,
-                        stat,
-                    });
-                    Ok(())
-                }
-            };
+            // A directory the stat cache does not record must be the tip's too.
+            if !matches!(
+                self.index.and_then(|ix| ix.entries.get(&t.path)),
+                Some(IndexEntry::Dir { .. })
+            ) {
+                doubts.push(Doubt {
+                    now: t.now.clone(),
+                    path: t.path.clone(),
+                    kind,
+                    stat,
+                });
+            }
+            return dir(&t.now, &t.path);
         }
         // Written to since its move (through a descriptor opened before it)?
         let seen = match t.before {
@@ -194,7 +216,10 @@ impl<'a> Guard<'a> {
             }
             None => stat,
         };
-        let vouched = match (self.index, self.index.and_then(|ix| ix.entries.get(&t.path))) {
+        let vouched = match (
+            self.index,
+            self.index.and_then(|ix| ix.entries.get(&t.path)),
+        ) {
             (Some(ix), Some(IndexEntry::File { stat: s, .. })) if kind == EntryKind::File => {
                 ix.trusted(s, &seen)
             }
@@ -216,7 +241,8 @@ impl<'a> Guard<'a> {
 
     /// Compares each doubt with the tip (its trees read from `source`): the first
     /// that differs is the error.
-    fn settle(&self, doubts: Vec<Doubt>, source: &dyn ObjectSource) -> Result<()> {
+    pub fn settle(&self, doubts: Doubts, source: &dyn ObjectSource) -> Result<()> {
+        let doubts = doubts.0;
         if doubts.is_empty() {
             return Ok(());
         }
@@ -256,14 +282,8 @@ impl<'a> Guard<'a> {
                 (Some(t), k) if t != k => {
                     return Err(self.changed(&d.path, "its kind changed"));
                 }
-                (_, EntryKind::Dir) => {
-                    // A directory of the tip the stat cache did not record: only a
-                    // switch's (empty) ones reach here; a full checkout's index
-                    // records every directory of the tip.
-                    if std::fs::read_dir(&d.now).at(&d.now)?.next().is_some() {
-                        return Err(self.changed(&d.path, "an entry was added to it"));
-                    }
-                }
+                // A directory of the tip: what it holds is looked at by itself.
+                (_, EntryKind::Dir) => {}
                 (_, EntryKind::Symlink) => {
                     let now = std::fs::read_link(&d.now).at(&d.now)?;
                     if now.to_str() != Some(ws.read_link(&d.path)?) {
@@ -362,5 +382,246 @@ pub fn rename_new(from: &Path, to: &Path) -> std::io::Result<()> {
             }
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use snapgraph::CommitOptions;
+    use snapgraph_store::{CallerVerifies, MemoryStore, ObjectStore};
+    use std::ffi::OsString;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A working directory holding a commit, and the stat cache a commit of it
+    /// leaves (every entry recorded, none racy).
+    pub(crate) struct Held {
+        _t: tempfile::TempDir,
+        pub root: PathBuf,
+        pub dot: PathBuf,
+        pub store: MemoryStore,
+        pub tip: ObjectId,
+        pub index: Index,
+    }
+
+    pub(crate) fn held() -> Held {
+        let t = tempfile::tempdir().unwrap();
+        let mut ws = Workspace::new();
+        ws.write("/top.txt", b"top").unwrap();
+        ws.write("/dir/small", b"tiny").unwrap();
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        ws.write("/dir/big.bin", big).unwrap();
+        ws.write("/dir/sub/f.txt", vec![b'x'; 1000]).unwrap();
+        ws.symlink("/dir/link", "small").unwrap();
+        ws.mkdir("/empty").unwrap();
+        let c = ws.commit(CommitOptions::new()).unwrap();
+        let tip = c.id();
+        let store = MemoryStore::new();
+        let objects: Vec<(ObjectId, Vec<u8>)> = c.into_objects().into_iter().collect();
+        let batch: Vec<_> = objects.iter().map(|(i, b)| (*i, &b[..])).collect();
+        store.put_many(&batch).unwrap();
+        let root = t.path().join("w");
+        let bar = indicatif::ProgressBar::hidden();
+        crate::materialize::materialize_with(&ws, &CallerVerifies(&store), tip, &root, &bar, 1)
+            .unwrap();
+        let dot = root.join(".snapgraph");
+        std::fs::create_dir(&dot).unwrap();
+        // The probe after every write: each stat is older, so vouched for.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut index = Index::new(&root, crate::index::fs_now(&dot).unwrap());
+        index.tip = Some(tip);
+        for (p, m) in ws.walk() {
+            let stat = FileStat::lstat(&root.join(p.trim_start_matches('/'))).unwrap();
+            let e = match m.kind {
+                EntryKind::File => IndexEntry::File {
+                    stat,
+                    digest: crate::index::digest_of(&ws, &p).unwrap(),
+                },
+                EntryKind::Symlink => IndexEntry::Symlink { stat },
+                EntryKind::Dir => IndexEntry::Dir { listing: None },
+            };
+            index.entries.insert(&p, e);
+        }
+        Held {
+            _t: t,
+            root,
+            dot,
+            store,
+            tip,
+            index,
+        }
+    }
+
+    /// Moves the working directory's entries into a directory of `.snapgraph/`, as
+    /// a full checkout's swap does: that directory and each entry's stat before.
+    fn take(h: &Held) -> (PathBuf, Vec<(OsString, FileStat)>) {
+        let old = h.dot.join("old");
+        std::fs::create_dir(&old).unwrap();
+        let mut tops = Vec::new();
+        for e in std::fs::read_dir(&h.root).unwrap() {
+            let e = e.unwrap();
+            if e.file_name() == ".snapgraph" {
+                continue;
+            }
+            tops.push((e.file_name(), FileStat::lstat(&e.path()).unwrap()));
+            std::fs::rename(e.path(), old.join(e.file_name())).unwrap();
+        }
+        (old, tops)
+    }
+
+    fn check(h: &Held, index: Option<&Index>, expendable: &[&str]) -> Result<()> {
+        let (old, tops) = take(h);
+        let expendable = expendable.iter().map(|p| p.to_string()).collect();
+        Guard::new(&h.root, Some(h.tip), index).check_tree(
+            &old,
+            &tops,
+            &expendable,
+            &CallerVerifies(&h.store),
+        )
+    }
+
+    fn changed_at(r: Result<()>, h: &Held, path: &str) -> String {
+        match r {
+            Err(CliError::ChangedMeanwhile { path: p, what }) => {
+                assert_eq!(p, h.root.join(path), "{what}");
+                what
+            }
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+
+    /// What the dirty check saw passes, vouched for by the stat cache or, without
+    /// one, compared with the tip's content; so does a file whose stat moved but
+    /// whose bytes did not, and what holds no data (a socket).
+    #[test]
+    fn what_the_dirty_check_saw_passes() {
+        let h = held();
+        check(&h, Some(&h.index), &[]).unwrap();
+        let h = held();
+        check(&h, None, &[]).unwrap();
+        let h = held();
+        let f = std::fs::File::options()
+            .write(true)
+            .open(h.root.join("dir/big.bin"))
+            .unwrap();
+        f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+        check(&h, Some(&h.index), &[]).unwrap();
+        let h = held();
+        let _socket = std::os::unix::net::UnixListener::bind(h.root.join("dir/sock")).unwrap();
+        check(&h, Some(&h.index), &[]).unwrap();
+    }
+
+    /// An edit the dirty check did not see fails the check, naming the entry where
+    /// it was in the working directory: bytes changed (deep, or through a
+    /// descriptor after the move), a symlink retargeted, an entry or a directory's
+    /// entry added, a mode changed. Unrecorded entries the caller names expendable
+    /// pass.
+    #[test]
+    fn an_edit_the_dirty_check_did_not_see_fails() {
+        for index in [true, false] {
+            let ix = |h: &Held| index.then(|| h.index.clone());
+            let h = held();
+            std::fs::write(h.root.join("dir/sub/f.txt"), vec![b'y'; 1000]).unwrap();
+            let what = changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "dir/sub/f.txt");
+            assert_eq!(what, "its bytes changed");
+
+            let h = held();
+            let mut big = std::fs::read(h.root.join("dir/big.bin")).unwrap();
+            big[150_000] ^= 1;
+            std::fs::write(h.root.join("dir/big.bin"), big).unwrap();
+            changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "dir/big.bin");
+
+            let h = held();
+            std::fs::remove_file(h.root.join("dir/link")).unwrap();
+            std::os::unix::fs::symlink("big.bin", h.root.join("dir/link")).unwrap();
+            changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "dir/link");
+
+            let h = held();
+            std::fs::write(h.root.join("dir/sub/new.txt"), b"mine").unwrap();
+            let what = changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "dir/sub/new.txt");
+            assert_eq!(what, "it appeared");
+            let h = held();
+            std::fs::write(h.root.join("dir/sub/new.txt"), b"ignored").unwrap();
+            check(&h, ix(&h).as_ref(), &["/dir/sub/new.txt"]).unwrap();
+
+            let h = held();
+            std::fs::write(h.root.join("empty/new.txt"), b"mine").unwrap();
+            changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "empty/new.txt");
+
+            let h = held();
+            let p = h.root.join("dir/small");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            changed_at(check(&h, ix(&h).as_ref(), &[]), &h, "dir/small");
+        }
+        // Written through a descriptor opened before the move, after it: the top
+        // entry's stat moved by more than its change time.
+        let h = held();
+        let mut f = std::fs::File::options()
+            .append(true)
+            .open(h.root.join("top.txt"))
+            .unwrap();
+        let (old, tops) = take(&h);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        std::io::Write::write_all(&mut f, b" more").unwrap();
+        let r = Guard::new(&h.root, Some(h.tip), Some(&h.index)).check_tree(
+            &old,
+            &tops,
+            &HashSet::new(),
+            &CallerVerifies(&h.store),
+        );
+        let what = changed_at(r, &h, "top.txt");
+        assert_eq!(what, "written to while the checkout moved it");
+    }
+
+    /// With nothing committed, anything found appeared; a switch's taken entries
+    /// are checked one by one, an empty directory must still be empty.
+    #[test]
+    fn nothing_committed_and_entries_taken_one_by_one() {
+        let h = held();
+        let (old, tops) = take(&h);
+        let r = Guard::new(&h.root, None, None).check_tree(
+            &old,
+            &tops,
+            &HashSet::new(),
+            &CallerVerifies(&h.store),
+        );
+        assert!(matches!(r, Err(CliError::ChangedMeanwhile { .. })), "{r:?}");
+
+        let h = held();
+        let aside = h.dot.join("aside");
+        std::fs::create_dir(&aside).unwrap();
+        let mut taken = Vec::new();
+        for (i, p) in ["/dir/small", "/empty", "/dir/link"].iter().enumerate() {
+            let at = h.root.join(p.trim_start_matches('/'));
+            let before = FileStat::lstat(&at).unwrap();
+            let now = aside.join(i.to_string());
+            std::fs::rename(&at, &now).unwrap();
+            taken.push(Taken {
+                now,
+                path: p.to_string(),
+                before: Some(before),
+            });
+        }
+        let guard = Guard::new(&h.root, Some(h.tip), None);
+        guard.check(&taken, &CallerVerifies(&h.store)).unwrap();
+        std::fs::write(aside.join("1/late.txt"), b"mine").unwrap();
+        let r = guard.check(&taken, &CallerVerifies(&h.store));
+        let what = changed_at(r, &h, "empty");
+        assert_eq!(what, "an entry was added to it");
+    }
+
+    /// An entry made at a path after its caller looked is never replaced.
+    #[test]
+    fn rename_new_never_replaces() {
+        let t = tempfile::tempdir().unwrap();
+        let (a, b) = (t.path().join("a"), t.path().join("b"));
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"mine").unwrap();
+        let e = rename_new(&a, &b).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&b).unwrap(), b"mine");
+        std::fs::remove_file(&b).unwrap();
+        rename_new(&a, &b).unwrap();
+        assert_eq!(std::fs::read(&b).unwrap(), b"a");
     }
 }

@@ -987,6 +987,83 @@ mod tests {
         }
     }
 
+    /// An edit made while the switch runs is never deleted: written through a
+    /// descriptor opened before the switch, to a file the switch replaces, it
+    /// undoes the switch at its last step and the file is back with the edit.
+    #[test]
+    fn an_edit_made_during_a_switch_undoes_it() {
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        let before = snapshot(&root);
+        let mut steps = 0;
+        go(&root, &store, &a, &b, &mut |n| {
+            steps = steps.max(n);
+            Ok(())
+        })
+        .unwrap();
+        let root = checked_out(t.path(), "w2", &store, a.0, &a.1);
+        let mut edited = std::fs::read(root.join("edit.txt")).unwrap();
+        let mut f2 = std::fs::File::options()
+            .append(true)
+            .open(root.join("edit.txt"))
+            .unwrap();
+        let err = go(&root, &store, &a, &b, &mut |n| {
+            if n == steps {
+                std::io::Write::write_all(&mut f2, b"mine").unwrap();
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        match err {
+            CliError::ChangedMeanwhile { path, .. } => assert_eq!(path, root.join("edit.txt")),
+            other => panic!("{other}"),
+        }
+        let mut expected = before.clone();
+        edited.extend_from_slice(b"mine");
+        expected.insert("/edit.txt".into(), format!("file 644 {edited:?}"));
+        assert_eq!(snapshot(&root), expected);
+        assert_eq!(
+            std::fs::read_dir(root.join(".snapgraph")).unwrap().count(),
+            0
+        );
+    }
+
+    /// An entry made where the switch took the tip's away is never replaced: the
+    /// switch is undone around it, and the tip's file, which cannot go back, stays
+    /// in `.snapgraph/`.
+    #[test]
+    fn an_entry_made_where_the_tip_s_was_taken_is_never_replaced() {
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        let tip_bytes = std::fs::read(root.join("edit.txt")).unwrap();
+        let at = root.join("edit.txt");
+        let mut made = false;
+        let err = go(&root, &store, &a, &b, &mut |_| {
+            if !made && !at.exists() {
+                std::fs::write(&at, b"mine").unwrap();
+                made = true;
+            }
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(made);
+        assert!(
+            matches!(&err, CliError::ChangedMeanwhile { path, .. } if *path == at),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&at).unwrap(), b"mine");
+        let aside: Vec<_> = std::fs::read_dir(root.join(".snapgraph"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        let kept: Vec<Vec<u8>> = std::fs::read_dir(&aside[0])
+            .unwrap()
+            .map(|e| std::fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        assert_eq!(kept, [tip_bytes]);
+    }
+
     /// Unrecorded entries: one where the target puts an entry gives way (the commit
     /// wins, as in the full checkout); a directory the target drops stays while it
     /// holds one; a file of the target over such a directory is refused, with

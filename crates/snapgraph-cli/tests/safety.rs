@@ -1304,3 +1304,65 @@ fn a_large_switch_keeps_the_stat_cache_complete() {
     let summary = ok(root, &["commit", "-m", "three"]);
     assert!(field(&summary, "files read") <= 1 + 260 + 30, "{summary}");
 }
+
+/// The check a checkout makes of what it takes away (`guard`) refuses nothing the
+/// dirty check found clean: files whose stats all moved but whose bytes did not
+/// (a tree copied over itself), a socket (never recorded), an ignored file where
+/// the commit puts one; a switch and a full checkout alike.
+#[test]
+fn a_checkout_refuses_nothing_the_dirty_check_found_clean() {
+    let t = repo();
+    write(t.path(), ".snapgraphignore", b"*.log\n");
+    grid(t.path(), 15);
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    // Every grid file changed: more than a switch takes on.
+    for d in 0..15 {
+        for f in 0..20 {
+            write(t.path(), &format!("d{d:02}/f{f:02}.txt"), b"changed");
+        }
+    }
+    // A log committed while logs were not ignored, then ignored again.
+    std::fs::write(t.path().join(".snapgraphignore"), b"*.tmp\n").unwrap();
+    write(t.path(), "src/out.log", b"commit's log");
+    let two = commit_id(&ok(t.path(), &["commit", "-m", "two"]));
+    std::fs::write(t.path().join(".snapgraphignore"), b"*.log\n").unwrap();
+    ok(t.path(), &["commit", "-m", "three"]);
+    let dot = t.path().join(".snapgraph");
+    let same = |rev: &str| {
+        // Every stat moved, no byte: each file rewritten with its own bytes.
+        for (p, k) in walk(t.path()) {
+            let regular = std::fs::symlink_metadata(&p).unwrap().is_file();
+            if k == Kind::File && regular && !p.starts_with(&dot) {
+                let bytes = std::fs::read(&p).unwrap();
+                std::fs::write(&p, bytes).unwrap();
+            }
+        }
+        ok(t.path(), &["checkout", rev]);
+    };
+    let _socket = std::os::unix::net::UnixListener::bind(t.path().join("d03/sock")).unwrap();
+    write(t.path(), "src/out.log", b"ignored, replaced");
+    // A switch: the ignore file and the log differ.
+    let (_, timeline) = checkout_switched(t.path(), &two);
+    assert!(timeline.contains("switched ("), "{timeline}");
+    assert_eq!(
+        std::fs::read(t.path().join("src/out.log")).unwrap(),
+        b"commit's log"
+    );
+    ok(t.path(), &["checkout", "main"]);
+    write(t.path(), "src/out.log", b"ignored, replaced");
+    same(&two);
+    // Full checkouts: every grid file differs.
+    same(&one);
+    assert_eq!(std::fs::read(t.path().join("d05/f00.txt")).unwrap(), b"5 0");
+    same("main");
+    assert_eq!(
+        std::fs::read(t.path().join("d05/f00.txt")).unwrap(),
+        b"changed"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dot)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("old-") || n.starts_with("staging-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -823,7 +823,9 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     let mut to = lazy(id, store).map_err(hollow)?;
                     let tip = tip_of(t, &ix);
                     let guard = crate::guard::Guard::new(&wd.root, Some(t), Some(&ix));
-                    match crate::switch::switch(&wd.root, &wd.dot, &tip, &mut to, id, store, &guard)? {
+                    match crate::switch::switch(
+                        &wd.root, &wd.dot, &tip, &mut to, id, store, &guard,
+                    )? {
                         Some(s) => Some((s, ix, to)),
                         None => {
                             seen = Some((t, Some(ix)));
@@ -873,15 +875,22 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     let guard = seen
                         .as_ref()
                         .map(|(t, ix)| crate::guard::Guard::new(&wd.root, *t, ix.as_ref()));
-                    let r = swap_checked(&wd.root, &wd.dot, &staging, args.force, guard.as_ref(), store);
+                    // The replaced tree is checked while the index is built (each
+                    // costs what the tree holds), then deleted; the index is saved,
+                    // and HEAD moved, once it is gone.
+                    let r = swap_checked(
+                        &wd.root,
+                        &wd.dot,
+                        &staging,
+                        args.force,
+                        guard.as_ref(),
+                        store,
+                        || index_after_checkout(&wd, id, &done.entries),
+                    );
                     crate::timings::phase("swapped, the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
-                    let old = r?;
-                    // The replaced tree is deleted while the index is built (each
-                    // costs what the tree holds); the index is saved, and HEAD moved,
-                    // once it is gone.
-                    let (removed, index) =
-                        remove_tree_beside(&old, || index_after_checkout(&wd, id, &done.entries));
+                    let (old, index) = r?;
+                    let (removed, ()) = remove_tree_beside(&old, || ());
                     removed.at(&old)?;
                     index?.save(&wd.dot.join("index"))?;
                     std::mem::forget(ws);
@@ -1143,22 +1152,38 @@ fn swap_into(root: &Path, dot: &Path, staging: &Path, force: bool) -> Result<Swa
 }
 
 /// [`swap_into`], then the guard's check of the replaced tree (none with `--force`,
-/// `guard` `None`), undoing the swap when it fails. Returns the directory holding
-/// the replaced tree, for the caller to delete.
-fn swap_checked(
+/// `guard` `None`), undoing the swap when it fails; `beside` runs on this thread
+/// while a helper (off this core) walks the replaced tree. Returns the directory
+/// holding the replaced tree, for the caller to delete, and what `beside` returned.
+fn swap_checked<R>(
     root: &Path,
     dot: &Path,
     staging: &Path,
     force: bool,
     guard: Option<&crate::guard::Guard<'_>>,
     source: &dyn ObjectSource,
-) -> Result<PathBuf> {
+    beside: impl FnOnce() -> R,
+) -> Result<(PathBuf, R)> {
     let sw = swap_into(root, dot, staging, force)?;
     let Some(guard) = guard else {
-        return Ok(sw.old);
+        return Ok((sw.old, beside()));
     };
-    match guard.check_tree(&sw.old, &sw.tops, &sw.expendable, source) {
-        Ok(()) => Ok(sw.old),
+    let (walked, out) = std::thread::scope(|s| {
+        let cpus = crate::cpus::Beside::here();
+        let swapped = &sw;
+        let walker = s.spawn(move || {
+            cpus.leave();
+            guard.walk_tree(&swapped.old, &swapped.tops, &swapped.expendable)
+        });
+        cpus.yield_to();
+        let out = beside();
+        let walked = walker
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        (walked, out)
+    });
+    match walked.and_then(|doubts| guard.settle(doubts, source)) {
+        Ok(()) => Ok((sw.old, out)),
         Err(e) => {
             sw.undo(root, staging);
             Err(e)
@@ -1355,6 +1380,55 @@ fn remove_tree_beside<R>(dir: &Path, first: impl FnOnce() -> R) -> (std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full checkout's swap, checked: a file edited after the dirty check (while
+    /// the commit was being written) undoes the swap, the edit in place and the
+    /// staged tree whole; without the edit the swap goes through.
+    #[test]
+    fn an_edit_made_during_a_full_checkout_undoes_its_swap() {
+        for edit in [true, false] {
+            let h = crate::guard::tests::held();
+            let staging = h.dot.join("staging");
+            std::fs::create_dir_all(staging.join("dir")).unwrap();
+            std::fs::write(staging.join("dir/new.txt"), b"target").unwrap();
+            if edit {
+                std::fs::write(h.root.join("dir/small"), b"mine").unwrap();
+            }
+            let guard = crate::guard::Guard::new(&h.root, Some(h.tip), Some(&h.index));
+            let source = snapgraph_store::CallerVerifies(&h.store);
+            let r = swap_checked(
+                &h.root,
+                &h.dot,
+                &staging,
+                false,
+                Some(&guard),
+                &source,
+                || 7,
+            );
+            match (edit, r) {
+                (true, Err(CliError::ChangedMeanwhile { path, .. })) => {
+                    assert_eq!(path, h.root.join("dir/small"));
+                    assert_eq!(std::fs::read(h.root.join("dir/small")).unwrap(), b"mine");
+                    assert_eq!(std::fs::read(h.root.join("top.txt")).unwrap(), b"top");
+                    assert!(!h.root.join("dir/new.txt").exists());
+                    let staged = std::fs::read(staging.join("dir/new.txt")).unwrap();
+                    assert_eq!(staged, b"target");
+                    let left: Vec<_> = std::fs::read_dir(&h.dot)
+                        .unwrap()
+                        .map(|e| e.unwrap().file_name())
+                        .collect();
+                    assert_eq!(left, ["staging"]);
+                }
+                (false, Ok((old, 7))) => {
+                    let new = std::fs::read(h.root.join("dir/new.txt")).unwrap();
+                    assert_eq!(new, b"target");
+                    assert!(!h.root.join("top.txt").exists());
+                    assert_eq!(std::fs::read(old.join("top.txt")).unwrap(), b"top");
+                }
+                (_, other) => panic!("edit {edit}: {other:?}"),
+            }
+        }
+    }
 
     /// The whole tree goes, on both threads, whatever its shape; `first` runs once
     /// and its result comes back; a symlink is removed, never followed.
