@@ -890,7 +890,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     crate::timings::phase("swapped, the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
                     let (old, index) = r?;
-                    let (removed, ()) = remove_tree_beside(&old, || ());
+                    let (removed, index) = match index {
+                        Some(index) => (remove_tree_beside(&old, || ()).0, index),
+                        None => remove_tree_beside(&old, || {
+                            index_after_checkout(&wd, id, &done.entries)
+                        }),
+                    };
                     removed.at(&old)?;
                     index?.save(&wd.dot.join("index"))?;
                     std::mem::forget(ws);
@@ -1154,7 +1159,8 @@ fn swap_into(root: &Path, dot: &Path, staging: &Path, force: bool) -> Result<Swa
 /// [`swap_into`], then the guard's check of the replaced tree (none with `--force`,
 /// `guard` `None`), undoing the swap when it fails; `beside` runs on this thread
 /// while a helper (off this core) walks the replaced tree. Returns the directory
-/// holding the replaced tree, for the caller to delete, and what `beside` returned.
+/// holding the replaced tree, for the caller to delete, and what `beside` returned
+/// (`None`, not run, without a guard: the caller runs it beside the deletion).
 fn swap_checked<R>(
     root: &Path,
     dot: &Path,
@@ -1163,10 +1169,11 @@ fn swap_checked<R>(
     guard: Option<&crate::guard::Guard<'_>>,
     source: &dyn ObjectSource,
     beside: impl FnOnce() -> R,
-) -> Result<(PathBuf, R)> {
+) -> Result<(PathBuf, Option<R>)> {
     let sw = swap_into(root, dot, staging, force)?;
     let Some(guard) = guard else {
-        return Ok((sw.old, beside()));
+        // Nothing to check: the caller deletes the tree beside its work.
+        return Ok((sw.old, None));
     };
     let (walked, out) = std::thread::scope(|s| {
         let cpus = crate::cpus::Beside::here();
@@ -1183,7 +1190,7 @@ fn swap_checked<R>(
         (walked, out)
     });
     match walked.and_then(|doubts| guard.settle(doubts, source)) {
-        Ok(()) => Ok((sw.old, out)),
+        Ok(()) => Ok((sw.old, Some(out))),
         Err(e) => {
             sw.undo(root, staging);
             Err(e)
@@ -1419,7 +1426,7 @@ mod tests {
                         .collect();
                     assert_eq!(left, ["staging"]);
                 }
-                (false, Ok((old, 7))) => {
+                (false, Ok((old, Some(7)))) => {
                     let new = std::fs::read(h.root.join("dir/new.txt")).unwrap();
                     assert_eq!(new, b"target");
                     assert!(!h.root.join("top.txt").exists());
