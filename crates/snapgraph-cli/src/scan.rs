@@ -780,6 +780,64 @@ pub fn rules_fingerprint(parent: &[u8; 32], ignore_file: Option<&[u8]>) -> [u8; 
     }
 }
 
+/// Whether a scan of `root` would record the entry at the workspace path `path`
+/// (`/a/b`): a file, directory or symlink that no ignore file from the root down
+/// ignores (nor any directory above it), not the repository's own directory, and
+/// neither in nor a nested repository. Reads the ignore files on the way (an
+/// unreadable or invalid one is an error naming it). A path that is not there, or
+/// is a socket, FIFO or device, is not recorded.
+pub fn records(root: &Path, path: &str) -> Result<bool> {
+    let names: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let mut rules: Vec<Gitignore> = Vec::new();
+    let mut dir = root.to_path_buf();
+    for (i, name) in names.iter().enumerate() {
+        if i == 0 && *name == DOT_DIR {
+            return Ok(false);
+        }
+        let file = dir.join(IGNORE_FILE);
+        match std::fs::read(&file) {
+            Ok(bytes) => rules.push(ignore_rules(&dir, &file, &bytes)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::IsADirectory => {}
+            Err(e) => return Err(CliError::io(&file, e)),
+        }
+        let full = dir.join(name);
+        let kind = match std::fs::symlink_metadata(&full) {
+            Ok(m) => Kind::of(rustix::fs::FileType::from_raw_mode(
+                std::os::unix::fs::MetadataExt::mode(&m),
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(CliError::io(&full, e)),
+        };
+        let is_dir = kind == Kind::Dir;
+        let ignored = rules
+            .iter()
+            .rev()
+            .map(|g| g.matched(&full, is_dir))
+            .find(|m| !m.is_none());
+        if matches!(ignored, Some(Match::Ignore(_))) {
+            return Ok(false);
+        }
+        if is_dir
+            && full
+                .join(DOT_DIR)
+                .symlink_metadata()
+                .is_ok_and(|m| m.is_dir())
+        {
+            return Ok(false);
+        }
+        let last = i + 1 == names.len();
+        if !last && !is_dir {
+            return Ok(false);
+        }
+        if last {
+            return Ok(matches!(kind, Kind::File | Kind::Dir | Kind::Symlink));
+        }
+        dir = full;
+    }
+    Ok(false)
+}
+
 /// The rules of the ignore file `file` of `dir`, from its bytes (as
 /// `GitignoreBuilder::add` reads a file: line by line, a UTF-8 byte-order mark
 /// before the first line dropped; any line that is not UTF-8 or not a valid glob is

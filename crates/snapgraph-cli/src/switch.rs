@@ -305,6 +305,31 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     d.add.sort_by(|x, y| x.path.cmp(&y.path));
     d.modes.sort_by(|x, y| x.path.cmp(&y.path));
     d.remove.sort_by(|x, y| y.0.cmp(&x.0));
+    // What is in the way of an entry the tip lacks, judged by the ignore rules the
+    // dirty check saw (the apply may put the target's ignore files first): an
+    // unrecorded entry gives way; one a scan records was made since the dirty
+    // check found the directory clean, and is refused before anything changes.
+    let taken_away: HashSet<&str> = d.remove.iter().map(|(p, _)| p.as_str()).collect();
+    let mut unrecorded: HashSet<&str> = HashSet::new();
+    for e in &d.add {
+        if taken_away.contains(e.path.as_str()) {
+            continue;
+        }
+        let at = root.join(e.path.trim_start_matches('/'));
+        let Ok(m) = std::fs::symlink_metadata(&at) else {
+            continue;
+        };
+        if m.is_dir() && e.kind == EntryKind::Dir {
+            continue;
+        }
+        if crate::scan::records(root, &e.path)? {
+            return Err(CliError::ChangedMeanwhile {
+                path: at,
+                what: "created while the checkout ran".into(),
+            });
+        }
+        unrecorded.insert(&e.path);
+    }
     // The directories of the files and symlinks put, read for their bytes.
     let mut loaded: HashSet<&str> = HashSet::new();
     let mut parents: Vec<&str> = Vec::new();
@@ -358,6 +383,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         umask,
         guard,
         source: &kept,
+        unrecorded: &unrecorded,
     };
     let applied = std::fs::create_dir(&aside)
         .at(&aside)
@@ -480,6 +506,9 @@ struct Changes<'a> {
     guard: &'a Guard<'a>,
     /// Where the guard reads the tip's trees.
     source: &'a dyn ObjectSource,
+    /// The paths of what the apply may move aside where the target puts an entry
+    /// the tip lacks: unrecorded entries, found before anything changed.
+    unrecorded: &'a HashSet<&'a str>,
 }
 
 /// Applies `c`, undoing every step taken when one fails.
@@ -514,6 +543,7 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
         umask,
         guard,
         source,
+        unrecorded,
     } = *c;
     let full = |p: &str| root.join(p.trim_start_matches('/'));
     let mut n = 0usize;
@@ -597,9 +627,17 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
                     what: "created while the checkout ran".into(),
                 });
             }
-            // Unrecorded: the commit's entry wins, as in git.
-            Ok(_) => {
+            // Unrecorded (ignored, a nested repository, a socket...), as found
+            // before the apply: the commit's entry wins, as in git. Anything
+            // else was made since.
+            Ok(_) if unrecorded.contains(e.path.as_str()) => {
                 move_aside(at.clone(), log)?;
+            }
+            Ok(_) => {
+                return Err(CliError::ChangedMeanwhile {
+                    path: at,
+                    what: "created while the checkout ran".into(),
+                });
             }
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
             Err(err) => return Err(CliError::io(&at, err)),
@@ -960,6 +998,7 @@ mod tests {
         // directory, and one in a directory the target drops.
         let ready = |name: &str| {
             let root = checked_out(t.path(), name, &store, a.0, &a.1);
+            std::fs::write(root.join(".snapgraphignore"), b"/new\n*.log\n").unwrap();
             std::fs::write(root.join("new"), b"ignored").unwrap();
             std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
             root
@@ -1028,6 +1067,31 @@ mod tests {
         );
     }
 
+    /// A file a scan would record (not ignored) where the target puts an entry the
+    /// tip lacks was made after the dirty check: the switch refuses it, with
+    /// nothing changed; ignored, it gives way.
+    #[test]
+    fn an_untracked_file_where_the_target_puts_one_is_refused() {
+        let Sampled { t, store, a, b } = sampled();
+        let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        std::fs::create_dir_all(root.join("new/sub")).unwrap();
+        std::fs::write(root.join("new/sub/z"), b"mine").unwrap();
+        let before = snapshot(&root);
+        let err = go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(&err, CliError::ChangedMeanwhile { path, .. } if *path == root.join("new/sub/z")),
+            "{err}"
+        );
+        assert_eq!(snapshot(&root), before);
+        assert_eq!(
+            std::fs::read_dir(root.join(".snapgraph")).unwrap().count(),
+            0
+        );
+        std::fs::write(root.join("new/.snapgraphignore"), b"z\n").unwrap();
+        go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap().unwrap();
+        assert_ne!(std::fs::read(root.join("new/sub/z")).unwrap(), b"mine");
+    }
+
     /// An entry made where the switch took the tip's away is never replaced: the
     /// switch is undone around it, and the tip's file, which cannot go back, stays
     /// in `.snapgraph/`.
@@ -1072,6 +1136,7 @@ mod tests {
     fn unrecorded_entries_give_way_stay_or_refuse() {
         let Sampled { t, store, a, b } = sampled();
         let root = checked_out(t.path(), "w", &store, a.0, &a.1);
+        std::fs::write(root.join(".snapgraphignore"), b"/new\n*.log\n").unwrap();
         std::fs::write(root.join("new"), b"ignored").unwrap();
         std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
         std::fs::write(root.join("outside.log"), b"kept too").unwrap();
@@ -1079,7 +1144,12 @@ mod tests {
         let fresh = checked_out(t.path(), "fresh", &store, b.0, &b.1);
         let mut expected = snapshot(&fresh);
         let got = snapshot(&root);
-        for p in ["/gone", "/gone/ignored.log", "/outside.log"] {
+        for p in [
+            "/gone",
+            "/gone/ignored.log",
+            "/outside.log",
+            "/.snapgraphignore",
+        ] {
             expected.insert(p.to_string(), got[p].clone());
         }
         assert_eq!(got, expected);
