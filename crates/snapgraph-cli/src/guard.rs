@@ -41,6 +41,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use snapgraph::chunk::CHUNK_MAX;
+use snapgraph::graph::diff::ChangeEntry;
 use snapgraph::{CheckoutOptions, CheckoutPolicy, EntryKind, ObjectId, ObjectSource, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
@@ -57,6 +59,9 @@ pub struct Taken {
     /// Its `lstat` at its old place just before it was moved (`None`: it moved with
     /// a directory above it, so its own stat did not change).
     pub before: Option<FileStat>,
+    /// What the tip holds there, when the caller knows (a switch's diff names it):
+    /// a file's content is then compared without reading the tip's directory.
+    pub tip: Option<ChangeEntry>,
 }
 
 /// The dirty check's knowledge, kept for the check of what a checkout takes away.
@@ -82,6 +87,7 @@ struct Doubt {
     path: String,
     kind: EntryKind,
     stat: FileStat,
+    tip: Option<ChangeEntry>,
 }
 
 impl<'a> Guard<'a> {
@@ -159,6 +165,7 @@ impl<'a> Guard<'a> {
                     now: e.path(),
                     path,
                     before,
+                    tip: None,
                 };
                 // `fstatat` in the open directory: no walk of the whole path.
                 let stat = FileStat::of(&e.metadata().at(&taken.now)?);
@@ -198,6 +205,7 @@ impl<'a> Guard<'a> {
                     path: t.path.clone(),
                     kind,
                     stat,
+                    tip: t.tip,
                 });
             }
             return dir(&t.now, &t.path);
@@ -234,6 +242,7 @@ impl<'a> Guard<'a> {
                 path: t.path.clone(),
                 kind,
                 stat,
+                tip: t.tip,
             });
         }
         Ok(())
@@ -243,12 +252,54 @@ impl<'a> Guard<'a> {
     /// that differs is the error.
     pub fn settle(&self, doubts: Doubts, source: &dyn ObjectSource) -> Result<()> {
         let doubts = doubts.0;
+        crate::timings::phase_with("taken entries looked at", || {
+            format!("{} to compare with the tip", doubts.len())
+        });
         if doubts.is_empty() {
             return Ok(());
         }
         let Some(tip) = self.tip else {
             return Err(self.changed(&doubts[0].path, "it appeared"));
         };
+        // What the caller named the tip's: its kind, and a file's content object,
+        // compared without the tip's directory (a content object up to a chunk
+        // long is taken for one chunk: if it is a manifest, the whole cut below
+        // still proves equal bytes). Inline content and symlink targets are in the
+        // directory, read below with what the caller did not name.
+        let mut candidates = Vec::new();
+        let mut rest = Vec::new();
+        for d in doubts {
+            let Some(was) = d.tip else {
+                rest.push(d);
+                continue;
+            };
+            if was.kind != d.kind {
+                return Err(self.changed(&d.path, "its kind changed"));
+            }
+            match (d.kind, was.id) {
+                (EntryKind::Dir, _) => {}
+                (EntryKind::File, Some(id)) => {
+                    if crate::index::file_mode(d.stat.mode) != crate::index::file_mode(was.mode) {
+                        return Err(self.changed(&d.path, "its mode changed"));
+                    }
+                    let digest = match was.size <= CHUNK_MAX as u64 {
+                        true => Digest::Chunk(id),
+                        false => Digest::Manifest(id),
+                    };
+                    candidates.push(Candidate {
+                        full: d.now,
+                        path: d.path,
+                        stat: d.stat,
+                        digest,
+                    });
+                }
+                _ => rest.push(d),
+            }
+        }
+        let doubts = rest;
+        if doubts.is_empty() {
+            return self.compare(candidates, source, None);
+        }
         let mut ws = Workspace::new();
         let _ = ws.checkout_with(
             tip,
@@ -275,7 +326,6 @@ impl<'a> Guard<'a> {
                 }
             }
         }
-        let mut candidates = Vec::new();
         for d in &doubts {
             match (in_tip(&ws, &d.path), d.kind) {
                 (None, _) => return Err(self.changed(&d.path, "it appeared")),
@@ -307,13 +357,51 @@ impl<'a> Guard<'a> {
                 }
             }
         }
-        let threads = ws.parallelism();
+        crate::timings::phase("the tip's directories read");
+        self.compare(candidates, source, Some(ws.parallelism()))
+    }
+
+    /// Compares each candidate's bytes with the tip's content it names (on
+    /// `threads`, else as many as the machine offers): the first that differs is the
+    /// error.
+    fn compare(
+        &self,
+        candidates: Vec<Candidate>,
+        source: &dyn ObjectSource,
+        threads: Option<usize>,
+    ) -> Result<()> {
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let threads = threads.unwrap_or_else(|| Workspace::new().parallelism());
         let same = crate::recheck::same_as_tip(&candidates, source, threads)?;
-        for (c, same) in candidates.iter().zip(same) {
+        // A content object taken for one chunk that is not: its chunk list read and
+        // compared (a manifest, as a file of up to a chunk's length may be).
+        let mut again = Vec::new();
+        for (c, same) in candidates.into_iter().zip(same) {
+            match (same, &c.digest) {
+                (true, _) => {}
+                (false, Digest::Chunk(id)) => again.push(Candidate {
+                    digest: Digest::Manifest(*id),
+                    ..c
+                }),
+                (false, _) => again.push(c),
+            }
+        }
+        crate::timings::phase_with("compared by ids", || format!("{} again", again.len()));
+        let same = match again
+            .iter()
+            .any(|c| matches!(c.digest, Digest::Manifest(_)))
+        {
+            true => crate::recheck::same_as_tip(&again, source, threads)?,
+            false => vec![false; again.len()],
+        };
+        for (c, same) in again.iter().zip(same) {
             if !same && !cut_is(&c.full, &c.digest)? {
                 return Err(self.changed(&c.path, "its bytes changed"));
             }
         }
+        crate::timings::phase("taken entries compared with the tip");
         Ok(())
     }
 
@@ -411,6 +499,11 @@ pub(crate) mod tests {
         ws.write("/dir/small", b"tiny").unwrap();
         let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         ws.write("/dir/big.bin", big).unwrap();
+        // Several chunks, though no longer than one chunk can be.
+        let mid: Vec<u8> = (0..60_000u64)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
+            .collect();
+        ws.write("/dir/mid.bin", mid).unwrap();
         ws.write("/dir/sub/f.txt", vec![b'x'; 1000]).unwrap();
         ws.symlink("/dir/link", "small").unwrap();
         ws.mkdir("/empty").unwrap();
@@ -600,6 +693,7 @@ pub(crate) mod tests {
                 now,
                 path: p.to_string(),
                 before: Some(before),
+                tip: None,
             });
         }
         let guard = Guard::new(&h.root, Some(h.tip), None);
@@ -608,6 +702,64 @@ pub(crate) mod tests {
         let r = guard.check(&taken, &CallerVerifies(&h.store));
         let what = changed_at(r, &h, "empty");
         assert_eq!(what, "an entry was added to it");
+    }
+
+    /// What the caller names the tip's (a switch's diff) is compared without the
+    /// tip's directory: a file of several chunks, though no longer than one chunk
+    /// can be, is still proven (the whole cut); changed bytes and another kind
+    /// fail.
+    #[test]
+    fn entries_the_caller_names_are_compared_by_what_it_names() {
+        let h = held();
+        let mut ws = Workspace::new();
+        let _ = ws
+            .checkout_with(
+                h.tip,
+                &CallerVerifies(&h.store),
+                CheckoutOptions::new().policy(CheckoutPolicy::Force),
+            )
+            .unwrap();
+        let named = |p: &str| {
+            let m = ws.metadata(p).unwrap();
+            ChangeEntry {
+                kind: m.kind,
+                mode: m.mode,
+                size: m.size,
+                id: ws.file_content_object(p).map(|(id, _)| id),
+            }
+        };
+        let (_, kind) = ws.file_content_object("/dir/mid.bin").unwrap();
+        assert_eq!(kind, snapgraph::ObjectKind::Manifest, "the case under test");
+        assert!((ws.metadata("/dir/mid.bin").unwrap().size as usize) <= CHUNK_MAX);
+        let paths = ["/dir/mid.bin", "/dir/big.bin", "/dir/sub/f.txt", "/empty"];
+        let check = || {
+            let taken: Vec<Taken> = paths
+                .iter()
+                .map(|p| Taken {
+                    now: h.root.join(p.trim_start_matches('/')),
+                    path: p.to_string(),
+                    before: None,
+                    tip: Some(named(p)),
+                })
+                .collect();
+            Guard::new(&h.root, Some(h.tip), None).check(&taken, &CallerVerifies(&h.store))
+        };
+        check().unwrap();
+        let f = h.root.join("dir/sub/f.txt");
+        std::fs::write(&f, vec![b'y'; 1000]).unwrap();
+        changed_at(check(), &h, "dir/sub/f.txt");
+        std::fs::write(&f, vec![b'x'; 1000]).unwrap();
+        let mut mid = std::fs::read(h.root.join("dir/mid.bin")).unwrap();
+        mid[30_000] ^= 1;
+        std::fs::write(h.root.join("dir/mid.bin"), &mid).unwrap();
+        changed_at(check(), &h, "dir/mid.bin");
+        mid[30_000] ^= 1;
+        std::fs::write(h.root.join("dir/mid.bin"), &mid).unwrap();
+        check().unwrap();
+        std::fs::remove_dir(h.root.join("empty")).unwrap();
+        std::fs::write(h.root.join("empty"), b"a file now").unwrap();
+        let what = changed_at(check(), &h, "empty");
+        assert_eq!(what, "its kind changed");
     }
 
     /// An entry made at a path after its caller looked is never replaced.

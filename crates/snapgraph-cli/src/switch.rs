@@ -114,7 +114,7 @@ struct Differ {
     /// not set).
     modes: Vec<PlannedEntry>,
     /// The tip's entries the target drops or replaces.
-    remove: Vec<(String, EntryKind)>,
+    remove: Vec<(String, ChangeEntry)>,
     /// Each directory that differs: its mode in the tip and in the target.
     dirs: HashMap<String, (Option<u32>, Option<u32>)>,
     /// Files written (added, or replaced by a file).
@@ -178,7 +178,7 @@ impl Visit for Differ {
             (_, old, new) => {
                 if let Some(old) = old {
                     self.taken += usize::from(old.kind == EntryKind::File && new.is_none());
-                    self.remove.push((c.path.clone(), old.kind));
+                    self.remove.push((c.path.clone(), old));
                 }
                 if let Some(new) = new {
                     self.written += usize::from(new.kind == EntryKind::File);
@@ -199,7 +199,9 @@ impl Visit for Differ {
         match (old, new) {
             (Some(_), None) => {
                 self.delta[1] -= 1;
-                self.remove.push((c.path, EntryKind::Dir));
+                if let Some(was) = c.old {
+                    self.remove.push((c.path, was));
+                }
             }
             (None, Some(mode)) => {
                 self.delta[1] += 1;
@@ -370,7 +372,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     crate::timings::phase_with("staged", || format!("{} files", staged.len()));
     let add: Vec<&PlannedEntry> = d.add.iter().collect();
     let modes: Vec<&PlannedEntry> = d.modes.iter().collect();
-    let remove: Vec<(&str, EntryKind)> = d.remove.iter().map(|(p, k)| (p.as_str(), *k)).collect();
+    let remove: Vec<(&str, ChangeEntry)> = d.remove.iter().map(|(p, e)| (p.as_str(), *e)).collect();
     let aside = dot.join(crate::repo::unique_name("old"));
     let changes = Changes {
         root,
@@ -499,7 +501,7 @@ struct Changes<'a> {
     to: &'a Workspace,
     add: &'a [&'a PlannedEntry],
     modes: &'a [&'a PlannedEntry],
-    remove: &'a [(&'a str, EntryKind)],
+    remove: &'a [(&'a str, ChangeEntry)],
     staged: &'a HashMap<&'a str, PathBuf>,
     umask: Option<u32>,
     /// Checks what was taken away before it is deleted.
@@ -565,10 +567,10 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
     let mut gone: HashSet<&str> = HashSet::new();
     // Directories of the tip kept because they hold unrecorded entries.
     let mut held: HashSet<&str> = HashSet::new();
-    for (p, kind) in remove {
+    for (p, was) in remove {
         let at = full(p);
         step(hook, &at)?;
-        if *kind == EntryKind::Dir {
+        if was.kind == EntryKind::Dir {
             match std::fs::read_dir(&at).map(|mut entries| entries.next().is_some()) {
                 Ok(true) => {
                     held.insert(*p);
@@ -585,11 +587,12 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
         match FileStat::lstat(&at) {
             Ok(before) => {
                 let now = move_aside(at, log)?;
-                let before = (*kind != EntryKind::Dir).then_some(before);
+                let before = (was.kind != EntryKind::Dir).then_some(before);
                 taken.push(Taken {
                     now,
                     path: p.to_string(),
                     before,
+                    tip: Some(*was),
                 });
                 gone.insert(p);
             }
