@@ -40,6 +40,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use snapgraph::chunk::CHUNK_MAX;
 use snapgraph::graph::diff::ChangeEntry;
@@ -132,50 +133,136 @@ impl<'a> Guard<'a> {
         self.settle(doubts, source)
     }
 
-    /// The walk of [`Guard::check_tree`], which reads no object (a caller may run
-    /// it on another thread, beside other work): each entry's stat checked, the
-    /// doubts returned for [`Guard::settle`].
+    /// The walk of [`Guard::check_tree`], which reads no object: each entry's
+    /// stat checked, the doubts returned for [`Guard::settle`].
     pub fn walk_tree(
         &self,
         old: &Path,
         tops: &[(std::ffi::OsString, FileStat)],
         expendable: &HashSet<String>,
     ) -> Result<Doubts> {
+        self.walk_tree_beside(old, tops, expendable, || ()).0
+    }
+
+    /// [`Guard::walk_tree`] on this thread and a helper (off this core, see
+    /// `crate::cpus`), the directories shared between them, this thread running
+    /// `beside` first (a full checkout builds its stat cache there): a tree of
+    /// 50,000 files costs one `fstatat` an entry, on both cores.
+    pub fn walk_tree_beside<R>(
+        &self,
+        old: &Path,
+        tops: &[(std::ffi::OsString, FileStat)],
+        expendable: &HashSet<String>,
+        beside: impl FnOnce() -> R,
+    ) -> (Result<Doubts>, R) {
+        // The units shared: the directories a level or two down (a tree under one
+        // directory is shared a level deeper), listed on this thread first.
         let mut doubts = Vec::new();
-        let mut dirs: Vec<(PathBuf, String)> = vec![(old.to_path_buf(), String::new())];
-        while let Some((dir, rel)) = dirs.pop() {
-            for e in std::fs::read_dir(&dir).at(&dir)? {
-                let e = e.at(&dir)?;
-                let name = e.file_name();
-                let path = match name.to_str() {
-                    Some(n) => format!("{rel}/{n}"),
-                    None => {
-                        let shown = format!("{rel}/{}", name.to_string_lossy());
-                        return Err(self.changed(&shown, "it appeared (not a UTF-8 name)"));
-                    }
-                };
-                if expendable.contains(&path) {
-                    continue;
-                }
-                let before = match rel.is_empty() {
-                    true => tops.iter().find(|(n, _)| *n == name).map(|(_, s)| *s),
-                    false => None,
-                };
-                let taken = Taken {
-                    now: e.path(),
-                    path,
-                    before,
-                    tip: None,
-                };
-                // `fstatat` in the open directory: no walk of the whole path.
-                let stat = FileStat::of(&e.metadata().at(&taken.now)?);
-                self.look(&taken, stat, &mut doubts, &mut |d: &Path, p: &str| {
-                    dirs.push((d.to_path_buf(), p.to_string()));
-                    Ok(())
-                })?;
-            }
+        let mut units: Vec<(PathBuf, String)> = Vec::new();
+        let top = self.walk_dir(old, "", Some(tops), expendable, &mut doubts, &mut units);
+        if let Err(e) = top {
+            return (Err(e), beside());
         }
-        Ok(Doubts(doubts))
+        if units.len() < 8 {
+            let mut deeper = Vec::new();
+            for (dir, rel) in &units {
+                let r = self.walk_dir(dir, rel, None, expendable, &mut doubts, &mut deeper);
+                if let Err(e) = r {
+                    return (Err(e), beside());
+                }
+            }
+            units = deeper;
+        }
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let walk_some = || -> Result<Vec<Doubt>> {
+            let mut doubts = Vec::new();
+            let mut stack = Vec::new();
+            while let Some((dir, rel)) = units.get(next.fetch_add(1, Ordering::Relaxed)) {
+                stack.push((dir.clone(), rel.clone()));
+                while let Some((dir, rel)) = stack.pop() {
+                    if failed.load(Ordering::Relaxed) {
+                        return Ok(doubts);
+                    }
+                    let r = self.walk_dir(&dir, &rel, None, expendable, &mut doubts, &mut stack);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    r?;
+                }
+            }
+            Ok(doubts)
+        };
+        let (mine, theirs, out) = std::thread::scope(|s| {
+            let cpus = crate::cpus::Beside::here();
+            let walk = &walk_some;
+            let helper = s.spawn(move || {
+                cpus.leave();
+                walk()
+            });
+            cpus.yield_to();
+            let out = beside();
+            let mine = walk_some();
+            let theirs = helper
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (mine, theirs, out)
+        });
+        let walked = mine.and_then(|m| {
+            doubts.extend(m);
+            doubts.extend(theirs?);
+            Ok(Doubts(doubts))
+        });
+        (walked, out)
+    }
+
+    /// Lists the directory `dir` (the workspace path `rel`; `tops`: the entries'
+    /// stats before their move, for the top of the tree) and looks at each entry
+    /// ([`Guard::look`]), pushing its subdirectories to `dirs`.
+    fn walk_dir(
+        &self,
+        dir: &Path,
+        rel: &str,
+        tops: Option<&[(std::ffi::OsString, FileStat)]>,
+        expendable: &HashSet<String>,
+        doubts: &mut Vec<Doubt>,
+        dirs: &mut Vec<(PathBuf, String)>,
+    ) -> Result<()> {
+        let mut path = String::with_capacity(rel.len() + 32);
+        for e in std::fs::read_dir(dir).at(dir)? {
+            let e = e.at(dir)?;
+            let name = e.file_name();
+            path.clear();
+            path.push_str(rel);
+            path.push('/');
+            match name.to_str() {
+                Some(n) => path.push_str(n),
+                None => {
+                    path.push_str(&name.to_string_lossy());
+                    return Err(self.changed(&path, "it appeared (not a UTF-8 name)"));
+                }
+            }
+            if expendable.contains(&path) {
+                continue;
+            }
+            let before = tops.and_then(|t| t.iter().find(|(n, _)| *n == name).map(|(_, s)| *s));
+            // `fstatat` in the open directory: no walk of the whole path.
+            let stat = match e.metadata() {
+                Ok(m) => FileStat::of(&m),
+                Err(err) => return Err(CliError::io(e.path(), err)),
+            };
+            let taken = Taken {
+                now: e.path(),
+                path: path.clone(),
+                before,
+                tip: None,
+            };
+            self.look(&taken, stat, doubts, &mut |d: &Path, p: &str| {
+                dirs.push((d.to_path_buf(), p.to_string()));
+                Ok(())
+            })?;
+        }
+        Ok(())
     }
 
     /// Looks at `t`: vouched for by its stat, pushed to `doubts`, handed to `dir`

@@ -887,7 +887,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         store,
                         || index_after_checkout(&wd, id, &done.entries),
                     );
-                    crate::timings::phase("swapped, the old tree checked");
+                    crate::timings::phase("the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
                     let (old, index) = r?;
                     let (removed, index) = match index {
@@ -1158,7 +1158,8 @@ fn swap_into(root: &Path, dot: &Path, staging: &Path, force: bool) -> Result<Swa
 
 /// [`swap_into`], then the guard's check of the replaced tree (none with `--force`,
 /// `guard` `None`), undoing the swap when it fails; `beside` runs on this thread
-/// while a helper (off this core) walks the replaced tree. Returns the directory
+/// while a helper (off this core) walks the replaced tree, which this thread then
+/// helps to walk ([`crate::guard::Guard::walk_tree_beside`]). Returns the directory
 /// holding the replaced tree, for the caller to delete, and what `beside` returned
 /// (`None`, not run, without a guard: the caller runs it beside the deletion).
 fn swap_checked<R>(
@@ -1171,24 +1172,12 @@ fn swap_checked<R>(
     beside: impl FnOnce() -> R,
 ) -> Result<(PathBuf, Option<R>)> {
     let sw = swap_into(root, dot, staging, force)?;
+    crate::timings::phase("swapped");
     let Some(guard) = guard else {
         // Nothing to check: the caller deletes the tree beside its work.
         return Ok((sw.old, None));
     };
-    let (walked, out) = std::thread::scope(|s| {
-        let cpus = crate::cpus::Beside::here();
-        let swapped = &sw;
-        let walker = s.spawn(move || {
-            cpus.leave();
-            guard.walk_tree(&swapped.old, &swapped.tops, &swapped.expendable)
-        });
-        cpus.yield_to();
-        let out = beside();
-        let walked = walker
-            .join()
-            .unwrap_or_else(|e| std::panic::resume_unwind(e));
-        (walked, out)
-    });
+    let (walked, out) = guard.walk_tree_beside(&sw.old, &sw.tops, &sw.expendable, beside);
     match walked.and_then(|doubts| guard.settle(doubts, source)) {
         Ok(()) => Ok((sw.old, Some(out))),
         Err(e) => {
