@@ -1254,4 +1254,76 @@ mod tests {
             );
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// An edit made before any step of any switch (a file of the tip rewritten,
+        /// or a file made where there is none) is never lost: the edit is where it
+        /// was made whether the switch goes through or is undone; undone, everything
+        /// else is as before; gone through, everything else is the target's.
+        #[test]
+        fn an_edit_at_any_step_is_never_lost(
+            a in trees(),
+            b in trees(),
+            pick in 0usize..9,
+            at_step in 1usize..16,
+        ) {
+            let names = ["/a", "/a/b", "/a/b/c", "/a/d", "/e", "/e/f", "/g", "/a/b/h", "/new.txt"];
+            let edited = names[pick];
+            let t = tempfile::tempdir().unwrap();
+            let store = MemoryStore::new();
+            let from = commit(&store, &a);
+            let to = commit(&store, &b);
+            let root = checked_out(t.path(), "w", &store, from.0, &from.1);
+            let fresh = checked_out(t.path(), "fresh", &store, to.0, &to.1);
+            let before = snapshot(&root);
+            let full = root.join(&edited[1..]);
+            let mut done = false;
+            let r = go(&root, &store, &from, &to, &mut |n| {
+                if n == at_step {
+                    // A regular file, or nothing in a directory.
+                    let editable = match std::fs::symlink_metadata(&full) {
+                        Ok(m) => m.is_file(),
+                        Err(_) => std::fs::symlink_metadata(full.parent().unwrap())
+                            .is_ok_and(|m| m.is_dir()),
+                    };
+                    if editable {
+                        std::fs::write(&full, b"EDIT").unwrap();
+                        done = true;
+                    }
+                }
+                Ok(())
+            });
+            if !done {
+                prop_assert!(r.is_ok(), "{:?}", r.err());
+                return Ok(());
+            }
+            prop_assert_eq!(std::fs::read(&full).ok(), Some(b"EDIT".to_vec()));
+            // Everything but the edited path, the directories above it and what
+            // was below it (the edit may stand where the tip's directory was).
+            let rest = |mut m: BTreeMap<String, String>| {
+                m.retain(|p, _| {
+                    p != edited
+                        && !edited.starts_with(&format!("{p}/"))
+                        && !p.starts_with(&format!("{edited}/"))
+                });
+                m
+            };
+            match r {
+                Ok(_) => prop_assert_eq!(rest(snapshot(&root)), rest(snapshot(&fresh))),
+                Err(_) => {
+                    prop_assert_eq!(rest(snapshot(&root)), rest(before.clone()));
+                    // What the edit keeps from going back is kept in `.snapgraph/`.
+                    let now = snapshot(&root);
+                    let kept: Vec<String> = snapshot(&root.join(".snapgraph")).into_values().collect();
+                    for (p, v) in &before {
+                        if p.starts_with(&format!("{edited}/")) && v.starts_with("file") && now.get(p) != Some(v) {
+                            prop_assert!(kept.contains(v), "{} lost", p);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
