@@ -99,6 +99,12 @@ impl<'a> Guard<'a> {
         Guard { root, tip, index }
     }
 
+    /// The stat cache it vouches by, when it is one whole for the tip: it records
+    /// every entry of the working directory the dirty check found clean.
+    pub fn whole_index(&self) -> Option<&'a Index> {
+        self.index.filter(|ix| !ix.is_part())
+    }
+
     /// Checks entries a switch moved aside one by one (files, symlinks, empty
     /// directories); the tip's trees are read from `source` where needed.
     pub fn check(&self, taken: &[Taken], source: &dyn ObjectSource) -> Result<()> {

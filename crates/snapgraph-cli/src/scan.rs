@@ -838,6 +838,90 @@ pub fn records(root: &Path, path: &str) -> Result<bool> {
     Ok(false)
 }
 
+/// What a walk of `root` finds that the stat cache `ix` (whole, complete for the
+/// tip the working directory holds) does not record: the top-most entries a scan
+/// would not record either (ignored by the ignore files from the root down, nested
+/// repositories, sockets, FIFOs, devices), relative to `root` and sorted; and the
+/// workspace paths of those it would record (made since the cache was, as far as
+/// the working directory was found clean: a full checkout's dirty check). Lists
+/// each recorded directory once (no `stat`: the listing's types) and compares its
+/// names with the cache's children: what `unrecorded_entries`' two walks with the
+/// `ignore` crate found, at a fraction of their cost on a large tree.
+pub fn unrecorded_in(root: &Path, ix: &Index) -> Result<(Vec<PathBuf>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut unknown = Vec::new();
+    let mut children = Vec::new();
+    let mut stack: Vec<(PathBuf, String, Rc<Vec<Gitignore>>)> =
+        vec![(root.to_path_buf(), String::new(), Rc::new(Vec::new()))];
+    while let Some((dir, path, parent_rules)) = stack.pop() {
+        let mut names: Vec<(std::ffi::OsString, Kind)> = Vec::new();
+        for e in std::fs::read_dir(&dir).at(&dir)? {
+            let e = e.at(&dir)?;
+            let t = e.file_type().at(e.path())?;
+            let kind = if t.is_dir() {
+                Kind::Dir
+            } else if t.is_file() {
+                Kind::File
+            } else if t.is_symlink() {
+                Kind::Symlink
+            } else {
+                Kind::Other
+            };
+            names.push((e.file_name(), kind));
+        }
+        let mut rules = parent_rules;
+        if names
+            .iter()
+            .any(|(n, k)| n.as_bytes() == IGNORE_FILE.as_bytes() && *k != Kind::Dir)
+        {
+            let file = dir.join(IGNORE_FILE);
+            let bytes = std::fs::read(&file).at(&file)?;
+            let mut all = (*rules).clone();
+            all.push(ignore_rules(&dir, &file, &bytes)?);
+            rules = Rc::new(all);
+        }
+        ix.entries.children_into(&path, &mut children);
+        let known: HashMap<&str, &IndexEntry> = children.iter().map(|(_, n, e)| (*n, *e)).collect();
+        for (name, kind) in names {
+            if path.is_empty() && name.as_bytes() == DOT_DIR.as_bytes() {
+                continue;
+            }
+            let full = dir.join(&name);
+            let Some(n) = name.to_str() else {
+                // Not a name a scan records: made since, or never recorded.
+                unknown.push(format!("{path}/{}", name.to_string_lossy()));
+                continue;
+            };
+            match known.get(n) {
+                Some(IndexEntry::Dir { .. }) if kind == Kind::Dir => {
+                    stack.push((full, format!("{path}/{n}"), rules.clone()));
+                }
+                Some(_) => {}
+                None => {
+                    let is_dir = kind == Kind::Dir;
+                    let ignored = rules
+                        .iter()
+                        .rev()
+                        .map(|g| g.matched(&full, is_dir))
+                        .find(|m| !m.is_none());
+                    let nested = is_dir
+                        && full
+                            .join(DOT_DIR)
+                            .symlink_metadata()
+                            .is_ok_and(|m| m.is_dir());
+                    if matches!(ignored, Some(Match::Ignore(_))) || nested || kind == Kind::Other {
+                        out.push(full.strip_prefix(root).unwrap_or(&full).to_path_buf());
+                    } else {
+                        unknown.push(format!("{path}/{n}"));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    Ok((out, unknown))
+}
+
 /// The rules of the ignore file `file` of `dir`, from its bytes (as
 /// `GitignoreBuilder::add` reads a file: line by line, a UTF-8 byte-order mark
 /// before the first line dropped; any line that is not UTF-8 or not a valid glob is

@@ -1366,3 +1366,83 @@ fn a_checkout_refuses_nothing_the_dirty_check_found_clean() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A full checkout finds what the scan does not record from the stat cache
+/// (`scan::unrecorded_in`): ignored files and directories, nested repositories and
+/// sockets stay where they are, across full checkouts both ways; a file the scan
+/// would record that the cache lacks (made after the dirty check) is named.
+#[test]
+fn a_full_checkout_keeps_what_the_scan_does_not_record() {
+    let t = repo();
+    let root = t.path();
+    write(root, ".snapgraphignore", b"*.log\nbuild/\n");
+    write(root, "d01/.snapgraphignore", b"*.tmp\n");
+    grid(root, 15);
+    let one = commit_id(&ok(root, &["commit", "-m", "one"]));
+    for d in 0..15 {
+        for f in 0..20 {
+            write(root, &format!("d{d:02}/f{f:02}.txt"), b"changed");
+        }
+    }
+    ok(root, &["commit", "-m", "two"]);
+    write(root, "top.log", b"top");
+    write(root, "d03/x.log", b"x");
+    write(root, "d01/y.tmp", b"y");
+    write(root, "build/out.bin", b"out");
+    write(root, "build/sub/z", b"z");
+    std::fs::create_dir(root.join("nested")).unwrap();
+    ok(&root.join("nested"), &["init", "--force"]);
+    write(root, "nested/inner.txt", b"inner");
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("d04/sock")).unwrap();
+
+    let index = |root: &Path| {
+        snapgraph_cli::index::Index::load(&root.join(".snapgraph/index"), root).unwrap()
+    };
+    let (unrecorded, made) = snapgraph_cli::scan::unrecorded_in(root, &index(root)).unwrap();
+    let shown: Vec<String> = unrecorded.iter().map(|p| p.display().to_string()).collect();
+    assert_eq!(
+        shown,
+        [
+            "build",
+            "d01/y.tmp",
+            "d03/x.log",
+            "d04/sock",
+            "nested",
+            "top.log"
+        ]
+    );
+    assert!(made.is_empty(), "{made:?}");
+    write(root, "d02/new.txt", b"made since");
+    let (_, made) = snapgraph_cli::scan::unrecorded_in(root, &index(root)).unwrap();
+    assert_eq!(made, ["/d02/new.txt"]);
+    std::fs::remove_file(root.join("d02/new.txt")).unwrap();
+
+    for rev in [one.as_str(), "main", one.as_str()] {
+        let out = std::process::Command::new(&*BIN)
+            .args(["checkout", rev])
+            .env("SNAPGRAPH_TIMINGS", "1")
+            .current_dir(root)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("declined"), "a full checkout: {err}");
+        for (p, bytes) in [
+            ("top.log", &b"top"[..]),
+            ("d03/x.log", b"x"),
+            ("d01/y.tmp", b"y"),
+            ("build/out.bin", b"out"),
+            ("build/sub/z", b"z"),
+            ("nested/inner.txt", b"inner"),
+        ] {
+            assert_eq!(
+                std::fs::read(root.join(p)).unwrap(),
+                bytes,
+                "{p} after {rev}"
+            );
+        }
+        assert!(root.join("nested/.snapgraph").is_dir());
+        assert!(std::fs::symlink_metadata(root.join("d04/sock")).is_ok());
+    }
+    assert_eq!(std::fs::read(root.join("d05/f00.txt")).unwrap(), b"5 0");
+}

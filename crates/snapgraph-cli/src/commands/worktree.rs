@@ -1056,12 +1056,35 @@ fn put_back(root: &Path, staging: &Path, kept: &[PathBuf]) {
 /// does not record) with the staging directory's, rolling back on failure. Returns
 /// what it moved: the directory in `.snapgraph/` holding the replaced entries, for
 /// the caller to check ([`crate::guard`]) and delete, and how to undo the swap.
-fn swap_into(root: &Path, dot: &Path, staging: &Path, force: bool) -> Result<Swapped> {
+/// `index`, the dirty check's stat cache whole for the tip, finds what the scan
+/// does not record by listing the recorded directories
+/// ([`scan::unrecorded_in`]); an entry it records that the cache lacks was made
+/// after the dirty check, and is refused before anything moves.
+fn swap_into(
+    root: &Path,
+    dot: &Path,
+    staging: &Path,
+    force: bool,
+    index: Option<&Index>,
+) -> Result<Swapped> {
     // Entries to keep: moved into the staging tree first, at the same path.
     let mut kept: Vec<PathBuf> = Vec::new();
     let mut expendable: HashSet<String> = HashSet::new();
     let workspace_path = |rel: &Path| format!("/{}", rel.to_string_lossy());
-    for rel in unrecorded_entries(root, dot)? {
+    let unrecorded = match index {
+        Some(ix) => {
+            let (unrecorded, made) = scan::unrecorded_in(root, ix)?;
+            if let Some(p) = made.first() {
+                return Err(CliError::ChangedMeanwhile {
+                    path: root.join(p.trim_start_matches('/')),
+                    what: "created while the checkout ran".into(),
+                });
+            }
+            unrecorded
+        }
+        None => unrecorded_entries(root, dot)?,
+    };
+    for rel in unrecorded {
         if std::fs::symlink_metadata(staging.join(&rel)).is_ok() {
             // The commit has an entry here: it wins, as in git.
             expendable.insert(workspace_path(&rel));
@@ -1171,7 +1194,13 @@ fn swap_checked<R>(
     source: &dyn ObjectSource,
     beside: impl FnOnce() -> R,
 ) -> Result<(PathBuf, Option<R>)> {
-    let sw = swap_into(root, dot, staging, force)?;
+    let sw = swap_into(
+        root,
+        dot,
+        staging,
+        force,
+        guard.and_then(|g| g.whole_index()),
+    )?;
     crate::timings::phase("swapped");
     let Some(guard) = guard else {
         // Nothing to check: the caller deletes the tree beside its work.
