@@ -256,6 +256,15 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     guard: &Guard<'_>,
     hook: StepHook<'_>,
 ) -> Result<Option<Switched>> {
+    // The tip's files the target cannot hold (it holds fewer files and symlinks,
+    // by its root's totals) are taken away at least: past the share, the switch
+    // declines before the diff reads a tree (a rewind to an early, small commit).
+    if let Ok((target_files_and_links, _)) = to.totals("/") {
+        let taken_at_least = tip.files.saturating_sub(target_files_and_links) as usize;
+        if taken_at_least > MOST_CHANGED_MIN.max(tip.files as usize / MOST_CHANGED) {
+            return Ok(None);
+        }
+    }
     let mut d = Differ {
         tip_files: tip.files,
         ..Differ::default()
@@ -1190,12 +1199,28 @@ mod tests {
         let r = plain(&root, &store, (ia, &wa), ib);
         assert!(r.unwrap().is_none());
         assert_eq!(snapshot(&root), before);
-        // Files taken away count too.
+        // Files taken away count too: more than the share by the target's own
+        // totals, it declines before reading a tree.
         let c: BTreeMap<String, Made> = [("/f0".to_string(), Made::File(0, false))].into();
         let (ic, _) = commit(&store, &c);
         let r = plain(&root, &store, (ia, &wa), ic);
         assert!(r.unwrap().is_none());
         assert_eq!(snapshot(&root), before);
+        let asked = Asked {
+            store: &store,
+            asked: Default::default(),
+        };
+        let r = switch(
+            &root,
+            &root.join(".snapgraph"),
+            &tip(ia, &wa),
+            &mut lazy(ic, &store),
+            ic,
+            &asked,
+            &Guard::new(&root, Some(ia), None),
+        );
+        assert!(r.unwrap().is_none());
+        assert!(asked.asked.into_inner().unwrap().is_empty());
     }
 
     fn made() -> impl Strategy<Value = Made> {
