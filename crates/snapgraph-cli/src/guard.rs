@@ -24,7 +24,8 @@
 //! - an entry the tip does not hold at that path appeared while the checkout ran
 //!   (the dirty check found none), unless the caller names it expendable: an
 //!   ignored entry where the commit puts one, which the commit replaces as in git.
-//!   Sockets, FIFOs and devices are never recorded and hold no data: they go.
+//!   Sockets, FIFOs and devices are never recorded and hold no data: the guard
+//!   passes them (a full checkout keeps them in place, as ignored entries).
 //!
 //! The first entry that fails is [`CliError::ChangedMeanwhile`], naming its path in
 //! the working directory; the caller undoes every step it took, so the edit is back
@@ -33,10 +34,12 @@
 //! (git's checkout has the same window, and a wider one: it checks nothing again).
 //! `--force` skips the dirty check and this one alike.
 //!
-//! What this costs: one `lstat` per entry taken (a switch's few, a full checkout's
-//! whole old tree, walked once) and a read only of what the stat cache cannot vouch
-//! for. The tip's tree is read only for those, from the caller's source (a switch
-//! hands it the nodes its diff read).
+//! What this costs: one `lstat` per entry taken (a switch's few; a full checkout's
+//! whole old tree, walked once on both cores beside the new stat cache's build:
+//! [`Guard::walk_tree_beside`]) and a read only of what the stat cache cannot vouch
+//! for. A switch names the tip's content ids its diff read ([`Taken::tip`]); the
+//! tip's directories are read only for the rest (inline content, symlink targets,
+//! a full checkout's doubts), from the caller's source.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
