@@ -68,6 +68,19 @@ pub struct Taken {
     pub tip: Option<ChangeEntry>,
 }
 
+impl Taken {
+    /// It, seen as `kind` with `stat`, as an entry to compare with the tip.
+    fn doubt(&self, kind: EntryKind, stat: FileStat) -> Doubt {
+        Doubt {
+            now: self.now.clone(),
+            path: self.path.clone(),
+            kind,
+            stat,
+            tip: self.tip,
+        }
+    }
+}
+
 /// The dirty check's knowledge, kept for the check of what a checkout takes away.
 pub struct Guard<'a> {
     /// The working directory (errors name paths in it).
@@ -296,13 +309,7 @@ impl<'a> Guard<'a> {
                 self.index.and_then(|ix| ix.entries.get(&t.path)),
                 Some(IndexEntry::Dir { .. })
             ) {
-                doubts.push(Doubt {
-                    now: t.now.clone(),
-                    path: t.path.clone(),
-                    kind,
-                    stat,
-                    tip: t.tip,
-                });
+                doubts.push(t.doubt(kind, stat));
             }
             return dir(&t.now, &t.path);
         }
@@ -333,13 +340,7 @@ impl<'a> Guard<'a> {
             _ => false,
         };
         if !vouched {
-            doubts.push(Doubt {
-                now: t.now.clone(),
-                path: t.path.clone(),
-                kind,
-                stat,
-                tip: t.tip,
-            });
+            doubts.push(t.doubt(kind, stat));
         }
         Ok(())
     }

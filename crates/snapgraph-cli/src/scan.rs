@@ -558,12 +558,7 @@ fn walk_with(
                 full.truncate(full_len);
                 full.extend_from_slice(name);
                 let full_path = Path::new(std::ffi::OsStr::from_bytes(&full));
-                let ignored = rules
-                    .iter()
-                    .rev()
-                    .map(|g| g.matched(full_path, kind == Kind::Dir))
-                    .find(|m| !m.is_none());
-                !matches!(ignored, Some(Match::Ignore(_)))
+                !ignored_by(&rules, full_path, kind == Kind::Dir)
             });
             full.truncate(full_len);
         }
@@ -810,20 +805,7 @@ pub fn records(root: &Path, path: &str) -> Result<bool> {
             Err(e) => return Err(CliError::io(&full, e)),
         };
         let is_dir = kind == Kind::Dir;
-        let ignored = rules
-            .iter()
-            .rev()
-            .map(|g| g.matched(&full, is_dir))
-            .find(|m| !m.is_none());
-        if matches!(ignored, Some(Match::Ignore(_))) {
-            return Ok(false);
-        }
-        if is_dir
-            && full
-                .join(DOT_DIR)
-                .symlink_metadata()
-                .is_ok_and(|m| m.is_dir())
-        {
+        if ignored_by(&rules, &full, is_dir) || (is_dir && is_repository(&full)) {
             return Ok(false);
         }
         let last = i + 1 == names.len();
@@ -899,17 +881,10 @@ pub fn unrecorded_in(root: &Path, ix: &Index) -> Result<(Vec<PathBuf>, Vec<Strin
                 Some(_) => {}
                 None => {
                     let is_dir = kind == Kind::Dir;
-                    let ignored = rules
-                        .iter()
-                        .rev()
-                        .map(|g| g.matched(&full, is_dir))
-                        .find(|m| !m.is_none());
-                    let nested = is_dir
-                        && full
-                            .join(DOT_DIR)
-                            .symlink_metadata()
-                            .is_ok_and(|m| m.is_dir());
-                    if matches!(ignored, Some(Match::Ignore(_))) || nested || kind == Kind::Other {
+                    if ignored_by(&rules, &full, is_dir)
+                        || (is_dir && is_repository(&full))
+                        || kind == Kind::Other
+                    {
                         out.push(full.strip_prefix(root).unwrap_or(&full).to_path_buf());
                     } else {
                         unknown.push(format!("{path}/{n}"));
@@ -920,6 +895,25 @@ pub fn unrecorded_in(root: &Path, ix: &Index) -> Result<(Vec<PathBuf>, Vec<Strin
     }
     out.sort();
     Ok((out, unknown))
+}
+
+/// Whether the ignore files `rules` (the root's first) ignore the entry at `full`:
+/// the last of them with a matching pattern decides, as git has it.
+fn ignored_by(rules: &[Gitignore], full: &Path, is_dir: bool) -> bool {
+    let decided = rules
+        .iter()
+        .rev()
+        .map(|g| g.matched(full, is_dir))
+        .find(|m| !m.is_none());
+    matches!(decided, Some(Match::Ignore(_)))
+}
+
+/// Whether the directory `full` holds a repository of its own (a nested one, for
+/// a walk from above it).
+fn is_repository(full: &Path) -> bool {
+    full.join(DOT_DIR)
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir())
 }
 
 /// The rules of the ignore file `file` of `dir`, from its bytes (as
