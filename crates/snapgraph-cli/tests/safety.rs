@@ -318,6 +318,82 @@ fn item07_commit_path_keeps_the_rest_of_the_tree() {
     assert!(err.contains("outside the working directory"), "{err}");
 }
 
+/// A symlink named to `commit` or `restore` is the entry meant, not the file it
+/// points to: `commit LINK` records the link (and leaves its target's edit pending),
+/// `restore LINK` puts the link back without discarding its target's edit, and a
+/// link that points out of the working directory is still an entry of it. Before,
+/// the whole path was resolved: `commit link` committed the edit of `x` instead,
+/// `restore link` overwrote that edit with HEAD's `x`, and a link out of the tree
+/// was refused as "outside the working directory". A path *through* a link out of
+/// the tree is still refused; `LINK/` and a path ending in `..` name the directory
+/// reached.
+#[test]
+fn a_symlink_named_is_the_entry_itself_not_its_target() {
+    let t = repo();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "o", b"outside");
+    write(t.path(), "x", b"one");
+    write(t.path(), "sub/s", b"s");
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    let link = |target: &Path, name: &str| {
+        std::os::unix::fs::symlink(target, t.path().join(name)).unwrap();
+    };
+    link(Path::new("x"), "link");
+    link(&outside.path().join("o"), "out-file");
+    link(outside.path(), "out-dir");
+    link(Path::new("sub"), "sub-link");
+    write(t.path(), "x", b"edited");
+
+    // `commit link`: the link alone, the edit of `x` still pending.
+    let c = json(t.path(), &["commit", "link", "-m", "the link"]);
+    assert_eq!(c["files_added"], 1, "{c}");
+    assert_eq!(c["files_modified"], 0, "{c}");
+    let d = json(t.path(), &["diff", &one, "main"]);
+    assert_eq!(d["added"], serde_json::json!(["/link"]), "{d}");
+    assert_eq!(run_in(t.path(), &["cat", "main:x"]).stdout, b"one");
+    assert_eq!(
+        json(t.path(), &["status"])["modified"],
+        serde_json::json!(["/x"])
+    );
+
+    // Links out of the working directory are entries of it.
+    ok(t.path(), &["commit", "out-file", "out-dir", "-m", "out"]);
+    let listed = json(t.path(), &["ls", "main"]);
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"out-file") && names.contains(&"out-dir"),
+        "{listed}"
+    );
+    // A path through one is not.
+    let err = fails(t.path(), &["commit", "out-dir/o", "-m", "through"]);
+    assert!(err.contains("outside the working directory"), "{err}");
+
+    // `restore link`: the link back, the edit of `x` kept.
+    std::fs::remove_file(t.path().join("link")).unwrap();
+    ok(t.path(), &["restore", "link"]);
+    assert_eq!(
+        std::fs::read_link(t.path().join("link")).unwrap(),
+        Path::new("x")
+    );
+    ok(t.path(), &["restore", "link"]);
+    assert_eq!(std::fs::read(t.path().join("x")).unwrap(), b"edited");
+
+    // `sub-link/` is the directory it points to; `sub/..` the root.
+    write(t.path(), "sub/new", b"new");
+    let c = json(t.path(), &["commit", "sub-link/", "-m", "sub"]);
+    let d = json(t.path(), &["diff", c["previous"].as_str().unwrap(), "main"]);
+    assert_eq!(d["added"], serde_json::json!(["/sub/new"]), "{d}");
+    let c = json(t.path(), &["commit", "sub/..", "-m", "all"]);
+    assert_eq!(c["files_modified"], 1, "{c}");
+    assert_eq!(c["files_added"], 1, "{c}");
+    assert_eq!(run_in(t.path(), &["cat", "main:x"]).stdout, b"edited");
+}
+
 /// Item 8: `branch -d` refuses unmerged work; deleted tips survive gc for the grace
 /// period; `--prune=now` and `--dry-run` do what they say.
 #[test]

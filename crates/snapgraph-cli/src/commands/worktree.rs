@@ -47,19 +47,36 @@ use crate::scan::{self, ScanOptions};
 /// The workspace path (`/a/b`, `/` for the root) of `p`, which must lie in the
 /// working directory (it need not exist: committing a removed path records the
 /// removal).
+///
+/// The directories leading to `p` are resolved (a symlink among them is followed,
+/// and where it leads must be inside the working directory); `p`'s own last
+/// component is not: a symlink named there is the entry meant, as in git, so
+/// `commit LINK` records the link and `restore LINK` puts the link back, never the
+/// file it points to (which the user did not name, and whose edits `restore` would
+/// discard). A last component of `.` or `..`, or a trailing `/`, names the
+/// directory reached, resolved whole (`LINK/` is the directory the link points to).
 pub(super) fn path_in_workdir(ctx: &Ctx, root: &Path, p: &Path) -> Result<String> {
     let full = resolve_path(ctx, p);
-    let canonical = match std::fs::canonicalize(&full) {
-        Ok(c) => c,
-        Err(_) => {
+    let resolved_whole = || std::fs::canonicalize(&full).map_err(|e| CliError::io(&full, e));
+    // The argument as typed: `Path` drops a trailing `/` or `/.`, which name the
+    // directory reached.
+    let last = p.as_os_str().as_encoded_bytes().rsplit(|b| *b == b'/').next();
+    let names_entry = !matches!(last, None | Some(b"" | b"." | b".."));
+    let canonical = match full.components().next_back() {
+        Some(std::path::Component::Normal(name)) if names_entry => {
             let parent = full.parent().unwrap_or(Path::new("/"));
-            let name = full
-                .file_name()
-                .ok_or_else(|| CliError::bad_path(&full, "names no file"))?;
-            std::fs::canonicalize(parent)
+            let entry = std::fs::canonicalize(parent)
                 .map_err(|e| CliError::io(&full, e))?
-                .join(name)
+                .join(name);
+            // The working directory itself, named through a symlink to it: the
+            // root, which is no entry of its own.
+            if !entry.starts_with(root) && resolved_whole().is_ok_and(|c| c == root) {
+                root.to_path_buf()
+            } else {
+                entry
+            }
         }
+        _ => resolved_whole()?,
     };
     let rel = canonical.strip_prefix(root).map_err(|_| {
         CliError::bad_path(
