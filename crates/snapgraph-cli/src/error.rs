@@ -71,6 +71,16 @@ pub enum CliError {
         /// What changed.
         what: String,
     },
+    /// A PATH named to `commit` that a commit does not record (ignored, a nested
+    /// repository, a socket or FIFO): refused rather than reported as nothing to
+    /// commit.
+    #[error("{}: a commit does not record it: {why}", .path.display())]
+    NotRecorded {
+        /// The path, in the working directory.
+        path: PathBuf,
+        /// Why not.
+        why: crate::scan::Unrecorded,
+    },
     /// A path inside a commit does not exist or is of the wrong kind.
     #[error("{path}: not found in commit {commit}")]
     NotInCommit {

@@ -782,12 +782,19 @@ pub fn rules_fingerprint(parent: &[u8; 32], ignore_file: Option<&[u8]>) -> [u8; 
 /// unreadable or invalid one is an error naming it). A path that is not there, or
 /// is a socket, FIFO or device, is not recorded.
 pub fn records(root: &Path, path: &str) -> Result<bool> {
+    Ok(unrecorded(root, path)?.is_none())
+}
+
+/// Why a scan of `root` would not record the entry at the workspace path `path`
+/// (see [`records`]); `None` when it would.
+pub fn unrecorded(root: &Path, path: &str) -> Result<Option<Unrecorded>> {
     let names: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     let mut rules: Vec<Gitignore> = Vec::new();
     let mut dir = root.to_path_buf();
     for (i, name) in names.iter().enumerate() {
+        let at = || names[..=i].join("/");
         if i == 0 && *name == DOT_DIR {
-            return Ok(false);
+            return Ok(Some(Unrecorded::Repository(at())));
         }
         let file = dir.join(IGNORE_FILE);
         match std::fs::read(&file) {
@@ -801,23 +808,56 @@ pub fn records(root: &Path, path: &str) -> Result<bool> {
             Ok(m) => Kind::of(rustix::fs::FileType::from_raw_mode(
                 std::os::unix::fs::MetadataExt::mode(&m),
             )),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Some(Unrecorded::Absent));
+            }
             Err(e) => return Err(CliError::io(&full, e)),
         };
         let is_dir = kind == Kind::Dir;
-        if ignored_by(&rules, &full, is_dir) || (is_dir && is_repository(&full)) {
-            return Ok(false);
+        if ignored_by(&rules, &full, is_dir) {
+            return Ok(Some(Unrecorded::Ignored(at())));
+        }
+        if is_dir && is_repository(&full) {
+            return Ok(Some(Unrecorded::Repository(at())));
         }
         let last = i + 1 == names.len();
         if !last && !is_dir {
-            return Ok(false);
+            return Ok(Some(Unrecorded::Absent));
         }
         if last {
-            return Ok(matches!(kind, Kind::File | Kind::Dir | Kind::Symlink));
+            return Ok(match kind {
+                Kind::File | Kind::Dir | Kind::Symlink => None,
+                _ => Some(Unrecorded::Special),
+            });
         }
         dir = full;
     }
-    Ok(false)
+    Ok(Some(Unrecorded::Absent))
+}
+
+/// Why a scan does not record an entry ([`unrecorded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// Nothing is there (or a file is where a directory on the way should be).
+    Absent,
+    /// Ignored by an ignore file: the entry, or the directory above it at this path
+    /// (below the root, without the leading `/`).
+    Ignored(String),
+    /// A repository's own directory, or a nested repository, at this path.
+    Repository(String),
+    /// A socket, FIFO or device.
+    Special,
+}
+
+impl std::fmt::Display for Unrecorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrecorded::Absent => f.write_str("nothing is there"),
+            Unrecorded::Ignored(at) => write!(f, "{at} is ignored by a {IGNORE_FILE} rule"),
+            Unrecorded::Repository(at) => write!(f, "{at} is a repository's own directory"),
+            Unrecorded::Special => f.write_str("a socket, FIFO or device holds no content"),
+        }
+    }
 }
 
 /// What a walk of `root` finds that the stat cache `ix` (whole, complete for the

@@ -227,6 +227,53 @@ fn snapgraphignore_is_respected() {
     );
 }
 
+/// A PATH named to `commit` that the scan leaves out (ignored itself or under an
+/// ignored directory, a FIFO) is refused with its reason, and nothing is committed;
+/// before, the commit reported "nothing to commit" (or, for a file the tip holds
+/// that became ignored, committed its removal) without saying the path was never
+/// looked at. A path that is gone is still a removal to commit, and a directory
+/// named commits what it holds but its ignored entries, as a whole commit does.
+#[test]
+fn commit_refuses_a_named_path_it_would_not_record() {
+    let t = repo();
+    write(t.path(), "a.txt", b"a");
+    write(t.path(), "x.log", b"log");
+    write(t.path(), "gone.txt", b"gone");
+    let one = commit_id(&ok(t.path(), &["commit", "-m", "one"]));
+    write(t.path(), ".snapgraphignore", b"*.log\nlogs/\n");
+    write(t.path(), "x.log", b"log, edited");
+    write(t.path(), "logs/q.txt", b"q");
+    let fifo = t.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for (named, why) in [
+        ("x.log", "x.log is ignored by a .snapgraphignore rule"),
+        ("logs", "logs is ignored by a .snapgraphignore rule"),
+        ("logs/q.txt", "logs is ignored by a .snapgraphignore rule"),
+        ("fifo", "a socket, FIFO or device holds no content"),
+    ] {
+        let err = fails(t.path(), &["commit", named, "a.txt", "-m", "named"]);
+        assert!(
+            err.contains(&format!("{named}: a commit does not record it: {why}")),
+            "{named}: {err}"
+        );
+    }
+    assert_eq!(json(t.path(), &["log", "-n", "1"])[0]["id"], one.as_str());
+    // What is gone is a removal; what a directory holds is committed but its
+    // ignored entries.
+    std::fs::remove_file(t.path().join("gone.txt")).unwrap();
+    write(t.path(), "sub/b.txt", b"b");
+    write(t.path(), "sub/c.log", b"c");
+    let c = json(t.path(), &["commit", "gone.txt", "sub", "-m", "paths"]);
+    let d = json(t.path(), &["diff", &one, c["id"].as_str().unwrap()]);
+    assert_eq!(d["added"], serde_json::json!(["/sub/b.txt"]), "{d}");
+    assert_eq!(d["removed"], serde_json::json!(["/gone.txt"]), "{d}");
+    assert_eq!(d["modified"], serde_json::json!([]), "{d}");
+}
+
 #[test]
 fn checkout_into_the_working_directory() {
     let t = repo();

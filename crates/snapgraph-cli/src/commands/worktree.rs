@@ -60,7 +60,11 @@ pub(super) fn path_in_workdir(ctx: &Ctx, root: &Path, p: &Path) -> Result<String
     let resolved_whole = || std::fs::canonicalize(&full).map_err(|e| CliError::io(&full, e));
     // The argument as typed: `Path` drops a trailing `/` or `/.`, which name the
     // directory reached.
-    let last = p.as_os_str().as_encoded_bytes().rsplit(|b| *b == b'/').next();
+    let last = p
+        .as_os_str()
+        .as_encoded_bytes()
+        .rsplit(|b| *b == b'/')
+        .next();
     let names_entry = !matches!(last, None | Some(b"" | b"." | b".."));
     let canonical = match full.components().next_back() {
         Some(std::path::Component::Normal(name)) if names_entry => {
@@ -120,12 +124,26 @@ pub(super) fn commit(
     let only = if paths.is_empty() {
         None
     } else {
-        Some(
-            paths
-                .iter()
-                .map(|p| path_in_workdir(ctx, &root, p))
-                .collect::<Result<Vec<_>>>()?,
-        )
+        let only = paths
+            .iter()
+            .map(|p| path_in_workdir(ctx, &root, p))
+            .collect::<Result<Vec<_>>>()?;
+        // A PATH named that the scan would leave out is refused: "nothing to
+        // commit" would hide that it was not looked at (and a file the tip holds
+        // that became ignored would be committed as removed). What is not there is
+        // a removal to record.
+        for (path, named) in only.iter().zip(paths).filter(|(p, _)| *p != "/") {
+            match scan::unrecorded(&root, path)? {
+                None | Some(scan::Unrecorded::Absent) => {}
+                Some(why) => {
+                    return Err(CliError::NotRecorded {
+                        path: resolve_path(ctx, named),
+                        why,
+                    })
+                }
+            }
+        }
+        Some(only)
     };
     // A detached HEAD commits only with --branch: onto that branch, which a new
     // name starts at the detached commit; HEAD then follows the branch.
