@@ -96,8 +96,8 @@ pub enum Command {
         /// One line per commit: `<12-hex id> <subject>`.
         #[arg(long)]
         oneline: bool,
-        /// Only commits that changed these paths (relative to the working directory's
-        /// root), after `--`.
+        /// Only commits that changed these paths (relative to the current directory,
+        /// as in git), after `--`.
         #[arg(last = true, value_name = "PATH")]
         paths: Vec<String>,
     },
@@ -123,7 +123,7 @@ pub enum Command {
         /// Exit with 1 when there are differences (0 when none).
         #[arg(long)]
         exit_code: bool,
-        /// Only these paths (relative to the working directory's root), after `--`.
+        /// Only these paths (relative to the current directory, as in git), after `--`.
         #[arg(last = true, value_name = "PATH")]
         paths: Vec<String>,
     },

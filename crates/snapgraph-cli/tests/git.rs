@@ -2,6 +2,7 @@
 //! authors, patches, renames and path restores.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 mod common;
 use common::*;
@@ -259,6 +260,77 @@ fn log_of_a_path_lists_the_commits_that_changed_it() {
         ["src only"]
     );
     assert!(subjects(&["log", "--", "nowhere"]).is_empty());
+}
+
+/// `diff -- PATH` and `log -- PATH` take PATH as git does: relative to the current
+/// directory (`.`, `..` and `./x` included), or absolute inside the working
+/// directory; one that leads out of it is an error naming it. Before, PATH was
+/// read from the root whatever the current directory, so `./src`, `.` and a name
+/// typed in a subdirectory matched nothing: an empty diff or log, with no error.
+#[test]
+fn history_paths_are_relative_to_the_current_directory() {
+    let t = repo();
+    let p = t.path();
+    write(p, "src/a.rs", b"1");
+    write(p, "src/deep/b.rs", b"1");
+    write(p, "doc.md", b"1");
+    ok(p, &["commit", "-m", "both"]);
+    write(p, "doc.md", b"2");
+    ok(p, &["commit", "-m", "doc only"]);
+    write(p, "src/a.rs", b"2");
+    write(p, "src/deep/b.rs", b"2");
+    let src = p.join("src");
+    let deep = src.join("deep");
+    // `--json` before `--` (after it, it would be a PATH).
+    let json = |dir: &Path, args: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&ok(dir, &[&["--json"], args].concat())).unwrap()
+    };
+    let subjects = |dir: &Path, args: &[&str]| -> Vec<String> {
+        json(dir, args)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["subject"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let modified = |dir: &Path, args: &[&str]| json(dir, args)["modified"].clone();
+    let both = serde_json::json!(["/src/a.rs", "/src/deep/b.rs"]);
+    for (dir, path) in [
+        (p, "./src"),
+        (p, "src/"),
+        (&src, "."),
+        (&deep, ".."),
+        (&deep, "../a.rs/../deep/.."),
+    ] {
+        assert_eq!(modified(dir, &["diff", "--", path]), both, "{path}");
+    }
+    assert_eq!(
+        modified(&src, &["diff", "--", "a.rs"]),
+        serde_json::json!(["/src/a.rs"])
+    );
+    let abs = deep.join("b.rs");
+    assert_eq!(
+        modified(&src, &["diff", "--", abs.to_str().unwrap()]),
+        serde_json::json!(["/src/deep/b.rs"])
+    );
+    assert_eq!(
+        subjects(&src, &["log", "--", "../doc.md"]),
+        ["doc only", "both"]
+    );
+    assert_eq!(subjects(&src, &["log", "--", "a.rs"]), ["both"]);
+    // Out of the working directory: an error, not an empty answer.
+    for path in ["../..", "/"] {
+        let err = fails(&src, &["diff", "--", path]);
+        assert!(
+            err.contains("outside the working directory"),
+            "{path}: {err}"
+        );
+        let err = fails(&src, &["log", "--", path]);
+        assert!(
+            err.contains("outside the working directory"),
+            "{path}: {err}"
+        );
+    }
 }
 
 #[test]

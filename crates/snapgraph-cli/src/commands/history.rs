@@ -43,7 +43,7 @@ pub(super) fn log(
     } else {
         // Commits whose change from their first parent touches a path (a root
         // commit: that holds one).
-        let limits = patch::limits(paths);
+        let limits = super::history_paths(ctx, &wd.root, paths)?;
         let mut out = Vec::new();
         for r in SnapshotGraph::ancestors(id, store) {
             if out.len() >= limit {
@@ -156,6 +156,7 @@ pub(super) fn diff(
     paths: &[String],
 ) -> Result<()> {
     let wd = ctx.open()?;
+    let limits = super::history_paths(ctx, &wd.root, paths)?;
     let a = wd.resolve(a.unwrap_or("HEAD"))?;
     let store: &dyn ObjectSource = wd.repo.store();
     let working;
@@ -170,7 +171,7 @@ pub(super) fn diff(
     let d = SnapshotGraph::diff(a, b, b_source)?;
     let mut sa = patch::Side::open(Some(a), store);
     let mut sb = patch::Side::open(Some(b), b_source);
-    let (value, text, n) = patch::render(&d, &mut sa, &mut sb, format, paths)?;
+    let (value, text, n) = patch::render(&d, &mut sa, &mut sb, format, &limits)?;
     ctx.print(value, |w| w.write_all(text.as_bytes()))?;
     if exit_code && n > 0 {
         return Err(CliError::Differences { count: n });

@@ -326,6 +326,65 @@ pub(super) fn resolve_path(ctx: &Ctx, p: &Path) -> PathBuf {
     }
 }
 
+/// The workspace paths (`/a/b`, `/` for the root) of `-- PATH` arguments that
+/// limit a history (`diff`, `log`): relative to the current directory, as git's
+/// pathspecs and `commit PATH` are; an absolute one below the working directory
+/// `root` (as the current directory was named, or its canonical path). `.` and
+/// `..` are taken lexically: a path of history need not exist in the working
+/// directory, so nothing is resolved on disk but the current directory itself. A
+/// path that leads out of the working directory is an error naming it (it would
+/// match nothing).
+pub(super) fn history_paths(ctx: &Ctx, root: &Path, paths: &[String]) -> Result<Vec<String>> {
+    use std::path::Component;
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Where the command runs, below the root (whose path is canonical).
+    let cwd = std::fs::canonicalize(&ctx.cwd).unwrap_or_else(|_| ctx.cwd.clone());
+    let here: Vec<&std::ffi::OsStr> = match cwd.strip_prefix(root) {
+        Ok(rel) => rel.iter().collect(),
+        Err(_) => Vec::new(),
+    };
+    let outside = |p: &str| {
+        CliError::bad_path(
+            Path::new(p),
+            format!("outside the working directory {}", root.display()),
+        )
+    };
+    paths
+        .iter()
+        .map(|p| {
+            let given = Path::new(p);
+            let (mut at, rest) = if !given.is_absolute() {
+                (here.clone(), given)
+            } else if let Ok(rest) = given.strip_prefix(root) {
+                (Vec::new(), rest)
+            } else if let Ok(rest) = given.strip_prefix(&ctx.cwd) {
+                (here.clone(), rest)
+            } else {
+                return Err(outside(p));
+            };
+            for c in rest.components() {
+                match c {
+                    Component::Normal(name) => at.push(name),
+                    Component::ParentDir => {
+                        at.pop().ok_or_else(|| outside(p))?;
+                    }
+                    Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+                }
+            }
+            let names: Vec<&str> = at
+                .iter()
+                .map(|n| {
+                    n.to_str()
+                        .ok_or_else(|| CliError::bad_path(Path::new(p), "not valid UTF-8"))
+                })
+                .collect::<Result<_>>()?;
+            Ok(format!("/{}", names.join("/")))
+        })
+        .collect()
+}
+
 /// A workspace holding commit `id`'s trees, file bytes left in `source`.
 pub(super) fn shallow(id: ObjectId, source: &dyn ObjectSource) -> Result<Workspace> {
     checked_out(id, source, CheckoutOptions::new().shallow(true))

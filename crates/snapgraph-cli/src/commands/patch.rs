@@ -167,15 +167,6 @@ pub(super) struct Options {
     pub similar: Option<u8>,
 }
 
-/// Absolute workspace paths (`/a/b`) of `-- PATH` arguments (relative to the
-/// working directory's root).
-pub(super) fn limits(paths: &[String]) -> Vec<String> {
-    paths
-        .iter()
-        .map(|p| format!("/{}", p.trim_matches('/')))
-        .collect()
-}
-
 /// Whether `path` is one of `limits` or below one (no limits: everything).
 pub(super) fn within(path: &str, limits: &[String]) -> bool {
     limits.is_empty()
@@ -634,10 +625,10 @@ pub(super) fn render(
     a: &mut Side<'_>,
     b: &mut Side<'_>,
     fmt: &crate::cli::DiffFormat,
-    paths: &[String],
+    limits: &[String],
 ) -> Result<(Value, String, usize)> {
     let opts = Options {
-        paths: limits(paths),
+        paths: limits.to_vec(),
         similar: fmt.find_renames.then_some(fmt.threshold),
     };
     let list = entries(d, a, b, &opts)?;
