@@ -318,6 +318,14 @@ fn history_paths_are_relative_to_the_current_directory() {
         ["doc only", "both"]
     );
     assert_eq!(subjects(&src, &["log", "--", "a.rs"]), ["both"]);
+    // `REV:PATH` is from the root, or from here with `./` or `../` (git's rule).
+    assert_eq!(ok(&src, &["cat", "HEAD:./a.rs"]), "1");
+    assert_eq!(ok(&deep, &["cat", "HEAD:../a.rs"]), "1");
+    assert_eq!(ok(&deep, &["cat", "HEAD:src/a.rs"]), "1");
+    let listed = json(&deep, &["ls", "HEAD:.."]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+    let err = fails(&src, &["cat", "HEAD:../../x"]);
+    assert!(err.contains("outside the working directory"), "{err}");
     // Out of the working directory: an error, not an empty answer.
     for path in ["../..", "/"] {
         let err = fails(&src, &["diff", "--", path]);

@@ -188,9 +188,26 @@ fn entry_json(name: &str, m: &snapgraph::Metadata, target: Option<&str>) -> Valu
     json!({"name": name, "kind": kind, "mode": format!("{:04o}", m.mode), "size": m.size, "target": target})
 }
 
+/// `REV:PATH` resolved as git does: PATH from the root, unless it starts with
+/// `./` or `../` (or is `.` or `..`): then from the current directory.
+fn rev_path(
+    ctx: &Ctx,
+    wd: &crate::repo::Workdir,
+    spec: &str,
+    need_path: bool,
+) -> Result<(ObjectId, String)> {
+    let (id, path) = wd.resolve_path(spec, need_path)?;
+    let given = &path[1..];
+    if [".", ".."].contains(&given) || given.starts_with("./") || given.starts_with("../") {
+        let path = super::history_paths(ctx, &wd.root, &[given.to_string()])?;
+        return Ok((id, path.into_iter().next().unwrap_or_else(|| "/".into())));
+    }
+    Ok((id, path))
+}
+
 pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
     let wd = ctx.open()?;
-    let (id, path) = wd.resolve_path(spec, false)?;
+    let (id, path) = rev_path(ctx, &wd, spec, false)?;
     let below = if recursive {
         Below::All
     } else {
@@ -267,7 +284,7 @@ pub(super) fn ls(ctx: &Ctx, spec: &str, recursive: bool) -> Result<()> {
 
 pub(super) fn cat(ctx: &Ctx, spec: &str) -> Result<()> {
     let wd = ctx.open()?;
-    let (id, path) = wd.resolve_path(spec, true)?;
+    let (id, path) = rev_path(ctx, &wd, spec, true)?;
     let store: &dyn ObjectSource = wd.repo.store();
     let ws = checked_out_at(id, store, &[&path], Below::Nothing)?;
     match ws.metadata(&path) {
