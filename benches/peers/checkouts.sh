@@ -24,7 +24,9 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 what=${1:?usage: checkouts.sh STEP SG DIR}
-SG=$(command -v "${2:?usage: checkouts.sh STEP SG DIR}" || realpath "$2")
+SG=${2:?usage: checkouts.sh STEP SG DIR}
+# Absolute: the steps run in other directories.
+case $SG in */*) SG=$(realpath "$SG") ;; *) SG=$(command -v "$SG") ;; esac
 D=${3:?usage: checkouts.sh STEP SG DIR}
 
 # fresh: an empty DIR/tree with a repository whose store is DIR/repo/store.db.
