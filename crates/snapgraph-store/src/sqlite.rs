@@ -586,6 +586,9 @@ impl SqliteStore {
         )?;
         let fail = self.fail("put_many");
         let mut conn = self.lock_clear()?;
+        // What the batch wrote into segment files, once synced (taken back if the
+        // commit fails).
+        let mut written = None;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
@@ -780,12 +783,18 @@ impl SqliteStore {
                 handle.write_at(bytes, 1).map_err(put_fail(id))?;
             }
             if let Some(appender) = appender {
-                appender.finish(&tx).map_err(|reason| {
+                written = Some(appender.finish(&tx).map_err(|reason| {
                     StoreError::backend(format!("sqlite put_many into {}", self.path), reason)
-                })?;
+                })?);
             }
         }
-        tx.commit().map_err(&fail)?;
+        if let Err(e) = tx.commit() {
+            // Rolled back: the segment bytes it wrote name no row (see `segments`).
+            if let Some(w) = written {
+                w.undo(&mut conn);
+            }
+            return Err(fail(e));
+        }
         drop(conn); // the dictionaries' lock is never taken under the connection's
         if let Some(d) = new_dict {
             let mut dicts = self.dicts.lock().unwrap_or_else(|p| p.into_inner());

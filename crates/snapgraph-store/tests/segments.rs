@@ -404,3 +404,61 @@ fn verify_finds_a_segment_counted_short() {
     assert_eq!(report.problems.len(), 40, "{:?}", report.problems);
     assert!(report.problems[0].to_string().contains("missing"));
 }
+
+/// A batch that fails after its records reached a segment file (here a row the
+/// database refuses, through a trigger) takes them back: a segment file it created
+/// is deleted, one it appended to is cut back to its length before. Before, the
+/// bytes stayed until a repack: on a full disk (the usual way a batch fails
+/// there) they held the space every later commit, and the collection that would
+/// have freed it, needed.
+#[test]
+fn a_failed_batch_leaves_no_segment_bytes_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let refuse = |on: bool| {
+        let conn = Connection::open(&path).unwrap();
+        let sql = if on {
+            "CREATE TRIGGER refuse BEFORE INSERT ON objects \
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+        } else {
+            "DROP TRIGGER refuse"
+        };
+        conn.execute_batch(sql).unwrap();
+    };
+    let first = blobs(1, 40, 30_000);
+    let second = blobs(500, 40, 30_000);
+    let try_put = |objects: &[(ObjectId, Vec<u8>)]| {
+        let b: Vec<(ObjectId, &[u8])> = objects.iter().map(|(id, b)| (*id, &b[..])).collect();
+        store.put_many(&b)
+    };
+
+    // A new segment: the file it created is gone.
+    refuse(true);
+    let err = try_put(&first).unwrap_err();
+    assert!(err.to_string().contains("refused by the test"), "{err}");
+    assert!(
+        segment_files(&store).is_empty(),
+        "{:?}",
+        segment_files(&store)
+    );
+    refuse(false);
+    put(&store, &first);
+    let files = segment_files(&store);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let length = std::fs::metadata(&files[0]).unwrap().len();
+    assert_eq!(length, 40 * 30_000);
+
+    // Appended to the newest segment: cut back to where it was.
+    refuse(true);
+    try_put(&second).unwrap_err();
+    assert_eq!(segment_files(&store), files);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), length);
+    refuse(false);
+    put(&store, &second);
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().len(), 2 * 40 * 30_000);
+    assert_reads(&store, &first);
+    assert_reads(&store, &second);
+    let report = snapgraph_store::verify(&store, false).unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}

@@ -226,6 +226,7 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&fail)?;
         let mut gone = Vec::new();
+        let written;
         {
             let mut appender = segments::Appender::begin(&tx, files).map_err(&fail)?;
             let mut current = tx
@@ -263,11 +264,15 @@ impl SqliteStore {
                 gone.extend(segments::unlive(&tx, r).map_err(&fail)?);
                 report.rewritten += 1;
             }
-            appender
+            written = appender
                 .finish(&tx)
                 .map_err(|reason| self.segment_error(reason))?;
         }
-        tx.commit().map_err(&fail)?;
+        if let Err(e) = tx.commit() {
+            // Rolled back: the records moved name no row (see `segments`).
+            written.undo(&mut conn);
+            return Err(fail(e));
+        }
         drop(conn);
         report.segments_removed += files.remove(&gone);
         Ok(())

@@ -29,7 +29,9 @@
 //!   row and file. A new file is created or truncated: only a writer that died before
 //!   its commit can have left one under that number, and nothing refers into it.
 //!   Bytes written by a writer that died are left where they are (garbage, reclaimed
-//!   by a repack when the segment is mostly dead).
+//!   by a repack when the segment is mostly dead). A writer that fails takes its
+//!   bytes back ([`Appender`]'s drop, [`Written::undo`]): a full disk, the usual
+//!   failure here, must not keep the space the next write needs.
 //! - **Counts.** `segments.live` and `segments.bytes` count the rows naming the
 //!   segment and their records' lengths; a deletion or a repack that moves the last
 //!   one deletes the row and, after its commit, the file.
@@ -287,6 +289,13 @@ impl Segments {
 }
 
 /// Records being appended under one write transaction.
+///
+/// Dropped before [`finish`](Self::finish) (an error on the way: a write, a sync or
+/// a row that failed, with the transaction still open and its write lock held),
+/// it takes back what it wrote: the files it created are deleted, the ones it
+/// appended to cut back to their length before. A failed batch so leaves nothing
+/// behind, where its bytes used to stay until a repack: on a full disk they kept
+/// the space the next commit (and the collection that would free it) needed.
 pub(super) struct Appender<'a> {
     segments: &'a Segments,
     /// The segment written to, its file and its length.
@@ -297,6 +306,28 @@ pub(super) struct Appender<'a> {
     created: bool,
     /// Rows' count and bytes to add per segment once the rows are in.
     counts: HashMap<i64, (i64, i64)>,
+    /// Every segment file written to, and how: what an undo takes back.
+    touched: Vec<Touched>,
+}
+
+/// A segment file a batch wrote to.
+#[derive(Debug, Clone, Copy)]
+struct Touched {
+    segment: i64,
+    /// Created by the batch (its row is the batch's too).
+    created: bool,
+    /// Its length before the batch.
+    start: u64,
+    /// Its length once the batch's records were written.
+    end: u64,
+}
+
+/// What a finished [`Appender`] wrote, for [`Written::undo`] if the transaction's
+/// commit fails.
+#[derive(Debug)]
+pub(super) struct Written<'a> {
+    segments: &'a Segments,
+    touched: Vec<Touched>,
 }
 
 impl<'a> Appender<'a> {
@@ -313,6 +344,7 @@ impl<'a> Appender<'a> {
             written: Vec::new(),
             created: false,
             counts: HashMap::new(),
+            touched: Vec::new(),
         })
     }
 
@@ -349,6 +381,9 @@ impl<'a> Appender<'a> {
             len,
         };
         *at += bytes.len() as u64;
+        if let Some(t) = self.touched.last_mut() {
+            t.end = *at;
+        }
         Ok(r)
     }
 
@@ -381,6 +416,12 @@ impl<'a> Appender<'a> {
                         .map_err(|e| format!("segment file {}: {e}", path.display()))?
                         .len();
                     if at == 0 || at + need <= SEGMENT_SIZE {
+                        self.touched.push(Touched {
+                            segment: n,
+                            created: false,
+                            start: at,
+                            end: at,
+                        });
                         self.current = Some((n, file, at));
                         return Ok(());
                     }
@@ -404,6 +445,14 @@ impl<'a> Appender<'a> {
             }
         }
         let path = self.segments.file(n);
+        // Touched before it is opened: a file the open left behind (created, then
+        // truncation failed) goes too.
+        self.touched.push(Touched {
+            segment: n,
+            created: true,
+            start: 0,
+            end: 0,
+        });
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -423,7 +472,9 @@ impl<'a> Appender<'a> {
     }
 
     /// Syncs what was written and adds the rows' counts: call before the commit.
-    pub fn finish(mut self, tx: &Transaction<'_>) -> Result<(), String> {
+    /// What was written, for [`Written::undo`] should the commit fail; an error
+    /// here takes it back at once (the transaction is still open).
+    pub fn finish(mut self, tx: &Transaction<'_>) -> Result<Written<'a>, String> {
         if let Some((_, file, _)) = self.current.take() {
             self.written.push(file);
         }
@@ -443,7 +494,74 @@ impl<'a> Appender<'a> {
             add.execute(params![segment, rows, bytes])
                 .map_err(|e| format!("counting segment rows: {e}"))?;
         }
-        Ok(())
+        Ok(Written {
+            segments: self.segments,
+            touched: std::mem::take(&mut self.touched),
+        })
+    }
+}
+
+impl Drop for Appender<'_> {
+    fn drop(&mut self) {
+        // Unfinished: the transaction that would name these bytes is still open
+        // (its write lock held: no other writer appends meanwhile) and will not
+        // commit.
+        self.current = None;
+        self.written.clear();
+        for t in self.touched.drain(..).rev() {
+            take_back(self.segments, &t);
+        }
+    }
+}
+
+impl Written<'_> {
+    /// Takes back what the batch wrote after its transaction failed to commit
+    /// (rolled back, its write lock released): under a new write transaction on
+    /// `conn`, a file the batch created is deleted if no row names its segment, and
+    /// one it appended to is cut back, each only if its length is still the one the
+    /// batch left (a writer that came in between appended after it, and its bytes
+    /// stay: a repack reclaims them). Best effort: whatever is left is garbage no
+    /// row names, as before.
+    pub fn undo(self, conn: &mut rusqlite::Connection) {
+        let Ok(tx) = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        else {
+            return;
+        };
+        // The batch may have made the table (a store's first segment): without
+        // it, no row names anything. A read that fails names everything.
+        let table = has_table(&tx);
+        for t in self.touched.iter().rev() {
+            let named = || match table {
+                Ok(false) => false,
+                Ok(true) => tx
+                    .query_row(
+                        "SELECT 1 FROM segments WHERE segment = ?1",
+                        [t.segment],
+                        |_| Ok(()),
+                    )
+                    .optional()
+                    .map_or(true, |r| r.is_some()),
+                Err(_) => true,
+            };
+            let len = std::fs::metadata(self.segments.file(t.segment)).map(|m| m.len());
+            if len.is_ok_and(|len| len == t.end) && !(t.created && named()) {
+                take_back(self.segments, t);
+            }
+        }
+        // Nothing was written: the lock is simply let go.
+        let _ = tx.rollback();
+    }
+}
+
+/// Deletes the file of `t` if the batch created it, else cuts it back to its length
+/// before the batch (best effort).
+fn take_back(segments: &Segments, t: &Touched) {
+    let path = segments.file(t.segment);
+    segments.forget(t.segment);
+    if t.created {
+        let _ = std::fs::remove_file(&path);
+    } else if let Ok(f) = OpenOptions::new().write(true).open(&path) {
+        let _ = f.set_len(t.start);
     }
 }
 
@@ -549,4 +667,104 @@ fn write_all_at(file: &File, mut buf: &[u8], mut at: u64) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database with the tables an appender needs, and its segments.
+    fn setup(dir: &Path) -> (rusqlite::Connection, Segments) {
+        let db = dir.join("store.db");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+             INSERT INTO meta VALUES ('schema_version', 3);",
+        )
+        .unwrap();
+        (conn, Segments::of(&db))
+    }
+
+    /// Appends `records` of `len` bytes under a new transaction, finishes, and
+    /// commits only if `commit`: else the transaction is rolled back as a failed
+    /// commit leaves it, and what was written is handed back.
+    fn batch<'s>(
+        conn: &mut rusqlite::Connection,
+        segments: &'s Segments,
+        records: usize,
+        len: usize,
+        commit: bool,
+    ) -> Option<Written<'s>> {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        let mut appender = Appender::begin(&tx, segments).unwrap();
+        for i in 0..records {
+            let r = appender.append(&tx, 0, &vec![i as u8; len]).unwrap();
+            appender.count(&r);
+        }
+        let written = appender.finish(&tx).unwrap();
+        if commit {
+            tx.commit().unwrap();
+            None
+        } else {
+            tx.rollback().unwrap();
+            Some(written)
+        }
+    }
+
+    /// What a batch whose commit failed wrote is taken back once the write lock is
+    /// held again: the file it created (no row names it) deleted, the one it
+    /// appended to cut back; unless a writer came in between and appended after it,
+    /// whose bytes must stay.
+    #[test]
+    fn a_failed_commit_s_segment_bytes_are_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, segments) = setup(dir.path());
+        let written = batch(&mut conn, &segments, 3, 1000, false).unwrap();
+        assert!(segments.file(1).exists());
+        written.undo(&mut conn);
+        assert!(!segments.file(1).exists());
+
+        batch(&mut conn, &segments, 2, 1000, true);
+        let file = segments.file(1);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 2000);
+        let written = batch(&mut conn, &segments, 3, 1000, false).unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 5000);
+        written.undo(&mut conn);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 2000);
+
+        // Another writer appended after the failed batch: nothing is cut.
+        let written = batch(&mut conn, &segments, 3, 1000, false).unwrap();
+        batch(&mut conn, &segments, 1, 1000, true);
+        written.undo(&mut conn);
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 6000);
+        // And a created file a committed row now names stays.
+        let written = batch(&mut conn, &segments, 1, SEGMENT_SIZE as usize, false).unwrap();
+        let created = segments.file(2);
+        assert!(created.exists());
+        batch(&mut conn, &segments, 1, SEGMENT_SIZE as usize, true);
+        written.undo(&mut conn);
+        assert!(created.exists());
+    }
+
+    /// An appender dropped unfinished (an error on the way) takes back at once
+    /// what it wrote, in the same transaction.
+    #[test]
+    fn an_unfinished_appender_takes_its_bytes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, segments) = setup(dir.path());
+        batch(&mut conn, &segments, 2, 1000, true);
+        let tx = conn.transaction().unwrap();
+        let mut appender = Appender::begin(&tx, &segments).unwrap();
+        appender.append(&tx, 0, &[7; 1000]).unwrap();
+        // A record too large for the segment: a second, new file.
+        appender
+            .append(&tx, 0, &vec![8; SEGMENT_SIZE as usize])
+            .unwrap();
+        assert!(segments.file(2).exists());
+        drop(appender);
+        assert_eq!(std::fs::metadata(segments.file(1)).unwrap().len(), 2000);
+        assert!(!segments.file(2).exists());
+    }
 }
