@@ -36,6 +36,10 @@ use crate::repo::DOT_DIR;
 /// The name of ignore files.
 pub const IGNORE_FILE: &str = ".snapgraphignore";
 
+/// The error of a name a snapshot cannot hold, with the way around it.
+const NOT_UTF8_NAME: &str =
+    "file name is not valid UTF-8 (snapshots hold UTF-8 names; a .snapgraphignore rule leaves it out)";
+
 /// What a scan did.
 #[derive(Debug, Default)]
 pub struct ScanReport {
@@ -597,7 +601,7 @@ fn walk_with(
             let name = match child {
                 Some(&(_, name, _)) => name,
                 None => std::str::from_utf8(name)
-                    .map_err(|_| CliError::bad_path(full_path, "file name is not valid UTF-8"))?,
+                    .map_err(|_| CliError::bad_path(full_path, NOT_UTF8_NAME))?,
             };
             let at = child.map(|&(at, _, _)| at);
             path.push_str(name);
@@ -1516,7 +1520,11 @@ pub fn scan_batched(
                         let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
                         let target = std::fs::read_link(full).at(full)?;
                         let target = target.to_str().ok_or_else(|| {
-                            CliError::bad_path(full, "symlink target is not valid UTF-8")
+                            CliError::bad_path(
+                                full,
+                                "symlink target is not valid UTF-8 (snapshots hold UTF-8 \
+                                 names and targets; a .snapgraphignore rule leaves it out)",
+                            )
                         })?;
                         let same = current
                             .as_ref()

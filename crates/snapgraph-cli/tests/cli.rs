@@ -745,6 +745,14 @@ fn error_paths_print_useful_messages() {
         std::fs::write(t.path().join(name), b"x").unwrap();
         let err = fails(t.path(), &["commit", "-m", "bad"]);
         assert!(err.contains("UTF-8") && err.contains("bad"), "{err}");
+        // The way around it is named, and works.
+        assert!(
+            err.contains("a .snapgraphignore rule leaves it out"),
+            "{err}"
+        );
+        write(t.path(), ".snapgraphignore", b"bad*\n");
+        ok(t.path(), &["commit", "-m", "bad left out"]);
+        std::fs::remove_file(t.path().join(".snapgraphignore")).unwrap();
         std::fs::remove_file(t.path().join(name)).unwrap();
     }
     // An unreadable file: tests/unprivileged.rs (it needs a user who is not root).
