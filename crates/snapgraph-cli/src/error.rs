@@ -79,7 +79,7 @@ pub enum CliError {
         /// The path, in the working directory.
         path: PathBuf,
         /// Why not.
-        why: crate::scan::Unrecorded,
+        why: Unrecorded,
     },
     /// A path inside a commit does not exist or is of the wrong kind.
     #[error("{path}: not found in commit {commit}")]
@@ -247,5 +247,30 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl AsRef<Path>) -> Result<T> {
         self.map_err(|e| CliError::io(path, e))
+    }
+}
+
+/// Why a scan does not record an entry ([`crate::scan::unrecorded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// Nothing is there (or a file is where a directory on the way should be).
+    Absent,
+    /// Ignored by an ignore file: the entry, or the directory above it at this path
+    /// (below the root, without the leading `/`).
+    Ignored(String),
+    /// A repository's own directory, or a nested repository, at this path.
+    Repository(String),
+    /// A socket, FIFO or device.
+    Special,
+}
+
+impl std::fmt::Display for Unrecorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unrecorded::Absent => f.write_str("nothing is there"),
+            Unrecorded::Ignored(at) => write!(f, "{at} is ignored by a .snapgraphignore rule"),
+            Unrecorded::Repository(at) => write!(f, "{at} is a repository's own directory"),
+            Unrecorded::Special => f.write_str("a socket, FIFO or device holds no content"),
+        }
     }
 }

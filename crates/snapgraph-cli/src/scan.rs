@@ -29,7 +29,7 @@ use rustix::fs::AtFlags;
 use snapgraph::{EntryKind, ObjectSource, Workspace};
 
 use crate::ahead::{self, Ahead, Kept};
-use crate::error::{CliError, IoContext, Result};
+use crate::error::{CliError, IoContext, Result, Unrecorded};
 use crate::index::{digest_of, file_mode, Digest, FileStat, Index, IndexEntry, Listing};
 use crate::repo::DOT_DIR;
 
@@ -837,31 +837,6 @@ pub fn unrecorded(root: &Path, path: &str) -> Result<Option<Unrecorded>> {
         dir = full;
     }
     Ok(Some(Unrecorded::Absent))
-}
-
-/// Why a scan does not record an entry ([`unrecorded`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unrecorded {
-    /// Nothing is there (or a file is where a directory on the way should be).
-    Absent,
-    /// Ignored by an ignore file: the entry, or the directory above it at this path
-    /// (below the root, without the leading `/`).
-    Ignored(String),
-    /// A repository's own directory, or a nested repository, at this path.
-    Repository(String),
-    /// A socket, FIFO or device.
-    Special,
-}
-
-impl std::fmt::Display for Unrecorded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unrecorded::Absent => f.write_str("nothing is there"),
-            Unrecorded::Ignored(at) => write!(f, "{at} is ignored by a {IGNORE_FILE} rule"),
-            Unrecorded::Repository(at) => write!(f, "{at} is a repository's own directory"),
-            Unrecorded::Special => f.write_str("a socket, FIFO or device holds no content"),
-        }
-    }
 }
 
 /// What a walk of `root` finds that the stat cache `ix` (whole, complete for the

@@ -134,7 +134,7 @@ pub(super) fn commit(
         // a removal to record.
         for (path, named) in only.iter().zip(paths).filter(|(p, _)| *p != "/") {
             match scan::unrecorded(&root, path)? {
-                None | Some(scan::Unrecorded::Absent) => {}
+                None | Some(crate::error::Unrecorded::Absent) => {}
                 Some(why) => {
                     return Err(CliError::NotRecorded {
                         path: resolve_path(ctx, named),
