@@ -76,20 +76,7 @@ PY
 big)
   fresh
   # run.sh's big tree: files of 4 KiB to 8 MiB of random bytes, 1 GiB in all.
-  python3 - "$D/tree" "${BIG_MIB:-1024}" <<'PY'
-import os, random, sys
-out, mib = sys.argv[1], int(sys.argv[2])
-rng = random.Random(7)
-left, i = mib * 1048576, 0
-while left > 0:
-    size = min(left, rng.choice([4096, 65536, 262144, 1048576, 8388608]))
-    path = os.path.join(out, f"d{i % 37}", f"e{i % 11}", f"f{i}")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(os.urandom(size))
-    left -= size
-    i += 1
-PY
+  python3 "$HERE/bigtree.py" "$D/tree" "${BIG_MIB:-1024}"
   (cd "$D/tree" && "$SG" commit -q -m big >/dev/null)
   branch_of_one few d0/e0/f0
   ;;

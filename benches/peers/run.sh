@@ -460,20 +460,7 @@ done
 if [ "$BIG_MIB" -gt 0 ]; then
   BIG=$SHM/big
   echo "generating a $BIG_MIB MiB tree" >&2
-  python3 - "$BIG/tree" "$BIG_MIB" <<'PY'
-import os, random, sys
-out, mib = sys.argv[1], int(sys.argv[2])
-rng = random.Random(7)
-left, i = mib * 1048576, 0
-while left > 0:
-    size = min(left, rng.choice([4096, 65536, 262144, 1048576, 8388608]))
-    path = os.path.join(out, f"d{i % 37}", f"e{i % 11}", f"f{i}")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(os.urandom(size))
-    left -= size
-    i += 1
-PY
+  python3 benches/peers/bigtree.py "$BIG/tree" "$BIG_MIB"
   big_bytes=$(du -sb "$BIG/tree" | cut -f1)
   big_files=$(find "$BIG/tree" -type f | wc -l)
   tar -C "$BIG/tree" -cf "$BIG/tree.tar" .
