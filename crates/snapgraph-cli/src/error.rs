@@ -269,7 +269,12 @@ impl std::fmt::Display for Unrecorded {
         match self {
             Unrecorded::Absent => f.write_str("nothing is there"),
             Unrecorded::Ignored(at) => write!(f, "{at} is ignored by a .snapgraphignore rule"),
-            Unrecorded::Repository(at) => write!(f, "{at} is a repository's own directory"),
+            Unrecorded::Repository(at) if at == ".snapgraph" => {
+                f.write_str("it is the repository's own directory")
+            }
+            Unrecorded::Repository(at) => {
+                write!(f, "{at} is a nested repository (it has its own .snapgraph)")
+            }
             Unrecorded::Special => f.write_str("a socket, FIFO or device holds no content"),
         }
     }

@@ -243,6 +243,8 @@ fn commit_refuses_a_named_path_it_would_not_record() {
     write(t.path(), ".snapgraphignore", b"*.log\nlogs/\n");
     write(t.path(), "x.log", b"log, edited");
     write(t.path(), "logs/q.txt", b"q");
+    write(t.path(), "nested/n.txt", b"n");
+    ok(&t.path().join("nested"), &["init", "--force"]);
     let fifo = t.path().join("fifo");
     assert!(std::process::Command::new("mkfifo")
         .arg(&fifo)
@@ -254,6 +256,10 @@ fn commit_refuses_a_named_path_it_would_not_record() {
         ("logs", "logs is ignored by a .snapgraphignore rule"),
         ("logs/q.txt", "logs is ignored by a .snapgraphignore rule"),
         ("fifo", "a socket, FIFO or device holds no content"),
+        (
+            "nested/n.txt",
+            "nested is a nested repository (it has its own .snapgraph)",
+        ),
     ] {
         let err = fails(t.path(), &["commit", named, "a.txt", "-m", "named"]);
         assert!(
