@@ -154,30 +154,45 @@ pub fn import<R: Read>(
         let Some(path) = entry_path(&name).map_err(|r| bad(&name, r))? else {
             continue;
         };
-        // Refuse paths through a symlink of the archive.
+        // The workspace's own path rules (depth, name and path length).
+        snapgraph::path::parse(&path).map_err(|e| bad(&name, e.reason))?;
+        // Refuse paths through a symlink or a file of the archive.
         let mut prefix = String::new();
         let components: Vec<&str> = path[1..].split('/').collect();
         for c in &components[..components.len() - 1] {
             prefix.push('/');
             prefix.push_str(c);
-            if ws
-                .metadata(&prefix)
-                .is_ok_and(|m| m.kind == EntryKind::Symlink)
-            {
-                return Err(bad(&name, "lies below a symlink"));
+            match ws.metadata(&prefix).map(|m| m.kind) {
+                Ok(EntryKind::Symlink) => return Err(bad(&name, "lies below a symlink")),
+                Ok(EntryKind::File) => {
+                    return Err(bad(
+                        &name,
+                        &format!("lies below {:?}, a file of the archive", &prefix[1..]),
+                    ))
+                }
+                _ => {}
             }
         }
+        // What the workspace refuses names the archive and the entry too.
+        let fs = |e: snapgraph::FsError| bad(&name, &e.to_string());
         // A missing mode (some writers leave it empty for links) counts as 0o644.
         let mode = entry.header().mode().unwrap_or(0o644);
         match entry.header().entry_type() {
-            tar::EntryType::Directory => ws.mkdir(&path)?,
+            tar::EntryType::Directory => {
+                // A later entry replaces an earlier one of the same name, as tar
+                // extracts them.
+                if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::Dir) {
+                    ws.remove(&path).map_err(fs)?;
+                }
+                ws.mkdir(&path).map_err(fs)?
+            }
             tar::EntryType::Symlink => {
                 let target =
                     link_target(&entry).map_err(|r| bad(&name, &format!("symlink {r}")))?;
                 if ws.exists(&path) {
-                    ws.remove(&path)?;
+                    ws.remove(&path).map_err(fs)?;
                 }
-                ws.symlink(&path, &target)?;
+                ws.symlink(&path, &target).map_err(fs)?;
             }
             tar::EntryType::Link => {
                 let target =
@@ -194,7 +209,7 @@ pub fn import<R: Read>(
                         ),
                     ));
                 }
-                total += ws.metadata(&from)?.size;
+                total += ws.metadata(&from).map_err(fs)?.size;
                 if total > budget {
                     return Err(bad(
                         &name,
@@ -204,9 +219,9 @@ pub fn import<R: Read>(
                     ));
                 }
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
-                    ws.remove(&path)?;
+                    ws.remove(&path).map_err(fs)?;
                 }
-                ws.copy_file(&from, &path)?;
+                ws.copy_file(&from, &path).map_err(fs)?;
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
@@ -217,7 +232,7 @@ pub fn import<R: Read>(
                     ));
                 }
                 if ws.metadata(&path).is_ok_and(|m| m.kind != EntryKind::File) {
-                    ws.remove(&path)?;
+                    ws.remove(&path).map_err(fs)?;
                 }
                 // Whole, or streamed in past `batches::STREAM_MIN` (a header's size
                 // is only a claim: what arrives is what counts).
@@ -233,7 +248,8 @@ pub fn import<R: Read>(
                     return Err(bad(&name, &format!("truncated: {read} of {size} bytes")));
                 }
                 total += size;
-                ws.set_mode(&path, crate::index::file_mode(mode))?;
+                ws.set_mode(&path, crate::index::file_mode(mode))
+                    .map_err(fs)?;
             }
             other => {
                 eprintln!(
