@@ -51,26 +51,7 @@ pub enum Command {
     },
     /// Snapshot the working directory onto a branch; with PATHs, only the changes
     /// under them, on top of the branch tip (the rest of the tree is kept).
-    Commit {
-        /// Files or directories inside the working directory to take changes from.
-        paths: Vec<PathBuf>,
-        /// The commit message.
-        #[arg(short, long)]
-        message: Option<String>,
-        /// The branch (default: the current one).
-        #[arg(long, short)]
-        branch: Option<String>,
-        /// Extra metadata, `KEY=VALUE` (repeatable).
-        #[arg(long, value_name = "KEY=VALUE")]
-        meta: Vec<String>,
-        /// Create a commit even when nothing changed.
-        #[arg(long)]
-        allow_empty: bool,
-        /// Write new content to the store whenever this many bytes were read (what
-        /// bounds the commit's memory).
-        #[arg(long, value_name = "BYTES", default_value_t = BATCH_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
-        batch_bytes: u64,
-    },
+    Commit(CommitArgs),
     /// Show what changed in the working directory since HEAD's commit (and whether
     /// HEAD is detached); a file moved with its content is `R old -> new`.
     Status {
@@ -390,6 +371,34 @@ pub struct RestoreArgs {
     /// Files or directories inside the working directory.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
+}
+
+/// Arguments of `commit`.
+#[derive(Debug, Args)]
+pub struct CommitArgs {
+    /// Files or directories inside the working directory to take changes from.
+    pub paths: Vec<PathBuf>,
+    /// The commit message.
+    #[arg(short, long)]
+    pub message: Option<String>,
+    /// The branch (default: the current one).
+    #[arg(long, short)]
+    pub branch: Option<String>,
+    /// Extra metadata, `KEY=VALUE` (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub meta: Vec<String>,
+    /// Create a commit even when nothing changed.
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Write new content to the store whenever this many bytes were read (what
+    /// bounds the commit's memory).
+    #[arg(long, value_name = "BYTES", default_value_t = BATCH_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_bytes: u64,
+    /// Commit the whole directory even though its branch moved since it was
+    /// checked out or last committed here (by another working directory on the same
+    /// store, or a sync): the commit then undoes what those commits changed.
+    #[arg(long, short)]
+    pub force: bool,
 }
 
 /// Arguments of `checkout`.

@@ -164,6 +164,31 @@ pub enum CliError {
         /// The commit `HEAD` is at.
         commit: ObjectId,
     },
+    /// A commit of the whole working directory onto its branch, which moved since
+    /// the directory was checked out or last committed (another working directory
+    /// on the same store committed to it, or a sync moved it): the commit would
+    /// undo those commits' changes. `checkout BRANCH` brings them in first.
+    #[error("branch {branch} moved to {tip} since this working directory was at {base} (another working directory or a sync moved it): a commit of the whole directory would undo those commits' changes; `snapgraph checkout {branch}` brings them in, keeping your changes to other paths, or pass --force to commit the directory as it is")]
+    Behind {
+        /// The branch.
+        branch: String,
+        /// The commit the working directory holds (its stat cache's).
+        base: ObjectId,
+        /// Where the branch is now.
+        tip: ObjectId,
+    },
+    /// A checkout of the working directory's moved branch ([`CliError::Behind`])
+    /// would write paths the directory changed itself: the branch's commits since
+    /// changed them (or a directory above or below them) too.
+    #[error("{}: {} path(s) changed here were changed on the branch too since this working directory's commit ({}); commit the directory as it is with `commit --force` (which undoes the branch's changes), or check out with --force to take the branch's versions (which discards yours)", .path.display(), .paths.len(), .shown)]
+    Overlap {
+        /// The working directory.
+        path: PathBuf,
+        /// The paths changed on both sides (workspace paths, `/a/b`).
+        paths: Vec<String>,
+        /// The first of them as text output quotes them.
+        shown: String,
+    },
     /// `diff --exit-code` found differences: the binary exits with 1 and prints
     /// nothing more (the diff is the output).
     #[error("{count} path(s) differ")]

@@ -2167,6 +2167,14 @@ impl Index {
         self.part.map_or(self.entries.len(), |c| c.entries)
     }
 
+    /// The commit the working directory is known to hold: [`Index::tip`] when the
+    /// file read was whole. A torn or foreign tail is an earlier state (a crash
+    /// during an append, a record of a process that read an older base), so the
+    /// directory may hold a later commit: unknown.
+    pub fn base(&self) -> Option<ObjectId> {
+        self.tip.filter(|_| self.log.at.is_some())
+    }
+
     /// Whether [`Index::entries`] holds only part of the index
     /// ([`Index::open_part`]): every entry at, above or below the paths it was read
     /// for, and no other that a walk may rely on.

@@ -20,6 +20,21 @@ use std::io::Write;
 
 use crate::error::{CliError, Result};
 
+/// Up to ten of `paths`, each [`quote`]d, joined by `, ` (and how many more).
+pub fn quote_list(paths: &[String]) -> String {
+    const SHOWN: usize = 10;
+    let mut out = paths
+        .iter()
+        .take(SHOWN)
+        .map(|p| quote(p).into_owned())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        out.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    out
+}
+
 /// `name` as text output prints it: unchanged when it is plain, else in double
 /// quotes with C escapes (see the module docs).
 pub fn quote(name: &str) -> Cow<'_, str> {

@@ -87,6 +87,10 @@ pub struct Tip {
     pub files: u64,
     /// Entries: files, directories and symlinks.
     pub entries: u64,
+    /// The working directory holds changes of its own that the switch keeps (a
+    /// checkout of its moved branch): it does not decline for size, since the
+    /// whole commit written would overwrite them.
+    pub keeps_changes: bool,
 }
 
 /// What a [`switch`] did.
@@ -129,12 +133,17 @@ struct Differ {
     tip_files: u64,
     /// Set when the diff was stopped: too much differs.
     declined: bool,
+    /// Never stop for size ([`Tip::keeps_changes`]).
+    whole: bool,
 }
 
 impl Differ {
     /// Past this, the switch surely declines ([`MOST_CHANGED`]: the larger tree
     /// holds at most the tip's files and those written).
     fn too_much(&self) -> bool {
+        if self.whole {
+            return false;
+        }
         let larger = self.tip_files as usize + self.written;
         self.written + self.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED)
     }
@@ -261,12 +270,15 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     // declines before the diff reads a tree (a rewind to an early, small commit).
     if let Ok((target_files_and_links, _)) = to.totals("/") {
         let taken_at_least = tip.files.saturating_sub(target_files_and_links) as usize;
-        if taken_at_least > MOST_CHANGED_MIN.max(tip.files as usize / MOST_CHANGED) {
+        if !tip.keeps_changes
+            && taken_at_least > MOST_CHANGED_MIN.max(tip.files as usize / MOST_CHANGED)
+        {
             return Ok(None);
         }
     }
     let mut d = Differ {
         tip_files: tip.files,
+        whole: tip.keeps_changes,
         ..Differ::default()
     };
     // Every directory the switch writes in differs, so the diff reads its node: kept,
@@ -285,7 +297,8 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     });
     let target_files = tip.files.saturating_add_signed(d.delta[0]);
     let larger = tip.files.max(target_files) as usize;
-    if d.declined || d.written + d.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED) {
+    let most = d.written + d.taken > MOST_CHANGED_MIN.max(larger / MOST_CHANGED);
+    if d.declined || (most && !tip.keeps_changes) {
         return Ok(None);
     }
     // A directory its owner may not fill (read-only, say) would need its mode lifted
@@ -870,6 +883,7 @@ mod tests {
                 .filter(|(_, m)| m.kind == EntryKind::File)
                 .count() as u64,
             entries: walked.len() as u64,
+            keeps_changes: false,
         }
     }
 

@@ -184,6 +184,51 @@ fn item03_hardlinks_are_imported() {
     }
 }
 
+/// An entry the workspace cannot hold (below a file of the archive, too deep, a
+/// name too long) is refused naming the archive and the entry; a later entry of a
+/// name replaces an earlier one, as tar extracts them.
+#[test]
+fn archive_entries_the_workspace_cannot_hold_name_the_entry() {
+    let t = repo();
+    let deep = format!("{}f", "d/".repeat(300));
+    let long = "x".repeat(300);
+    let below_file: &[(&str, char, &[u8])] = &[("a", 'f', b"1"), ("a/b", 'f', b"2")];
+    let too_deep: &[(&str, char, &[u8])] = &[(&deep, 'f', b"1")];
+    let too_long: &[(&str, char, &[u8])] = &[(&long, 'f', b"1")];
+    for (entries, entry, why) in [
+        (
+            below_file,
+            "\"a/b\"",
+            "lies below \"a\", a file of the archive",
+        ),
+        (too_deep, "\"d/d/", "more than 256 components"),
+        (too_long, "\"xxx", "name longer than 255 bytes"),
+    ] {
+        std::fs::write(t.path().join("bad.tar"), tar_of(entries)).unwrap();
+        let err = fails(t.path(), &["import", "bad.tar"]);
+        assert!(
+            err.contains("bad.tar") && err.contains(entry) && err.contains(why),
+            "{why}: {err}"
+        );
+    }
+    assert!(json(t.path(), &["branch"]).as_array().unwrap().is_empty());
+
+    std::fs::write(
+        t.path().join("later.tar"),
+        tar_of(&[
+            ("a", 'f', b"1"),
+            ("a", 'd', b""),
+            ("a/b", 'f', b"2"),
+            ("c", 'f', b"old"),
+            ("c", 'f', b"new"),
+        ]),
+    )
+    .unwrap();
+    ok(t.path(), &["import", "later.tar", "-m", "later"]);
+    assert_eq!(run_in(t.path(), &["cat", "main:a/b"]).stdout, b"2");
+    assert_eq!(run_in(t.path(), &["cat", "main:c"]).stdout, b"new");
+}
+
 /// Item 4: names with control characters are quoted in text output (git's
 /// `core.quotePath` style) and unchanged in JSON.
 #[test]
@@ -1521,4 +1566,83 @@ fn a_full_checkout_keeps_what_the_scan_does_not_record() {
         assert!(std::fs::symlink_metadata(root.join("d04/sock")).is_ok());
     }
     assert_eq!(std::fs::read(root.join("d05/f00.txt")).unwrap(), b"5 0");
+}
+
+/// Two working directories on one store, on one branch: a commit from the one
+/// behind never undoes the other's commits. It is refused (`--force` commits the
+/// directory as it is); `checkout BRANCH` brings the new commits in, keeping the
+/// directory's own changes to other paths, and refuses, writing nothing, where
+/// both changed the same path.
+#[test]
+fn a_branch_moved_by_another_working_directory_is_not_undone() {
+    let t = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", t.path().join("shared.db").display());
+    let (a, b, c) = (t.path().join("a"), t.path().join("b"), t.path().join("c"));
+    std::fs::create_dir(&a).unwrap();
+    ok(&a, &["init", "--store", &store]);
+    write(&a, "f", b"base f");
+    write(&a, "g", b"base g");
+    write(&a, "dir/h", b"base h");
+    let first = commit_id(&ok(&a, &["commit", "-m", "base"]));
+    // A directory made by `init` on the store is told of the branch, and an empty
+    // one takes it without --force.
+    for d in [&b, &c] {
+        std::fs::create_dir(d).unwrap();
+        let said = ok(d, &["init", "--store", &store]);
+        assert!(
+            said.contains(&first) && said.contains("checkout main"),
+            "{said}"
+        );
+        ok(d, &["checkout", "main"]);
+    }
+    write(&a, "f", b"f from a");
+    let second = commit_id(&ok(&a, &["commit", "-m", "a"]));
+
+    // b changed g: its status lists that change only, and says it is behind.
+    write(&b, "g", b"g from b");
+    let status = json(&b, &["status"]);
+    assert_eq!(status["behind"]["base"], first.as_str(), "{status}");
+    assert_eq!(status["behind"]["tip"], second.as_str(), "{status}");
+    assert_eq!(status["modified"], serde_json::json!(["/g"]), "{status}");
+    assert!(ok(&b, &["status"]).contains("behind"));
+
+    // A commit of the whole directory, or of a path, is refused.
+    for args in [&["commit", "-m", "b"][..], &["commit", "g", "-m", "b"][..]] {
+        let err = fails(&b, args);
+        assert!(
+            err.contains("moved") && err.contains(&second) && err.contains(&first),
+            "{err}"
+        );
+    }
+    assert_eq!(ok(&b, &["cat", "main:f"]), "f from a");
+
+    // checkout brings a's commit in and keeps b's change.
+    let out = json(&b, &["checkout", "main"]);
+    assert_eq!(out["kept"], serde_json::json!(["/g"]), "{out}");
+    assert_eq!(std::fs::read(b.join("f")).unwrap(), b"f from a");
+    assert_eq!(std::fs::read(b.join("g")).unwrap(), b"g from b");
+    assert!(json(&b, &["status"])["behind"].is_null());
+    ok(&b, &["commit", "-m", "b"]);
+    assert_eq!(ok(&b, &["cat", "main:f"]), "f from a");
+    assert_eq!(ok(&b, &["cat", "main:g"]), "g from b");
+
+    // c, with no change of its own, follows without --force.
+    ok(&c, &["checkout", "main"]);
+    assert_eq!(std::fs::read(c.join("g")).unwrap(), b"g from b");
+
+    // Both change dir/h: c's checkout refuses, naming it, and writes nothing.
+    ok(&a, &["checkout", "main"]);
+    write(&a, "f", b"f again");
+    write(&a, "dir/h", b"h from a");
+    let third = commit_id(&ok(&a, &["commit", "-m", "a again"]));
+    write(&c, "dir/h", b"h from c");
+    let err = fails(&c, &["checkout", "main"]);
+    assert!(err.contains("/dir/h") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(c.join("dir/h")).unwrap(), b"h from c");
+    assert_eq!(std::fs::read(c.join("f")).unwrap(), b"f from a");
+    // The directory as it is, with --force: c's h over the branch's (and its f).
+    let forced = commit_id(&ok(&c, &["commit", "-m", "c", "--force"]));
+    let shown = ok(&c, &["show", &forced]);
+    assert!(shown.contains(&third), "parent: {shown}");
+    assert_eq!(ok(&c, &["cat", "main:dir/h"]), "h from c");
 }

@@ -419,10 +419,40 @@ fn a_tip_moved_by_another_process_is_not_taken_for_the_working_directory() {
     write(other.path(), "a.txt", b"other");
     ok(other.path(), &["commit", "-m", "elsewhere"]);
     // Here nothing changed, but the tip is no longer what the index describes: the
-    // commit records this directory again (on top of the other commit).
-    let out = commit_records_the_directory(t.path());
+    // directory is behind its branch, and a commit, which would undo the other
+    // one, is refused; with --force it records this directory again (on top of
+    // the other commit).
+    let err = fails(t.path(), &["commit", "-m", "next"]);
+    assert!(err.contains("moved") && err.contains("--force"), "{err}");
+    assert_eq!(run_in(t.path(), &["cat", "main:a.txt"]).stdout, b"other");
+    let out = json(t.path(), &["commit", "-m", "next", "--force"]);
+    assert_tip_is_the_directory(t.path(), &out);
     assert_ne!(out["nothing_to_commit"], true, "{out}");
     assert_eq!(run_in(t.path(), &["cat", "main:a.txt"]).stdout, b"alpha");
+}
+
+/// A stat cache left stale by a crash (the commit moved the branch, the index's
+/// save was lost): the directory holds the tip, so it is not behind its branch.
+#[test]
+fn a_stale_stat_cache_is_not_taken_for_a_moved_branch() {
+    let t = armed();
+    let index = t.path().join(".snapgraph/index");
+    let before = std::fs::read(&index).unwrap();
+    write(t.path(), "a.txt", b"alpha two");
+    ok(t.path(), &["commit", "-m", "two"]);
+    std::fs::write(&index, &before).unwrap();
+    let status = json(t.path(), &["status"]);
+    assert!(status["behind"].is_null(), "{status}");
+    assert_eq!(status["modified"], serde_json::json!([]), "{status}");
+    let none = json(t.path(), &["commit", "-m", "same"]);
+    assert_eq!(none["nothing_to_commit"], true, "{none}");
+    // Stale again, with an edit since: the edit is committed, and the checkout of
+    // the branch finds the directory holding it.
+    std::fs::write(&index, &before).unwrap();
+    ok(t.path(), &["checkout", "main"]);
+    write(t.path(), "d/b.txt", b"bravo two");
+    let out = json(t.path(), &["commit", "-m", "three"]);
+    assert_eq!(out["files_modified"], 1, "{out}");
 }
 
 #[test]

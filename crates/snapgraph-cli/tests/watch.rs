@@ -693,3 +693,30 @@ proptest! {
         }
     }
 }
+
+/// A checkout of the moved branch keeps the directory's own changes (made while
+/// watched, before the checkout asked the watcher): the next commit sees them,
+/// though the watcher saw nothing change after the checkout.
+#[test]
+fn own_changes_kept_by_a_checkout_of_the_moved_branch_are_committed() {
+    let Some((t, _twin, _w)) = armed() else {
+        return;
+    };
+    let other = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", t.path().join(".snapgraph/store.db").display());
+    ok(other.path(), &["init", "--store", &store]);
+    ok(other.path(), &["checkout", "main"]);
+    write(other.path(), "a.txt", b"alpha from the other directory");
+    ok(other.path(), &["commit", "-m", "other"]);
+
+    write(t.path(), "d/b.txt", b"bravo changed here");
+    let out = json(t.path(), &["checkout", "main"]);
+    assert_eq!(out["kept"], serde_json::json!(["/d/b.txt"]), "{out}");
+    let committed = json(t.path(), &["commit", "-m", "mine"]);
+    assert_eq!(committed["files_modified"], 1, "{committed}");
+    assert_eq!(ok(t.path(), &["cat", "main:d/b.txt"]), "bravo changed here");
+    assert_eq!(
+        ok(t.path(), &["cat", "main:a.txt"]),
+        "alpha from the other directory"
+    );
+}

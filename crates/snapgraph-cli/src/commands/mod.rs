@@ -100,22 +100,7 @@ pub fn run(cli: Cli) -> Result<()> {
     };
     match cli.command {
         Command::Init { dir, store, force } => init::init(&ctx, dir, store.as_deref(), force),
-        Command::Commit {
-            paths,
-            message,
-            branch,
-            meta,
-            allow_empty,
-            batch_bytes,
-        } => worktree::commit(
-            &ctx,
-            &paths,
-            message,
-            branch,
-            &meta,
-            allow_empty,
-            batch_bytes,
-        ),
+        Command::Commit(args) => worktree::commit(&ctx, &args),
         Command::Status {
             find_renames,
             threshold,
@@ -516,6 +501,21 @@ pub(super) struct Early {
     /// The watcher's token, if one answered with one: a command that saves the
     /// index for the tree it saw stores it beside (see `crate::watch`).
     token: Option<String>,
+    /// The commit the working directory is compared with, where it is not HEAD's
+    /// ([`Early::behind`]); HEAD's commit when [`Early::behind`] read it.
+    against: Option<ObjectId>,
+    head: Option<Option<ObjectId>>,
+}
+
+/// A working directory whose branch moved since it was checked out or last
+/// committed (another working directory on the same store committed to it, a sync
+/// moved it): it holds `base` (with any changes of its own), its branch is at `tip`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Behind {
+    /// The commit the stat cache is complete for.
+    pub base: ObjectId,
+    /// HEAD's commit now.
+    pub tip: Option<ObjectId>,
 }
 
 /// What changed in the working directory since its index was saved.
@@ -561,7 +561,36 @@ impl Seen {
     }
 }
 
+impl Behind {
+    /// Whether the working directory (its commit `wid`) holds the branch's tip after
+    /// all: its stat cache was stale (a save lost in a crash after the commit moved
+    /// the branch), so it is not behind.
+    pub(super) fn holds_tip(&self, wid: ObjectId, source: &dyn ObjectSource) -> Result<bool> {
+        let Some(tip) = self.tip else {
+            return Ok(false);
+        };
+        Ok(SnapshotGraph::commit(wid, source)?.tree == SnapshotGraph::commit(tip, source)?.tree)
+    }
+}
+
 impl Early {
+    /// Whether the working directory is behind its branch ([`Behind`]): its stat
+    /// cache is complete for a commit other than HEAD's, one the store holds. The
+    /// working commit is then compared with that commit, which is what the
+    /// directory holds: its own changes are what differs from it.
+    pub(super) fn behind(&mut self, wd: &Workdir) -> Result<Option<Behind>> {
+        let Some(base) = self.index.as_ref().and_then(Index::base) else {
+            return Ok(None);
+        };
+        let tip = wd.head_commit()?;
+        self.head = Some(tip);
+        if tip == Some(base) || SnapshotGraph::commit(base, wd.repo.store()).is_err() {
+            return Ok(None);
+        }
+        self.against = Some(base);
+        Ok(Some(Behind { base, tip }))
+    }
+
     /// The index of the working directory at `root` and, when it is complete for
     /// some commit, what changed since ([`Seen::look`]).
     pub(super) fn read(root: &Path) -> Result<Early> {
@@ -580,6 +609,8 @@ impl Early {
                 index,
                 seen,
                 token: None,
+                against: None,
+                head: None,
             });
         };
         let opened = Index::open_part(&index_path, root);
@@ -601,7 +632,13 @@ impl Early {
                 crate::watch::MAX_PATHS,
             )?)),
         };
-        Ok(Early { index, seen, token })
+        Ok(Early {
+            index,
+            seen,
+            token,
+            against: None,
+            head: None,
+        })
     }
 }
 
@@ -618,8 +655,11 @@ pub(super) fn working_commit<'a>(ctx: &Ctx, wd: &'a Workdir, early: Early) -> Re
         mut index,
         seen,
         token,
+        against,
+        head,
     } = early;
-    let (id, tip, overlay, report) = working_commit_in(ctx, wd, &mut index, seen)?;
+    let against = against.map(Some).or(head);
+    let (id, tip, overlay, report) = working_commit_in(ctx, wd, &mut index, seen, against)?;
     Ok(Working {
         id,
         tip,
@@ -634,7 +674,8 @@ pub(super) fn working_commit<'a>(ctx: &Ctx, wd: &'a Workdir, early: Early) -> Re
 pub(super) struct Working<'a> {
     /// The working directory's commit (the tip's id when nothing differs).
     pub id: ObjectId,
-    /// The branch tip (or detached commit) it was compared with.
+    /// The branch tip (or detached commit) it was compared with, or the commit it
+    /// holds when it is behind its branch ([`Early::behind`]).
     pub tip: Option<ObjectId>,
     /// The store, with the objects of [`Working::id`] it lacks.
     pub overlay: Overlay<'a>,
@@ -656,8 +697,12 @@ fn working_commit_in<'a>(
     wd: &'a Workdir,
     index: &mut Option<Index>,
     seen: Option<Seen>,
+    against: Option<Option<ObjectId>>,
 ) -> Result<(ObjectId, Option<ObjectId>, Overlay<'a>, ScanReport)> {
-    let tip = wd.head_commit()?;
+    let tip = match against {
+        Some(known) => known,
+        None => wd.head_commit()?,
+    };
     let store: &dyn ObjectSource = wd.repo.store();
     let index_path = wd.dot.join("index");
     // A partly read index serves a scan narrowed to the watcher's report of the tip

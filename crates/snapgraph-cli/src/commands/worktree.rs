@@ -37,7 +37,7 @@ use super::{
     changed, diff_json, diff_of, index_after_checkout, lazy, parse_pairs, resolve_path, shallow,
     unique_name, working_commit, Ctx,
 };
-use crate::cli::CheckoutArgs;
+use crate::cli::{CheckoutArgs, CommitArgs};
 use crate::error::{CliError, IoContext, Result};
 use crate::index::{Delta, FileStat, Index, IndexEntry, Listing, SkeletonSource};
 use crate::output::quote;
@@ -100,15 +100,18 @@ pub(super) fn path_in_workdir(ctx: &Ctx, root: &Path, p: &Path) -> Result<String
 }
 
 /// `commit [PATH...]`.
-pub(super) fn commit(
-    ctx: &Ctx,
-    paths: &[PathBuf],
-    message: Option<String>,
-    branch: Option<String>,
-    meta: &[String],
-    allow_empty: bool,
-    batch_bytes: u64,
-) -> Result<()> {
+pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
+    let CommitArgs {
+        paths,
+        message,
+        branch,
+        meta,
+        allow_empty,
+        batch_bytes,
+        force,
+    } = args;
+    let (message, branch, allow_empty, batch_bytes) =
+        (message.clone(), branch.clone(), *allow_empty, *batch_bytes);
     // The store opens on a second thread while this one reads the index, HEAD and
     // a watcher's answer and, for a per-turn commit, surveys the working directory:
     // the survey needs the index only, and what it found is used only if the tip
@@ -148,6 +151,10 @@ pub(super) fn commit(
     // A detached HEAD commits only with --branch: onto that branch, which a new
     // name starts at the detached commit; HEAD then follows the branch.
     let head = repo::head_at(&dot)?;
+    let head_branch = match &head {
+        repo::Head::Branch(b) => Some(b.clone()),
+        repo::Head::Detached(_) => None,
+    };
     let detached = match head {
         repo::Head::Detached(id) => Some(id),
         repo::Head::Branch(_) => None,
@@ -216,6 +223,16 @@ pub(super) fn commit(
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
     crate::timings::phase("branch tip read");
+    // The directory goes onto its own branch only from the commit it holds: where
+    // another working directory (or a sync) moved the branch since, a commit of what
+    // differs from the new tip would undo those commits' changes (checked once the
+    // scan has found what differs: a directory that holds the tip, its stat cache
+    // stale after a crash, is not behind).
+    let behind = index
+        .as_ref()
+        .and_then(Index::base)
+        .filter(|base| !*force && tip != Some(*base))
+        .filter(|_| head_branch.as_deref() == Some(branch.as_str()));
     // The scan's reads (the directories holding a change, the chunk lists it compares
     // files against) share one snapshot until the commit writes.
     let shared = super::SharedReads::new(&**wd.repo.store());
@@ -457,9 +474,10 @@ pub(super) fn commit(
             }
         }
     };
-    if !allow_empty {
-        if let Some(probe) = nothing_changed(&ws, tip, &report, store)? {
-            save(&probe, tip, HashMap::new())?;
+    if !allow_empty || behind.is_some() {
+        let unchanged = nothing_changed(&ws, tip, &report, store)?;
+        if let (Some(probe), false) = (&unchanged, allow_empty) {
+            save(probe, tip, HashMap::new())?;
             store_token(&index_path);
             return nothing_to_commit(
                 ctx,
@@ -470,6 +488,13 @@ pub(super) fn commit(
                 report.files_skipped,
                 watched,
             );
+        }
+        if let (Some(base), None, Some(t)) = (behind, &unchanged, tip) {
+            return Err(CliError::Behind {
+                branch,
+                base,
+                tip: t,
+            });
         }
     }
     // The write phase: hashing what was read (a spinner: the core reports nothing
@@ -637,16 +662,22 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     // the directory (as a commit does; see `Early`).
     let root = repo::find_root(&ctx.cwd)?;
     let opening = repo::Opening::of(&ctx.cwd, root.clone());
-    let early = super::Early::read(&root)?;
+    let mut early = super::Early::read(&root)?;
     let wd = opening.finish()?;
     let _shared = super::SharedReads::new(&**wd.repo.store());
+    // Behind its branch, the directory's own changes are those against the commit
+    // it holds (the branch's new commits are not undone by it).
+    let mut behind = early.behind(&wd)?;
     let super::Working {
         id,
-        tip,
+        mut tip,
         overlay,
         report,
         ..
     } = working_commit(ctx, &wd, early)?;
+    if let Some(b) = behind.filter(|b| b.holds_tip(id, &overlay).unwrap_or(false)) {
+        (tip, behind) = (b.tip, None);
+    }
     let d = diff_of(tip, id, &overlay)?;
     let entries = {
         let mut a = super::patch::Side::open(tip, &overlay);
@@ -665,6 +696,10 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     value["nested"] = json!(report.nested);
     value["watcher"] = match &watcher {
         Some(r) => json!({"pid": r.pid, "directories": r.dirs, "trusted": r.trusted}),
+        None => json!(null),
+    };
+    value["behind"] = match behind {
+        Some(b) => json!({"base": b.base.to_string(), "tip": b.tip.map(|t| t.to_string())}),
         None => json!(null),
     };
     value["changes"] = json!(entries
@@ -686,8 +721,18 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
             )
         }
     };
+    let head_name = since.clone();
+    let since = behind.map_or(since, |b| b.base.to_string());
     ctx.print(value, |w| {
         writeln!(w, "{on}")?;
+        if let Some(b) = behind {
+            let tip = b.tip.map_or("nothing".to_string(), |t| t.to_string());
+            writeln!(
+                w,
+                "behind: the branch moved to {tip} since this working directory was at {}; changes below are against that commit (`snapgraph checkout {head_name}` brings the branch here)",
+                b.base
+            )?;
+        }
         if changed(&d) == 0 {
             writeln!(w, "nothing changed since {since}")?;
         } else {
@@ -753,6 +798,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
         ws
     };
     let pb = ctx.bar(Some(0), "checkout");
+    // The directory's own changes a checkout of its moved branch keeps.
+    let mut carried = Vec::new();
     let (target, done) = match &args.to {
         Some(to) => {
             let to = resolve_path(ctx, to);
@@ -792,23 +839,43 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             let mut clean = None;
             let mut token = None;
             if !args.force {
+                // Behind its branch, the directory holds the commit its stat cache
+                // is complete for: that is what it is compared with, and switched
+                // from.
+                let mut early = super::Early::read(&wd.root)?;
+                let mut behind = early.behind(&wd)?;
                 let super::Working {
                     id: wid,
-                    tip,
+                    mut tip,
                     overlay,
                     report,
                     index,
                     token: asked,
-                } = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
+                } = working_commit(ctx, &wd, early)?;
                 token = asked;
+                if let Some(b) = behind.filter(|b| b.holds_tip(wid, &overlay).unwrap_or(false)) {
+                    (tip, behind) = (b.tip, None);
+                }
                 let dirty = match tip {
+                    // A directory never checked out or committed here (no stat
+                    // cache) that holds nothing the scan records has nothing to
+                    // lose: one just made by `init` on a store holding the branch.
+                    Some(_) if index.is_none() && report.entries == 0 => false,
                     Some(t) => {
                         SnapshotGraph::commit(wid, &overlay)?.tree
                             != SnapshotGraph::commit(t, &overlay)?.tree
                     }
                     None => report.entries > 0,
                 };
-                if dirty {
+                // Checking out the moved branch's tip brings its commits in: the
+                // directory's own changes come along where those commits do not
+                // touch the same paths (git's checkout with local changes).
+                if let (true, Some(b), Some(t)) = (dirty, behind, tip) {
+                    if b.tip == Some(id) {
+                        carried = carry(&wd, t, wid, id, &overlay)?;
+                    }
+                }
+                if dirty && carried.is_empty() {
                     let summary = match tip {
                         Some(t) => {
                             let d = SnapshotGraph::diff(t, wid, &overlay)?;
@@ -856,12 +923,23 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         false => format!("{} entries", ix.entries.len()),
                     });
                     let mut to = lazy(id, store).map_err(hollow)?;
-                    let tip = tip_of(t, &ix);
+                    let mut tip = tip_of(t, &ix);
+                    tip.keeps_changes = !carried.is_empty();
                     let guard = crate::guard::Guard::new(&wd.root, Some(t), Some(&ix));
                     match crate::switch::switch(
                         &wd.root, &wd.dot, &tip, &mut to, id, store, &guard,
                     )? {
                         Some(s) => Some((s, ix, to)),
+                        // The whole commit written would overwrite the changes kept.
+                        None if tip.keeps_changes => {
+                            return Err(CliError::Dirty {
+                                path: wd.root.clone(),
+                                summary: format!(
+                                    "{} path(s) changed, which this checkout cannot keep: a directory it changes lacks its owner's rights",
+                                    carried.len()
+                                ),
+                            })
+                        }
                         None => {
                             seen = Some((t, Some(ix)));
                             None
@@ -882,8 +960,11 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     ix.save_delta(&index_path, delta)?;
                     // What the watcher saw since it was asked (the switch's own
                     // writes among it) is what the next command asks it for: each
-                    // entry kept was seen unchanged after that point.
-                    if let Some(token) = &token {
+                    // entry kept was seen unchanged after that point. Not so for the
+                    // directory's own changes kept, made before it was asked: the
+                    // next command scans the whole directory (the token stored
+                    // before no longer matches the index).
+                    if let (Some(token), true) = (&token, carried.is_empty()) {
                         crate::watch::store_token(&wd.dot, &index_path, token);
                     }
                     crate::timings::phase("index saved");
@@ -956,6 +1037,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             "dirs": done.dirs,
             "symlinks": done.symlinks,
             "bytes": done.bytes,
+            "kept": carried,
         }),
         |w| {
             writeln!(
@@ -966,13 +1048,69 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 done.dirs,
                 done.symlinks,
                 done.bytes
-            )
+            )?;
+            if !carried.is_empty() {
+                writeln!(
+                    w,
+                    "kept this working directory's own changes to {} path(s)",
+                    carried.len()
+                )?;
+            }
+            Ok(())
         },
     );
     // The process ends with the command: the plan's tree and the list of what was
     // written are not freed entry by entry (about 1 % of a checkout of 1,800 files).
     std::mem::forget(done);
     printed
+}
+
+/// The paths the working directory changed against `base` (its commit `wid`, the
+/// objects it lacks in `overlay`), which a switch from `base` to its branch's new
+/// tip `id` keeps: none when it changed only directories (a switch cannot tell
+/// those apart). Refused ([`CliError::Overlap`]) where a path it changed, or a
+/// directory above or below it, changed between `base` and `id` too.
+fn carry(
+    wd: &Workdir,
+    base: ObjectId,
+    wid: ObjectId,
+    id: ObjectId,
+    overlay: &dyn ObjectSource,
+) -> Result<Vec<String>> {
+    let local = SnapshotGraph::diff(base, wid, overlay)?;
+    let branch = SnapshotGraph::diff(base, id, overlay)?;
+    let theirs: std::collections::BTreeSet<&str> = [
+        &branch.files_added,
+        &branch.files_modified,
+        &branch.files_removed,
+    ]
+    .into_iter()
+    .flatten()
+    .map(String::as_str)
+    .collect();
+    let ours: Vec<String> = [local.files_added, local.files_modified, local.files_removed]
+        .into_iter()
+        .flatten()
+        .collect();
+    // `p` or a directory above it changed there, or something below it.
+    let touched = |p: &str| {
+        theirs.contains(p)
+            || p.match_indices('/')
+                .any(|(i, _)| i > 0 && theirs.contains(&p[..i]))
+            || theirs
+                .range(format!("{p}/").as_str()..)
+                .next()
+                .is_some_and(|t| t.starts_with(&format!("{p}/")))
+    };
+    let overlap: Vec<String> = ours.iter().filter(|p| touched(p)).cloned().collect();
+    if !overlap.is_empty() {
+        return Err(CliError::Overlap {
+            path: wd.root.clone(),
+            shown: crate::output::quote_list(&overlap),
+            paths: overlap,
+        });
+    }
+    Ok(ours)
 }
 
 /// Writes commit `id` (shallow in `ws`) into `staging`, removing it on failure.
@@ -1258,6 +1396,7 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
         id,
         files: ix.file_count(),
         entries: ix.entry_count() as u64,
+        keeps_changes: false,
     }
 }
 
