@@ -177,6 +177,15 @@ pub enum CliError {
         /// Where the branch is now.
         tip: ObjectId,
     },
+    /// A store of files inside the working directory, outside `.snapgraph/`: commits
+    /// would snapshot it into itself and checkouts write old copies of it over it.
+    #[error("store {} lies inside the working directory {}: every commit would snapshot it into itself and a checkout would write an old copy over it; keep it in .snapgraph/ (the default) or outside the working directory (move its files, with any -wal, -shm and -segments beside a SQLite file, and name the new place in .snapgraph/config)", .store.display(), .root.display())]
+    StoreInWorkdir {
+        /// The store's file or directory.
+        store: PathBuf,
+        /// The working directory.
+        root: PathBuf,
+    },
     /// A checkout of the working directory's moved branch ([`CliError::Behind`])
     /// would write paths the directory changed itself: the branch's commits since
     /// changed them (or a directory above or below them) too.

@@ -9,7 +9,9 @@
 //!   [`crate::secrets`]).
 //!
 //! The directory holding `.snapgraph/` is the working directory; `.snapgraph/` itself
-//! is never committed.
+//! is never committed. A store of files (`sqlite:`, `dir:`) lies in `.snapgraph/` or
+//! outside the working directory: one inside it is refused by `init` and on every
+//! open ([`check_store_outside`]).
 //!
 //! **Only `init` creates a store.** `init` writes the ref [`STORE_MARKER`] into the
 //! store; opening a repository whose store lacks it (and has no branch or snapshot
@@ -94,6 +96,69 @@ fn absolutize_path(url: &str, base: &Path) -> String {
         }
     }
     url.to_string()
+}
+
+/// The local paths a store URL names: a `sqlite:` file (its `-wal`, `-shm` and
+/// `-segments` beside it) or a `dir:` directory, in either part of a `cache:` URL.
+fn local_store_paths(url: &str) -> Vec<&str> {
+    let parts = match url.strip_prefix("cache:").and_then(|r| r.split_once('|')) {
+        Some((local, remote)) => vec![local, remote],
+        None => vec![url],
+    };
+    parts
+        .into_iter()
+        .filter_map(|u| u.strip_prefix("sqlite:").or_else(|| u.strip_prefix("dir:")))
+        .filter(|p| *p != ":memory:")
+        .collect()
+}
+
+/// `path` with its longest existing ancestor canonical (symlinks resolved), the
+/// rest taken lexically (`..` removes the component before it: nothing there exists
+/// to be a symlink).
+fn resolve_existing(path: &Path) -> PathBuf {
+    let parts: Vec<std::path::Component<'_>> = path.components().collect();
+    for split in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..split].iter().collect();
+        let Ok(mut out) = std::fs::canonicalize(&head) else {
+            continue;
+        };
+        for c in &parts[split..] {
+            match c {
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                std::path::Component::CurDir => {}
+                c => out.push(c),
+            }
+        }
+        return out;
+    }
+    path.to_path_buf()
+}
+
+/// Refuses a store (`url`, absolute) inside the working directory `root`
+/// (canonical) other than in `.snapgraph/`: every commit would snapshot the store
+/// into itself, and a checkout would write an old copy of it over the live one. The
+/// default store, lexically in `.snapgraph/`, costs no system call.
+pub fn check_store_outside(root: &Path, url: &str) -> Result<()> {
+    let dot = root.join(DOT_DIR);
+    for p in local_store_paths(url) {
+        let path = Path::new(p);
+        let plain = !path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir));
+        if plain && path.starts_with(&dot) {
+            continue;
+        }
+        let resolved = resolve_existing(path);
+        if resolved.starts_with(root) && !resolved.starts_with(&dot) {
+            return Err(CliError::StoreInWorkdir {
+                store: resolved,
+                root: root.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of an SQLite store's file that the CLI's reads map into memory
@@ -203,6 +268,7 @@ pub fn init(dir: &Path, store_url: Option<&str>, force: bool) -> Result<Initiali
             crate::secrets::redact(&configured)
         )));
     }
+    check_store_outside(&std::fs::canonicalize(dir).at(dir)?, &configured)?;
     std::fs::create_dir_all(&dot).at(&dot)?;
     let result = (|| {
         let credentials = match &password {
@@ -283,6 +349,7 @@ pub fn open_at(root: PathBuf) -> Result<Workdir> {
         .map(|(_, v)| v);
     let url = url.unwrap_or_else(|| DEFAULT_STORE.to_string());
     let store_url = absolutize_url(&url, &dot);
+    check_store_outside(&root, &store_url)?;
     if crate::secrets::split_password(&store_url).1.is_some() {
         return Err(CliError::SecretInConfig { path: config_path });
     }

@@ -190,7 +190,10 @@ fn forget_snapshots_and_branch_history() {
 #[test]
 fn reindex_and_verify_one_snapshot() {
     let t = tempfile::tempdir().unwrap();
-    ok(t.path(), &["init", "--store", "dir:objects-here"]);
+    ok(
+        t.path(),
+        &["init", "--store", "dir:.snapgraph/objects-here"],
+    );
     turn(t.path(), 1, 1);
     ok(t.path(), &["tag", "v1"]);
     turn(t.path(), 2, 2);
@@ -211,11 +214,12 @@ fn reindex_and_verify_one_snapshot() {
 
     // Damage only v2's own file: v2 fails, v1 still verifies.
     let file = pseudo_random(2002, 2);
-    let chunk_ids: Vec<String> = std::fs::read_dir(t.path().join("objects-here/objects"))
-        .unwrap()
-        .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
-        .map(|e| e.unwrap().path().to_str().unwrap().to_string())
-        .collect();
+    let chunk_ids: Vec<String> =
+        std::fs::read_dir(t.path().join(".snapgraph/objects-here/objects"))
+            .unwrap()
+            .flat_map(|d| std::fs::read_dir(d.unwrap().path()).unwrap())
+            .map(|e| e.unwrap().path().to_str().unwrap().to_string())
+            .collect();
     let mut damaged = 0;
     for path in &chunk_ids {
         let bytes = std::fs::read(path).unwrap();

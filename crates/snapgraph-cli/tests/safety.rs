@@ -525,10 +525,13 @@ fn item09_an_emptied_store_is_not_a_new_repository() {
     assert!(!db.exists(), "not created");
     // A directory store emptied by hand.
     let d = tempfile::tempdir().unwrap();
-    ok(d.path(), &["init", "--store", "dir:objects-here"]);
+    ok(
+        d.path(),
+        &["init", "--store", "dir:.snapgraph/objects-here"],
+    );
     write(d.path(), "a", b"1");
     ok(d.path(), &["commit", "-m", "one"]);
-    std::fs::remove_dir_all(d.path().join("objects-here")).unwrap();
+    std::fs::remove_dir_all(d.path().join(".snapgraph/objects-here")).unwrap();
     let err = fails(d.path(), &["verify"]);
     assert!(
         err.contains("objects-here") && err.contains("only `snapgraph init`"),
@@ -576,11 +579,11 @@ fn item10_stale_staging_directories_are_removed() {
 #[test]
 fn item11_verify_says_what_it_checked() {
     let t = tempfile::tempdir().unwrap();
-    ok(t.path(), &["init", "--store", "dir:st"]);
+    ok(t.path(), &["init", "--store", "dir:.snapgraph/st"]);
     write(t.path(), "big.bin", &pseudo_random(2 << 20, 3));
     ok(t.path(), &["commit", "-m", "one"]);
     // Corrupt the largest object (a chunk).
-    let biggest = walk(&t.path().join("st/objects"))
+    let biggest = walk(&t.path().join(".snapgraph/st/objects"))
         .into_iter()
         .filter(|(_, k)| *k == Kind::File)
         .max_by_key(|(p, _)| std::fs::metadata(p).unwrap().len())
@@ -1645,4 +1648,48 @@ fn a_branch_moved_by_another_working_directory_is_not_undone() {
     let shown = ok(&c, &["show", &forced]);
     assert!(shown.contains(&third), "parent: {shown}");
     assert_eq!(ok(&c, &["cat", "main:dir/h"]), "h from c");
+}
+
+/// A store of files inside the working directory, other than in `.snapgraph/`, is
+/// refused by `init` (which creates nothing) and by every command after (a config
+/// edited to name one): each commit would snapshot the store into itself, and a
+/// checkout write an old copy of it over the live one.
+#[test]
+fn a_store_inside_the_working_directory_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let w = t.path().join("w");
+    std::fs::create_dir_all(w.join("sub")).unwrap();
+    for url in [
+        "sqlite:inside.db",
+        "dir:inside-store",
+        "sqlite:sub/../inside.db",
+        "sqlite:.snapgraph/../inside.db",
+        "cache:sqlite:inside.db|sqlite:../remote.db",
+    ] {
+        let err = fails(&w, &["init", "--store", url]);
+        assert!(err.contains("inside the working directory"), "{url}: {err}");
+        assert!(!w.join(".snapgraph").exists(), "{url}");
+        assert!(!w.join("inside.db").exists() && !w.join("inside-store").exists());
+    }
+    // In .snapgraph/ or outside: fine.
+    ok(&w, &["init", "--store", "sqlite:.snapgraph/own.db"]);
+    std::fs::remove_dir_all(w.join(".snapgraph")).unwrap();
+    ok(&w, &["init", "--store", "sqlite:../outside.db"]);
+    write(&w, "a.txt", b"a");
+    ok(&w, &["commit", "-m", "one"]);
+
+    // The store moved into the working directory, the config following it.
+    std::fs::rename(t.path().join("outside.db"), w.join("moved.db")).unwrap();
+    std::fs::write(
+        w.join(".snapgraph/config"),
+        format!("store = sqlite:{}\n", w.join("sub/../moved.db").display()),
+    )
+    .unwrap();
+    for args in [&["status"][..], &["commit", "-m", "two"][..], &["log"][..]] {
+        let err = fails(&w, args);
+        assert!(
+            err.contains("moved.db") && err.contains("inside the working directory"),
+            "{args:?}: {err}"
+        );
+    }
 }
