@@ -1693,3 +1693,41 @@ fn a_store_inside_the_working_directory_is_refused() {
         );
     }
 }
+
+/// Behind its branch on a commit that retention hollowed since (from another
+/// directory, then gc): that commit's files are gone, so the directory is compared
+/// with the branch's tip as before (no error about a missing object); a commit is
+/// still refused as behind.
+#[test]
+fn a_directory_behind_on_a_hollowed_commit_is_compared_with_the_tip() {
+    let t = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", t.path().join("shared.db").display());
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir(d).unwrap();
+        ok(d, &["init", "--store", &store]);
+    }
+    write(&a, "f", &pseudo_random(20_000, 1));
+    ok(&a, &["commit", "-m", "1"]);
+    ok(&b, &["checkout", "main"]);
+    for i in 2..5 {
+        write(&b, "f", &pseudo_random(20_000, i));
+        ok(&b, &["commit", "-m", &i.to_string()]);
+    }
+    ok(&b, &["forget", "--branch", "main", "--keep-last", "1"]);
+    ok(&b, &["gc"]);
+
+    write(&a, "g", b"new here");
+    let status = json(&a, &["status"]);
+    assert!(status["behind"].is_null(), "{status}");
+    assert_eq!(status["added"], serde_json::json!(["/g"]), "{status}");
+    let err = fails(&a, &["checkout", "main"]);
+    assert!(err.contains("uncommitted changes"), "{err}");
+    let err = fails(&a, &["commit", "-m", "a"]);
+    assert!(err.contains("moved"), "{err}");
+    ok(&a, &["checkout", "--force", "main"]);
+    assert_eq!(
+        std::fs::read(a.join("f")).unwrap(),
+        pseudo_random(20_000, 4)
+    );
+}

@@ -575,7 +575,8 @@ impl Behind {
 
 impl Early {
     /// Whether the working directory is behind its branch ([`Behind`]): its stat
-    /// cache is complete for a commit other than HEAD's, one the store holds. The
+    /// cache is complete for a commit other than HEAD's, one the store holds whole
+    /// (not hollow). The
     /// working commit is then compared with that commit, which is what the
     /// directory holds: its own changes are what differs from it.
     pub(super) fn behind(&mut self, wd: &Workdir) -> Result<Option<Behind>> {
@@ -584,7 +585,11 @@ impl Early {
         };
         let tip = wd.head_commit()?;
         self.head = Some(tip);
-        if tip == Some(base) || SnapshotGraph::commit(base, wd.repo.store()).is_err() {
+        // A commit hollowed by retention (its files gone at the next gc) or one the
+        // store lacks cannot be compared with: HEAD's commit is, as before.
+        let readable = SnapshotGraph::commit(base, wd.repo.store()).is_ok()
+            && !snapgraph_store::hollow::is_hollow(wd.store(), base).unwrap_or(true);
+        if tip == Some(base) || !readable {
             return Ok(None);
         }
         self.against = Some(base);
