@@ -177,6 +177,13 @@ pub enum CliError {
         /// Where the branch is now.
         tip: ObjectId,
     },
+    /// A signal (Ctrl-C) stopped a commit or an import that was writing in batches
+    /// ([`crate::interrupt`]): nothing was published, the writer's lease is released.
+    #[error("interrupted by {signal}: nothing was committed (what was written is unreferenced until the next gc)")]
+    Interrupted {
+        /// The signal's name.
+        signal: &'static str,
+    },
     /// A store of files inside the working directory, outside `.snapgraph/`: commits
     /// would snapshot it into itself and checkouts write old copies of it over it.
     #[error("store {} lies inside the working directory {}: every commit would snapshot it into itself and a checkout would write an old copy over it; keep it in .snapgraph/ (the default) or outside the working directory (move its files, with any -wal, -shm and -segments beside a SQLite file, and name the new place in .snapgraph/config)", .store.display(), .root.display())]

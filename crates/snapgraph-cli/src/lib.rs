@@ -11,6 +11,7 @@ pub use snapgraph_store::cpus;
 pub mod error;
 pub mod guard;
 pub mod index;
+pub mod interrupt;
 pub mod materialize;
 pub mod meta;
 pub mod output;

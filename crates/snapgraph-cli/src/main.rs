@@ -1,6 +1,7 @@
 //! The `snapgraph` binary: parses the command line, runs the command, prints
 //! `error: ...` (with causes) and exits 1 on failure; clap exits 2 on usage errors;
-//! a closed stdout ends it quietly with 141.
+//! a closed stdout ends it quietly with 141; a signal that stopped a batched commit
+//! (`interrupt`) ends it as that signal does.
 #![forbid(unsafe_code)]
 
 use clap::{CommandFactory, FromArgMatches};
@@ -26,6 +27,11 @@ fn main() {
     std::mem::forget(command);
     let result = snapgraph_cli::commands::run(cli);
     snapgraph_cli::timings::phase("command done");
+    if result.is_ok() {
+        // A signal received after a batched commit's last check: the command is
+        // done, and ends as the signal would have ended it.
+        snapgraph_cli::interrupt::finish();
+    }
     if let Err(e) = result {
         if matches!(e, snapgraph_cli::CliError::ClosedPipe) {
             // The reader went away: end quietly, as git does (killed by SIGPIPE,
@@ -47,6 +53,8 @@ fn main() {
             source = s.source();
         }
         eprintln!("error: {msg}");
+        // Stopped by a signal (`interrupt`): ended by it, as a shell expects.
+        snapgraph_cli::interrupt::finish();
         std::process::exit(1);
     }
 }

@@ -1731,3 +1731,35 @@ fn a_directory_behind_on_a_hollowed_commit_is_compared_with_the_tip() {
         pseudo_random(20_000, 4)
     );
 }
+
+/// A signal (Ctrl-C) while a commit writes in batches: the commit stops before it
+/// publishes, its writer's lease is released (so `gc` runs without
+/// `--break-leases`), and the process ends killed by the signal, as a shell
+/// expects. Before, the lease stayed and every `gc` stopped on it.
+#[test]
+fn a_signal_during_a_batched_commit_leaves_no_lease() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = repo();
+    write(t.path(), "big.bin", &pseudo_random(6 << 20, 9));
+    write(t.path(), "small.txt", b"small");
+    let out = std::process::Command::new(&*BIN)
+        .args(["commit", "-m", "big", "--batch-bytes", "1048576"])
+        .env("SNAPGRAPH_TEST_INTERRUPT", "1")
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(15), "{:?} {err}", out.status);
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    assert!(json(t.path(), &["branch"]).as_array().unwrap().is_empty());
+    let gc = json(t.path(), &["gc", "--wait", "1"]);
+    assert!(gc["deleted"].as_u64().unwrap() > 0, "{gc}");
+    ok(
+        t.path(),
+        &["commit", "-m", "big", "--batch-bytes", "1048576"],
+    );
+    assert_eq!(
+        run_in(t.path(), &["cat", "main:big.bin"]).stdout,
+        pseudo_random(6 << 20, 9)
+    );
+}
