@@ -855,7 +855,8 @@ fn a_repository_in_an_s3_bucket() {
 }
 
 /// A repository on PostgreSQL read through a local SQLite cache
-/// (`cache:sqlite:cache.db|postgres://…`): the relative cache path is made absolute
+/// (`cache:sqlite:.snapgraph/cache.db|postgres://…`; a cache inside the working
+/// directory but outside `.snapgraph/` is refused): the relative cache path is made absolute
 /// in the config, the remote's password (if the test server has a password role)
 /// goes to the credentials file, objects land in both stores and refs only in the
 /// remote, and another repository syncs the history from it.
@@ -882,11 +883,11 @@ fn a_repository_on_postgres_through_a_local_cache() {
         &[
             "init",
             "--store",
-            &format!("cache:sqlite:cache.db|{remote}"),
+            &format!("cache:sqlite:.snapgraph/cache.db|{remote}"),
         ],
     );
     let config = std::fs::read_to_string(a.path().join(".snapgraph/config")).unwrap();
-    let cache = a.path().join("cache.db");
+    let cache = a.path().join(".snapgraph/cache.db");
     assert!(
         config.contains(&format!("cache:sqlite:{}|postgres", cache.display())),
         "{config}"
