@@ -177,12 +177,17 @@ pub enum CliError {
         /// Where the branch is now.
         tip: ObjectId,
     },
-    /// A signal (Ctrl-C) stopped a commit or an import that was writing in batches
-    /// ([`crate::interrupt`]): nothing was published, the writer's lease is released.
-    #[error("interrupted by {signal}: nothing was committed (what was written is unreferenced until the next gc)")]
+    /// A signal (Ctrl-C) stopped a command where stopping is safe
+    /// ([`crate::interrupt`]): a batched commit or import (nothing published, the
+    /// writer's lease released), a checkout before its swap (nothing changed), a
+    /// restore between files.
+    #[error("interrupted by {signal}: {left}")]
     Interrupted {
         /// The signal's name.
         signal: &'static str,
+        /// What the command left: [`crate::interrupt::NOTHING_COMMITTED`] and the
+        /// others.
+        left: &'static str,
     },
     /// A store of files inside the working directory, outside `.snapgraph/`: commits
     /// would snapshot it into itself and checkouts write old copies of it over it.

@@ -1,20 +1,31 @@
-//! Ctrl-C (and `SIGTERM`, `SIGHUP`) while a commit or an import writes in batches.
+//! Ctrl-C (and `SIGTERM`, `SIGHUP`) while a command changes something that must
+//! not be left half done.
 //!
-//! A batched commit holds a writer's lease in the store and appends to segment
-//! files from its first batch until it publishes (`snapgraph_store::Batched`).
-//! Killed there, by the default action of a signal, it left the lease (every later
-//! `gc` stopped with "writer lease(s) still held" until `gc --break-leases`) and the
-//! batch's segment bytes. So the first hand-over of a batch [`arm`]s this module: a
-//! thread of ours receives those signals from then on ([`signal_hook::iterator`],
-//! a safe API). The first one is recorded; the scan sees it at its next file or
-//! block ([`check`]) and returns [`CliError::Interrupted`], which unwinds the commit
-//! (the lease released, the segment bytes taken back, no ref moved). A second one
+//! Killed by the default action of a signal, such a command used to leave:
+//! - a batched commit or import: the store's writer lease (every later `gc`
+//!   stopped with "writer lease(s) still held" until `gc --break-leases`) and the
+//!   batch's segment bytes;
+//! - a checkout: the working directory swapped to the new commit with HEAD and the
+//!   stat cache still on the old one (the next commit recorded the new commit's
+//!   files on the old branch), or a switch's files half written;
+//! - a restore: a temporary file beside the file it was writing, which the next
+//!   commit recorded.
+//!
+//! So these commands [`arm`] this module before their first such change: a thread
+//! of ours receives those signals from then on ([`signal_hook::iterator`], a safe
+//! API). The first one is recorded. Where stopping is safe, the work looks at it
+//! ([`check`]: a commit's next file or block, a checkout's or restore's next file)
+//! and returns [`CliError::Interrupted`], which unwinds (the lease released, the
+//! segment bytes taken back, the staging directory removed, no ref moved). Where it
+//! is not (a checkout from its swap or switch until HEAD and the stat cache name
+//! the new commit), nothing looks, and the step runs to its end. A second signal
 //! ends the process at once, as the signal's default action would. When the
 //! command is done, [`finish`] ends the process by the recorded signal's default
 //! action, so a shell sees a command killed by it (a loop of commits stops).
 //!
-//! Commands that never hand a batch over (every per-turn commit) install nothing:
-//! a signal ends them as it always did, with nothing held.
+//! Commands that change nothing of the kind (every per-turn commit, which never
+//! hands a batch over) install nothing: a signal ends them as it always did, with
+//! nothing held.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -59,13 +70,23 @@ pub fn arm() {
         // The registration stays, with nobody to act on it: act now instead.
         ARMED.store(false, Ordering::SeqCst);
     }
-    // Test hook: a signal at the first batch, as if the user pressed Ctrl-C then
-    // (`SIGTERM`, which a background job does not ignore).
-    if started.is_ok()
-        && wanted.contains(&SIGTERM)
-        && std::env::var_os("SNAPGRAPH_TEST_INTERRUPT").is_some()
+}
+
+/// Test hook: with `SNAPGRAPH_TEST_INTERRUPT` set to `point`, and signals armed,
+/// raises `SIGTERM` here (which a background job does not ignore) and returns once
+/// it is recorded, as if the user had pressed Ctrl-C at that point. The points:
+/// `batch` (a batched commit's first hand-over), `write` (a checkout's first write,
+/// into its staging directory, or a restore's first file), `swap` (a full
+/// checkout's swap begins), `apply` (a switch's apply begins).
+pub fn test_point(point: &str) {
+    if !ARMED.load(Ordering::SeqCst)
+        || PENDING.load(Ordering::SeqCst) != 0
+        || std::env::var_os("SNAPGRAPH_TEST_INTERRUPT").is_none_or(|v| v != point)
+        || ignored_signals() & (1u64 << (SIGTERM - 1)) != 0
     {
-        let _ = signal_hook::low_level::raise(SIGTERM);
+        return;
+    }
+    if signal_hook::low_level::raise(SIGTERM).is_ok() {
         while PENDING.load(Ordering::SeqCst) == 0 {
             std::thread::yield_now();
         }
@@ -84,12 +105,24 @@ fn ignored_signals() -> u64 {
         .unwrap_or(0)
 }
 
-/// [`CliError::Interrupted`] once a signal was received.
-pub fn check() -> Result<()> {
+/// What a batched commit or import stopped by a signal leaves.
+pub const NOTHING_COMMITTED: &str =
+    "nothing was committed (what was written is unreferenced until the next gc)";
+/// What a checkout stopped by a signal leaves (before its swap or rename).
+pub const NOTHING_CHECKED_OUT: &str =
+    "nothing was checked out (the partly written copy was removed; the working directory and HEAD are as they were)";
+/// What a restore stopped by a signal leaves.
+pub const RESTORE_PART: &str =
+    "the paths restored so far are whole, the others untouched; run the restore again to finish";
+
+/// [`CliError::Interrupted`], saying the command `left` this, once a signal was
+/// received.
+pub fn check(left: &'static str) -> Result<()> {
     match PENDING.load(Ordering::Relaxed) {
         0 => Ok(()),
         signal => Err(CliError::Interrupted {
             signal: name(signal),
+            left,
         }),
     }
 }

@@ -266,7 +266,10 @@ pub fn materialize_with<S: ObjectSource + Sync + ?Sized>(
                 if failed.load(Ordering::Relaxed) {
                     break;
                 }
-                let r = write_file(ws, &fetched, dest, e, umask, &mut out);
+                // A signal (`crate::interrupt`, armed by the caller) stops the
+                // writing between files; the caller removes what was written.
+                let r = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT)
+                    .and_then(|()| write_file(ws, &fetched, dest, e, umask, &mut out));
                 if r.is_err() {
                     failed.store(true, Ordering::Relaxed);
                     return r.map(|()| out);

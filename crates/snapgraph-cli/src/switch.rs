@@ -384,7 +384,10 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         .enumerate()
     {
         let at = staging.join(n.to_string());
-        let written = stage_file(to, source, e, &at, umask);
+        // A signal (`crate::interrupt`, armed by the caller) stops the switch while
+        // it stages: nothing in the working directory has changed.
+        let written = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT)
+            .and_then(|()| stage_file(to, source, e, &at, umask));
         if let Err(err) = written {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(err);
@@ -409,8 +412,12 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         source: &kept,
         unrecorded: &unrecorded,
     };
-    let applied = std::fs::create_dir(&aside)
-        .at(&aside)
+    // From the apply on, a signal waits for the end of the checkout.
+    let applied = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT)
+        .and_then(|()| {
+            crate::interrupt::test_point("apply");
+            std::fs::create_dir(&aside).at(&aside)
+        })
         .and_then(|()| apply(&changes, hook));
     let _ = std::fs::remove_dir_all(&staging);
     if let Err(e) = applied {

@@ -1744,7 +1744,7 @@ fn a_signal_during_a_batched_commit_leaves_no_lease() {
     write(t.path(), "small.txt", b"small");
     let out = std::process::Command::new(&*BIN)
         .args(["commit", "-m", "big", "--batch-bytes", "1048576"])
-        .env("SNAPGRAPH_TEST_INTERRUPT", "1")
+        .env("SNAPGRAPH_TEST_INTERRUPT", "batch")
         .current_dir(t.path())
         .output()
         .unwrap();
@@ -1762,4 +1762,137 @@ fn a_signal_during_a_batched_commit_leaves_no_lease() {
         run_in(t.path(), &["cat", "main:big.bin"]).stdout,
         pseudo_random(6 << 20, 9)
     );
+}
+
+/// Runs `args` in `dir` with a signal (`SIGTERM`, as from Ctrl-C) raised at the
+/// command's `point` (`SNAPGRAPH_TEST_INTERRUPT`, see `interrupt::test_point`).
+fn interrupted_at(dir: &Path, point: &str, args: &[&str]) -> (Option<i32>, String) {
+    use std::os::unix::process::ExitStatusExt;
+    let out = Command::new(&*BIN)
+        .args(args)
+        .env("SNAPGRAPH_TEST_INTERRUPT", point)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.signal(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What `status` says of branch, changes and stale work, and any `staging-*` or
+/// `old-*` directory left in `.snapgraph/`.
+fn settled(dir: &Path) -> (String, usize, usize, Vec<String>) {
+    let s = json(dir, &["status"]);
+    let left: Vec<String> = std::fs::read_dir(dir.join(".snapgraph"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("staging-") || n.starts_with("old-"))
+        .collect();
+    (
+        s["branch"].as_str().unwrap_or("").to_string(),
+        s["changes"].as_array().unwrap().len(),
+        s["stale"].as_array().unwrap().len(),
+        left,
+    )
+}
+
+/// A signal (Ctrl-C, `SIGTERM`) during a checkout leaves the working directory on
+/// the old commit or on the new one, never between. Before, a signal after the
+/// swap (while the replaced tree was checked and deleted) left the new commit's
+/// files under the old HEAD: `status` listed them as changes, and the next commit
+/// recorded them on the old branch.
+#[test]
+fn a_signal_during_a_checkout_leaves_the_old_commit_or_the_new_one() {
+    let t = repo();
+    grid(t.path(), 20);
+    ok(t.path(), &["commit", "-m", "a"]);
+    ok(t.path(), &["branch", "b"]);
+    ok(t.path(), &["branch", "c"]);
+    ok(t.path(), &["checkout", "b"]);
+    // Every file changed: the switch declines, the checkout swaps the whole tree.
+    for d in 0..20 {
+        for f in 0..20 {
+            write(
+                t.path(),
+                &format!("d{d:02}/f{f:02}.txt"),
+                format!("b {d} {f}").as_bytes(),
+            );
+        }
+    }
+    ok(t.path(), &["commit", "-m", "b"]);
+    let b = snapshot_of(t.path());
+    ok(t.path(), &["checkout", "c"]);
+    write(t.path(), "d03/f04.txt", b"c");
+    ok(t.path(), &["commit", "-m", "c"]);
+    let c = snapshot_of(t.path());
+    ok(t.path(), &["checkout", "main"]);
+    let a = snapshot_of(t.path());
+    assert_ne!(a, b);
+
+    // While the staging directory is written: the checkout stops, nothing changed.
+    for args in [&["checkout", "b"][..], &["checkout", "--force", "b"]] {
+        let (signal, err) = interrupted_at(t.path(), "write", args);
+        assert_eq!(signal, Some(15), "{args:?}: {err}");
+        assert!(err.contains("nothing was checked out"), "{err}");
+        assert_eq!(snapshot_of(t.path()), a, "{args:?}");
+        assert_eq!(settled(t.path()), ("main".into(), 0, 0, vec![]), "{args:?}");
+    }
+    // From the swap: the checkout finishes, then the process ends by the signal.
+    for args in [&["checkout", "b"][..], &["checkout", "--force", "b"]] {
+        let (signal, err) = interrupted_at(t.path(), "swap", args);
+        assert_eq!(signal, Some(15), "{args:?}: {err}");
+        assert_eq!(snapshot_of(t.path()), b, "{args:?}");
+        assert_eq!(settled(t.path()), ("b".into(), 0, 0, vec![]), "{args:?}");
+        ok(t.path(), &["checkout", "--force", "main"]);
+        assert_eq!(snapshot_of(t.path()), a);
+    }
+    // A switch (one file differs from a to c): stopped while it stages, run to its
+    // end from its apply.
+    let (signal, err) = interrupted_at(t.path(), "write", &["checkout", "c"]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("nothing was checked out"), "{err}");
+    assert_eq!(snapshot_of(t.path()), a);
+    assert_eq!(settled(t.path()), ("main".into(), 0, 0, vec![]));
+    let (signal, err) = interrupted_at(t.path(), "apply", &["checkout", "c"]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert_eq!(snapshot_of(t.path()), c);
+    assert_eq!(settled(t.path()), ("c".into(), 0, 0, vec![]));
+    // And the directory commits as any other.
+    write(t.path(), "d00/f00.txt", b"after");
+    ok(t.path(), &["commit", "-m", "after"]);
+    assert_eq!(run_in(t.path(), &["cat", "c:d03/f04.txt"]).stdout, b"c");
+}
+
+/// A signal during `restore` stops it between files, leaving no temporary file
+/// beside the one it was writing (the next commit would record it), and during
+/// `checkout --to` leaves neither the target nor its staging directory.
+#[test]
+fn a_signal_during_a_restore_or_a_checkout_to_leaves_no_partial_file() {
+    let t = repo();
+    write(t.path(), "f1", b"one");
+    write(t.path(), "d/f2", b"two");
+    ok(t.path(), &["commit", "-m", "a"]);
+    write(t.path(), "f1", b"edited");
+    std::fs::remove_file(t.path().join("d/f2")).unwrap();
+    let before = snapshot_of(t.path());
+    let (signal, err) = interrupted_at(t.path(), "write", &["restore", "f1", "d"]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("run the restore again"), "{err}");
+    assert_eq!(snapshot_of(t.path()), before);
+    ok(t.path(), &["restore", "f1", "d"]);
+    assert_eq!(std::fs::read(t.path().join("f1")).unwrap(), b"one");
+    assert_eq!(std::fs::read(t.path().join("d/f2")).unwrap(), b"two");
+
+    let out = tempfile::tempdir().unwrap();
+    let to = out.path().join("copy");
+    let (signal, err) = interrupted_at(
+        t.path(),
+        "write",
+        &["checkout", "main", "--to", to.to_str().unwrap()],
+    );
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("nothing was checked out"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }

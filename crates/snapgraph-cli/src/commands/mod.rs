@@ -238,11 +238,12 @@ pub(super) fn pipelined<S: snapgraph_store::Store, T>(
     }
     impl<S: snapgraph_store::Store> Pipeline<'_, '_, '_, S> {
         fn send(&mut self, set: snapgraph::ObjectSet) -> Result<()> {
-            crate::interrupt::check()?;
+            crate::interrupt::check(crate::interrupt::NOTHING_COMMITTED)?;
             if let Some(b) = self.batched.take() {
                 // From the first batch a lease is held until the commit publishes:
                 // a signal then stops the commit instead of the process.
                 crate::interrupt::arm();
+                crate::interrupt::test_point("batch");
                 let (tx, rx) = std::sync::mpsc::sync_channel::<snapgraph::ObjectSet>(0);
                 // Off this core (see `crate::cpus`): it writes while this one reads.
                 let beside = crate::cpus::Beside::here();
@@ -264,7 +265,7 @@ pub(super) fn pipelined<S: snapgraph_store::Store, T>(
     }
     impl<S: snapgraph_store::Store> crate::batches::Batches for Pipeline<'_, '_, '_, S> {
         fn file_read(&mut self, ws: &mut Workspace, bytes: u64) -> Result<()> {
-            crate::interrupt::check()?;
+            crate::interrupt::check(crate::interrupt::NOTHING_COMMITTED)?;
             self.unwritten += bytes;
             if self.unwritten >= self.half {
                 self.unwritten = 0;
@@ -296,7 +297,7 @@ pub(super) fn pipelined<S: snapgraph_store::Store, T>(
         }
         // A signal received while the last batches were written stops the commit
         // before it publishes.
-        read.and_then(|r| crate::interrupt::check().map(|()| r))
+        read.and_then(|r| crate::interrupt::check(crate::interrupt::NOTHING_COMMITTED).map(|()| r))
     })
 }
 

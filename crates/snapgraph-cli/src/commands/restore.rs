@@ -107,7 +107,12 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
     }
     let (mut files, mut dirs, mut symlinks, mut bytes, mut removed) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    // A signal stops the restore between entries (`crate::interrupt`): each one
+    // written is whole, and no temporary file is left for a commit to record.
+    crate::interrupt::arm();
+    crate::interrupt::test_point("write");
     for e in parents.iter().copied().chain(chosen.iter().copied()) {
+        crate::interrupt::check(crate::interrupt::RESTORE_PART)?;
         let target = fs(e);
         match e.kind {
             EntryKind::Dir => {
@@ -157,6 +162,7 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
         }
     }
     for p in &stale {
+        crate::interrupt::check(crate::interrupt::RESTORE_PART)?;
         let target = wd.root.join(p.trim_start_matches('/'));
         match std::fs::symlink_metadata(&target) {
             Ok(m) if !m.file_type().is_dir() => {

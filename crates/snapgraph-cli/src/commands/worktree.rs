@@ -821,7 +821,15 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             let staging = parent.join(unique_name(&format!(".{name}.snapgraph-staging")));
             let ws = whole()?;
             let root_mode = ws.metadata("/")?.mode & 0o777;
+            // A signal from here stops the writing and removes the staging
+            // directory (`crate::interrupt`).
+            crate::interrupt::arm();
+            crate::interrupt::test_point("write");
             let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
+            if let Err(e) = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT) {
+                let _ = std::fs::remove_dir_all(&staging);
+                return Err(e);
+            }
             let swap = std::fs::rename(&staging, &to).and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&to, std::fs::Permissions::from_mode(root_mode))
@@ -926,6 +934,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     let mut tip = tip_of(t, &ix);
                     tip.keeps_changes = !carried.is_empty();
                     let guard = crate::guard::Guard::new(&wd.root, Some(t), Some(&ix));
+                    // A signal while the switch stages stops it (nothing changed);
+                    // from its apply until HEAD and the stat cache name the commit,
+                    // it waits for the end (`crate::interrupt`): half a switch would
+                    // be taken for the directory's own changes.
+                    crate::interrupt::arm();
+                    crate::interrupt::test_point("write");
                     match crate::switch::switch(
                         &wd.root, &wd.dot, &tip, &mut to, id, store, &guard,
                     )? {
@@ -974,6 +988,12 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 None => {
                     let ws = whole()?;
                     let staging = wd.dot.join(unique_name("staging"));
+                    // A signal while the staging directory is written stops the
+                    // checkout there (the directory untouched); from the swap until
+                    // HEAD and the stat cache name the commit, it waits for the end
+                    // (`crate::interrupt`).
+                    crate::interrupt::arm();
+                    crate::interrupt::test_point("write");
                     let done = materialize_or_clean(&wd, &ws, id, &staging, &pb)?;
                     // The guard vouches by a stat cache whole for the tip (a part
                     // read for a watcher's report is read whole: the old tree is
@@ -994,15 +1014,19 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     // The replaced tree is checked while the index is built (each
                     // costs what the tree holds), then deleted; the index is saved,
                     // and HEAD moved, once it is gone.
-                    let r = swap_checked(
-                        &wd.root,
-                        &wd.dot,
-                        &staging,
-                        args.force,
-                        guard.as_ref(),
-                        store,
-                        || index_after_checkout(&wd, id, &done.entries),
-                    );
+                    let r = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT)
+                        .and_then(|()| {
+                            crate::interrupt::test_point("swap");
+                            swap_checked(
+                                &wd.root,
+                                &wd.dot,
+                                &staging,
+                                args.force,
+                                guard.as_ref(),
+                                store,
+                                || index_after_checkout(&wd, id, &done.entries),
+                            )
+                        });
                     crate::timings::phase("the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
                     let (old, index) = r?;
