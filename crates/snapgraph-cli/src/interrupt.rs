@@ -78,7 +78,16 @@ pub fn arm() {
 /// `batch` (a batched commit's first hand-over), `write` (a checkout's first write,
 /// into its staging directory, or a restore's first file), `swap` (a full
 /// checkout's swap begins), `apply` (a switch's apply begins).
+///
+/// Set to `kill:POINT`, it ends the process by `SIGKILL` at `POINT` instead, armed
+/// or not, as a power cut or the OOM killer would: `published` (a full checkout's
+/// stat cache and HEAD name the commit, the replaced tree not yet deleted).
 pub fn test_point(point: &str) {
+    if let Some(v) = std::env::var_os("SNAPGRAPH_TEST_INTERRUPT") {
+        if v.to_str().and_then(|v| v.strip_prefix("kill:")) == Some(point) {
+            let _ = signal_hook::low_level::raise(signal_hook::consts::SIGKILL);
+        }
+    }
     if !ARMED.load(Ordering::SeqCst)
         || PENDING.load(Ordering::SeqCst) != 0
         || std::env::var_os("SNAPGRAPH_TEST_INTERRUPT").is_none_or(|v| v != point)

@@ -1847,6 +1847,24 @@ fn a_signal_during_a_checkout_leaves_the_old_commit_or_the_new_one() {
         ok(t.path(), &["checkout", "--force", "main"]);
         assert_eq!(snapshot_of(t.path()), a);
     }
+    // Killed (`SIGKILL`) while the replaced tree is deleted: the stat cache and HEAD
+    // named the new commit first, so the directory is on it; `status` lists the
+    // rest of the replaced tree as stale. Before, HEAD moved once it was deleted.
+    let (signal, err) = interrupted_at(t.path(), "kill:published", &["checkout", "b"]);
+    assert_eq!(signal, Some(9), "{err}");
+    assert_eq!(snapshot_of(t.path()), b);
+    let (branch, changes, stale, _) = settled(t.path());
+    assert_eq!((branch.as_str(), changes, stale), ("b", 0, 1));
+    let out = ok(t.path(), &["commit", "-m", "nothing"]);
+    assert!(out.contains("nothing to commit"), "{out}");
+    for e in std::fs::read_dir(t.path().join(".snapgraph")).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with("old-") {
+            std::fs::remove_dir_all(e.path()).unwrap();
+        }
+    }
+    ok(t.path(), &["checkout", "main"]);
+    assert_eq!(snapshot_of(t.path()), a);
     // A switch (one file differs from a to c): stopped while it stages, run to its
     // end from its apply.
     let (signal, err) = interrupted_at(t.path(), "write", &["checkout", "c"]);

@@ -968,6 +968,18 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                 }
                 None => "declined: the whole tree is written".into(),
             });
+            // A branch by name becomes current; anything else detaches HEAD. Once
+            // the stat cache names the commit (a process killed between the two
+            // finds the directory behind its branch, and `status` says so).
+            let set_head = || -> Result<()> {
+                if move_head {
+                    match wd.repo.branch(&args.rev).ok().flatten() {
+                        Some(tip) if tip == id => wd.set_head_branch(&args.rev)?,
+                        _ => wd.set_head_detached(id)?,
+                    }
+                }
+                Ok(())
+            };
             let done = match switched {
                 Some((s, ix, to)) => {
                     let delta = index_after_switch(&wd, &ix, id, &to, &s)?;
@@ -982,6 +994,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         crate::watch::store_token(&wd.dot, &index_path, token);
                     }
                     crate::timings::phase("index saved");
+                    set_head()?;
                     std::mem::forget(to);
                     s.done
                 }
@@ -1030,25 +1043,33 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     crate::timings::phase("the old tree checked");
                     let _ = std::fs::remove_dir_all(&staging);
                     let (old, index) = r?;
-                    let (removed, index) = match index {
-                        Some(index) => (remove_tree_beside(&old, || ()).0, index),
+                    // The stat cache, then HEAD, name the commit while the replaced
+                    // tree is deleted (checked by the guard, or given up with
+                    // `--force`): a process killed meanwhile leaves a consistent
+                    // directory, the rest of that tree listed by `status` as stale.
+                    let publish = |index: Result<Index>| -> Result<()> {
+                        index?.save(&wd.dot.join("index"))?;
+                        set_head()?;
+                        crate::interrupt::test_point("published");
+                        Ok(())
+                    };
+                    let (removed, published) = match index {
+                        Some(index) => remove_tree_beside(&old, || publish(index)),
                         None => remove_tree_beside(&old, || {
-                            index_after_checkout(&wd, id, &done.entries)
+                            publish(index_after_checkout(&wd, id, &done.entries))
                         }),
                     };
-                    removed.at(&old)?;
-                    index?.save(&wd.dot.join("index"))?;
+                    published?;
+                    if let Err(e) = removed {
+                        eprintln!(
+                            "warning: the replaced tree in {} could not be deleted ({e}); the checkout is done, delete it by hand",
+                            old.display()
+                        );
+                    }
                     std::mem::forget(ws);
                     done
                 }
             };
-            if move_head {
-                // A branch by name becomes current; anything else detaches HEAD.
-                match wd.repo.branch(&args.rev).ok().flatten() {
-                    Some(tip) if tip == id => wd.set_head_branch(&args.rev)?,
-                    _ => wd.set_head_detached(id)?,
-                }
-            }
             (wd.root.clone(), done)
         }
     };
