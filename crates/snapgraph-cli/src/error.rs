@@ -187,7 +187,7 @@ pub enum CliError {
         signal: &'static str,
         /// What the command left: [`crate::interrupt::NOTHING_COMMITTED`] and the
         /// others.
-        left: &'static str,
+        left: String,
     },
     /// A store of files inside the working directory, outside `.snapgraph/`: commits
     /// would snapshot it into itself and checkouts write old copies of it over it.

@@ -37,6 +37,12 @@ use crate::error::{CliError, Result};
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// The first signal received since, or 0.
 static PENDING: AtomicI32 = AtomicI32::new(0);
+/// Set by the first signal: what store operations given it look at
+/// ([`snapgraph_store::Cancel`]).
+static CANCEL: std::sync::LazyLock<snapgraph_store::Cancel> =
+    std::sync::LazyLock::new(snapgraph_store::Cancel::new);
+/// Whether a signal ends the process at once again ([`disarm`]).
+static DISARMED: AtomicBool = AtomicBool::new(false);
 
 /// Starts receiving the signals (once per process), those the process does not
 /// ignore: `nohup` (`SIGHUP`) and a shell's background job without job control
@@ -58,12 +64,14 @@ pub fn arm() {
         .name("signals".into())
         .spawn(move || {
             for signal in signals.forever() {
-                if PENDING
-                    .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_err()
+                if DISARMED.load(Ordering::SeqCst)
+                    || PENDING
+                        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_err()
                 {
                     die(signal);
                 }
+                CANCEL.cancel();
             }
         });
     if started.is_err() {
@@ -102,6 +110,21 @@ pub fn test_point(point: &str) {
     }
 }
 
+/// The flag the first signal sets, for store operations that take one
+/// (`snapgraph_store::GcOptions::cancel`, `SyncOptions::cancel`): they stop at their
+/// next safe point, taking back their lease or sweep marker.
+pub fn cancel() -> snapgraph_store::Cancel {
+    CANCEL.clone()
+}
+
+/// From here a signal ends the process at once, as its default action would (one
+/// received already: now), for work that is safe to kill and too long to wait for
+/// (a repack: SQLite's transactions).
+pub fn disarm() {
+    DISARMED.store(true, Ordering::SeqCst);
+    finish();
+}
+
 /// The signals this process ignores, as a mask (bit `n - 1` for signal `n`), from
 /// `/proc/self/status`; none where that cannot be read.
 fn ignored_signals() -> u64 {
@@ -131,7 +154,20 @@ pub fn check(left: &'static str) -> Result<()> {
         0 => Ok(()),
         signal => Err(CliError::Interrupted {
             signal: name(signal),
-            left,
+            left: left.to_string(),
+        }),
+    }
+}
+
+/// The signal received, if one was: [`CliError::Interrupted`] saying the command
+/// `left` this (for a store operation that stopped on [`cancel`], or work done
+/// before the next step).
+pub fn received(left: impl FnOnce() -> String) -> Option<CliError> {
+    match PENDING.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(CliError::Interrupted {
+            signal: name(signal),
+            left: left(),
         }),
     }
 }

@@ -1914,3 +1914,54 @@ fn a_signal_during_a_restore_or_a_checkout_to_leaves_no_partial_file() {
     let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A signal during `gc`, `sync` or `clone` stops it with nothing held in the store:
+/// the collection ends its sweep (killed in it, it left the marker every writer
+/// then waited for), the sync releases its lease and moves no ref, and the clone
+/// removes the directory it made (a half-made one refused the next clone).
+#[test]
+fn a_signal_during_gc_sync_or_clone_leaves_nothing_held() {
+    let t = repo();
+    write(t.path(), "f", b"one");
+    ok(t.path(), &["commit", "-m", "one"]);
+    ok(t.path(), &["branch", "side"]);
+    ok(t.path(), &["checkout", "side"]);
+    write(t.path(), "f", &pseudo_random(300_000, 3));
+    ok(t.path(), &["commit", "-m", "garbage"]);
+    ok(t.path(), &["checkout", "main"]);
+    ok(t.path(), &["branch", "-D", "side"]);
+
+    let (signal, err) = interrupted_at(t.path(), "gc", &["gc", "--prune", "now"]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    assert!(err.contains("ended its sweep"), "{err}");
+    // No marker left: a commit goes through at once, and the next gc deletes.
+    write(t.path(), "g", b"g");
+    ok(t.path(), &["commit", "-m", "three"]);
+    let gc = json(t.path(), &["gc", "--prune", "now", "--wait", "1"]);
+    assert!(gc["deleted"].as_u64().unwrap() > 0, "{gc}");
+
+    let out = tempfile::tempdir().unwrap();
+    let dst = format!("dir:{}", out.path().join("store").display());
+    let (signal, err) = interrupted_at(t.path(), "sync", &["sync", ".", &dst]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("did not move on the destination"), "{err}");
+    let refs = |url: &str| -> usize {
+        let store = snapgraph_store::open(url).unwrap();
+        ["heads/", "snapgraph/lease/", "snapgraph/wait/"]
+            .iter()
+            .map(|p| store.list_refs(p).unwrap().len())
+            .sum()
+    };
+    assert_eq!(refs(&dst), 0, "no ref, no lease, no wait");
+    ok(t.path(), &["sync", ".", &dst]);
+    assert!(refs(&dst) > 0);
+
+    let dir = out.path().join("clone");
+    let (signal, err) = interrupted_at(t.path(), "sync", &["clone", ".", dir.to_str().unwrap()]);
+    assert_eq!(signal, Some(15), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    assert!(!dir.exists(), "{err}");
+    ok(t.path(), &["clone", ".", dir.to_str().unwrap()]);
+    assert_eq!(std::fs::read(dir.join("g")).unwrap(), b"g");
+}

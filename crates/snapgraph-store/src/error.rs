@@ -67,6 +67,14 @@ pub enum StoreError {
         #[source]
         source: Box<StoreError>,
     },
+    /// The caller cancelled the operation ([`crate::Cancel`]) during `op`: it
+    /// stopped at a safe point. Operations that take a `Cancel` report it as their
+    /// own variant ([`crate::GcError::Cancelled`], [`crate::SyncError::Cancelled`]).
+    #[error("cancelled during {op}")]
+    Cancelled {
+        /// What the operation was doing.
+        op: &'static str,
+    },
     /// A failure injected by `FaultyStore` (tests only).
     #[error("injected fault at {op} call {call}")]
     Injected {

@@ -125,6 +125,15 @@ pub enum GcError {
         /// The lease refs.
         leases: Vec<String>,
     },
+    /// The caller cancelled the collection ([`GcOptions::cancel`]). Its sweep, if
+    /// it had begun, was ended: writers go on. `deleted` objects were deleted
+    /// (referrers before what they reference: every held object's closure is
+    /// complete), the rest is left for the next collection.
+    #[error("garbage collection cancelled: {deleted} objects deleted, the rest left for the next collection")]
+    Cancelled {
+        /// Objects deleted before it stopped.
+        deleted: usize,
+    },
     /// Another collection is sweeping.
     #[error("another garbage collection is sweeping (marker {marker})")]
     SweepInProgress {
@@ -144,6 +153,9 @@ pub struct GcOptions {
     /// long is a dead writer's (a live one renews it every [`WAIT_BEAT`]): the
     /// collection removes it instead of waiting for it (10 s).
     pub wait_grace: Duration,
+    /// Set, it stops the collection at its next safe point ([`crate::cancel`]):
+    /// between batches while it marks or deletes, and while it waits for writers.
+    pub cancel: crate::Cancel,
 }
 
 impl Default for GcOptions {
@@ -152,6 +164,7 @@ impl Default for GcOptions {
             pins: Vec::new(),
             lease_wait: Duration::from_secs(60),
             wait_grace: Duration::from_secs(10),
+            cancel: crate::Cancel::default(),
         }
     }
 }
@@ -203,6 +216,14 @@ pub fn collect(store: &dyn Store, pins: &[ObjectId]) -> Result<GcReport, GcError
 /// the pins, then deletes every other object. See the module docs for why it is
 /// safe with concurrent writers.
 pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, GcError> {
+    collect_cancellable(store, options).map_err(|e| match e {
+        GcError::Store(StoreError::Cancelled { .. }) => GcError::Cancelled { deleted: 0 },
+        e => e,
+    })
+}
+
+fn collect_cancellable(store: &dyn Store, options: &GcOptions) -> Result<GcReport, GcError> {
+    let cancel = &options.cancel;
     let mut report = GcReport::default();
     let mut seen = Marked::new();
 
@@ -225,13 +246,20 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
         &mut report.problems,
         &hollow,
         &mut met,
+        cancel,
     )?;
 
     // Writers holding a lease or waiting for one finish first (within the wait):
     // a sweep would make them start over, and a collector that loops could do so
     // for ever. Writers that come later are let through by the next collection.
     let deadline = Instant::now() + options.lease_wait;
-    let_writers_through(store, deadline, options.wait_grace)?;
+    let_writers_through(store, deadline, options.wait_grace, cancel)?;
+    if cancel.is_cancelled() {
+        return Err(StoreError::Cancelled {
+            op: "waiting for writers",
+        }
+        .into());
+    }
 
     // Phase 2: announce the sweep; from here no lease is granted, nothing published.
     let marker = new_token(token);
@@ -262,7 +290,14 @@ pub fn collect_with(store: &dyn Store, options: &GcOptions) -> Result<GcReport, 
             return Err(e.into());
         }
     }
-    let result = sweep(store, &before, &mut seen, &mut met, &mut report, deadline);
+    let result = sweep(
+        store,
+        &before,
+        (&mut seen, &mut met),
+        &mut report,
+        deadline,
+        cancel,
+    );
     // End the sweep even if it failed, so writers are not left waiting.
     let end = end_sweep(store, marker);
     result?;
@@ -284,6 +319,7 @@ pub fn live_set(store: &dyn Store, roots: &[ObjectId]) -> Result<HashSet<ObjectI
         &mut Vec::new(),
         &hollow,
         &mut Vec::new(),
+        &crate::Cancel::default(),
     )?;
     Ok(seen.into_keys().collect())
 }
@@ -331,6 +367,7 @@ fn let_writers_through(
     store: &dyn RefStore,
     deadline: Instant,
     grace: Duration,
+    cancel: &crate::Cancel,
 ) -> Result<(), StoreError> {
     // Each writer's id, with its wait's value (None: a lease) and when first seen.
     let ids = || -> Result<HashMap<String, Option<ObjectId>>, StoreError> {
@@ -349,7 +386,7 @@ fn let_writers_through(
         .map(|(id, value)| (id, (value, Instant::now())))
         .collect();
     let mut pause = Duration::from_millis(2);
-    while !first.is_empty() && Instant::now() < deadline {
+    while !first.is_empty() && Instant::now() < deadline && !cancel.is_cancelled() {
         let now = ids()?;
         let mut expired = Vec::new();
         first.retain(|id, (value, since)| match now.get(id) {
@@ -393,10 +430,10 @@ fn roots(refs: &[(String, ObjectId)]) -> impl Iterator<Item = (ObjectId, ObjectK
 fn sweep(
     store: &dyn Store,
     before: &[(String, ObjectId)],
-    seen: &mut Marked,
-    met: &mut Vec<ObjectId>,
+    (seen, met): (&mut Marked, &mut Vec<ObjectId>),
     report: &mut GcReport,
     deadline: Instant,
+    cancel: &crate::Cancel,
 ) -> Result<(), GcError> {
     // Wait for every writer that got a lease before the sweep began.
     let mut pause = Duration::from_millis(2);
@@ -411,6 +448,9 @@ fn sweep(
         }
         if Instant::now() >= deadline {
             return Err(GcError::LeasesHeld { leases });
+        }
+        if cancel.is_cancelled() {
+            return Err(GcError::Cancelled { deleted: 0 });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -443,6 +483,7 @@ fn sweep(
         &mut report.problems,
         &hollow,
         met,
+        cancel,
     )?;
     report.refs = before.len() + moved.len();
     let met_set: HashSet<ObjectId> = met.iter().copied().collect();
@@ -476,8 +517,13 @@ fn sweep(
         .filter(|id| !seen.contains_key(id) && !bases.contains(id))
         .collect();
     let ordered = referrers_first(store, doomed, &base_of)?;
+    let mut deleted = 0;
     for batch in ordered.chunks(BATCH) {
+        if cancel.is_cancelled() {
+            return Err(GcError::Cancelled { deleted });
+        }
         store.delete_many(batch)?;
+        deleted += batch.len();
     }
     report.deleted = ordered;
     // Nobody writes now: what no index names and its writer left long ago can go.
@@ -591,6 +637,16 @@ impl Lease {
         store: &dyn RefStore,
         wait: Duration,
     ) -> Result<Result<Self, ObjectId>, StoreError> {
+        Self::acquire_with(store, wait, &crate::Cancel::default())
+    }
+
+    /// [`acquire`](Self::acquire), stopped by `cancel` while it waits for a sweep to
+    /// end ([`StoreError::Cancelled`], its wait taken back).
+    pub fn acquire_with(
+        store: &dyn RefStore,
+        wait: Duration,
+        cancel: &crate::Cancel,
+    ) -> Result<Result<Self, ObjectId>, StoreError> {
         let start = Instant::now();
         let mut pause = Duration::from_millis(5);
         // One id from the wait to the lease: a collector lets both through.
@@ -667,6 +723,14 @@ impl Lease {
                                 return Err(e);
                             }
                         }
+                    }
+                    if cancel.is_cancelled() {
+                        if let Some((current, _)) = waiting {
+                            end_wait(store, &waiter, current);
+                        }
+                        return Err(StoreError::Cancelled {
+                            op: "waiting for a sweep to end",
+                        });
                     }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(500));

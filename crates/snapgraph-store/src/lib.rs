@@ -43,6 +43,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod cancel;
 pub mod codec;
 pub mod conformance;
 pub mod counting;
@@ -74,6 +75,7 @@ pub mod sync;
 pub mod verify;
 mod walk;
 
+pub use cancel::Cancel;
 pub use codec::Compression;
 pub use error::{DeltaProblem, StoreError};
 pub use gc::{collect as gc, GcError, GcOptions, GcReport};

@@ -122,6 +122,15 @@ pub enum SyncError {
         /// Its value now.
         actual: Option<ObjectId>,
     },
+    /// The caller cancelled the sync ([`SyncOptions::cancel`]): nothing moved on the
+    /// destination and its writer's lease is released; objects written stay
+    /// (complete subtrees), unreferenced until a collection, and shorten the next
+    /// attempt.
+    #[error("sync of {name} cancelled: nothing moved on the destination")]
+    Cancelled {
+        /// The ref.
+        name: String,
+    },
     /// A collection of the destination is sweeping and did not end within the wait.
     #[error("a garbage collection of the destination is sweeping (marker {marker})")]
     GcInProgress {
@@ -161,6 +170,10 @@ pub struct SyncOptions {
     /// (the default): every commit as the source holds it, and commits the
     /// destination holds hollow stay so.
     pub depth: Option<NonZeroU64>,
+    /// Set, it stops the sync at its next safe point ([`crate::cancel`]): between
+    /// discovery levels and batches of objects written, and while it waits for a
+    /// sweep to end.
+    pub cancel: crate::Cancel,
 }
 
 impl Default for SyncOptions {
@@ -169,6 +182,7 @@ impl Default for SyncOptions {
             force: false,
             gc_wait: Duration::from_secs(60),
             depth: None,
+            cancel: crate::Cancel::default(),
         }
     }
 }
@@ -223,6 +237,23 @@ pub fn sync_with(
     name: &str,
     options: &SyncOptions,
 ) -> Result<SyncReport, SyncError> {
+    sync_cancellable(src, dst, name, options).map_err(|e| match e {
+        SyncError::Store {
+            source: StoreError::Cancelled { .. },
+            ..
+        } => SyncError::Cancelled {
+            name: name.to_string(),
+        },
+        e => e,
+    })
+}
+
+fn sync_cancellable(
+    src: &dyn Store,
+    dst: &dyn Store,
+    name: &str,
+    options: &SyncOptions,
+) -> Result<SyncReport, SyncError> {
     validate_ref_name(name).map_err(src_err)?;
     let tip = src
         .get_ref(name)
@@ -253,7 +284,7 @@ pub fn sync_with(
         }
     }
     loop {
-        let lease = Lease::acquire(dst, options.gc_wait)
+        let lease = Lease::acquire_with(dst, options.gc_wait, &options.cancel)
             .map_err(dst_err)?
             .map_err(|marker| SyncError::GcInProgress { marker })?;
         if let Err(e) = dst.fence_leased(lease.token()) {
@@ -308,7 +339,7 @@ fn plan(
     if before == Some(tip) && options.depth.is_none() {
         return Ok(Plan::Done(report));
     }
-    let found = discover(src, dst, tip, options.depth, &mut report)?;
+    let found = discover(src, dst, tip, options, &mut report)?;
     if before == Some(tip) && found.absent.is_empty() && found.filled.is_empty() {
         return Ok(Plan::Done(report));
     }
@@ -335,6 +366,15 @@ fn plan(
         updates,
         message: format!("sync to {tip}"),
     })
+}
+
+/// [`StoreError::Cancelled`] (as the destination's, which [`sync_with`] reports as
+/// [`SyncError::Cancelled`]) once the caller cancelled.
+fn cancelled(options: &SyncOptions, op: &'static str) -> Result<(), SyncError> {
+    match options.cancel.is_cancelled() {
+        true => Err(dst_err(StoreError::Cancelled { op })),
+        false => Ok(()),
+    }
 }
 
 /// The publishing update's outcome, as the sync reports it.
@@ -372,10 +412,11 @@ fn attempt(
     };
     // Hollow records before the commit objects they excuse (see crate::hollow).
     crate::hollow::record(dst, &found.hollow).map_err(dst_err)?;
-    write(src, tip, &found, &mut report, &mut |batch| {
+    write(src, tip, &found, options, &mut report, &mut |batch| {
         dst.put_many(batch).map_err(dst_err)?;
         Ok(true)
     })?;
+    cancelled(options, "publishing")?;
     updates.extend(lease.release_updates());
     published(name, dst.update_refs(&updates, &message))?;
     Ok(report)
@@ -410,7 +451,7 @@ fn attempt_at_once(
     // source is read no further once they are passed.
     let mut objects: Vec<(ObjectId, Vec<u8>)> = Vec::new();
     let mut bytes = 0u64;
-    write(src, tip, &found, &mut report, &mut |batch| {
+    write(src, tip, &found, options, &mut report, &mut |batch| {
         bytes += batch.iter().map(|(_, b)| b.len() as u64).sum::<u64>();
         objects.extend(batch.iter().map(|(id, b)| (*id, b.to_vec())));
         Ok(bytes <= ONE_WRITE_BYTES)
@@ -457,9 +498,10 @@ fn discover(
     src: &dyn Store,
     dst: &dyn Store,
     tip: ObjectId,
-    depth: Option<NonZeroU64>,
+    options: &SyncOptions,
     report: &mut SyncReport,
 ) -> Result<Found, SyncError> {
+    let depth = options.depth;
     let mut found = Found {
         absent: Vec::new(),
         bytes: HashMap::new(),
@@ -489,6 +531,7 @@ fn discover(
         report.levels += 1;
         let mut next = Vec::new();
         for batch in level.chunks(BATCH) {
+            cancelled(options, "discovery")?;
             let ids: Vec<ObjectId> = batch.iter().map(|(id, _, _)| *id).collect();
             report.examined += ids.len();
             report.queries += 1;
@@ -633,6 +676,7 @@ fn write(
     src: &dyn Store,
     tip: ObjectId,
     found: &Found,
+    options: &SyncOptions,
     report: &mut SyncReport,
     put: &mut Sink<'_>,
 ) -> Result<(), SyncError> {
@@ -662,6 +706,7 @@ fn write(
 
     let mut i = 0;
     while i < order.len() {
+        cancelled(options, "writing objects")?;
         // A batch: up to BATCH objects, at most CHUNK_BATCH of them chunks.
         let mut end = i;
         let mut chunks = Vec::new();

@@ -179,6 +179,7 @@ fn check(
         &mut mark_problems,
         &hollow,
         &mut Vec::new(),
+        &crate::Cancel::default(),
     )?;
     let reported: HashSet<ObjectId> = report.problems.iter().map(|p| p.id()).collect();
     let mut unmarked: Vec<ObjectId> = closure

@@ -135,6 +135,8 @@ fn note(
 /// Of a commit in `hollow` (see [`crate::hollow`]) only the parents are followed;
 /// such commits met are pushed to `met`, so that a caller can mark their
 /// snapshots later should they stop being hollow.
+///
+/// `cancel` set stops it between batches with [`StoreError::Cancelled`].
 pub(crate) fn mark(
     store: &dyn ObjectStore,
     roots: impl IntoIterator<Item = (ObjectId, ObjectKind)>,
@@ -142,6 +144,7 @@ pub(crate) fn mark(
     problems: &mut Vec<WalkProblem>,
     hollow: &HashSet<ObjectId>,
     met: &mut Vec<ObjectId>,
+    cancel: &crate::Cancel,
 ) -> Result<u64, StoreError> {
     let mut level: Vec<(ObjectId, ObjectKind, Option<ObjectId>)> = Vec::new();
     for (id, kind) in roots {
@@ -153,6 +156,9 @@ pub(crate) fn mark(
     while !level.is_empty() {
         let mut next = Vec::new();
         for batch in level.chunks(BATCH) {
+            if cancel.is_cancelled() {
+                return Err(StoreError::Cancelled { op: "marking" });
+            }
             let to_read: Vec<ObjectId> = batch
                 .iter()
                 .filter(|(_, kind, _)| *kind != ObjectKind::Chunk)

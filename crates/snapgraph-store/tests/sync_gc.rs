@@ -953,3 +953,121 @@ fn a_small_sync_is_one_write() {
     assert_eq!(dst.get_ref("heads/main").unwrap(), Some(c.id));
     assert!(verify(&dst, true).unwrap().is_clean());
 }
+
+/// A cancelled collection (`GcOptions::cancel`) stops without a sweep marker left
+/// behind, so writers go on, and deletes nothing before its sweep: cancelled
+/// before it starts, or while it waits for a writer's lease.
+#[test]
+fn a_cancelled_collection_leaves_no_marker_and_deletes_nothing_early() {
+    use snapgraph_store::{Cancel, GcError};
+    let store = MemoryStore::new();
+    let repo = Repo::new(&store);
+    let mut ws = Workspace::new();
+    seed(&mut ws, 20);
+    repo.commit(&mut ws, "main", RepoCommitOptions::message("base"))
+        .unwrap();
+    let g = garbage(&repo, b"unreferenced");
+    let held = |id: ObjectId| store.has_many(&[id]).unwrap().is_empty();
+    assert!(held(g));
+
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let options = gc::GcOptions {
+        cancel,
+        ..Default::default()
+    };
+    let r = gc::collect_with(&store, &options);
+    assert!(matches!(r, Err(GcError::Cancelled { deleted: 0 })), "{r:?}");
+    assert!(held(g));
+    assert_eq!(store.get_ref(gc::GC_SWEEP).unwrap(), None);
+
+    // A writer's lease held: the collection waits for it (30 s) until cancelled.
+    let lease = gc::Lease::acquire(&store, std::time::Duration::ZERO)
+        .unwrap()
+        .unwrap();
+    let cancel = Cancel::new();
+    let options = gc::GcOptions {
+        lease_wait: std::time::Duration::from_secs(30),
+        cancel: cancel.clone(),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let r = std::thread::scope(|s| {
+        let collector = s.spawn(|| gc::collect_with(&store, &options));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        cancel.cancel();
+        collector.join().unwrap()
+    });
+    assert!(matches!(r, Err(GcError::Cancelled { deleted: 0 })), "{r:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(held(g));
+    assert_eq!(store.get_ref(gc::GC_SWEEP).unwrap(), None);
+    // The writer publishes as if nothing happened, and the next collection runs.
+    store
+        .update_refs(&lease.release_updates(), "publish")
+        .unwrap();
+    let report = gc::collect(&store, &[]).unwrap();
+    assert!(report.deleted.contains(&g));
+}
+
+/// A cancelled sync (`SyncOptions::cancel`) moves nothing on the destination and
+/// leaves no lease or wait there: cancelled before it starts, or while it waits
+/// for a sweep to end. A sync without the flag then completes.
+#[test]
+fn a_cancelled_sync_moves_nothing_and_holds_nothing() {
+    use snapgraph_store::store::RefUpdate;
+    use snapgraph_store::Cancel;
+    let src = Repo::new(MemoryStore::new());
+    let mut ws = Workspace::new();
+    seed(&mut ws, 50);
+    src.commit(&mut ws, "main", RepoCommitOptions::default())
+        .unwrap();
+    let dst = MemoryStore::new();
+    let cancel = Cancel::new();
+    cancel.cancel();
+    let options = SyncOptions {
+        cancel,
+        ..Default::default()
+    };
+    let r = sync_with(src.store(), &dst, "heads/main", &options);
+    assert!(
+        matches!(&r, Err(SyncError::Cancelled { name }) if name == "heads/main"),
+        "{r:?}"
+    );
+    assert_eq!(dst.get_ref("heads/main").unwrap(), None);
+    assert_eq!(leases(&dst), 0);
+
+    // A sweep running on the destination (its marker): the sync waits (30 s) for
+    // it under a wait ref, until cancelled.
+    let marker = ObjectId::hash_stored(b"a sweep");
+    dst.update_refs(&[RefUpdate::new(gc::GC_SWEEP, None, Some(marker))], "sweep")
+        .unwrap();
+    let cancel = Cancel::new();
+    let options = SyncOptions {
+        gc_wait: std::time::Duration::from_secs(30),
+        cancel: cancel.clone(),
+        ..Default::default()
+    };
+    let started = std::time::Instant::now();
+    let r = std::thread::scope(|s| {
+        let syncing = s.spawn(|| sync_with(src.store(), &dst, "heads/main", &options));
+        std::thread::sleep(std::time::Duration::from_millis(1_500));
+        assert_eq!(dst.list_refs(gc::WAITERS).unwrap().len(), 1, "it waits");
+        cancel.cancel();
+        syncing.join().unwrap()
+    });
+    assert!(matches!(r, Err(SyncError::Cancelled { .. })), "{r:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(dst.list_refs(gc::WAITERS).unwrap(), vec![]);
+    assert_eq!(
+        (leases(&dst), dst.get_ref("heads/main").unwrap()),
+        (0, None)
+    );
+    dst.update_refs(&[RefUpdate::new(gc::GC_SWEEP, Some(marker), None)], "end")
+        .unwrap();
+    sync(src.store(), &dst, "heads/main").unwrap();
+    assert_eq!(
+        dst.get_ref("heads/main").unwrap(),
+        src.branch("main").unwrap()
+    );
+}

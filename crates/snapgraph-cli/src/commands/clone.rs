@@ -26,16 +26,58 @@ pub(super) fn clone(
     store: Option<&str>,
 ) -> Result<()> {
     let dir = resolve_path(ctx, dir);
-    match std::fs::symlink_metadata(&dir) {
+    let existed = match std::fs::symlink_metadata(&dir) {
         Ok(m) if m.is_dir() => {
             if std::fs::read_dir(&dir).at(&dir)?.next().is_some() {
                 return Err(CliError::bad_path(&dir, "exists and is not empty"));
             }
+            true
         }
         Ok(_) => return Err(CliError::bad_path(&dir, "exists and is not a directory")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(CliError::io(&dir, e)),
+    };
+    let cloned = clone_into(ctx, src, &dir, depth, store);
+    let made = match existed {
+        true => std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()),
+        false => std::fs::symlink_metadata(&dir).is_ok(),
+    };
+    if cloned.is_err() && made {
+        // What the clone made goes, as git's does: a half-made repository would
+        // refuse the next clone into DIR ("not empty"). A store elsewhere
+        // (`--store`) keeps what was synced, unreferenced until its next gc.
+        let removed = match existed {
+            true => std::fs::read_dir(&dir).and_then(|entries| {
+                entries.into_iter().try_for_each(|e| {
+                    let p = e?.path();
+                    match std::fs::symlink_metadata(&p)?.is_dir() {
+                        true => std::fs::remove_dir_all(&p),
+                        false => std::fs::remove_file(&p),
+                    }
+                })
+            }),
+            false => std::fs::remove_dir_all(&dir),
+        };
+        match removed {
+            Ok(()) => eprintln!("removed what the clone made in {}", dir.display()),
+            Err(e) => eprintln!(
+                "warning: {} holds an unfinished clone ({e}); delete it by hand",
+                dir.display()
+            ),
+        }
     }
+    cloned
+}
+
+/// [`clone`] into `dir`, which is empty or absent.
+fn clone_into(
+    ctx: &Ctx,
+    src: &str,
+    dir: &Path,
+    depth: Option<NonZeroU64>,
+    store: Option<&str>,
+) -> Result<()> {
+    let dir = dir.to_path_buf();
     let (source, source_head) = super::sync::open_source(ctx, src)?;
     let mut refs: Vec<(String, snapgraph::ObjectId)> = source.list_refs("heads/")?;
     refs.extend(source.list_refs("tags/")?);
@@ -56,15 +98,20 @@ pub(super) fn clone(
     std::fs::create_dir_all(&dir).at(&dir)?;
     let created = repo::init(&dir, store, false)?;
     let wd = created.workdir;
+    // A signal stops the syncs at their next safe point (`crate::interrupt`).
+    crate::interrupt::arm();
+    crate::interrupt::test_point("sync");
     let options = SyncOptions {
         depth,
+        cancel: crate::interrupt::cancel(),
         ..SyncOptions::default()
     };
     let pb = ctx.bar(Some(refs.len() as u64), "clone");
     let mut synced = Vec::new();
     for (name, _) in &refs {
         pb.set_message(name.clone());
-        let report = snapgraph_store::sync_with(source.as_ref(), wd.store(), name, &options)?;
+        let report = snapgraph_store::sync_with(source.as_ref(), wd.store(), name, &options)
+            .map_err(|e| super::sync::stopped(e, &synced))?;
         synced.push((name.clone(), report));
         pb.inc(1);
     }

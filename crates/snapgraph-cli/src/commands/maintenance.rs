@@ -79,11 +79,35 @@ pub(super) fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
     }
     trash::drop_refs(wd.store(), &expired)?;
     let pb = ctx.bar(None, "gc");
+    // A signal stops the collection at its next safe point, its sweep ended
+    // (killed in the sweep, it left the marker every writer then waited for, until
+    // `gc --clear-marker`): `crate::interrupt`.
+    crate::interrupt::arm();
+    crate::interrupt::test_point("gc");
     let options = snapgraph_store::GcOptions {
         lease_wait: std::time::Duration::from_secs(args.wait),
+        cancel: crate::interrupt::cancel(),
         ..Default::default()
     };
-    let r = snapgraph_store::gc::collect_with(wd.store(), &options)?;
+    let r = match snapgraph_store::gc::collect_with(wd.store(), &options) {
+        Err(snapgraph_store::GcError::Cancelled { deleted }) => {
+            return Err(crate::interrupt::received(|| {
+                format!("the collection stopped after deleting {deleted} objects and ended its sweep; the next gc deletes the rest")
+            })
+            .unwrap_or(CliError::Gc(snapgraph_store::GcError::Cancelled { deleted })));
+        }
+        r => r?,
+    };
+    if let Some(e) = crate::interrupt::received(|| {
+        format!(
+            "the collection finished ({} objects deleted); the repack did not run",
+            r.deleted.len()
+        )
+    }) {
+        return Err(e);
+    }
+    // A repack is SQLite transactions: safe to kill, and a signal does again.
+    crate::interrupt::disarm();
     // After the sweep (which holds no lock while this runs): a repack adds and
     // deletes no object, so writers may run beside it.
     let packed = match &args.repack {

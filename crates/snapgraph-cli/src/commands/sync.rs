@@ -45,6 +45,33 @@ pub(super) fn open_source(ctx: &Ctx, spec: &str) -> Result<(Box<dyn Store>, Opti
     Ok((open_any(ctx, spec, false)?, None))
 }
 
+/// A sync stopped by a signal ([`snapgraph_store::SyncError::Cancelled`]) as
+/// [`crate::error::CliError::Interrupted`], naming the refs `done` before it; any
+/// other error as it is.
+pub(super) fn stopped(
+    e: snapgraph_store::SyncError,
+    done: &[(String, snapgraph_store::SyncReport)],
+) -> crate::error::CliError {
+    let snapgraph_store::SyncError::Cancelled { name } = &e else {
+        return e.into();
+    };
+    crate::interrupt::received(|| {
+        let synced = match done.len() {
+            0 => "no ref was synced".to_string(),
+            _ => format!(
+                "{} synced before it ({})",
+                done.len(),
+                done.iter()
+                    .map(|(r, _)| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        format!("{name} did not move on the destination, its lease is released; {synced}")
+    })
+    .unwrap_or_else(|| e.into())
+}
+
 /// `sync SRC DST [REF] [--force]`.
 pub(super) fn sync(
     ctx: &Ctx,
@@ -74,16 +101,22 @@ pub(super) fn sync(
         }
     };
     let pb = ctx.bar(Some(refs.len() as u64), "sync");
+    // A signal stops the sync at its next safe point, its writer's lease released
+    // (killed, it left the lease every `gc` then stopped on): `crate::interrupt`.
+    crate::interrupt::arm();
+    crate::interrupt::test_point("sync");
     let options = SyncOptions {
         force,
         depth,
+        cancel: crate::interrupt::cancel(),
         ..SyncOptions::default()
     };
     let mut reports = Vec::new();
     for r in &refs {
         pb.set_message(r.clone());
         let before = d.get_ref(r)?;
-        let report = snapgraph_store::sync_with(s.as_ref(), d.as_ref(), r, &options)?;
+        let report = snapgraph_store::sync_with(s.as_ref(), d.as_ref(), r, &options)
+            .map_err(|e| stopped(e, &reports))?;
         if let (Some(old), Some(new)) = (before, report.to) {
             if force && !crate::trash::is_ancestor(d.as_ref(), old, new)? {
                 let kept = crate::trash::keep(d.as_ref(), r, old, crate::trash::now())?;
