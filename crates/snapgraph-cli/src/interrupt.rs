@@ -19,7 +19,10 @@
 //! segment bytes taken back, the staging directory removed, no ref moved). Where it
 //! is not (a checkout from its swap or switch until HEAD and the stat cache name
 //! the new commit), nothing looks, and the step runs to its end. A second signal
-//! ends the process at once, as the signal's default action would. When the
+//! ends the process at once, as the signal's default action would, unless it comes
+//! within [`SAME_EVENT`] of the first: `timeout` sends its signal to the command
+//! and then to the command's process group, which would otherwise kill a checkout
+//! in its swap one time in a few. When the
 //! command is done, [`finish`] ends the process by the recorded signal's default
 //! action, so a shell sees a command killed by it (a loop of commits stops).
 //!
@@ -41,6 +44,9 @@ static PENDING: AtomicI32 = AtomicI32::new(0);
 /// ([`snapgraph_store::Cancel`]).
 static CANCEL: std::sync::LazyLock<snapgraph_store::Cancel> =
     std::sync::LazyLock::new(snapgraph_store::Cancel::new);
+/// A second signal this soon after the first is the same event delivered twice
+/// (`timeout` signals the command, then its process group), not a second Ctrl-C.
+const SAME_EVENT: std::time::Duration = std::time::Duration::from_millis(300);
 /// Whether a signal ends the process at once again ([`disarm`]).
 static DISARMED: AtomicBool = AtomicBool::new(false);
 
@@ -63,15 +69,22 @@ pub fn arm() {
     let started = std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
+            let mut first: Option<std::time::Instant> = None;
             for signal in signals.forever() {
-                if DISARMED.load(Ordering::SeqCst)
-                    || PENDING
-                        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
-                        .is_err()
-                {
+                if DISARMED.load(Ordering::SeqCst) {
                     die(signal);
                 }
-                CANCEL.cancel();
+                match first {
+                    None => {
+                        first = Some(std::time::Instant::now());
+                        PENDING.store(signal, Ordering::SeqCst);
+                        CANCEL.cancel();
+                    }
+                    // One event delivered twice: `timeout` signals the command,
+                    // then its whole process group, and a terminal may too.
+                    Some(at) if at.elapsed() < SAME_EVENT => {}
+                    Some(_) => die(signal),
+                }
             }
         });
     if started.is_err() {
