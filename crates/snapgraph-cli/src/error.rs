@@ -189,6 +189,17 @@ pub enum CliError {
         /// others.
         left: String,
     },
+    /// Another snapgraph command kept the working directory's lock
+    /// ([`crate::lock`]) for the whole wait.
+    #[error("{holder} is still working in {} after {waited_s} s; try again once it ends", .root.display())]
+    WorkdirBusy {
+        /// The working directory.
+        root: PathBuf,
+        /// Who holds the lock, as it wrote it.
+        holder: String,
+        /// How long this command waited, in seconds.
+        waited_s: u64,
+    },
     /// A store of files inside the working directory, outside `.snapgraph/`: commits
     /// would snapshot it into itself and checkouts write old copies of it over it.
     #[error("store {} lies inside the working directory {}: every commit would snapshot it into itself and a checkout would write an old copy over it; keep it in .snapgraph/ (the default) or outside the working directory (move its files, with any -wal, -shm and -segments beside a SQLite file, and name the new place in .snapgraph/config)", .store.display(), .root.display())]

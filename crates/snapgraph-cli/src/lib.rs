@@ -12,6 +12,7 @@ pub mod error;
 pub mod guard;
 pub mod index;
 pub mod interrupt;
+pub mod lock;
 pub mod materialize;
 pub mod meta;
 pub mod output;

@@ -1965,3 +1965,126 @@ fn a_signal_during_gc_sync_or_clone_leaves_nothing_held() {
     ok(t.path(), &["clone", ".", dir.to_str().unwrap()]);
     assert_eq!(std::fs::read(dir.join("g")).unwrap(), b"g");
 }
+
+/// Holds `.snapgraph/lock` of `dir` as another snapgraph process would (`PID
+/// COMMAND` written in it), exclusive or shared, until dropped.
+fn hold_lock(dir: &Path, exclusive: bool) -> std::fs::File {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(".snapgraph/lock"))
+        .unwrap();
+    if exclusive {
+        f.lock().unwrap();
+        f.set_len(0).unwrap();
+        write!(f, "4242 checkout").unwrap();
+    } else {
+        f.lock_shared().unwrap();
+    }
+    f
+}
+
+/// One command at a time changes a working directory: `commit`, `checkout` and
+/// `restore` wait for another one holding it (up to `SNAPGRAPH_LOCK_WAIT`), then
+/// fail naming it; `status` and `diff` share it with each other, not with those.
+#[test]
+fn a_second_command_waits_for_the_one_changing_the_working_directory() {
+    let t = repo();
+    write(t.path(), "f", b"one");
+    ok(t.path(), &["commit", "-m", "one"]);
+    write(t.path(), "f", b"two");
+    let run = |args: &[&str]| {
+        Command::new(&*BIN)
+            .args(args)
+            .env("SNAPGRAPH_LOCK_WAIT", "1")
+            .current_dir(t.path())
+            .output()
+            .unwrap()
+    };
+    let held = hold_lock(t.path(), true);
+    for args in [
+        &["commit", "-m", "two"][..],
+        &["checkout", "--force", "main"],
+        &["restore", "f"],
+        &["status"],
+        &["diff"],
+    ] {
+        let out = run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            err.contains("process 4242 (snapgraph checkout) is still working in"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read(t.path().join("f")).unwrap(), b"two");
+    drop(held);
+
+    let held = hold_lock(t.path(), false);
+    assert!(run(&["status"]).status.success());
+    assert!(run(&["diff"]).status.success());
+    assert!(!run(&["commit", "-m", "two"]).status.success());
+    drop(held);
+    // Released (as the kernel does when a process ends): on as usual.
+    let out = run(&["commit", "-m", "two"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A commit loop racing checkouts in the same working directory (an agent's
+/// per-turn commits while a person switches branches) never records a tree half
+/// switched. Before the lock, a commit that scanned during a checkout's swap put
+/// 55 files' removal on the old branch, and the next one the same tree on the new.
+#[test]
+fn commits_racing_checkouts_never_record_a_half_switched_tree() {
+    let t = repo();
+    grid(t.path(), 30);
+    ok(t.path(), &["commit", "-m", "a"]);
+    ok(t.path(), &["branch", "b"]);
+    ok(t.path(), &["checkout", "b"]);
+    for d in 0..30 {
+        for f in 0..10 {
+            write(t.path(), &format!("d{d:02}/f{f:02}.txt"), b"b");
+        }
+    }
+    ok(t.path(), &["commit", "-m", "b"]);
+    ok(t.path(), &["checkout", "main"]);
+    let tips = |t: &Path| {
+        let log = |b: &str| json(t, &["log", b])[0]["id"].as_str().unwrap().to_string();
+        (log("main"), log("b"))
+    };
+    let before = tips(t.path());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let looping = s.spawn(|| {
+            let mut commits = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let out = run_in(t.path(), &["commit", "-m", "turn"]);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                commits += 1;
+            }
+            commits
+        });
+        for _ in 0..6 {
+            ok(t.path(), &["checkout", "b"]);
+            ok(t.path(), &["checkout", "main"]);
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(looping.join().unwrap() > 0);
+    });
+    assert_eq!(
+        tips(t.path()),
+        before,
+        "a commit recorded a checkout half done"
+    );
+}

@@ -163,6 +163,8 @@ pub(super) fn diff(
     let (b, b_source): (ObjectId, &dyn ObjectSource) = match b {
         Some(b) => (wd.resolve(b)?, store),
         None => {
+            // Never a checkout or commit half done (`crate::lock`).
+            let _lock = crate::lock::acquire(&wd.dot, crate::lock::Mode::Shared, "diff")?;
             let w = working_commit(ctx, &wd, super::Early::read(&wd.root)?)?;
             working = w.overlay;
             (w.id, &working)

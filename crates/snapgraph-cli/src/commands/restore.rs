@@ -27,6 +27,8 @@ fn under(path: &str, top: &str) -> bool {
 
 pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Result<()> {
     let wd = ctx.open()?;
+    // One command at a time changes the working directory (`crate::lock`).
+    let _lock = crate::lock::acquire(&wd.dot, crate::lock::Mode::Exclusive, "restore")?;
     let id = wd.resolve(source.unwrap_or("HEAD"))?;
     // The core re-hashes every object a checkout or `load_content` reads: the store
     // leaves the hash to it (each object hashed once).

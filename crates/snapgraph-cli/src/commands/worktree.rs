@@ -117,6 +117,12 @@ pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
     // the survey needs the index only, and what it found is used only if the tip
     // (read once the store is open) is the one the index is complete for.
     let found = repo::find_root(&ctx.cwd)?;
+    // One command at a time changes the working directory (`crate::lock`).
+    let _lock = crate::lock::acquire(
+        &found.join(repo::DOT_DIR),
+        crate::lock::Mode::Exclusive,
+        "commit",
+    )?;
     let opening = repo::Opening::of(&ctx.cwd, found.clone());
     let root = found;
     let dot = root.join(repo::DOT_DIR);
@@ -661,6 +667,12 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
     // The store opens on its own thread while this one reads the index and looks at
     // the directory (as a commit does; see `Early`).
     let root = repo::find_root(&ctx.cwd)?;
+    // Never a checkout or commit half done (`crate::lock`).
+    let _lock = crate::lock::acquire(
+        &root.join(repo::DOT_DIR),
+        crate::lock::Mode::Shared,
+        "status",
+    )?;
     let opening = repo::Opening::of(&ctx.cwd, root.clone());
     let mut early = super::Early::read(&root)?;
     let wd = opening.finish()?;
@@ -767,6 +779,16 @@ pub(super) fn status(ctx: &Ctx, similar: Option<u8>) -> Result<()> {
 
 pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Result<()> {
     let wd = ctx.open()?;
+    // In place, one command at a time changes the working directory
+    // (`crate::lock`); `--to` writes elsewhere and reads the store only.
+    let _lock = match args.to {
+        Some(_) => None,
+        None => Some(crate::lock::acquire(
+            &wd.dot,
+            crate::lock::Mode::Exclusive,
+            "checkout",
+        )?),
+    };
     let id = wd.resolve(&args.rev)?;
     for p in repo::remove_stale_staging(&wd.dot) {
         eprintln!(
