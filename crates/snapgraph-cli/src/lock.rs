@@ -20,7 +20,7 @@
 //! its own (leases, transactions).
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -105,11 +105,12 @@ pub fn acquire_within(dot: &Path, mode: Mode, command: &str, wait: Duration) -> 
         pause = (pause * 2).min(Duration::from_millis(50));
     }
     if mode == Mode::Exclusive {
-        // Who holds it, for a waiting command's message (best effort).
+        // Who holds it, for a waiting command's message (best effort; the file was
+        // just opened, at offset 0): one `ftruncate`, one `write`.
+        let who = format!("{} {command}", std::process::id());
         let _ = file
             .set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| write!(file, "{} {command}", std::process::id()));
+            .and_then(|()| file.write_all(who.as_bytes()));
     }
     Ok(Held { _file: Some(file) })
 }
