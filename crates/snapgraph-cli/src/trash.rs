@@ -10,6 +10,7 @@
 //! period (`--prune=WHEN`, else the config's `gc.grace`, else [`DEFAULT_GRACE`]),
 //! then collects; `gc --dry-run` lists what would go.
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use snapgraph::{ObjectId, SnapshotGraph};
@@ -141,8 +142,24 @@ pub fn is_ancestor(store: &dyn Store, ancestor: ObjectId, descendant: ObjectId) 
     if ancestor == descendant {
         return Ok(true);
     }
-    let history = SnapshotGraph::ancestry(descendant, store, usize::MAX)?;
-    Ok(history.contains(&ancestor))
+    // Only commits of a higher generation than `ancestor`'s can have it below them:
+    // the walk stops there instead of at the roots.
+    let generation = SnapshotGraph::commit(ancestor, store)?.generation;
+    let mut stack = vec![descendant];
+    let mut seen = HashSet::new();
+    while let Some(c) = stack.pop() {
+        if c == ancestor {
+            return Ok(true);
+        }
+        if !seen.insert(c) {
+            continue;
+        }
+        let commit = SnapshotGraph::commit(c, store)?;
+        if commit.generation > generation {
+            stack.extend(commit.parents);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether a branch or snapshot other than `except` reaches `tip`.

@@ -2088,3 +2088,26 @@ fn commits_racing_checkouts_never_record_a_half_switched_tree() {
         "a commit recorded a checkout half done"
     );
 }
+
+/// `commit --branch OTHER` leaves HEAD on its branch, whose tip never had OTHER's
+/// new commit: the directory is not *behind* it. Stop 55's check took it so, and
+/// refused the next commit on HEAD's branch ("branch main moved"), and on an unborn
+/// branch `status` said it "moved to nothing".
+#[test]
+fn a_commit_onto_another_branch_does_not_make_the_directory_behind() {
+    let t = repo();
+    write(t.path(), "a", b"a");
+    ok(t.path(), &["commit", "-m", "one", "--branch", "side0"]);
+    let s = json(t.path(), &["status"]);
+    assert!(s["behind"].is_null(), "{s}");
+    ok(t.path(), &["commit", "-m", "main one"]);
+    write(t.path(), "b", b"b");
+    ok(t.path(), &["commit", "-m", "two", "--branch", "side"]);
+    let s = json(t.path(), &["status"]);
+    assert!(s["behind"].is_null(), "{s}");
+    assert_eq!(s["added"], serde_json::json!(["/b"]), "{s}");
+    write(t.path(), "c", b"c");
+    ok(t.path(), &["commit", "-m", "three"]);
+    assert_eq!(run_in(t.path(), &["cat", "main:b"]).stdout, b"b");
+    assert_eq!(run_in(t.path(), &["cat", "main:c"]).stdout, b"c");
+}

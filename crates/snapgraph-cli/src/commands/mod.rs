@@ -600,6 +600,15 @@ impl Early {
         if tip == Some(base) || !readable {
             return Ok(None);
         }
+        // Behind means the branch moved on from the commit held: that commit is
+        // below its tip. Not so after `commit --branch OTHER` (the directory holds
+        // OTHER's new commit, HEAD's branch never had it), nor when the branch was
+        // deleted or forced elsewhere: the directory is compared with HEAD, as
+        // before stop 55, and commits onto it.
+        match tip {
+            Some(t) if crate::trash::is_ancestor(wd.store(), base, t)? => {}
+            _ => return Ok(None),
+        }
         self.against = Some(base);
         Ok(Some(Behind { base, tip }))
     }

@@ -495,12 +495,19 @@ pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
                 watched,
             );
         }
+        // Behind only where the branch moved on from the commit held (below its
+        // tip): not after `commit --branch OTHER`, whose commit the branch never
+        // had (see `Early::behind`).
         if let (Some(base), None, Some(t)) = (behind, &unchanged, tip) {
-            return Err(CliError::Behind {
-                branch,
-                base,
-                tip: t,
-            });
+            if SnapshotGraph::commit(base, wd.repo.store()).is_ok()
+                && crate::trash::is_ancestor(wd.store(), base, t)?
+            {
+                return Err(CliError::Behind {
+                    branch,
+                    base,
+                    tip: t,
+                });
+            }
         }
     }
     // The write phase: hashing what was read (a spinner: the core reports nothing
