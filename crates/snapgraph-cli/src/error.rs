@@ -189,6 +189,15 @@ pub enum CliError {
         /// others.
         left: String,
     },
+    /// A new branch or snapshot name a command line would read as something else
+    /// ([`crate::rev::check_new_name`]).
+    #[error("{name:?} cannot name a new branch or snapshot: it {reason}")]
+    ReservedName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
     /// Another snapgraph command kept the working directory's lock
     /// ([`crate::lock`]) for the whole wait.
     #[error("{holder} is still working in {} after {waited_s} s; try again once it ends", .root.display())]

@@ -294,6 +294,26 @@ pub fn resolve_parsed<S: Store + ?Sized>(
     Ok(id)
 }
 
+/// Refuses a new branch or snapshot name that a command line would read as
+/// something else: `HEAD` and `@` (the current commit), a leading `-` (an
+/// option), `..` (git's range). The store refuses what no ref may hold
+/// (`validate_ref_name`). Names made before this check keep working.
+pub fn check_new_name(name: &str) -> Result<(), crate::error::CliError> {
+    let reason = if name == "HEAD" || name == "@" {
+        "names the current commit in every revision"
+    } else if name.starts_with('-') {
+        "would be read as an option"
+    } else if name.contains("..") {
+        "holds `..`, a range in git's revision syntax"
+    } else {
+        return Ok(());
+    };
+    Err(crate::error::CliError::ReservedName {
+        name: name.to_string(),
+        reason,
+    })
+}
+
 /// A name or hex digits: a ref, branch or snapshot first, then a full id, then a
 /// prefix of commit ids.
 fn lookup<S: Store + ?Sized>(store: &S, name: &str) -> Result<ObjectId, RevError> {

@@ -2111,3 +2111,44 @@ fn a_commit_onto_another_branch_does_not_make_the_directory_behind() {
     assert_eq!(run_in(t.path(), &["cat", "main:b"]).stdout, b"b");
     assert_eq!(run_in(t.path(), &["cat", "main:c"]).stdout, b"c");
 }
+
+/// A new branch or snapshot name that a command line would read as something else
+/// is refused wherever names are made: `HEAD` and `@` (then `checkout HEAD` meant
+/// the current commit, not the branch), a leading `-`, git's `..`.
+#[test]
+fn names_a_command_line_would_misread_are_refused() {
+    let t = repo();
+    write(t.path(), "a", b"a");
+    ok(t.path(), &["commit", "-m", "one"]);
+    for name in ["HEAD", "@", "-x", "a..b"] {
+        for args in [
+            vec!["branch", "--", name],
+            vec!["fork", "--at", "main", "--", name],
+            vec!["tag", "--", name],
+        ] {
+            let out = Command::new(&*BIN)
+                .args(&args)
+                .current_dir(t.path())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{args:?}");
+            assert!(
+                err.contains("cannot name a new branch or snapshot"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+    for name in ["HEAD", "@", "a..b"] {
+        let err = fails(
+            t.path(),
+            &["commit", "-m", "two", "--allow-empty", "--branch", name],
+        );
+        assert!(
+            err.contains("cannot name a new branch or snapshot"),
+            "{err}"
+        );
+    }
+    assert_eq!(json(t.path(), &["branch"]).as_array().unwrap().len(), 1);
+    ok(t.path(), &["branch", "release-1.0"]);
+}

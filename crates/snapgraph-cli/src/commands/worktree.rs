@@ -228,6 +228,9 @@ pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
     let wd = opening.finish()?;
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
+    if tip.is_none() {
+        crate::rev::check_new_name(&branch)?;
+    }
     crate::timings::phase("branch tip read");
     // The directory goes onto its own branch only from the commit it holds: where
     // another working directory (or a sync) moved the branch since, a commit of what
