@@ -21,6 +21,61 @@ fn hexes(ids: &[ObjectId]) -> Vec<String> {
     ids.iter().map(ObjectId::to_hex).collect()
 }
 
+/// Runs `op` (a long store operation given `cancel`) on a thread of its own while
+/// this one, the caller's, looks for Python's signals every few milliseconds
+/// (`Python::check_signals`: Ctrl-C's `KeyboardInterrupt`, a handler's exception).
+/// One raised sets `cancel`, so the operation stops at its next safe point with
+/// its lease or sweep marker taken back (`snapgraph_store::cancel`), and is raised
+/// once it has. Without this, Ctrl-C waited for a sync or gc to end (a minute,
+/// waiting for a sweep or a lease), and a process killed meanwhile left the lease
+/// or the marker behind.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    cancel: &snapgraph_store::Cancel,
+    op: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    let done = (std::sync::Mutex::new(false), std::sync::Condvar::new());
+    let ended = || {
+        let (lock, cv) = &done;
+        let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, std::time::Duration::from_millis(20), |d| !*d)
+            .unwrap_or_else(|p| p.into_inner());
+        *guard
+    };
+    std::thread::scope(|s| {
+        // Says the operation ended when dropped: after it returned or panicked.
+        struct Ends<'a>(&'a (std::sync::Mutex<bool>, std::sync::Condvar));
+        impl Drop for Ends<'_> {
+            fn drop(&mut self) {
+                let (lock, cv) = self.0;
+                *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                cv.notify_all();
+            }
+        }
+        let running = s.spawn(|| {
+            let _ends = Ends(&done);
+            op()
+        });
+        let mut raised = None;
+        // Woken as soon as the operation ends (a per-turn sync pays no poll).
+        while !py.detach(ended) {
+            if raised.is_none() {
+                if let Err(e) = py.check_signals() {
+                    cancel.cancel();
+                    raised = Some(e);
+                }
+            }
+        }
+        let out = py.detach(|| running.join());
+        match (raised, out) {
+            (Some(e), _) => Err(e),
+            (None, Ok(out)) => Ok(out),
+            (None, Err(panic)) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 /// A store of objects and refs (SQLite, a directory, PostgreSQL or memory), as
 /// `snapgraph.open(url)` returns it. Usable wherever `objects` is accepted; every
 /// read is verified. Every call releases the GIL.
@@ -352,7 +407,9 @@ pub fn sync(
         ..SyncOptions::default()
     };
     let (s, d) = (&src.inner, &dst.inner);
-    let r = py.detach(|| snapgraph_store::sync_with(&**s, &**d, name, &options))?;
+    let r = interruptible(py, &options.cancel, || {
+        snapgraph_store::sync_with(&**s, &**d, name, &options)
+    })??;
     Ok(SyncReport {
         from_: r.from.map(|i| i.to_hex()),
         to: r.to.map(|i| i.to_hex()),
@@ -394,7 +451,9 @@ pub fn gc(
         ..GcOptions::default()
     };
     let s = &store.inner;
-    let r = py.detach(|| snapgraph_store::gc::collect_with(&**s, &options))?;
+    let r = interruptible(py, &options.cancel, || {
+        snapgraph_store::gc::collect_with(&**s, &options)
+    })??;
     Ok(GcReport {
         deleted: hexes(&r.deleted),
         kept: r.kept,

@@ -139,6 +139,40 @@ def test_sync_copies_only_what_is_missing(tmp_path):
         snapgraph.sync(src, dst, "heads/none")
 
 
+def test_ctrl_c_stops_a_waiting_sync_and_leaves_nothing_held(tmp_path):
+    """Ctrl-C (KeyboardInterrupt) during a sync stops it at its next safe point:
+    here it waits for a collector's sweep of the destination (its marker, as a
+    collector leaves it while it deletes), which would take the minute of its wait.
+    The interrupt comes at once, and the sync leaves no lease or wait ref behind;
+    before, Ctrl-C waited for the sync to end."""
+    import _thread
+    import threading
+    import time
+
+    src = snapgraph.open("memory:")
+    repo = snapgraph.Repo(src)
+    ws = snapgraph.Workspace()
+    ws.write("/a", b"a" * 10_000)
+    c = repo.commit(ws, "main")
+    dst = snapgraph.open(f"dir:{tmp_path / 'dst'}")
+    marker = tmp_path / "dst" / "refs" / "snapgraph" / "gc-sweep"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text("ab" * 32)
+    assert dst.get_ref("snapgraph/gc-sweep") == "ab" * 32
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        snapgraph.sync(src, dst, "heads/main")
+    assert time.monotonic() - started < 10
+    assert dst.list_refs("snapgraph/wait/") == []
+    assert dst.list_refs("snapgraph/lease/") == []
+    assert dst.get_ref("heads/main") is None
+    marker.unlink()
+    snapgraph.sync(src, dst, "heads/main")
+    assert dst.get_ref("heads/main") == c.id
+
+
 def test_gc_removes_unreachable_objects():
     store = snapgraph.open("memory:")
     ws = snapgraph.Workspace()
