@@ -190,7 +190,7 @@ pub enum CliError {
         left: String,
     },
     /// A new branch or snapshot name a command line would read as something else
-    /// ([`crate::rev::check_new_name`]).
+    /// ([`crate::rev::misread_as`]).
     #[error("{name:?} cannot name a new branch or snapshot: it {reason}")]
     ReservedName {
         /// The name.

@@ -46,7 +46,7 @@ static CANCEL: std::sync::LazyLock<snapgraph_store::Cancel> =
     std::sync::LazyLock::new(snapgraph_store::Cancel::new);
 /// A second signal this soon after the first is the same event delivered twice
 /// (`timeout` signals the command, then its process group), not a second Ctrl-C.
-const SAME_EVENT: std::time::Duration = std::time::Duration::from_millis(300);
+pub const SAME_EVENT: std::time::Duration = std::time::Duration::from_millis(300);
 /// Whether a signal ends the process at once again ([`disarm`]).
 static DISARMED: AtomicBool = AtomicBool::new(false);
 

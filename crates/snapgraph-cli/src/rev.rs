@@ -294,24 +294,21 @@ pub fn resolve_parsed<S: Store + ?Sized>(
     Ok(id)
 }
 
-/// Refuses a new branch or snapshot name that a command line would read as
-/// something else: `HEAD` and `@` (the current commit), a leading `-` (an
-/// option), `..` (git's range). The store refuses what no ref may hold
-/// (`validate_ref_name`). Names made before this check keep working.
-pub fn check_new_name(name: &str) -> Result<(), crate::error::CliError> {
-    let reason = if name == "HEAD" || name == "@" {
-        "names the current commit in every revision"
+/// Why a command line would read `name` as something else than a branch or
+/// snapshot of that name, if it would: `HEAD` and `@` (the current commit), a
+/// leading `-` (an option), `..` (git's range). New names are refused for it
+/// (`commands::check_new_name`); the store refuses what no ref may hold
+/// (`validate_ref_name`).
+pub fn misread_as(name: &str) -> Option<&'static str> {
+    if name == "HEAD" || name == "@" {
+        Some("names the current commit in every revision")
     } else if name.starts_with('-') {
-        "would be read as an option"
+        Some("would be read as an option")
     } else if name.contains("..") {
-        "holds `..`, a range in git's revision syntax"
+        Some("holds `..`, a range in git's revision syntax")
     } else {
-        return Ok(());
-    };
-    Err(crate::error::CliError::ReservedName {
-        name: name.to_string(),
-        reason,
-    })
+        None
+    }
 }
 
 /// A name or hex digits: a ref, branch or snapshot first, then a full id, then a

@@ -102,7 +102,7 @@ pub(super) fn unpack(
     }
     let id = c.id();
     let branch = branch.unwrap_or_else(|| format!("unpacked-{}", &id.to_string()[..12]));
-    crate::rev::check_new_name(&branch)?;
+    super::check_new_name(&branch)?;
     // Objects and branch under a writer's lease, so a concurrent `gc` cannot sweep
     // what the commit reuses before the branch exists. (The workspace keeps the
     // objects it just built: this commit reuses them and gives the same id.)
@@ -180,7 +180,7 @@ pub(super) fn import(
     let wd = ctx.open()?;
     if let Some(b) = &branch {
         if wd.repo.branch(b)?.is_none() {
-            crate::rev::check_new_name(b)?;
+            super::check_new_name(b)?;
         }
     }
     let file = resolve_path(ctx, file);

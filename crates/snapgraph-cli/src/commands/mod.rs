@@ -301,6 +301,19 @@ pub(super) fn pipelined<S: snapgraph_store::Store, T>(
     })
 }
 
+/// Refuses a new branch or snapshot name a command line would misread
+/// ([`crate::rev::misread_as`]) with [`CliError::ReservedName`]. Names made before
+/// this check keep working: only where a name is made.
+pub(super) fn check_new_name(name: &str) -> Result<()> {
+    match crate::rev::misread_as(name) {
+        None => Ok(()),
+        Some(reason) => Err(CliError::ReservedName {
+            name: name.to_string(),
+            reason,
+        }),
+    }
+}
+
 pub(super) fn parse_pairs(pairs: &[String], what: &str) -> Result<BTreeMap<String, String>> {
     pairs
         .iter()

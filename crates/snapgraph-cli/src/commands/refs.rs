@@ -60,7 +60,7 @@ pub(super) fn branch(
             },
         );
     }
-    crate::rev::check_new_name(&name)?;
+    super::check_new_name(&name)?;
     let at = wd.resolve(at.as_deref().unwrap_or("HEAD"))?;
     let id = wd.repo.fork(&name, &at.to_string())?;
     ctx.print(json!({"branch": name, "id": id.to_string()}), |w| {
@@ -104,7 +104,7 @@ pub(super) fn reflog(ctx: &Ctx, reference: Option<&str>) -> Result<()> {
 /// `tag NAME [--at REV] [--label K=V...]`.
 pub(super) fn tag(ctx: &Ctx, name: &str, at: Option<&str>, labels: &[String]) -> Result<()> {
     let labels = parse_pairs(labels, "--label")?;
-    crate::rev::check_new_name(name)?;
+    super::check_new_name(name)?;
     let wd = ctx.open()?;
     let at = wd.resolve(at.unwrap_or("HEAD"))?;
     let info = wd.repo.tag(name, &at.to_string(), labels)?;
@@ -119,7 +119,7 @@ pub(super) fn tag(ctx: &Ctx, name: &str, at: Option<&str>, labels: &[String]) ->
 
 /// `fork NEW --at REV`.
 pub(super) fn fork(ctx: &Ctx, new: &str, at: &str) -> Result<()> {
-    crate::rev::check_new_name(new)?;
+    super::check_new_name(new)?;
     let wd = ctx.open()?;
     let at = wd.resolve(at)?;
     let id = wd.repo.fork(new, &at.to_string())?;

@@ -229,7 +229,7 @@ pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
     let store: &dyn ObjectSource = wd.repo.store();
     let tip = wd.repo.branch(&branch)?.or(detached);
     if tip.is_none() {
-        crate::rev::check_new_name(&branch)?;
+        super::check_new_name(&branch)?;
     }
     crate::timings::phase("branch tip read");
     // The directory goes onto its own branch only from the commit it holds: where
