@@ -115,12 +115,14 @@ pub fn acquire_within(dot: &Path, mode: Mode, command: &str, wait: Duration) -> 
     Ok(Held { _file: Some(file) })
 }
 
-/// Who holds the lock, as its holder wrote it: `process PID (snapgraph COMMAND)`.
+/// Who holds the lock, as its holder wrote it: `process PID (snapgraph COMMAND)`
+/// while that process lives (else a shared holder, which writes nothing, holds it
+/// after an exclusive one that has ended).
 fn holder(path: &Path) -> String {
     let mut text = String::new();
     let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
     match text.trim().split_once(' ') {
-        Some((pid, command)) if pid.parse::<u32>().is_ok() => {
+        Some((pid, command)) if pid.parse::<u32>().is_ok_and(crate::repo::process_alive) => {
             format!("process {pid} (snapgraph {command})")
         }
         _ => "another snapgraph process".to_string(),

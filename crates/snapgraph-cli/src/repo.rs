@@ -617,7 +617,7 @@ impl StaleWork {
 }
 
 /// Whether process `pid` of this host still runs (`/proc`); `true` when unsure.
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     if !Path::new("/proc/self").exists() {
         return true;
     }

@@ -1967,7 +1967,8 @@ fn a_signal_during_gc_sync_or_clone_leaves_nothing_held() {
 }
 
 /// Holds `.snapgraph/lock` of `dir` as another snapgraph process would (`PID
-/// COMMAND` written in it), exclusive or shared, until dropped.
+/// COMMAND` written in it: this test's own, a live process), exclusive or shared,
+/// until dropped.
 fn hold_lock(dir: &Path, exclusive: bool) -> std::fs::File {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
@@ -1980,7 +1981,7 @@ fn hold_lock(dir: &Path, exclusive: bool) -> std::fs::File {
     if exclusive {
         f.lock().unwrap();
         f.set_len(0).unwrap();
-        write!(f, "4242 checkout").unwrap();
+        write!(f, "{} checkout", std::process::id()).unwrap();
     } else {
         f.lock_shared().unwrap();
     }
@@ -2015,8 +2016,9 @@ fn a_second_command_waits_for_the_one_changing_the_working_directory() {
         let out = run(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
+        let holder = format!("process {} (snapgraph checkout)", std::process::id());
         assert!(
-            err.contains("process 4242 (snapgraph checkout) is still working in"),
+            err.contains(&format!("{holder} is still working in")),
             "{args:?}: {err}"
         );
     }

@@ -67,7 +67,7 @@ pub(super) fn stopped(
                     .join(", ")
             ),
         };
-        format!("{name} did not move on the destination, its lease is released; {synced}")
+        format!("{name} did not move on the destination, and no lease of it is left; {synced}")
     })
     .unwrap_or_else(|| e.into())
 }

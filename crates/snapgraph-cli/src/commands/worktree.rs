@@ -1057,8 +1057,8 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                         .as_ref()
                         .map(|(t, ix)| crate::guard::Guard::new(&wd.root, *t, ix.as_ref()));
                     // The replaced tree is checked while the index is built (each
-                    // costs what the tree holds), then deleted; the index is saved,
-                    // and HEAD moved, once it is gone.
+                    // costs what the tree holds), then deleted while the index is
+                    // saved and HEAD moved.
                     let r = crate::interrupt::check(crate::interrupt::NOTHING_CHECKED_OUT)
                         .and_then(|()| {
                             crate::interrupt::test_point("swap");
@@ -1079,11 +1079,14 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
                     // tree is deleted (checked by the guard, or given up with
                     // `--force`): a process killed meanwhile leaves a consistent
                     // directory, the rest of that tree listed by `status` as stale.
+                    // HEAD moves even where the stat cache could not be saved (the
+                    // old one then names another commit: the next command reads
+                    // the tree whole), and that error is reported after.
                     let publish = |index: Result<Index>| -> Result<()> {
-                        index?.save(&wd.dot.join("index"))?;
+                        let saved = index.and_then(|ix| ix.save(&wd.dot.join("index")));
                         set_head()?;
                         crate::interrupt::test_point("published");
-                        Ok(())
+                        saved
                     };
                     let (removed, published) = match index {
                         Some(index) => remove_tree_beside(&old, || publish(index)),
