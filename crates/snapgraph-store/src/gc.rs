@@ -87,6 +87,9 @@
 //! collection then stops with [`GcError::LeasesHeld`] (and writers wait for a dead
 //! sweep, then fail with [`crate::RepoError::GcInProgress`]). [`break_leases`] and
 //! [`clear_marker`] remove them; call them only when no writer or collector runs.
+//! A caller that wants to stop one (Ctrl-C) sets a [`crate::Cancel`] instead
+//! ([`GcOptions::cancel`], [`crate::SyncOptions::cancel`], [`Lease::acquire_with`]):
+//! the operation stops at its next safe point and takes its ref back first.
 
 use std::time::{Duration, Instant};
 
