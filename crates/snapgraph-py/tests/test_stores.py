@@ -144,7 +144,21 @@ def test_ctrl_c_stops_a_waiting_sync_and_leaves_nothing_held(tmp_path):
     here it waits for a collector's sweep of the destination (its marker, as a
     collector leaves it while it deletes), which would take the minute of its wait.
     The interrupt comes at once, and the sync leaves no lease or wait ref behind;
-    before, Ctrl-C waited for the sync to end."""
+    before, Ctrl-C waited for the sync to end.
+
+    Python's own SIGINT handler is installed for the test: a process started with
+    SIGINT ignored (a background job, as CI may run it) keeps it ignored, and then
+    `interrupt_main` does nothing."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _sync_interrupted_while_waiting(tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _sync_interrupted_while_waiting(tmp_path):
     import _thread
     import threading
     import time
