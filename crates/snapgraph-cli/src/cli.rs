@@ -125,7 +125,8 @@ pub enum Command {
     /// (which it replaces; checking out a branch makes it current).
     Checkout(CheckoutArgs),
     /// Put PATHs (files or directories) back as they are in a commit, with their
-    /// modes, touching nothing else: what the commit lacks under them is removed.
+    /// modes, touching nothing else: what the commit lacks under them is removed;
+    /// uncommitted changes it would discard refuse it without `--force`.
     Restore(RestoreArgs),
     /// List branches, create one (`branch NAME [--at REV]`) or delete one (`-d`).
     Branch {
@@ -371,6 +372,10 @@ pub struct RestoreArgs {
     /// Files or directories inside the working directory.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<std::path::PathBuf>,
+    /// Discard uncommitted changes to them (without it, a restore that would
+    /// overwrite or remove a changed file is refused, naming it).
+    #[arg(long, short)]
+    pub force: bool,
 }
 
 /// Arguments of `commit`.
@@ -409,7 +414,8 @@ pub struct CheckoutArgs {
     /// Write into DIR (which must not exist, or be empty) instead.
     #[arg(long, value_name = "DIR")]
     pub to: Option<PathBuf>,
-    /// Replace the working directory even if it has uncommitted changes.
+    /// Replace the working directory even if it has uncommitted changes (with
+    /// PATHs: discard theirs).
     #[arg(long, short)]
     pub force: bool,
     /// Only put these paths back from REV (like `restore --source REV PATH...`;

@@ -230,6 +230,17 @@ pub enum CliError {
         /// The first of them as text output quotes them.
         shown: String,
     },
+    /// `restore PATH...` (or `checkout REV -- PATH...`) would overwrite or remove
+    /// files whose changes no commit holds.
+    #[error("{}: {} path(s) have uncommitted changes the restore would discard ({}); commit them first, or pass --force to discard them", .path.display(), .paths.len(), .shown)]
+    WouldDiscard {
+        /// The working directory.
+        path: PathBuf,
+        /// The paths (workspace paths, `/a/b`).
+        paths: Vec<String>,
+        /// The first of them as text output quotes them.
+        shown: String,
+    },
     /// `diff --exit-code` found differences: the binary exits with 1 and prints
     /// nothing more (the diff is the output).
     #[error("{count} path(s) differ")]

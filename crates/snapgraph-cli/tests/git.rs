@@ -510,13 +510,20 @@ fn restore_puts_paths_back_and_touches_nothing_else() {
     write(p, "dir/x.txt", b"x3");
     write(p, "dir/untracked.txt", b"mine");
     std::fs::remove_file(p.join("dir/sub/y.sh")).unwrap();
-    // Default source: HEAD.
-    ok(p, &["restore", "a.txt"]);
+    // Default source: HEAD. The edit is uncommitted: it is not discarded without
+    // --force (git's restore would discard it), and nothing is written.
+    let err = fails(p, &["restore", "a.txt"]);
+    assert!(err.contains("(a.txt)") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), b"a3");
+    ok(p, &["restore", "--force", "a.txt"]);
     assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), b"a2");
     assert_eq!(std::fs::read(p.join("other.txt")).unwrap(), b"o3");
     // A directory from an older commit: its files back with modes; what HEAD has
     // there and the source lacks goes; untracked files stay.
-    ok(p, &["restore", "--source", "HEAD~1", "dir"]);
+    let err = fails(p, &["restore", "--source", "HEAD~1", "dir"]);
+    assert!(err.contains("(dir/x.txt)"), "{err}");
+    assert_eq!(std::fs::read(p.join("dir/x.txt")).unwrap(), b"x3");
+    ok(p, &["restore", "-f", "--source", "HEAD~1", "dir"]);
     assert_eq!(std::fs::read(p.join("dir/x.txt")).unwrap(), b"x1");
     let mode = std::fs::metadata(p.join("dir/sub/y.sh"))
         .unwrap()

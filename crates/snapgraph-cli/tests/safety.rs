@@ -1120,7 +1120,7 @@ fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
     assert_eq!(field(&report, "files read"), 0, "{report}");
     // `restore` streams it too.
     std::fs::write(t.path().join("data/big.bin"), b"edited").unwrap();
-    ok(t.path(), &["restore", "--source", &one, "data"]);
+    ok(t.path(), &["restore", "--force", "--source", &one, "data"]);
     assert_eq!(std::fs::read(t.path().join("data/big.bin")).unwrap(), big);
 
     let chunks = chunks_of(t.path(), &one, "/data/big.bin");
@@ -1139,7 +1139,7 @@ fn a_large_file_streams_out_and_a_bad_chunk_leaves_nothing() {
     let err = fails(t.path(), &["checkout", &one, "--force"]);
     assert!(err.contains(&victim.to_string()), "{err}");
     assert_eq!(snapshot_of(t.path()), before);
-    let err = fails(t.path(), &["restore", "--source", &one, "data"]);
+    let err = fails(t.path(), &["restore", "--force", "--source", &one, "data"]);
     assert!(err.contains(&victim.to_string()), "{err}");
     assert_eq!(snapshot_of(t.path()), before);
 }
@@ -1894,11 +1894,11 @@ fn a_signal_during_a_restore_or_a_checkout_to_leaves_no_partial_file() {
     write(t.path(), "f1", b"edited");
     std::fs::remove_file(t.path().join("d/f2")).unwrap();
     let before = snapshot_of(t.path());
-    let (signal, err) = interrupted_at(t.path(), "write", &["restore", "f1", "d"]);
+    let (signal, err) = interrupted_at(t.path(), "write", &["restore", "-f", "f1", "d"]);
     assert_eq!(signal, Some(15), "{err}");
     assert!(err.contains("run the restore again"), "{err}");
     assert_eq!(snapshot_of(t.path()), before);
-    ok(t.path(), &["restore", "f1", "d"]);
+    ok(t.path(), &["restore", "-f", "f1", "d"]);
     assert_eq!(std::fs::read(t.path().join("f1")).unwrap(), b"one");
     assert_eq!(std::fs::read(t.path().join("d/f2")).unwrap(), b"two");
 
@@ -2153,4 +2153,175 @@ fn names_a_command_line_would_misread_are_refused() {
     }
     assert_eq!(json(t.path(), &["branch"]).as_array().unwrap().len(), 1);
     ok(t.path(), &["branch", "release-1.0"]);
+}
+
+/// `restore` (and `checkout REV -- PATH`) never discards work no commit holds
+/// without `--force` (stop 57; before, it overwrote an edited file as `git restore`
+/// does): an edited, retargeted or re-moded entry it would overwrite, an untracked
+/// file where the source has one, an edited file it would remove. It refuses
+/// naming them and writes nothing. What it may replace: entries as HEAD's commit
+/// (or, behind its branch, the directory's own commit) has them, entries already
+/// as the source has them, and untracked files outside what it writes.
+#[test]
+fn a_restore_never_discards_uncommitted_work_without_force() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = repo();
+    let p = t.path();
+    write(p, "d/edited", b"v1");
+    write(p, "d/gone-in-two", b"v1");
+    write(p, "d/same", b"v1");
+    write(p, "d/run.sh", b"#!/bin/sh\n");
+    std::os::unix::fs::symlink("same", p.join("d/link")).unwrap();
+    write(p, "top", b"v1");
+    let one = commit_id(&ok(p, &["commit", "-m", "one"]));
+    write(p, "d/edited", b"v2");
+    std::fs::remove_file(p.join("d/gone-in-two")).unwrap();
+    write(p, "d/new-in-two", b"v2");
+    ok(p, &["commit", "-m", "two"]);
+
+    // Each kind of uncommitted change, alone, refuses the restore of `d`.
+    type Edit = fn(&Path);
+    let cases: [(&str, Edit, &str); 6] = [
+        ("an edit", |p| write(p, "d/edited", b"mine"), "d/edited"),
+        (
+            "a new mode",
+            |p| {
+                let f = p.join("d/run.sh");
+                std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap()
+            },
+            "d/run.sh",
+        ),
+        (
+            "a retargeted symlink",
+            |p| {
+                std::fs::remove_file(p.join("d/link")).unwrap();
+                std::os::unix::fs::symlink("edited", p.join("d/link")).unwrap();
+            },
+            "d/link",
+        ),
+        (
+            "a symlink turned file",
+            |p| {
+                std::fs::remove_file(p.join("d/link")).unwrap();
+                write(p, "d/link", b"mine");
+            },
+            "d/link",
+        ),
+        // The source (`one`) has it, HEAD does not: it would be overwritten.
+        (
+            "an untracked file",
+            |p| write(p, "d/gone-in-two", b"mine"),
+            "d/gone-in-two",
+        ),
+        // HEAD has it, the source does not: it would be removed.
+        (
+            "an edit of a file to remove",
+            |p| write(p, "d/new-in-two", b"mine"),
+            "d/new-in-two",
+        ),
+    ];
+    for (what, edit, path) in cases {
+        edit(p);
+        let before = snapshot_of(p);
+        for args in [
+            &["restore", "--source", &one, "d"][..],
+            &["-q", "checkout", &one, "--", "d"],
+        ] {
+            // Run as given (`fails` would add `--quiet` after the `--`).
+            let out = Command::new(&*BIN)
+                .args(args)
+                .current_dir(p)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(1), "{what}, {args:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("uncommitted changes the restore would discard")
+                    && err.contains(&format!("({path})"))
+                    && err.contains("--force"),
+                "{what}, {args:?}: {err}"
+            );
+            assert_eq!(snapshot_of(p), before, "{what}: nothing is written");
+        }
+        ok(p, &["restore", "--force", "d"]);
+        // HEAD lacks it: a restore from HEAD leaves it, as any untracked file.
+        let _ = std::fs::remove_file(p.join("d/gone-in-two"));
+    }
+    let clean = snapshot_of(p);
+
+    // Nothing uncommitted under the path: no --force needed, and an untracked
+    // file the source lacks stays.
+    write(p, "d/untracked", b"mine");
+    write(p, "top", b"mine, outside the path");
+    ok(p, &["restore", "--source", &one, "d"]);
+    assert_eq!(std::fs::read(p.join("d/edited")).unwrap(), b"v1");
+    assert!(!p.join("d/new-in-two").exists());
+    assert_eq!(std::fs::read(p.join("d/untracked")).unwrap(), b"mine");
+    assert_eq!(
+        std::fs::read(p.join("top")).unwrap(),
+        b"mine, outside the path"
+    );
+    // `d` now differs from HEAD as `status` shows: a change like any other, even
+    // though `one` holds it.
+    let err = fails(p, &["restore", "top", "d"]);
+    assert!(err.contains("(d/edited, top)"), "{err}");
+    ok(p, &["restore", "--force", "d"]);
+    // A working version equal to the source's is no loss.
+    write(p, "top", b"v1");
+    ok(p, &["restore", "--source", &one, "top"]);
+    ok(p, &["restore", "top"]);
+    // What `one` put back and HEAD lacks is untracked now: the restore from HEAD
+    // left it.
+    std::fs::remove_file(p.join("d/gone-in-two")).unwrap();
+    std::fs::remove_file(p.join("d/untracked")).unwrap();
+    assert_eq!(snapshot_of(p), clean);
+    // A removed file comes back without --force: nothing is lost.
+    std::fs::remove_file(p.join("d/edited")).unwrap();
+    ok(p, &["restore", "d/edited"]);
+    assert_eq!(std::fs::read(p.join("d/edited")).unwrap(), b"v2");
+
+    // Entries already as the source has them are not written again: their stat
+    // cache entries hold, and the next commit reads only what the restore wrote.
+    use std::os::unix::fs::MetadataExt;
+    ok(
+        p,
+        &["commit", "-m", "settle the stat cache", "--allow-empty"],
+    );
+    let ino = |f: &str| std::fs::symlink_metadata(p.join(f)).unwrap().ino();
+    let kept = [ino("d/same"), ino("d/link"), ino("d/run.sh")];
+    let edited = ino("d/edited");
+    let report = ok(p, &["restore", "--source", &one, "d"]);
+    assert!(report.contains(": 2 files, 0 symlinks"), "{report}");
+    assert_eq!([ino("d/same"), ino("d/link"), ino("d/run.sh")], kept);
+    assert_ne!(ino("d/edited"), edited);
+    let report = ok(p, &["commit", "-m", "three"]);
+    assert_eq!(field(&report, "files read"), 2, "{report}");
+}
+
+/// Behind its branch (another directory moved it), the directory's files are its
+/// own commit's: a restore from the new tip replaces them without --force, as they
+/// are committed, and still refuses the directory's own edits.
+#[test]
+fn a_restore_behind_the_branch_counts_the_held_commit_as_committed() {
+    let t = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", t.path().join("shared.db").display());
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir(d).unwrap();
+        ok(d, &["init", "--store", &store]);
+    }
+    write(&a, "f", b"one");
+    write(&a, "g", b"one");
+    ok(&a, &["commit", "-m", "1"]);
+    ok(&b, &["checkout", "main"]);
+    write(&b, "f", b"two");
+    write(&b, "g", b"two");
+    ok(&b, &["commit", "-m", "2"]);
+    // `a` holds commit 1; HEAD (main) is commit 2.
+    write(&a, "g", b"mine");
+    ok(&a, &["restore", "f"]);
+    assert_eq!(std::fs::read(a.join("f")).unwrap(), b"two");
+    let err = fails(&a, &["restore", "g"]);
+    assert!(err.contains("(g)"), "{err}");
+    assert_eq!(std::fs::read(a.join("g")).unwrap(), b"mine");
 }

@@ -127,10 +127,12 @@ pub fn run(cli: Cli) -> Result<()> {
                     "checkout REV -- PATH... restores into the working directory; --to takes a whole commit".to_string(),
                 ));
             }
-            restore::restore(&ctx, Some(&args.rev), &args.paths)
+            restore::restore(&ctx, Some(&args.rev), &args.paths, args.force)
         }
         Command::Checkout(args) => worktree::checkout(&ctx, &args, true),
-        Command::Restore(args) => restore::restore(&ctx, args.source.as_deref(), &args.paths),
+        Command::Restore(args) => {
+            restore::restore(&ctx, args.source.as_deref(), &args.paths, args.force)
+        }
         Command::Branch {
             name,
             at,
@@ -470,6 +472,13 @@ fn checked_out(
 pub(super) struct Overlay<'a> {
     base: &'a dyn ObjectSource,
     extra: HashMap<ObjectId, Vec<u8>>,
+}
+
+impl<'a> Overlay<'a> {
+    /// `base` with `extra` over it.
+    pub(super) fn new(base: &'a dyn ObjectSource, extra: HashMap<ObjectId, Vec<u8>>) -> Self {
+        Overlay { base, extra }
+    }
 }
 
 impl ObjectSource for Overlay<'_> {

@@ -15,17 +15,24 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use snapgraph::{EntryKind, ObjectSource};
+use snapgraph::{CommitOptions, EntryKind, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
-use super::{checked_out_at, worktree::path_in_workdir, Below, Ctx};
+use super::{checked_out_at, diff_of, worktree::path_in_workdir, Below, Ctx, Overlay};
 use crate::error::{CliError, IoContext, Result};
+use crate::index::Index;
 use crate::materialize::PlannedEntry;
+use crate::repo::Workdir;
 
 fn under(path: &str, top: &str) -> bool {
     top == "/" || path == top || path.starts_with(&format!("{top}/"))
 }
 
-pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Result<()> {
+pub(super) fn restore(
+    ctx: &Ctx,
+    source: Option<&str>,
+    paths: &[PathBuf],
+    force: bool,
+) -> Result<()> {
     let wd = ctx.open()?;
     // One command at a time changes the working directory (`crate::lock`).
     let _lock = crate::lock::acquire(&wd.dot, crate::lock::Mode::Exclusive, "restore")?;
@@ -91,6 +98,24 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
             _ => {}
         }
     }
+    // What differs from the source under the paths, and the uncommitted work the
+    // restore would overwrite or remove.
+    let compared = compare(ctx, &wd, id, &tops)?;
+    if !force {
+        let lost = compared.lost;
+        if !lost.is_empty() {
+            return Err(CliError::WouldDiscard {
+                path: wd.root.clone(),
+                shown: crate::output::quote_list(
+                    &lost
+                        .iter()
+                        .map(|p| p.trim_start_matches('/').to_string())
+                        .collect::<Vec<_>>(),
+                ),
+                paths: lost,
+            });
+        }
+    }
     // Files HEAD has below a chosen directory and the source lacks.
     let in_source: HashSet<&str> = planned.iter().map(|e| e.path.as_str()).collect();
     let mut stale = Vec::new();
@@ -113,7 +138,13 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
     // written is whole, and no temporary file is left for a commit to record.
     crate::interrupt::arm();
     crate::interrupt::test_point("write");
-    for e in parents.iter().copied().chain(chosen.iter().copied()) {
+    // Files and symlinks already as the source has them are left alone (their stat
+    // cache entries stay true).
+    let to_write = chosen
+        .iter()
+        .copied()
+        .filter(|e| e.kind == EntryKind::Dir || compared.differs.contains(&e.path));
+    for e in parents.iter().copied().chain(to_write) {
         crate::interrupt::check(crate::interrupt::RESTORE_PART)?;
         let target = fs(e);
         match e.kind {
@@ -203,6 +234,116 @@ pub(super) fn restore(ctx: &Ctx, source: Option<&str>, paths: &[PathBuf]) -> Res
             )
         },
     )
+}
+
+/// The working directory under a restore's paths, compared with the source.
+struct Compared {
+    /// Files and symlinks (workspace paths) under the paths whose working version
+    /// differs from the source's, or that one side lacks.
+    differs: HashSet<String>,
+    /// Those of them the restore would overwrite or remove whose working version
+    /// neither HEAD's commit nor the commit the directory holds (its stat cache's,
+    /// when it is behind its branch) has as it is: the work a restore without
+    /// `--force` must not discard. Sorted.
+    lost: Vec<String>,
+}
+
+/// Compares the working directory under `tops` with `source`.
+///
+/// The working directory's commit is made in memory with only `tops` brought in
+/// line with the directory (HEAD's trees elsewhere, read only where `tops` need
+/// them), through the stat cache: a file it vouches for is not read. Three diffs
+/// then say it all, each pruned where trees are equal: against the source (what
+/// the restore changes), against HEAD's commit and the held one (what is
+/// uncommitted). A path the source lacks is removed only if HEAD has it.
+fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result<Compared> {
+    let store: &dyn ObjectSource = wd.repo.store();
+    let head = wd.head_commit()?;
+    let index = Index::load(&wd.dot.join("index"), &wd.root);
+    let at: Vec<&str> = tops.iter().map(String::as_str).collect();
+    let mut ws = match head {
+        Some(h) => checked_out_at(h, store, &at, Below::All)?,
+        None => Workspace::new(),
+    };
+    let pb = ctx.bar(None, "scanning");
+    crate::scan::scan_batched(
+        &wd.root,
+        &mut ws,
+        crate::scan::ScanOptions {
+            index: index.as_ref(),
+            skip: &wd.dot,
+            only: Some(tops),
+            lazy: None,
+            watched: None,
+            kept: None,
+            listings: None,
+        },
+        &pb,
+        &mut crate::batches::Hashed,
+    )?;
+    pb.finish_and_clear();
+    let mut opts = CommitOptions::new().have_in(store);
+    if let Some(h) = head {
+        opts = opts.parent(h);
+    }
+    let made = ws.commit(opts)?;
+    let work = made.id();
+    let overlay = Overlay::new(
+        store,
+        made.into_objects()
+            .into_iter()
+            .map(|(i, b)| (i, b.to_vec()))
+            .collect(),
+    );
+    let chosen = |p: &String| tops.iter().any(|t| under(p, t));
+    // What differs from `base` (or everything, with no base) under the tops.
+    let changed_from = |base: Option<ObjectId>| -> Result<(HashSet<String>, HashSet<String>)> {
+        let d = diff_of(base, work, &overlay)?;
+        let added: HashSet<String> = d.files_added.into_iter().filter(chosen).collect();
+        let mut changed: HashSet<String> = d.files_modified.into_iter().filter(chosen).collect();
+        changed.extend(added.iter().cloned());
+        Ok((changed, added))
+    };
+    let d = SnapshotGraph::diff(source, work, &overlay)?;
+    let differs: HashSet<String> = d
+        .files_modified
+        .iter()
+        .chain(&d.files_added)
+        .chain(&d.files_removed)
+        .filter(|p| chosen(p))
+        .cloned()
+        .collect();
+    let (mut uncommitted, not_in_head) = changed_from(head)?;
+    if uncommitted.is_empty() {
+        return Ok(Compared {
+            differs,
+            lost: Vec::new(),
+        });
+    }
+    // Behind its branch, the directory holds an older commit of it: what that
+    // commit has is committed too.
+    let held = index
+        .as_ref()
+        .and_then(Index::base)
+        .filter(|b| Some(*b) != head);
+    if let Some(held) = held {
+        if SnapshotGraph::commit(held, store).is_ok() {
+            let (from_held, _) = changed_from(Some(held))?;
+            uncommitted.retain(|p| from_held.contains(p));
+        }
+    }
+    let mut lost: Vec<String> = d
+        .files_modified
+        .into_iter()
+        .chain(
+            d.files_added
+                .into_iter()
+                .filter(|p| !not_in_head.contains(p)),
+        )
+        .filter(|p| uncommitted.contains(p))
+        .collect();
+    lost.sort();
+    Ok(Compared { differs, lost })
 }
 
 fn kind_name(m: &std::fs::Metadata) -> &'static str {
