@@ -230,6 +230,16 @@ pub enum CliError {
         /// The first of them as text output quotes them.
         shown: String,
     },
+    /// A checkout would replace an entry a commit does not record (ignored, or a
+    /// nested repository) with the commit's, losing what it holds: it differs from
+    /// the commit's entry at that path.
+    #[error("{}: not recorded (ignored, or a nested repository), and the commit has a {theirs} here that would replace it; move it away, or pass --force to let the checkout replace it", .path.display())]
+    UnrecordedInTheWay {
+        /// The entry, in the working directory.
+        path: PathBuf,
+        /// What the commit has there (`file`, `symlink`, `directory`).
+        theirs: &'static str,
+    },
     /// `restore PATH...` (or `checkout REV -- PATH...`) would overwrite or remove
     /// files whose changes no commit holds.
     #[error("{}: {} path(s) have uncommitted changes the restore would discard ({}); commit them first, or pass --force to discard them", .path.display(), .paths.len(), .shown)]

@@ -27,6 +27,11 @@
 //!   Sockets, FIFOs and devices are never recorded and hold no data: the guard
 //!   passes them (a full checkout keeps them in place, as ignored entries).
 //!
+//! An unrecorded entry where the commit puts one is replaced only where that loses
+//! nothing, or with `--force` (stop 57; before, the commit's entry won, as in git,
+//! and a local `.env` ignored since it was committed went without a word): see
+//! [`replaced_losslessly`] and [`CliError::UnrecordedInTheWay`].
+//!
 //! The first entry that fails is [`CliError::ChangedMeanwhile`], naming its path in
 //! the working directory; the caller undoes every step it took, so the edit is back
 //! where it was made. What is left open: a write through a descriptor opened before
@@ -549,6 +554,84 @@ fn cut_is(full: &Path, digest: &Digest) -> Result<bool> {
         }
         _ => false,
     })
+}
+
+/// Whether the commit's entry `theirs` (written into a staging directory, or a
+/// symlink's target) may replace the unrecorded entry `ours` (ignored,
+/// a nested repository, a socket...) with nothing lost: a file with the same bytes,
+/// a symlink with the same target, an empty directory, or something that holds no
+/// data (a socket, a FIFO). A directory where the commit has one too is for the
+/// caller to look into (what it holds that the commit lacks can stay): here it is
+/// a loss unless empty.
+pub fn replaced_losslessly(ours: &Path, theirs: Theirs<'_>) -> Result<bool> {
+    let m = match std::fs::symlink_metadata(ours) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(CliError::io(ours, e)),
+    };
+    let t = m.file_type();
+    if t.is_dir() {
+        return Ok(std::fs::read_dir(ours).at(ours)?.next().is_none());
+    }
+    if t.is_symlink() {
+        let link = std::fs::read_link(ours).at(ours)?;
+        return Ok(match theirs {
+            Theirs::Link(target) => link.as_os_str() == target,
+            Theirs::Written(p) => std::fs::read_link(p).is_ok_and(|l| l == link),
+            Theirs::Dir => false,
+        });
+    }
+    if !t.is_file() {
+        return Ok(true);
+    }
+    let Theirs::Written(p) = theirs else {
+        return Ok(false);
+    };
+    match std::fs::symlink_metadata(p) {
+        Ok(tm) if tm.is_file() && tm.len() == m.len() => same_bytes(ours, p),
+        Ok(_) => Ok(false),
+        Err(e) => Err(CliError::io(p, e)),
+    }
+}
+
+/// The commit's entry an unrecorded one would give way to
+/// ([`replaced_losslessly`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Theirs<'a> {
+    /// Written (or staged) at this path.
+    Written(&'a Path),
+    /// A symlink with this target, not written yet.
+    Link(&'a std::ffi::OsStr),
+    /// A directory, not made yet.
+    Dir,
+}
+
+/// Whether two files of equal length hold the same bytes (read a block at a time).
+fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut fa = std::fs::File::open(a).at(a)?;
+    let mut fb = std::fs::File::open(b).at(b)?;
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = read_full(&mut fa, &mut ba).at(a)?;
+        let m = read_full(&mut fb, &mut bb).at(b)?;
+        if n != m || ba[..n] != bb[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+    fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read(&mut buf[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Renames `from` to `to` unless something is at `to` (`renameat2` with

@@ -21,13 +21,15 @@
 //!    replaces are moved, deepest first, into an `old-*` directory in
 //!    `.snapgraph/`; then the target's new entries are put in place, parents first
 //!    (directories made, staged files renamed in, symlinks made); then modes. An
-//!    unrecorded entry where the target puts one is moved aside too (the commit wins,
-//!    as the full swap has it); a directory the target drops but which still holds
-//!    unrecorded entries stays, unless the target puts a file there: then, as the
-//!    full swap does, the checkout is refused ([`CliError::Dirty`]); an unrecorded
-//!    directory where the target puts one becomes the target's, with what it holds
-//!    (the full swap drops what it holds, git keeps it). Any failure undoes every
-//!    step taken, in reverse.
+//!    unrecorded entry where the target puts one is moved aside too, where that
+//!    loses nothing (the same bytes or link, an empty directory, a socket: checked
+//!    once the files are staged, before anything changes; else the checkout is
+//!    refused, [`CliError::UnrecordedInTheWay`], stop 57); a directory the target
+//!    drops but which still holds unrecorded entries stays, unless the target puts
+//!    a file there: then, as the full swap does, the checkout is refused
+//!    ([`CliError::Dirty`]); an unrecorded directory where the target puts one
+//!    becomes the target's, with what it holds (as in the full swap and git). Any
+//!    failure undoes every step taken, in reverse.
 //! 4. The `old-*` and staging directories are deleted.
 //!
 //! Declined (`Ok(None)`: the caller writes the whole commit) when the files written
@@ -49,7 +51,7 @@ use snapgraph::graph::diff::{Change, ChangeEntry, ChangeKind, Visit};
 use snapgraph::{BoxError, EntryKind, Limits, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
 use crate::error::{CliError, IoContext, Result};
-use crate::guard::{Guard, Taken};
+use crate::guard::{Guard, Taken, Theirs};
 use crate::index::FileStat;
 use crate::materialize::{Materialized, PlannedEntry};
 
@@ -335,6 +337,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
     // check found the directory clean, and is refused before anything changes.
     let taken_away: HashSet<&str> = d.remove.iter().map(|(p, _)| p.as_str()).collect();
     let mut unrecorded: HashSet<&str> = HashSet::new();
+    let mut in_the_way: Vec<&PlannedEntry> = Vec::new();
     for e in &d.add {
         if taken_away.contains(e.path.as_str()) {
             continue;
@@ -353,6 +356,7 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
             });
         }
         unrecorded.insert(&e.path);
+        in_the_way.push(e);
     }
     // The directories of the files and symlinks put, read for their bytes.
     let mut loaded: HashSet<&str> = HashSet::new();
@@ -395,6 +399,41 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         staged.insert(&e.path, at);
     }
     crate::timings::phase_with("staged", || format!("{} files", staged.len()));
+    // An unrecorded entry gives way only where that loses nothing (the same bytes,
+    // the same link, an empty directory: `crate::guard::replaced_losslessly`);
+    // else the checkout is refused before anything changes (stop 57).
+    for e in in_the_way {
+        let at = root.join(e.path.trim_start_matches('/'));
+        let judged = (|| -> Result<()> {
+            let link;
+            let theirs = match e.kind {
+                EntryKind::File => match staged.get(e.path.as_str()) {
+                    Some(p) => Theirs::Written(p),
+                    None => Theirs::Dir,
+                },
+                EntryKind::Symlink => {
+                    link = to.read_link(&e.path)?.to_string();
+                    Theirs::Link(std::ffi::OsStr::new(&link))
+                }
+                EntryKind::Dir => Theirs::Dir,
+            };
+            if crate::guard::replaced_losslessly(&at, theirs)? {
+                return Ok(());
+            }
+            Err(CliError::UnrecordedInTheWay {
+                path: at.clone(),
+                theirs: match e.kind {
+                    EntryKind::File => "file",
+                    EntryKind::Symlink => "symlink",
+                    EntryKind::Dir => "directory",
+                },
+            })
+        })();
+        if let Err(err) = judged {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(err);
+        }
+    }
     let add: Vec<&PlannedEntry> = d.add.iter().collect();
     let modes: Vec<&PlannedEntry> = d.modes.iter().collect();
     let remove: Vec<(&str, ChangeEntry)> = d.remove.iter().map(|(p, e)| (p.as_str(), *e)).collect();
@@ -660,7 +699,8 @@ fn steps(c: &Changes<'_>, hook: StepHook<'_>, log: &mut Vec<Undo>) -> Result<()>
                 });
             }
             // Unrecorded (ignored, a nested repository, a socket...), as found
-            // before the apply: the commit's entry wins, as in git. Anything
+            // before the apply, and judged to lose nothing by giving way (after
+            // the staging): the commit's entry takes its place. Anything
             // else was made since.
             Ok(_) if unrecorded.contains(e.path.as_str()) => {
                 move_aside(at.clone(), log)?;
@@ -794,6 +834,8 @@ mod tests {
                 let mode = m.permissions().mode() & 0o7777;
                 let v = if m.file_type().is_symlink() {
                     format!("link {}", std::fs::read_link(e.path()).unwrap().display())
+                } else if std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) {
+                    "socket".to_string()
                 } else if m.is_dir() {
                     walk(&e.path(), &p, out);
                     format!("dir {mode:o}")
@@ -1027,12 +1069,13 @@ mod tests {
     #[test]
     fn a_failure_at_any_step_undoes_every_step() {
         let Sampled { t, store, a, b } = sampled();
-        // The tip checked out with an ignored file where the target puts a
-        // directory, and one in a directory the target drops.
+        // The tip checked out with an ignored socket (it holds no data: it gives
+        // way) where the target puts a directory, and an ignored file in a
+        // directory the target drops.
         let ready = |name: &str| {
             let root = checked_out(t.path(), name, &store, a.0, &a.1);
             std::fs::write(root.join(".snapgraphignore"), b"/new\n*.log\n").unwrap();
-            std::fs::write(root.join("new"), b"ignored").unwrap();
+            std::os::unix::net::UnixListener::bind(root.join("new")).unwrap();
             std::fs::write(root.join("gone/ignored.log"), b"ignored").unwrap();
             root
         };
@@ -1120,9 +1163,20 @@ mod tests {
             std::fs::read_dir(root.join(".snapgraph")).unwrap().count(),
             0
         );
+        // Ignored, it gives way only to the same bytes (stop 57).
         std::fs::write(root.join("new/.snapgraphignore"), b"z\n").unwrap();
+        let before = snapshot(&root);
+        let err = go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(&err, CliError::UnrecordedInTheWay { path, theirs: "file" } if *path == root.join("new/sub/z")),
+            "{err}"
+        );
+        assert_eq!(snapshot(&root), before);
+        let fresh = checked_out(t.path(), "fresh", &store, b.0, &b.1);
+        let theirs = std::fs::read(fresh.join("new/sub/z")).unwrap();
+        std::fs::write(root.join("new/sub/z"), &theirs).unwrap();
         go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap().unwrap();
-        assert_ne!(std::fs::read(root.join("new/sub/z")).unwrap(), b"mine");
+        assert_eq!(std::fs::read(root.join("new/sub/z")).unwrap(), theirs);
     }
 
     /// An entry made where the switch took the tip's away is never replaced: the
@@ -1161,16 +1215,26 @@ mod tests {
         assert_eq!(kept, [tip_bytes]);
     }
 
-    /// Unrecorded entries: one where the target puts an entry gives way (the commit
-    /// wins, as in the full checkout); a directory the target drops stays while it
-    /// holds one; a file of the target over such a directory is refused, with
-    /// nothing changed.
+    /// Unrecorded entries: one where the target puts an entry gives way where that
+    /// loses nothing (a socket here), and is refused otherwise (an ignored file
+    /// where the target puts a directory: stop 57), with nothing changed; a
+    /// directory the target drops stays while it holds one; a file of the target
+    /// over such a directory is refused, with nothing changed.
     #[test]
     fn unrecorded_entries_give_way_stay_or_refuse() {
         let Sampled { t, store, a, b } = sampled();
         let root = checked_out(t.path(), "w", &store, a.0, &a.1);
         std::fs::write(root.join(".snapgraphignore"), b"/new\n*.log\n").unwrap();
         std::fs::write(root.join("new"), b"ignored").unwrap();
+        let before = snapshot(&root);
+        let err = go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap_err();
+        assert!(
+            matches!(&err, CliError::UnrecordedInTheWay { path, theirs: "directory" } if *path == root.join("new")),
+            "{err}"
+        );
+        assert_eq!(snapshot(&root), before);
+        std::fs::remove_file(root.join("new")).unwrap();
+        std::os::unix::net::UnixListener::bind(root.join("new")).unwrap();
         std::fs::write(root.join("gone/ignored.log"), b"kept").unwrap();
         std::fs::write(root.join("outside.log"), b"kept too").unwrap();
         go(&root, &store, &a, &b, &mut |_| Ok(())).unwrap().unwrap();

@@ -1432,7 +1432,7 @@ fn a_large_switch_keeps_the_stat_cache_complete() {
 /// The check a checkout makes of what it takes away (`guard`) refuses nothing the
 /// dirty check found clean: files whose stats all moved but whose bytes did not
 /// (a tree copied over itself), a socket (never recorded), an ignored file where
-/// the commit puts one; a switch and a full checkout alike.
+/// the commit puts the same bytes; a switch and a full checkout alike.
 #[test]
 fn a_checkout_refuses_nothing_the_dirty_check_found_clean() {
     let t = repo();
@@ -1464,7 +1464,9 @@ fn a_checkout_refuses_nothing_the_dirty_check_found_clean() {
         ok(t.path(), &["checkout", rev]);
     };
     let _socket = std::os::unix::net::UnixListener::bind(t.path().join("d03/sock")).unwrap();
-    write(t.path(), "src/out.log", b"ignored, replaced");
+    // Ignored, with the bytes the commit puts there: it gives way (with others it
+    // is refused, stop 57: `a_checkout_replaces_an_ignored_entry_only_when_nothing_is_lost`).
+    write(t.path(), "src/out.log", b"commit's log");
     // A switch: the ignore file and the log differ.
     let (_, timeline) = checkout_switched(t.path(), &two);
     assert!(timeline.contains("switched ("), "{timeline}");
@@ -1473,7 +1475,7 @@ fn a_checkout_refuses_nothing_the_dirty_check_found_clean() {
         b"commit's log"
     );
     ok(t.path(), &["checkout", "main"]);
-    write(t.path(), "src/out.log", b"ignored, replaced");
+    write(t.path(), "src/out.log", b"commit's log");
     same(&two);
     // Full checkouts: every grid file differs.
     same(&one);
@@ -2324,4 +2326,130 @@ fn a_restore_behind_the_branch_counts_the_held_commit_as_committed() {
     let err = fails(&a, &["restore", "g"]);
     assert!(err.contains("(g)"), "{err}");
     assert_eq!(std::fs::read(a.join("g")).unwrap(), b"mine");
+}
+
+/// An ignored entry where the commit being checked out puts one (it was committed
+/// before it was ignored, as a `.env` or a log often is) is replaced only where
+/// that loses nothing, or with `--force` (stop 57; before, the commit's entry won
+/// without a word, as in git). An ignored directory where the commit has one keeps
+/// what the commit lacks, by either way of checking out. Each case runs through the
+/// switch (a few files change) and through the full checkout (most change).
+#[test]
+fn a_checkout_replaces_an_ignored_entry_only_when_nothing_is_lost() {
+    for full in [false, true] {
+        let t = repo();
+        let p = t.path();
+        // More files than a switch takes on (`switch::MOST_CHANGED_MIN`), for the
+        // full checkout to rewrite.
+        for i in 0..300 {
+            write(p, &format!("many/f{i:03}"), format!("{i}").as_bytes());
+        }
+        write(p, ".env", b"TOKEN=committed");
+        write(p, "app.log", b"committed log");
+        write(p, "build/README", b"what build/ holds");
+        std::os::unix::fs::symlink("many", p.join("link")).unwrap();
+        ok(p, &["commit", "-m", "one"]);
+        ok(p, &["branch", "old"]);
+        write(p, ".snapgraphignore", b".env\n*.log\nbuild/\nlink\n");
+        if full {
+            for i in 0..300 {
+                write(p, &format!("many/f{i:03}"), format!("{i} two").as_bytes());
+            }
+        }
+        ok(p, &["commit", "-m", "two, the local files ignored"]);
+        let checkout = |args: &[&str]| {
+            let out = Command::new(&*BIN)
+                .args(args)
+                .env("SNAPGRAPH_TIMINGS", "1")
+                .current_dir(p)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            // --force skips the dirty check, which the switch needs.
+            let forced = args.contains(&"--force");
+            assert_eq!(err.contains("declined"), full || forced, "{err}");
+            (out.status.code(), err)
+        };
+        // The directory holds the ignored entries as the tip left them (the commit
+        // of `.snapgraphignore` kept them in place). Each made different alone.
+        type Edit = fn(&Path);
+        let cases: [(&str, Edit, &str); 4] = [
+            (".env", |p| write(p, ".env", b"TOKEN=local secret"), "file"),
+            ("app.log", |p| write(p, "app.log", b"local log"), "file"),
+            (
+                "link",
+                |p| {
+                    std::fs::remove_file(p.join("link")).unwrap();
+                    std::os::unix::fs::symlink("elsewhere", p.join("link")).unwrap();
+                },
+                "symlink",
+            ),
+            (
+                "build/README",
+                |p| write(p, "build/README", b"my notes"),
+                "file",
+            ),
+        ];
+        // The ignored entries as `old` has them (a checkout of `main` from `old`
+        // takes them away: `main` does not record them).
+        let as_committed = |p: &Path| {
+            write(p, ".env", b"TOKEN=committed");
+            write(p, "app.log", b"committed log");
+            write(p, "build/README", b"what build/ holds");
+            let _ = std::fs::remove_file(p.join("link"));
+            std::os::unix::fs::symlink("many", p.join("link")).unwrap();
+        };
+        for (path, edit, theirs) in cases {
+            as_committed(p);
+            edit(p);
+            let before = snapshot_of(p);
+            let (code, err) = checkout(&["checkout", "old"]);
+            assert_eq!(code, Some(1), "{path}: {err}");
+            assert!(
+                err.contains(&format!(
+                    "{}: not recorded (ignored, or a nested repository), and the commit has a {theirs} here",
+                    p.join(path).display()
+                )) && err.contains("--force"),
+                "{path} (full: {full}): {err}"
+            );
+            assert_eq!(snapshot_of(p), before, "{path}: nothing changed");
+            assert_eq!(json(p, &["status"])["branch"], "main");
+            // Put back as the commit has it: no loss, no refusal.
+            ok(p, &["checkout", "--force", "old"]);
+            ok(p, &["checkout", "--force", "main"]);
+        }
+        // The same bytes: replaced without --force. An ignored directory where
+        // the commit has one keeps what the commit lacks.
+        as_committed(p);
+        write(p, "build/artifact.o", b"local build output");
+        write(p, "build/sub/deeper.o", b"deeper");
+        let (code, err) = checkout(&["checkout", "old"]);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(std::fs::read(p.join(".env")).unwrap(), b"TOKEN=committed");
+        assert_eq!(
+            std::fs::read(p.join("build/artifact.o")).unwrap(),
+            b"local build output"
+        );
+        assert_eq!(
+            std::fs::read(p.join("build/sub/deeper.o")).unwrap(),
+            b"deeper"
+        );
+        assert_eq!(
+            std::fs::read(p.join("build/README")).unwrap(),
+            b"what build/ holds"
+        );
+        // --force lets the commit's entries win, and still keeps what it lacks.
+        // (`old` has no ignore file: the local files are untracked there.)
+        ok(p, &["checkout", "--force", "main"]);
+        as_committed(p);
+        write(p, "build/artifact.o", b"local build output");
+        write(p, ".env", b"TOKEN=local secret");
+        let (code, err) = checkout(&["checkout", "--force", "old"]);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(std::fs::read(p.join(".env")).unwrap(), b"TOKEN=committed");
+        assert_eq!(
+            std::fs::read(p.join("build/artifact.o")).unwrap(),
+            b"local build output"
+        );
+    }
 }

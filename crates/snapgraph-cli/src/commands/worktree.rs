@@ -9,9 +9,13 @@
 //! failure during the swap renames everything back. Entries the scan does not record
 //! (ignored by a `.snapgraphignore`, anywhere in the tree, and nested repositories)
 //! are first moved into the staging directory at the same path, so they stay where
-//! they are (unless the commit has an entry at that path: the commit wins, as in
-//! git; one that cannot stay because the commit has a file where its directory
-//! would be makes the checkout refuse without `--force`). Without `--force`, a working directory that differs from the
+//! they are. Where the commit has an entry at that path: a directory in both keeps
+//! what the commit lacks (its entries judged in turn); otherwise the commit's entry
+//! replaces it only where that loses nothing (the same bytes or link, an empty
+//! directory, a socket: [`crate::guard::replaced_losslessly`]), else the checkout
+//! is refused without `--force` ([`CliError::UnrecordedInTheWay`], stop 57; git
+//! lets the commit win). One that cannot stay because the commit has a file where
+//! its directory would be makes the checkout refuse without `--force` too. Without `--force`, a working directory that differs from the
 //! current branch's tip is refused (so is any untracked, not ignored file). Checking out a branch by name makes it current;
 //! checking out anything else detaches HEAD at that commit ([`crate::rev::Head`]):
 //! `status` says so and `commit` there needs `--branch NAME`. Restoring paths is
@@ -39,6 +43,7 @@ use super::{
 };
 use crate::cli::{CheckoutArgs, CommitArgs};
 use crate::error::{CliError, IoContext, Result};
+use crate::guard::Theirs;
 use crate::index::{Delta, FileStat, Index, IndexEntry, Listing, SkeletonSource};
 use crate::output::quote;
 use crate::repo::{self, Workdir};
@@ -1297,6 +1302,28 @@ impl Swapped {
     }
 }
 
+/// The names in directory `dir`, sorted.
+fn sorted_names(dir: &Path) -> Result<Vec<OsString>> {
+    let mut names: Vec<OsString> = std::fs::read_dir(dir)
+        .at(dir)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<std::io::Result<_>>()
+        .at(dir)?;
+    names.sort();
+    Ok(names)
+}
+
+/// `file`, `symlink` or `directory`, as an error names what a commit has.
+pub(crate) fn kind_word(m: &std::fs::Metadata) -> &'static str {
+    if m.is_dir() {
+        "directory"
+    } else if m.file_type().is_symlink() {
+        "symlink"
+    } else {
+        "file"
+    }
+}
+
 /// Moves the unrecorded entries `kept` (moved into `staging` at the same paths)
 /// back into `root`, deepest last first.
 fn put_back(root: &Path, staging: &Path, kept: &[PathBuf]) {
@@ -1337,9 +1364,43 @@ fn swap_into(
         }
         None => unrecorded_entries(root, dot)?,
     };
-    for rel in unrecorded {
-        if std::fs::symlink_metadata(staging.join(&rel)).is_ok() {
-            // The commit has an entry here: it wins, as in git.
+    let mut queue: std::collections::VecDeque<PathBuf> = unrecorded.into();
+    while let Some(rel) = queue.pop_front() {
+        if let Ok(theirs) = std::fs::symlink_metadata(staging.join(&rel)) {
+            let ours = root.join(&rel);
+            if theirs.is_dir() && std::fs::symlink_metadata(&ours).is_ok_and(|m| m.is_dir()) {
+                // The commit has a directory here too: what this one holds stays
+                // where the commit has nothing there (as in git), each entry judged
+                // as this one is. The rest goes with the directory.
+                match sorted_names(&ours) {
+                    Ok(names) => queue.extend(names.into_iter().map(|n| rel.join(n))),
+                    Err(e) => {
+                        put_back(root, staging, &kept);
+                        return Err(e);
+                    }
+                }
+                expendable.insert(workspace_path(&rel));
+                continue;
+            }
+            // The commit has an entry here: it wins where that loses nothing (the
+            // same bytes, an empty directory), or with --force.
+            if !force {
+                let theirs_at = staging.join(&rel);
+                match crate::guard::replaced_losslessly(&ours, Theirs::Written(&theirs_at)) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        put_back(root, staging, &kept);
+                        return Err(CliError::UnrecordedInTheWay {
+                            path: ours,
+                            theirs: kind_word(&theirs),
+                        });
+                    }
+                    Err(e) => {
+                        put_back(root, staging, &kept);
+                        return Err(e);
+                    }
+                }
+            }
             expendable.insert(workspace_path(&rel));
             continue;
         }
