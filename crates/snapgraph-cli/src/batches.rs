@@ -174,26 +174,33 @@ const READ_AHEAD_MIN_FILES: usize = 64;
 /// workspace in order: reading is most of the work (the system calls, and the page
 /// faults of the fresh memory the bytes land in), so it is shared. Errors name the
 /// file, as [`read_into`]'s do; the first one stops the reading.
+///
+/// A file gone since the walk saw it (its `open` finds nothing there, as when a
+/// build or a test run deletes its temporary files while a commit runs) is not an
+/// error: it is taken out of the workspace, if there, and `each` is given `None`
+/// for it (stop 57; before, the commit failed). The snapshot then holds the tree
+/// as it was once that file was gone.
 pub fn read_all(
     ws: &mut Workspace,
     files: &[(std::path::PathBuf, String, u64)],
     batches: &mut dyn Batches,
     store: Option<&dyn ObjectSource>,
-    mut each: impl FnMut(&mut Workspace, usize, u64) -> Result<()>,
+    mut each: impl FnMut(&mut Workspace, usize, Option<u64>) -> Result<()>,
 ) -> Result<()> {
+    let gone = |ws: &mut Workspace, path: &str| -> Result<Option<u64>> {
+        if ws.exists(path) {
+            ws.remove(path)?;
+        }
+        Ok(None)
+    };
     let read_here = |ws: &mut Workspace, i: usize, batches: &mut dyn Batches| {
         let (full, path, size) = &files[i];
-        let f = std::fs::File::open(full).at(full)?;
-        // Whole, or streamed in past `STREAM_MIN` (over its committed version
-        // when there is one).
-        if let Some(ingest) = over(ws, path, *size, batches, store) {
-            return stream_into(ws, path, f, full, ingest, batches);
-        }
-        if *size <= STREAM_MIN || !batches.streams() {
-            let data = read_whole_file(&f, *size).at(full)?;
-            return write_whole(ws, path, data, batches);
-        }
-        read_into(ws, path, f, full, *size, batches)
+        let f = match std::fs::File::open(full) {
+            Ok(f) => f,
+            Err(e) if vanished(&e) => return gone(ws, path),
+            Err(e) => return Err(crate::CliError::io(full, e)),
+        };
+        read_opened(ws, path, f, full, *size, batches, store).map(Some)
     };
     if files.len() < READ_AHEAD_MIN_FILES || crate::cpus::cores() < 2 {
         for i in 0..files.len() {
@@ -227,7 +234,9 @@ pub fn read_all(
                 None
             };
             let len = match ahead {
-                Some(read) => write_whole(ws, path, read.at(full)?, batches)?,
+                Some(Ok(data)) => Some(write_whole(ws, path, data, batches)?),
+                Some(Err(e)) if vanished(&e) => gone(ws, path)?,
+                Some(Err(e)) => return Err(crate::CliError::io(full, e)),
                 // This thread's share, too large to read ahead, or (never) the
                 // reader gone.
                 None => read_here(ws, i, batches)?,
@@ -236,6 +245,36 @@ pub fn read_all(
         }
         Ok(())
     })
+}
+
+/// Whether an `open` failed because the entry is no longer there: nothing at the
+/// path, or a directory on the way replaced by something else.
+pub fn vanished(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory
+}
+
+/// Reads the opened file `f` (at `full`; `size` bytes as last seen) into the
+/// workspace at `path`: whole, or streamed in past [`STREAM_MIN`] (over its
+/// committed version when there is one). Returns the bytes read.
+fn read_opened(
+    ws: &mut Workspace,
+    path: &str,
+    f: std::fs::File,
+    full: &Path,
+    size: u64,
+    batches: &mut dyn Batches,
+    store: Option<&dyn ObjectSource>,
+) -> Result<u64> {
+    // Whole, or streamed in past `STREAM_MIN` (over its committed version when
+    // there is one).
+    if let Some(ingest) = over(ws, path, size, batches, store) {
+        return stream_into(ws, path, f, full, ingest, batches);
+    }
+    if size <= STREAM_MIN || !batches.streams() {
+        let data = read_whole_file(&f, size).at(full)?;
+        return write_whole(ws, path, data, batches);
+    }
+    read_into(ws, path, f, full, size, batches)
 }
 
 /// Reads the file at `path` in the workspace from `input` (`file` names it in
@@ -313,4 +352,58 @@ fn stream_into(
     }
     ws.write_ingested(path, ingested)?;
     Ok(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file gone between the walk and its read is taken out of the workspace and
+    /// reported as `None`, on this thread's share and on the reader's alike (over
+    /// `READ_AHEAD_MIN_FILES` files, odd positions are read ahead); a file that
+    /// cannot be read for another reason is still an error naming it.
+    #[test]
+    fn a_file_gone_before_its_read_is_absent_not_an_error() {
+        let t = tempfile::tempdir().unwrap();
+        let mut ws = Workspace::new();
+        let mut files = Vec::new();
+        for i in 0..(READ_AHEAD_MIN_FILES + 6) {
+            let path = format!("/f{i:03}");
+            let full = t.path().join(&path[1..]);
+            ws.write(&path, b"as committed").unwrap();
+            // Positions 3 and 4 (read ahead, and here) are gone.
+            if i != 3 && i != 4 {
+                std::fs::write(&full, format!("now {i}")).unwrap();
+            }
+            files.push((full, path, 6));
+        }
+        let mut seen = Vec::new();
+        read_all(&mut ws, &files, &mut Whole, None, |_, i, len| {
+            seen.push((i, len));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen.len(), files.len());
+        for (i, len) in seen {
+            let path = &files[i].1;
+            if i == 3 || i == 4 {
+                assert_eq!(len, None, "{path}");
+                assert!(!ws.exists(path), "{path}");
+            } else {
+                assert_eq!(len, Some(format!("now {i}").len() as u64), "{path}");
+                assert_eq!(ws.read(path).unwrap(), format!("now {i}").as_bytes());
+            }
+        }
+        // Not a vanishing: a directory where the file was.
+        std::fs::create_dir(t.path().join("dir")).unwrap();
+        let err = read_all(
+            &mut ws,
+            &[(t.path().join("dir"), "/dir".to_string(), 1)],
+            &mut Whole,
+            None,
+            |_, _, _| Ok(()),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("/dir"), "{err}");
+    }
 }

@@ -305,6 +305,13 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// Whether this is a file-system call that found its entry gone (nothing at
+    /// the path, or a directory on the way replaced): what a walk racing a
+    /// process that deletes files meets ([`crate::batches::vanished`]).
+    pub fn vanished(&self) -> bool {
+        matches!(self, CliError::Io { source, .. } if crate::batches::vanished(source))
+    }
+
     /// An I/O error at `path`.
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         Self::Io {

@@ -446,7 +446,12 @@ fn walk_with(
         let (mut dir_at_fd, mut dir_stat) = match by_path {
             Some((at, now)) => (at, Some(now)),
             None => {
-                let fd = open_in(parent.as_ref(), root_fd.as_ref(), &dir, below)?;
+                let fd = match open_in(parent.as_ref(), root_fd.as_ref(), &dir, below) {
+                    Ok(fd) => fd,
+                    // Gone since its parent was listed: absent, with all it held.
+                    Err(e) if !dir_path.is_empty() && e.vanished() => continue,
+                    Err(e) => return Err(e),
+                };
                 let now = if record && !dir_path.is_empty() {
                     Some(fstat(&fd)?)
                 } else {
@@ -491,7 +496,11 @@ fn walk_with(
             let fd = match &dir_at_fd {
                 DirAt::Open(fd) => fd.clone(),
                 DirAt::Below(_) => {
-                    let fd = open_in(parent.as_ref(), root_fd.as_ref(), &dir, below)?;
+                    let fd = match open_in(parent.as_ref(), root_fd.as_ref(), &dir, below) {
+                        Ok(fd) => fd,
+                        Err(e) if e.vanished() => continue,
+                        Err(e) => return Err(e),
+                    };
                     dir_stat = Some(fstat(&fd)?);
                     dir_at_fd = DirAt::Open(fd.clone());
                     fd
@@ -500,7 +509,13 @@ fn walk_with(
             name_bytes.clear();
             names.clear();
             stats.clear();
-            list_dir(&fd, &dir, &mut dirents, &mut name_bytes, &mut names)?;
+            match list_dir(&fd, &dir, &mut dirents, &mut name_bytes, &mut names) {
+                Ok(()) => {}
+                // Removed while open (`getdents` of a removed directory fails with
+                // ENOENT): absent, with all it held.
+                Err(e) if !dir_path.is_empty() && e.vanished() => continue,
+                Err(e) => return Err(e),
+            }
             report.listed += 1;
         }
         let stat_in = dir_at_fd.stat_in(below);
@@ -629,10 +644,19 @@ fn walk_with(
                                 .filter(|_| ahead.is_some() || kept.is_some())
                                 .and_then(|ix| ix.entries.position(&path))
                         });
-                        Some(
-                            stat_child(ahead, kept, at, &stat_in, name, kind, &mut below_buf)
-                                .map_err(|e| CliError::io(full_path, e.into()))?,
-                        )
+                        match stat_child(ahead, kept, at, &stat_in, name, kind, &mut below_buf) {
+                            Ok(st) => Some(st),
+                            // Gone since the listing: absent, not visited.
+                            Err(e)
+                                if e == rustix::io::Errno::NOENT
+                                    || e == rustix::io::Errno::NOTDIR =>
+                            {
+                                full.truncate(full_len);
+                                path.truncate(path_len);
+                                continue;
+                            }
+                            Err(e) => return Err(CliError::io(full_path, e.into())),
+                        }
                     }
                     _ => None,
                 };
@@ -1493,7 +1517,21 @@ pub fn scan_batched(
                     }
                     Found::Symlink => {
                         let stat = w.stat.ok_or_else(|| CliError::bad_path(full, "no stat"))?;
-                        let target = std::fs::read_link(full).at(full)?;
+                        let target = match std::fs::read_link(full) {
+                            Ok(target) => target,
+                            // Gone since its stat: absent (see `read_all`).
+                            Err(e) if crate::batches::vanished(&e) => {
+                                if current.is_some() {
+                                    ws.remove(path)?;
+                                    report.changed = true;
+                                }
+                                if complete.is_some_and(|ix| ix.entries.contains_key(path)) {
+                                    report.removed.push(path.to_string());
+                                }
+                                return Ok(true);
+                            }
+                            Err(e) => return Err(CliError::io(full, e)),
+                        };
                         let target = target.to_str().ok_or_else(|| {
                             CliError::bad_path(
                                 full,
@@ -1618,11 +1656,24 @@ pub fn scan_batched(
         .map(|(full, path, size, mode)| ((full, path, size), mode))
         .unzip();
     crate::batches::read_all(ws, &files, batches, lazy, |ws, i, len| {
+        let path = &files[i].1;
+        let Some(len) = len else {
+            // Gone since the walk saw it: absent, as if the walk had come later
+            // (taken out of the workspace by `read_all`). Whether it was new
+            // (already a change) or the tip's, the workspace changed.
+            report.stats.remove(path);
+            report.changed = true;
+            // A stat cache complete for the tip records it: its removal is told
+            // like any other the walk found (the next cache drops it).
+            if complete.is_some_and(|ix| ix.entries.contains_key(path)) {
+                report.removed.push(path.clone());
+            }
+            return Ok(());
+        };
         report.files_read += 1;
         report.bytes_read += len;
         progress.inc(len);
         progress.set_message(format!("{}/{files_to_read} files", report.files_read));
-        let path = &files[i].1;
         if ws.metadata(path)?.mode != modes[i] {
             ws.set_mode(path, modes[i])?;
         }
@@ -1675,6 +1726,9 @@ pub fn scan_batched(
             }
         }
     }
+    // A file gone before it was read may be found gone by the removals too.
+    report.removed.sort_unstable();
+    report.removed.dedup();
     report.nested = walked.nested;
     report.dirs_listed = walked.listed;
     report.dirs_reused = walked.reused;

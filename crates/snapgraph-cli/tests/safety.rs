@@ -2453,3 +2453,66 @@ fn a_checkout_replaces_an_ignored_entry_only_when_nothing_is_lost() {
         );
     }
 }
+
+/// A commit (and `status`) while another process creates and deletes files and
+/// directories in the tree, as a build or a test run does with its temporary
+/// files: entries gone between the listing and their read are absent from the
+/// snapshot, never an error (stop 57; before, about a third of such commits failed
+/// with "No such file or directory"). Once the churn ends, a commit records the
+/// tree as it is and `status` is clean.
+#[test]
+fn commits_racing_a_process_that_deletes_files_never_fail() {
+    let t = repo();
+    let p = t.path().to_path_buf();
+    for i in 0..500 {
+        write(&p, &format!("src/f{i:03}"), format!("{i}").as_bytes());
+    }
+    ok(&p, &["commit", "-m", "base"]);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (p, done) = (p.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || rounds < 50 {
+                let tmp = p.join("tmp");
+                std::fs::create_dir_all(tmp.join("a/b")).unwrap();
+                for i in 0..30 {
+                    std::fs::write(tmp.join(format!("t{i}")), b"x").unwrap();
+                    std::fs::write(tmp.join(format!("a/b/u{i}")), vec![7u8; 100 * i]).unwrap();
+                }
+                std::os::unix::fs::symlink("t1", tmp.join("link")).unwrap();
+                std::fs::remove_dir_all(&tmp).unwrap();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let mut failed = Vec::new();
+    for n in 0..120 {
+        let args: &[&str] = if n % 4 == 3 {
+            &["status"]
+        } else {
+            &["commit", "-m", "turn", "--allow-empty"]
+        };
+        let out = run_in(&p, args);
+        if !out.status.success() {
+            failed.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = churn.join().unwrap();
+    assert!(
+        failed.is_empty(),
+        "{} of 120 failed ({rounds} rounds of churn): {failed:?}",
+        failed.len()
+    );
+    ok(&p, &["commit", "-m", "after", "--allow-empty"]);
+    let status = json(&p, &["status"]);
+    assert_eq!(status["added"], serde_json::json!([]), "{status}");
+    assert_eq!(status["modified"], serde_json::json!([]), "{status}");
+    assert_eq!(status["removed"], serde_json::json!([]), "{status}");
+    assert!(!p.join("tmp").exists());
+    let listed = ok(&p, &["ls", "HEAD", "-r"]);
+    assert!(!listed.contains("tmp"), "{listed}");
+    ok(&p, &["verify"]);
+}
