@@ -1435,11 +1435,15 @@ fn swap_into(
                 summary: format!("an ignored entry that the commit's file {shown} would replace"),
             });
         }
-        if let Err(e) = std::fs::rename(root.join(&rel), staging.join(&rel)) {
-            put_back(root, staging, &kept);
-            return Err(CliError::io(root.join(&rel), e));
+        match std::fs::rename(root.join(&rel), staging.join(&rel)) {
+            Ok(()) => kept.push(rel),
+            // Deleted since it was found (a build's temporary file): nothing to keep.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                put_back(root, staging, &kept);
+                return Err(CliError::io(root.join(&rel), e));
+            }
         }
-        kept.push(rel);
     }
     let mut incoming: Vec<OsString> = Vec::new();
     for e in std::fs::read_dir(staging).at(staging)? {
