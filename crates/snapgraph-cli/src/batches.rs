@@ -23,7 +23,7 @@ use std::path::Path;
 use snapgraph::ingest::Ingest;
 use snapgraph::{ObjectSet, ObjectSource, Workspace};
 
-use crate::error::{IoContext, Result};
+use crate::error::{vanished, IoContext, Result};
 
 /// Files larger than this are streamed in (when the caller stores objects): at
 /// most [`READ_BLOCK`] bytes of the file, the cutter's megabyte and
@@ -245,12 +245,6 @@ pub fn read_all(
         }
         Ok(())
     })
-}
-
-/// Whether an `open` failed because the entry is no longer there: nothing at the
-/// path, or a directory on the way replaced by something else.
-pub fn vanished(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory
 }
 
 /// Reads the opened file `f` (at `full`; `size` bytes as last seen) into the

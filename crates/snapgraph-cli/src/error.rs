@@ -304,12 +304,18 @@ pub enum CliError {
     Graph(#[from] GraphError),
 }
 
+/// Whether a file-system call failed because its entry is no longer there: nothing
+/// at the path, or a directory on the way replaced by something else.
+pub fn vanished(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory
+}
+
 impl CliError {
     /// Whether this is a file-system call that found its entry gone (nothing at
     /// the path, or a directory on the way replaced): what a walk racing a
-    /// process that deletes files meets ([`crate::batches::vanished`]).
+    /// process that deletes files meets ([`vanished`]).
     pub fn vanished(&self) -> bool {
-        matches!(self, CliError::Io { source, .. } if crate::batches::vanished(source))
+        matches!(self, CliError::Io { source, .. } if vanished(source))
     }
 
     /// An I/O error at `path`.

@@ -184,7 +184,7 @@ fn compare(c: &Candidate, list: Option<Option<&[ChunkRef]>>, buf: &mut Vec<u8>) 
     let mut file = match std::fs::File::open(&c.full) {
         Ok(f) => f,
         // Gone since the walk: no proof (the scan then finds it gone).
-        Err(e) if crate::batches::vanished(&e) => return Ok(false),
+        Err(e) if crate::error::vanished(&e) => return Ok(false),
         Err(e) => return Err(CliError::io(&c.full, e)),
     };
     if let (Digest::Manifest(_), Some(Some(list))) = (&c.digest, list) {

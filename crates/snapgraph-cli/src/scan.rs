@@ -1520,7 +1520,7 @@ pub fn scan_batched(
                         let target = match std::fs::read_link(full) {
                             Ok(target) => target,
                             // Gone since its stat: absent (see `read_all`).
-                            Err(e) if crate::batches::vanished(&e) => {
+                            Err(e) if crate::error::vanished(&e) => {
                                 if current.is_some() {
                                     ws.remove(path)?;
                                     report.changed = true;

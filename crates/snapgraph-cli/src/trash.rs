@@ -10,7 +10,6 @@
 //! period (`--prune=WHEN`, else the config's `gc.grace`, else [`DEFAULT_GRACE`]),
 //! then collects; `gc --dry-run` lists what would go.
 
-use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use snapgraph::{ObjectId, SnapshotGraph};
@@ -136,38 +135,12 @@ pub fn drop_refs(store: &dyn Store, entries: &[Trashed]) -> Result<()> {
     Ok(())
 }
 
-/// Whether `ancestor` is `descendant` or one of its ancestors (as far as the store
-/// holds them).
-pub fn is_ancestor(store: &dyn Store, ancestor: ObjectId, descendant: ObjectId) -> Result<bool> {
-    if ancestor == descendant {
-        return Ok(true);
-    }
-    // Only commits of a higher generation than `ancestor`'s can have it below them:
-    // the walk stops there instead of at the roots.
-    let generation = SnapshotGraph::commit(ancestor, store)?.generation;
-    let mut stack = vec![descendant];
-    let mut seen = HashSet::new();
-    while let Some(c) = stack.pop() {
-        if c == ancestor {
-            return Ok(true);
-        }
-        if !seen.insert(c) {
-            continue;
-        }
-        let commit = SnapshotGraph::commit(c, store)?;
-        if commit.generation > generation {
-            stack.extend(commit.parents);
-        }
-    }
-    Ok(false)
-}
-
 /// Whether a branch or snapshot other than `except` reaches `tip`.
 pub fn reached_elsewhere(store: &dyn Store, tip: ObjectId, except: &str) -> Result<bool> {
     let mut refs = store.list_refs("heads/")?;
     refs.extend(store.list_refs("tags/")?);
     for (name, id) in refs {
-        if name != except && is_ancestor(store, tip, id)? {
+        if name != except && SnapshotGraph::is_ancestor(tip, [id], store)? {
             return Ok(true);
         }
     }

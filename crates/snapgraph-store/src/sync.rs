@@ -344,7 +344,7 @@ fn plan(
         return Ok(Plan::Done(report));
     }
     if let Some(old) = before {
-        if !options.force && !is_ancestor(dst, &found.present_commits, tip, old)? {
+        if !options.force && !is_ancestor(dst, &found.present_commits, tip, old) {
             return Err(SyncError::NotFastForward {
                 name: name.to_string(),
                 destination: old,
@@ -634,37 +634,15 @@ fn discover(
 
 /// Whether `old` is `tip` or one of its ancestors. Discovery saw every commit
 /// reachable from `tip` down to the first ones the destination holds; `old` is
-/// usually among those, else it is looked for below them, walking only commits of
-/// a higher generation than `old`'s.
-fn is_ancestor(
-    dst: &dyn Store,
-    present: &HashSet<ObjectId>,
-    tip: ObjectId,
-    old: ObjectId,
-) -> Result<bool, SyncError> {
-    if old == tip || present.contains(&old) {
-        return Ok(true);
-    }
-    let gen = match SnapshotGraph::commit(old, dst) {
-        Ok(c) => c.generation,
-        Err(_) => return Ok(false),
-    };
-    let mut stack: Vec<ObjectId> = present.iter().copied().collect();
-    let mut seen = HashSet::new();
-    while let Some(c) = stack.pop() {
-        if c == old {
-            return Ok(true);
-        }
-        if !seen.insert(c) {
-            continue;
-        }
-        if let Ok(commit) = SnapshotGraph::commit(c, dst) {
-            if commit.generation > gen {
-                stack.extend(commit.parents);
-            }
-        }
-    }
-    Ok(false)
+/// usually among those, else it is looked for below them
+/// ([`SnapshotGraph::is_ancestor`]: only commits of a higher generation than
+/// `old`'s are walked). A destination whose history cannot be read there (a
+/// commit damaged or of a bad generation) proves nothing: the ref is taken as
+/// diverged, as a commit it lacks leaves it.
+fn is_ancestor(dst: &dyn Store, present: &HashSet<ObjectId>, tip: ObjectId, old: ObjectId) -> bool {
+    old == tip
+        || present.contains(&old)
+        || SnapshotGraph::is_ancestor(old, present.iter().copied(), dst).unwrap_or(false)
 }
 
 /// Where [`write`] hands each batch of objects; `false` stops the writing.

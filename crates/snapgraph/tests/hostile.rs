@@ -1519,9 +1519,23 @@ fn parent_generation_not_lower_is_an_error() {
             }
             other => panic!("generation {generation}: {other:?}"),
         }
+        // `is_ancestor` checks each edge it walks down the same way.
+        match SnapshotGraph::is_ancestor(r, [c], &store) {
+            Err(GraphError::Generation {
+                id,
+                generation: g,
+                parent,
+                parent_generation,
+            }) => {
+                assert_eq!((id, g, parent, parent_generation), (c, generation, p, 5));
+            }
+            other => panic!("is_ancestor, generation {generation}: {other:?}"),
+        }
     }
     // Generations may skip: 5 over 1 is fine.
     assert_eq!(SnapshotGraph::ancestry(p, &store, 100).unwrap(), vec![p, r]);
+    assert!(SnapshotGraph::is_ancestor(r, [p], &store).unwrap());
+    assert!(!SnapshotGraph::is_ancestor(p, [r], &store).unwrap());
 }
 
 #[test]

@@ -644,7 +644,7 @@ proptest! {
 
     /// (f) Ancestry lists a commit before its parents, each once, every reachable
     /// present commit when the limit allows, a prefix of that under a smaller limit,
-    /// and stops at commits the store lacks.
+    /// and stops at commits the store lacks; `is_ancestor` agrees with that walk.
     #[test]
     fn ancestry_invariants(
         parents in dag(),
@@ -680,6 +680,25 @@ proptest! {
                 continue;
             }
             stack.extend(SnapshotGraph::commit(c, &shallow).unwrap().parents);
+        }
+
+        // is_ancestor answers as that walk does, for every commit, present or not,
+        // from the tip alone and from the tip beside another start.
+        let other = ids[limit % ids.len()];
+        let mut reach_other = HashSet::new();
+        let mut stack = vec![other];
+        while let Some(c) = stack.pop() {
+            if !shallow.contains_key(&c) || !reach_other.insert(c) {
+                continue;
+            }
+            stack.extend(SnapshotGraph::commit(c, &shallow).unwrap().parents);
+        }
+        for c in &ids {
+            let below = SnapshotGraph::is_ancestor(*c, [tip], &shallow).unwrap();
+            prop_assert_eq!(below, reach.contains(c) || *c == tip, "is_ancestor({}, [tip])", c);
+            let either = SnapshotGraph::is_ancestor(*c, [other, tip], &shallow).unwrap();
+            let expected = reach.contains(c) || reach_other.contains(c) || *c == tip || *c == other;
+            prop_assert_eq!(either, expected, "is_ancestor({}, [other, tip])", c);
         }
 
         let all = SnapshotGraph::ancestry(tip, &shallow, usize::MAX).unwrap();

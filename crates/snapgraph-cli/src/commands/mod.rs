@@ -628,7 +628,7 @@ impl Early {
         // deleted or forced elsewhere: the directory is compared with HEAD, as
         // before stop 55, and commits onto it.
         match tip {
-            Some(t) if crate::trash::is_ancestor(wd.store(), base, t)? => {}
+            Some(t) if SnapshotGraph::is_ancestor(base, [t], wd.store())? => {}
             _ => return Ok(None),
         }
         self.against = Some(base);

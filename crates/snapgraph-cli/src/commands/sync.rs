@@ -118,7 +118,7 @@ pub(super) fn sync(
         let report = snapgraph_store::sync_with(s.as_ref(), d.as_ref(), r, &options)
             .map_err(|e| stopped(e, &reports))?;
         if let (Some(old), Some(new)) = (before, report.to) {
-            if force && !crate::trash::is_ancestor(d.as_ref(), old, new)? {
+            if force && !snapgraph::SnapshotGraph::is_ancestor(old, [new], d.as_ref())? {
                 let kept = crate::trash::keep(d.as_ref(), r, old, crate::trash::now())?;
                 eprintln!("{r} was at {old}: kept as {kept} for the gc grace period");
             }

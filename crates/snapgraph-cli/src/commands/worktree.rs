@@ -508,7 +508,7 @@ pub(super) fn commit(ctx: &Ctx, args: &CommitArgs) -> Result<()> {
         // had (see `Early::behind`).
         if let (Some(base), None, Some(t)) = (behind, &unchanged, tip) {
             if SnapshotGraph::commit(base, wd.repo.store()).is_ok()
-                && crate::trash::is_ancestor(wd.store(), base, t)?
+                && SnapshotGraph::is_ancestor(base, [t], wd.store())?
             {
                 return Err(CliError::Behind {
                     branch,

@@ -1,5 +1,6 @@
 //! `SnapshotGraph::ancestors`: decoded commits newest first, in topological order;
-//! `SnapshotGraph::ancestry` collects their ids.
+//! `SnapshotGraph::ancestry` collects their ids; `SnapshotGraph::is_ancestor` asks
+//! whether one commit is below others, walking only what lies between.
 
 use std::collections::BinaryHeap;
 
@@ -21,6 +22,81 @@ impl SnapshotGraph {
             .take(limit)
             .map(|r| r.map(|(id, _)| id))
             .collect()
+    }
+
+    /// Whether `ancestor` is one of the commits `from` or an ancestor of one of them:
+    /// whether a ref moved from `ancestor` to one of `from` moved forward.
+    ///
+    /// Only commits of a higher generation than `ancestor`'s are walked (each is
+    /// above all of its parents), so the walk costs the commits between, not the
+    /// whole history; each is read once. Commits the source lacks end their path (a
+    /// shallow store is fine), and an `ancestor` the source lacks is below nothing
+    /// that can be shown (`false`). A parent whose generation is not lower than its
+    /// child's is [`GraphError::Generation`], as for
+    /// [`ancestors`](Self::ancestors), checked on the edge the walk first reaches
+    /// it by: a false generation can only hide an ancestor (an answer of `false`,
+    /// which callers take as "not proven"), never invent one.
+    ///
+    /// ```
+    /// # use snapgraph::{CommitOptions, SnapshotGraph, Workspace};
+    /// # let mut ws = Workspace::new();
+    /// # let c1 = ws.commit(CommitOptions::new())?;
+    /// # let first = c1.id();
+    /// # let mut store: std::collections::HashMap<_, _> = c1.into_objects().into_iter().collect();
+    /// # ws.write("/f", b"two")?;
+    /// # let c2 = ws.commit(CommitOptions::new().parent(first))?;
+    /// # let second = c2.id();
+    /// # store.extend(c2.into_objects());
+    /// assert!(SnapshotGraph::is_ancestor(first, [second], &store)?);
+    /// assert!(!SnapshotGraph::is_ancestor(second, [first], &store)?);
+    /// # Ok::<(), snapgraph::Error>(())
+    /// ```
+    pub fn is_ancestor<S: ObjectSource + ?Sized>(
+        ancestor: ObjectId,
+        from: impl IntoIterator<Item = ObjectId>,
+        source: &S,
+    ) -> Result<bool, GraphError> {
+        // Each commit to read, with the child (and its generation) it was reached
+        // from, if any.
+        let mut stack: Vec<(ObjectId, Option<(ObjectId, u64)>)> =
+            from.into_iter().map(|id| (id, None)).collect();
+        if stack.iter().any(|(id, _)| *id == ancestor) {
+            return Ok(true);
+        }
+        let generation = match load_commit(source, &ancestor) {
+            Ok(c) => c.generation,
+            Err(ObjectError::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let mut seen = hashbrown::HashSet::new();
+        while let Some((id, child)) = stack.pop() {
+            if id == ancestor {
+                return Ok(true);
+            }
+            if !seen.insert(id) {
+                continue;
+            }
+            let commit = match load_commit(source, &id) {
+                Ok(c) => c,
+                Err(ObjectError::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if let Some((child, child_generation)) = child {
+                if commit.generation >= child_generation {
+                    return Err(GraphError::Generation {
+                        id: child,
+                        generation: child_generation,
+                        parent: id,
+                        parent_generation: commit.generation,
+                    });
+                }
+            }
+            if commit.generation > generation {
+                let reached = Some((id, commit.generation));
+                stack.extend(commit.parents.into_iter().map(|p| (p, reached)));
+            }
+        }
+        Ok(false)
     }
 
     /// `id` and its ancestors as decoded commits, newest first.
