@@ -2516,3 +2516,45 @@ fn commits_racing_a_process_that_deletes_files_never_fail() {
     assert!(!listed.contains("tmp"), "{listed}");
     ok(&p, &["verify"]);
 }
+
+/// `restore` of a path the source has where the directory holds an ignored file
+/// (a `.env` committed before it was ignored): the file is kept unless it holds
+/// the source's bytes already, or with `--force`.
+#[test]
+fn a_restore_keeps_an_ignored_file_it_would_overwrite() {
+    let t = repo();
+    let p = t.path();
+    write(p, ".env", b"TOKEN=committed");
+    write(p, "cfg/app.toml", b"committed");
+    std::os::unix::fs::symlink("app.toml", p.join("cfg/link")).unwrap();
+    let one = commit_id(&ok(p, &["commit", "-m", "one"]));
+    write(p, ".snapgraphignore", b".env\ncfg/\n");
+    ok(p, &["commit", "-m", "ignored since"]);
+    write(p, ".env", b"TOKEN=local secret");
+    let before = snapshot_of(p);
+    for args in [
+        &["restore", "--source", &one, ".env"][..],
+        &["restore", "--source", &one, "."],
+    ] {
+        let err = fails(p, args);
+        assert!(err.contains("(.env)"), "{args:?}: {err}");
+        assert_eq!(snapshot_of(p), before, "{args:?}");
+    }
+    // The same bytes, the same link: nothing to lose.
+    write(p, ".env", b"TOKEN=committed");
+    ok(p, &["restore", "--source", &one, ".env", "cfg"]);
+    // Another link target, another length, the same length with other bytes.
+    std::fs::remove_file(p.join("cfg/link")).unwrap();
+    std::os::unix::fs::symlink("elsewhere", p.join("cfg/link")).unwrap();
+    let err = fails(p, &["restore", "--source", &one, "cfg"]);
+    assert!(err.contains("(cfg/link)"), "{err}");
+    write(p, "cfg/app.toml", b"committeD");
+    let err = fails(p, &["restore", "--source", &one, "cfg"]);
+    assert!(err.contains("(cfg/app.toml, cfg/link)"), "{err}");
+    ok(p, &["restore", "--force", "--source", &one, "cfg"]);
+    assert_eq!(std::fs::read(p.join("cfg/app.toml")).unwrap(), b"committed");
+    assert_eq!(
+        std::fs::read_link(p.join("cfg/link")).unwrap(),
+        Path::new("app.toml")
+    );
+}

@@ -102,7 +102,16 @@ pub(super) fn restore(
     // restore would overwrite or remove.
     let compared = compare(ctx, &wd, id, &tops)?;
     if !force {
-        let lost = compared.lost;
+        let mut lost = compared.lost;
+        // Entries a scan does not record (ignored, say a `.env` committed before
+        // it was ignored) where the restore writes the source's: kept, unless they
+        // hold it already.
+        for p in &compared.unrecorded {
+            if !holds_source(&ws, p, store, &wd.root.join(p.trim_start_matches('/')))? {
+                lost.push(p.clone());
+            }
+        }
+        lost.sort();
         if !lost.is_empty() {
             return Err(CliError::WouldDiscard {
                 path: wd.root.clone(),
@@ -246,6 +255,40 @@ struct Compared {
     /// when it is behind its branch) has as it is: the work a restore without
     /// `--force` must not discard. Sorted.
     lost: Vec<String>,
+    /// Files and symlinks the source has under the paths where the directory holds
+    /// an entry a scan does not record (ignored, a socket...): the scan cannot say
+    /// what they hold ([`holds_source`] does).
+    unrecorded: Vec<String>,
+}
+
+/// Whether the entry at `full` (workspace path `path`) is what the source `ws` has
+/// there: the same symlink target, or the same bytes (read a piece of the source
+/// at a time beside the file, stopping at the first difference).
+fn holds_source(ws: &Workspace, path: &str, store: &dyn ObjectSource, full: &Path) -> Result<bool> {
+    use std::io::Read;
+    let m = match std::fs::symlink_metadata(full) {
+        Ok(m) => m,
+        Err(e) if crate::error::vanished(&e) => return Ok(true),
+        Err(e) => return Err(CliError::io(full, e)),
+    };
+    let theirs = ws.metadata(path)?;
+    if m.file_type().is_symlink() {
+        let link = std::fs::read_link(full).at(full)?;
+        return Ok(theirs.kind == EntryKind::Symlink && ws.read_link(path).ok() == link.to_str());
+    }
+    if !m.is_file() || theirs.kind != EntryKind::File || m.len() != theirs.size {
+        return Ok(false);
+    }
+    let mut f = std::fs::File::open(full).at(full)?;
+    let mut buf = Vec::new();
+    for piece in ws.content_pieces(path, store)? {
+        let piece = piece?;
+        buf.resize(piece.len(), 0);
+        if f.read_exact(&mut buf).is_err() || buf[..] != piece[..] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// Compares the working directory under `tops` with `source`.
@@ -313,11 +356,23 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         .filter(|p| chosen(p))
         .cloned()
         .collect();
+    // In the source, not in the working commit, yet something is there.
+    let unrecorded: Vec<String> = d
+        .files_removed
+        .iter()
+        .filter(|p| chosen(p))
+        .filter(|p| {
+            std::fs::symlink_metadata(wd.root.join(p.trim_start_matches('/')))
+                .is_ok_and(|m| !m.is_dir())
+        })
+        .cloned()
+        .collect();
     let (mut uncommitted, not_in_head) = changed_from(head)?;
     if uncommitted.is_empty() {
         return Ok(Compared {
             differs,
             lost: Vec::new(),
+            unrecorded,
         });
     }
     // Behind its branch, the directory holds an older commit of it: what that
@@ -343,7 +398,11 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         .filter(|p| uncommitted.contains(p))
         .collect();
     lost.sort();
-    Ok(Compared { differs, lost })
+    Ok(Compared {
+        differs,
+        lost,
+        unrecorded,
+    })
 }
 
 fn kind_name(m: &std::fs::Metadata) -> &'static str {
