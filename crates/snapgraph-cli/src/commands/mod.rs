@@ -474,11 +474,26 @@ pub(super) struct Overlay<'a> {
     extra: HashMap<ObjectId, Vec<u8>>,
 }
 
-impl<'a> Overlay<'a> {
-    /// `base` with `extra` over it.
-    pub(super) fn new(base: &'a dyn ObjectSource, extra: HashMap<ObjectId, Vec<u8>>) -> Self {
-        Overlay { base, extra }
+/// Commits `ws` in memory on `parent` (the objects `store` has are not made again):
+/// the commit's id, and `store` with its new objects over it. The working
+/// directory's commit of `status`, `diff`, a checkout's dirty check and `restore`.
+pub(super) fn commit_in_memory<'a>(
+    ws: &mut Workspace,
+    store: &'a dyn ObjectSource,
+    parent: Option<ObjectId>,
+) -> Result<(ObjectId, Overlay<'a>)> {
+    let mut opts = CommitOptions::new().have_in(store);
+    if let Some(p) = parent {
+        opts = opts.parent(p);
     }
+    let made = ws.commit(opts)?;
+    let id = made.id();
+    let extra = made
+        .into_objects()
+        .into_iter()
+        .map(|(i, b)| (i, b.to_vec()))
+        .collect();
+    Ok((id, Overlay { base: store, extra }))
 }
 
 impl ObjectSource for Overlay<'_> {
@@ -759,20 +774,6 @@ fn working_commit_in<'a>(
     // The survey's stats serve the whole-tree scan below where the index vouches
     // for them.
     let mut kept = None;
-    let in_memory = |ws: &mut Workspace| -> Result<(ObjectId, HashMap<ObjectId, Vec<u8>>)> {
-        let mut opts = CommitOptions::new().have_in(store);
-        if let Some(t) = tip {
-            opts = opts.parent(t);
-        }
-        let c = ws.commit(opts)?;
-        let id = c.id();
-        let extra = c
-            .into_objects()
-            .into_iter()
-            .map(|(i, b)| (i, b.to_vec()))
-            .collect();
-        Ok((id, extra))
-    };
     if let (Some(t), Some(ix)) = (tip, &*index) {
         if ix.tip == Some(t) {
             let unchanged = |files: u64, nested: Vec<PathBuf>| {
@@ -835,8 +836,8 @@ fn working_commit_in<'a>(
                     // The narrowed walk saw part of the tree; the survey saw it all.
                     report.nested = survey.nested;
                     report.files_skipped += survey.files;
-                    let (id, extra) = in_memory(&mut ws)?;
-                    return Ok((id, tip, Overlay { base: store, extra }, report));
+                    let (id, overlay) = commit_in_memory(&mut ws, store, tip)?;
+                    return Ok((id, tip, overlay, report));
                 }
                 None => kept = survey.kept,
             }
@@ -867,8 +868,8 @@ fn working_commit_in<'a>(
         &mut crate::batches::Hashed,
     )?;
     pb.finish_and_clear();
-    let (id, extra) = in_memory(&mut ws)?;
-    Ok((id, tip, Overlay { base: store, extra }, report))
+    let (id, overlay) = commit_in_memory(&mut ws, store, tip)?;
+    Ok((id, tip, overlay, report))
 }
 
 pub(super) fn files_of_commit(id: ObjectId, source: &dyn ObjectSource) -> Result<Vec<String>> {

@@ -15,9 +15,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use snapgraph::{CommitOptions, EntryKind, ObjectId, ObjectSource, SnapshotGraph, Workspace};
+use snapgraph::{EntryKind, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
-use super::{checked_out_at, diff_of, worktree::path_in_workdir, Below, Ctx, Overlay};
+use super::{checked_out_at, commit_in_memory, diff_of, worktree::path_in_workdir, Below, Ctx};
 use crate::error::{CliError, IoContext, Result};
 use crate::index::Index;
 use crate::materialize::PlannedEntry;
@@ -325,19 +325,7 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         &mut crate::batches::Hashed,
     )?;
     pb.finish_and_clear();
-    let mut opts = CommitOptions::new().have_in(store);
-    if let Some(h) = head {
-        opts = opts.parent(h);
-    }
-    let made = ws.commit(opts)?;
-    let work = made.id();
-    let overlay = Overlay::new(
-        store,
-        made.into_objects()
-            .into_iter()
-            .map(|(i, b)| (i, b.to_vec()))
-            .collect(),
-    );
+    let (work, overlay) = commit_in_memory(&mut ws, store, head)?;
     let chosen = |p: &String| tops.iter().any(|t| under(p, t));
     // What differs from `base` (or everything, with no base) under the tops.
     let changed_from = |base: Option<ObjectId>| -> Result<(HashSet<String>, HashSet<String>)> {
