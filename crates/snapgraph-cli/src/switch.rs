@@ -407,6 +407,8 @@ pub fn switch_with<S: ObjectSource + ?Sized>(
         let judged = (|| -> Result<()> {
             let link;
             let theirs = match e.kind {
+                // Every file the target puts was staged above; one that was not
+                // (never) cannot be compared, and refuses.
                 EntryKind::File => match staged.get(e.path.as_str()) {
                     Some(p) => Theirs::Written(p),
                     None => Theirs::Dir,

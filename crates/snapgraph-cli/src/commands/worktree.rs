@@ -1314,7 +1314,7 @@ fn sorted_names(dir: &Path) -> Result<Vec<OsString>> {
 }
 
 /// `file`, `symlink` or `directory`, as an error names what a commit has.
-pub(crate) fn kind_word(m: &std::fs::Metadata) -> &'static str {
+fn kind_word(m: &std::fs::Metadata) -> &'static str {
     if m.is_dir() {
         "directory"
     } else if m.file_type().is_symlink() {
