@@ -160,6 +160,23 @@ pub struct ScanOptions<'a> {
     pub listings: Option<&'a HashMap<String, Listing>>,
 }
 
+impl<'a> ScanOptions<'a> {
+    /// A whole-tree scan that trusts no stat cache and skips the repository's own
+    /// directory `skip`: callers set what they use with struct update syntax
+    /// (`ScanOptions { index, ..ScanOptions::new(&dot) }`).
+    pub fn new(skip: &'a Path) -> Self {
+        ScanOptions {
+            index: None,
+            skip,
+            only: None,
+            lazy: None,
+            watched: None,
+            kept: None,
+            listings: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for ScanOptions<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScanOptions")

@@ -747,13 +747,7 @@ fn item16_scan_progress_counts_against_totals() {
         t.path(),
         &mut ws,
         snapgraph_cli::scan::ScanOptions {
-            index: None,
-            skip: &dot,
-            only: None,
-            lazy: None,
-            watched: None,
-            kept: None,
-            listings: None,
+            ..snapgraph_cli::scan::ScanOptions::new(&dot)
         },
         &pb,
     )

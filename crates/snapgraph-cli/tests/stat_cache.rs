@@ -604,13 +604,7 @@ fn the_fast_path_trusts_only_complete_non_racy_records() {
         t.path(),
         &mut ws,
         ScanOptions {
-            index: None,
-            skip: &dot,
-            only: None,
-            lazy: None,
-            watched: None,
-            kept: None,
-            listings: None,
+            ..ScanOptions::new(&dot)
         },
         &indicatif::ProgressBar::hidden(),
     )
@@ -704,12 +698,8 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
             ws,
             ScanOptions {
                 index,
-                skip: &dot,
-                only: None,
                 lazy,
-                watched: None,
-                kept: None,
-                listings: None,
+                ..ScanOptions::new(&dot)
             },
             &pb,
         )
@@ -791,13 +781,8 @@ fn a_lazy_scan_reads_only_the_changed_directories() {
         t.path(),
         &mut lazy,
         ScanOptions {
-            index: None,
-            skip: &dot,
-            only: None,
             lazy: Some(&store),
-            watched: None,
-            kept: None,
-            listings: None,
+            ..ScanOptions::new(&dot)
         },
         &pb,
     )

@@ -822,12 +822,9 @@ fn working_commit_in<'a>(
                         &mut ws,
                         scan::ScanOptions {
                             index: Some(ix),
-                            skip: &wd.dot,
-                            only: None,
                             lazy: Some(store),
                             watched: Some(&paths),
-                            kept: None,
-                            listings: None,
+                            ..scan::ScanOptions::new(&wd.dot)
                         },
                         &pb,
                         &mut crate::batches::Hashed,
@@ -857,12 +854,8 @@ fn working_commit_in<'a>(
         &mut ws,
         scan::ScanOptions {
             index: index.as_ref(),
-            skip: &wd.dot,
-            only: None,
-            lazy: None,
-            watched: None,
             kept: kept.as_ref(),
-            listings: None,
+            ..scan::ScanOptions::new(&wd.dot)
         },
         &pb,
         &mut crate::batches::Hashed,

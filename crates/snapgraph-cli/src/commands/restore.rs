@@ -314,12 +314,8 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         &mut ws,
         crate::scan::ScanOptions {
             index: index.as_ref(),
-            skip: &wd.dot,
             only: Some(tops),
-            lazy: None,
-            watched: None,
-            kept: None,
-            listings: None,
+            ..crate::scan::ScanOptions::new(&wd.dot)
         },
         &pb,
         &mut crate::batches::Hashed,
