@@ -24,7 +24,7 @@ fn query<T: Send>(
 ) -> Result<T, Failure> {
     let id = parse_id(id)?;
     let objects = Objects::from_py(objects)?;
-    Ok(py.detach(|| f(id, objects.source()))?)
+    objects.finish(py.detach(|| f(id, objects.source())).map_err(Failure::from))
 }
 
 /// The history queries. Each takes commit ids (hex) and the objects to read (a store,
@@ -55,9 +55,8 @@ impl PySnapshotGraph {
     ) -> Result<Vec<String>, Failure> {
         let id = parse_id(commit_id)?;
         let objects = Objects::from_py(objects)?;
-        Ok(hexes(py.detach(|| {
-            SnapshotGraph::ancestry(id, objects.source(), limit)
-        })?))
+        let ids = py.detach(|| SnapshotGraph::ancestry(id, objects.source(), limit));
+        Ok(hexes(objects.finish(ids.map_err(Failure::from))?))
     }
 
     /// Every object the commit needs to be restored (parents not followed), referenced
@@ -70,9 +69,8 @@ impl PySnapshotGraph {
     ) -> Result<Vec<String>, Failure> {
         let id = parse_id(commit_id)?;
         let objects = Objects::from_py(objects)?;
-        Ok(hexes(py.detach(|| {
-            SnapshotGraph::reachable(id, objects.source())
-        })?))
+        let ids = py.detach(|| SnapshotGraph::reachable(id, objects.source()));
+        Ok(hexes(objects.finish(ids.map_err(Failure::from))?))
     }
 
     /// Every object of the commit's whole history (parents followed): what a garbage
@@ -85,9 +83,8 @@ impl PySnapshotGraph {
     ) -> Result<Vec<String>, Failure> {
         let id = parse_id(commit_id)?;
         let objects = Objects::from_py(objects)?;
-        Ok(hexes(py.detach(|| {
-            SnapshotGraph::reachable_history(id, objects.source())
-        })?))
+        let ids = py.detach(|| SnapshotGraph::reachable_history(id, objects.source()));
+        Ok(hexes(objects.finish(ids.map_err(Failure::from))?))
     }
 
     /// The objects still missing for a checkout of the commit, among those reachable
@@ -101,9 +98,8 @@ impl PySnapshotGraph {
     ) -> Result<Vec<String>, Failure> {
         let id = parse_id(commit_id)?;
         let objects = Objects::from_py(objects)?;
-        Ok(hexes(py.detach(|| {
-            SnapshotGraph::plan_checkout(id, objects.source())
-        })?))
+        let ids = py.detach(|| SnapshotGraph::plan_checkout(id, objects.source()));
+        Ok(hexes(objects.finish(ids.map_err(Failure::from))?))
     }
 
     /// Reads and verifies one commit.
@@ -171,7 +167,8 @@ impl CheckoutPlan {
     ) -> Result<Vec<String>, Failure> {
         let objects = Objects::from_py(objects)?;
         let plan = &mut self.inner;
-        Ok(hexes(py.detach(|| plan.missing(objects.source()))?))
+        let ids = py.detach(|| plan.missing(objects.source()));
+        Ok(hexes(objects.finish(ids.map_err(Failure::from))?))
     }
 
     /// Whether the last `missing()` call found nothing missing.

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::exceptions::{PyException, PyKeyError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyDict, PyString};
@@ -60,6 +60,7 @@ impl Objects {
             obj: obj.clone().unbind(),
             has_contains,
             is_dict: obj.is_exact_instance_of::<PyDict>(),
+            stop: std::sync::Mutex::new(None),
         }))
     }
 
@@ -70,16 +71,54 @@ impl Objects {
             Objects::Mapping(m) => m,
         }
     }
+
+    /// `result`, the outcome of a call that read these objects, unless the mapping
+    /// raised a stop meanwhile ([`Mapping::stop`]): then that exception, whatever
+    /// the core made of the failure. Every call taking `objects` ends with this.
+    pub fn finish<T>(&self, result: Result<T, Failure>) -> Result<T, Failure> {
+        match self {
+            Objects::Mapping(m) => match m.stop.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                Some(stop) => Err(stop.into()),
+                None => result,
+            },
+            Objects::Store(_) => result,
+        }
+    }
 }
 
 /// A Python mapping read as an [`ObjectSource`]. A `KeyError` (or `None`) means
 /// absent; any other exception is the source failing, carried to the caller as the
-/// cause of a `snapgraph.SourceError`.
+/// cause of a `snapgraph.SourceError`, except a stop ([`Mapping::stop`]).
 pub struct Mapping {
     obj: Py<PyAny>,
     has_contains: bool,
     /// An exact `dict`: read with `PyDict_GetItem`, so a miss raises no `KeyError`.
     is_dict: bool,
+    /// The first exception outside `Exception` that a call raised: Ctrl-C's
+    /// `KeyboardInterrupt`, `SystemExit`. It asks the program to stop; it is not
+    /// the source failing, so it must reach the caller as itself, neither wrapped
+    /// in a `SourceError` (which an `except Exception` swallows) nor dropped where
+    /// the core counts a failed `contains` as "not held". Once set, every read
+    /// fails at once without calling Python, and [`Objects::finish`] raises it.
+    stop: std::sync::Mutex<Option<PyErr>>,
+}
+
+impl Mapping {
+    /// `e`, a call's exception, as the source's error; a stop is kept to be raised
+    /// by [`Objects::finish`].
+    fn failed(&self, py: Python<'_>, e: PyErr) -> BoxError {
+        if !e.is_instance_of::<PyException>(py) {
+            let mut stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
+            stop.get_or_insert_with(|| e.clone_ref(py));
+        }
+        Box::new(e)
+    }
+
+    /// The stop raised earlier, as an error, if there was one.
+    fn stopped(&self, py: Python<'_>) -> Option<BoxError> {
+        let stop = self.stop.lock().unwrap_or_else(|p| p.into_inner());
+        stop.as_ref().map(|e| Box::new(e.clone_ref(py)) as BoxError)
+    }
 }
 
 /// The bytes of a value read from a mapping (None: absent).
@@ -102,6 +141,9 @@ fn value_bytes(id: &ObjectId, v: Bound<'_, PyAny>) -> Result<Option<Cow<'static,
 impl ObjectSource for Mapping {
     fn get(&self, id: &ObjectId) -> Result<Option<Cow<'_, [u8]>>, BoxError> {
         Python::attach(|py| {
+            if let Some(stop) = self.stopped(py) {
+                return Err(stop);
+            }
             let obj = self.obj.bind(py);
             if self.is_dict {
                 let dict = obj
@@ -110,13 +152,13 @@ impl ObjectSource for Mapping {
                 return match dict.get_item(id.to_hex()) {
                     Ok(Some(v)) => value_bytes(id, v),
                     Ok(None) => Ok(None),
-                    Err(e) => Err(Box::new(e) as BoxError),
+                    Err(e) => Err(self.failed(py, e)),
                 };
             }
             match obj.get_item(id.to_hex()) {
                 Ok(v) => value_bytes(id, v),
                 Err(e) if e.is_instance_of::<PyKeyError>(py) => Ok(None),
-                Err(e) => Err(Box::new(e) as BoxError),
+                Err(e) => Err(self.failed(py, e)),
             }
         })
     }
@@ -126,10 +168,13 @@ impl ObjectSource for Mapping {
             return Ok(self.get(id)?.is_some());
         }
         Python::attach(|py| {
+            if let Some(stop) = self.stopped(py) {
+                return Err(stop);
+            }
             self.obj
                 .bind(py)
                 .contains(id.to_hex())
-                .map_err(|e| Box::new(e) as BoxError)
+                .map_err(|e| self.failed(py, e))
         })
     }
 }

@@ -348,7 +348,11 @@ impl PyWorkspace {
                 options = options.meta(k, v);
             }
             ws.commit(options)
-        })?;
+        });
+        let commit = match &have_in {
+            Some(objects) => objects.finish(commit.map_err(Failure::from))?,
+            None => commit?,
+        };
         Ok(Commit::new(commit))
     }
 
@@ -377,8 +381,8 @@ impl PyWorkspace {
             .policy(policy)
             .drift(drift)
             .shallow(shallow);
-        let restore = py.detach(|| ws.checkout_with(id, objects.source(), options))?;
-        Ok(Restore::new(restore))
+        let restore = py.detach(|| ws.checkout_with(id, objects.source(), options));
+        Ok(Restore::new(objects.finish(restore.map_err(Failure::from))?))
     }
 
     /// Fetches and verifies the bytes of a file a shallow checkout left in the store.
@@ -390,7 +394,8 @@ impl PyWorkspace {
     ) -> Result<(), Failure> {
         let objects = Objects::from_py(objects)?;
         let ws = &mut self.inner;
-        Ok(py.detach(|| ws.load_content(path, objects.source()))?)
+        let loaded = py.detach(|| ws.load_content(path, objects.source()));
+        objects.finish(loaded.map_err(Failure::from))
     }
 
     /// Writes the file at `path` from `reader` (any object with `read(n) -> bytes`,
@@ -528,9 +533,13 @@ impl PyWorkspace {
             }
             // A mapping's reads take the GIL for each `__getitem__` anyway.
             Objects::Mapping(_) => {
-                for piece in self.inner.content_pieces(path, objects.source())? {
-                    write(&piece?)?;
-                }
+                let wrote = (|| -> Result<(), Failure> {
+                    for piece in self.inner.content_pieces(path, objects.source())? {
+                        write(&piece?)?;
+                    }
+                    Ok(())
+                })();
+                objects.finish(wrote)?;
             }
         }
         Ok(written)

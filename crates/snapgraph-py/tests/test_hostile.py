@@ -112,6 +112,56 @@ def test_source_that_raises(history, target):
     assert snapshot_of(target) == before
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stop_raised_by_the_source_is_raised_as_itself(history, target, stop):
+    """Ctrl-C while a mapping fetches (its __getitem__ raises KeyboardInterrupt), or a
+    SystemExit there, reaches the caller as that exception: not wrapped in a
+    SourceError, which an `except Exception` around the call would swallow, nor
+    dropped where a failed `__contains__` counts as "not held" (a commit's
+    `have_in`). The checkout leaves the workspace as it was; the commit makes none."""
+    objects, first, second, _ = history
+
+    class Stopping:
+        def __init__(self):
+            self.calls = 0
+
+        def __getitem__(self, key):
+            self.calls += 1
+            if self.calls == 2:
+                raise stop()
+            return objects[key]
+
+        def __contains__(self, key):
+            raise stop()
+
+    before = snapshot_of(target)
+    with pytest.raises(stop) as e:
+        target.checkout(first, Stopping())
+    assert not isinstance(e.value, snapgraph.Error)
+    assert snapshot_of(target) == before
+
+    ws = snapgraph.Workspace()
+    ws.write("/more.txt", bytes(range(256)) * 64)
+    with pytest.raises(stop):
+        ws.commit(parents=[first], have_in=Stopping())
+    # Raised as a stop arriving just after the call would be: the commit may have
+    # been made in the workspace, but its objects never reached the caller.
+    # Committing again gives them: the same commit, with what `objects` lacks.
+    again = ws.commit(parents=[first], have_in=objects)
+    restored = snapgraph.Workspace()
+    restored.checkout(again.id, {**objects, **again.objects})
+    assert restored.read("/more.txt") == bytes(range(256)) * 64
+
+    for query in (
+        snapgraph.SnapshotGraph.ancestry,
+        snapgraph.SnapshotGraph.reachable,
+        snapgraph.SnapshotGraph.reachable_history,
+        snapgraph.SnapshotGraph.plan_checkout,
+    ):
+        with pytest.raises(stop):
+            query(second, Stopping())
+
+
 def test_not_a_mapping(target):
     with pytest.raises(TypeError):
         target.checkout("ab" * 32, 42)
