@@ -257,7 +257,12 @@ export declare class Store {
    * @deprecated Use `missingAsync`.
    */
   hasManyAsync(ids: Array<string>): Promise<string[]>
-  /** Writes objects (a commit's `objects`, in their order); held ones are left. */
+  /**
+   * Writes objects (a commit's `objects`, in their order); held ones are left.
+   * Each is re-hashed first: bytes that are not their id's throw `CORRUPT`
+   * naming the id, and nothing of the batch is written (a store keeps the first
+   * bytes put under an id, so wrong ones would stay that object).
+   */
   putMany(objects: Record<string, Uint8Array>): void
   /** `putMany` on the thread pool (the bytes are copied first). */
   putManyAsync(objects: Record<string, Uint8Array>): Promise<void>

@@ -3,7 +3,10 @@
 // gives a typed error naming the id or path, and the workspace is unchanged.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { sg, fingerprint, sample, throwsCode } from './helpers.mjs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { sg, fingerprint, sample, throwsCode, rejectsCode } from './helpers.mjs'
 
 const { Workspace, SnapshotGraph } = sg
 
@@ -181,12 +184,31 @@ test('damaged snapshots: CORRUPT, SNAPSHOT_TOO_NEW, NOT_AUTHENTIC, key mismatche
   assert.equal(fingerprint(ws), before)
 })
 
-test('a store holding wrong bytes under an id: CORRUPT on read, never trusted', () => {
+test('putMany of bytes that are not their id\'s: CORRUPT naming it, nothing written', async () => {
+  // A store keeps the first bytes put under an id, so wrong ones would stay that
+  // object (a later put of the right bytes is a no-op).
   const { c, objects } = committed()
   const store = sg.open('memory:')
   const ids = Object.keys(objects)
-  const bad = { ...objects, [ids[0]]: objects[ids[1]] }
-  store.putMany(bad)
+  for (const wrong of [objects[ids[1]], Buffer.from('junk'), Buffer.alloc(0)]) {
+    throwsCode(() => store.putMany({ ...objects, [ids[0]]: wrong }), 'CORRUPT', ids[0])
+    await rejectsCode(store.putManyAsync({ ...objects, [ids[0]]: wrong }), 'CORRUPT', ids[0])
+    assert.deepEqual(store.missing(ids), ids)
+  }
+  store.putMany(objects)
+  assert.deepEqual(store.missing(ids), [])
+  new Workspace().checkout(c.id, store)
+})
+
+test('a store holding wrong bytes under an id: CORRUPT on read, never trusted', () => {
+  // Bytes that reached the store some other way (a disk's fault, a hand edit).
+  const { c, objects } = committed()
+  const root = mkdtempSync(join(tmpdir(), 'sg-hostile-'))
+  const store = sg.open(`dir:${root}`)
+  const ids = Object.keys(objects)
+  store.putMany(objects)
+  const file = (id) => join(root, 'objects', id.slice(0, 2), id.slice(2))
+  writeFileSync(file(ids[0]), readFileSync(file(ids[1])))
   const { ws, before } = victim()
   throwsCode(() => ws.checkout(c.id, store), 'CORRUPT', ids[0])
   throwsCode(() => store.getMany([ids[0]]), 'CORRUPT', ids[0])

@@ -74,8 +74,11 @@ fn owned_objects(
         .collect()
 }
 
+/// Re-hashes every object, then writes the batch: bytes that are not their id's
+/// are refused (`CORRUPT`, naming the id) with nothing written.
 fn put(store: &dyn RsStore, objects: &[(ObjectId, Vec<u8>)]) -> Result<()> {
     let batch: Vec<(ObjectId, &[u8])> = objects.iter().map(|(i, b)| (*i, b.as_slice())).collect();
+    snapgraph_store::check_put(&batch).or_js()?;
     store.put_many(&batch).or_js()
 }
 
@@ -167,6 +170,9 @@ impl Store {
     }
 
     /// Writes objects (a commit's `objects`, in their order); held ones are left.
+    /// Each is re-hashed first: bytes that are not their id's throw `CORRUPT`
+    /// naming the id, and nothing of the batch is written (a store keeps the first
+    /// bytes put under an id, so wrong ones would stay that object).
     #[napi(ts_args_type = "objects: Record<string, Uint8Array>")]
     pub fn put_many(&self, objects: IndexMap<String, Uint8ArraySlice<'_>>) -> Result<()> {
         put(&*self.inner, &owned_objects(objects)?)

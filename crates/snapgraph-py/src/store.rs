@@ -140,15 +140,18 @@ impl PyStore {
 
     /// Writes objects: a mapping of hex id to bytes (`Commit.objects`) or an iterable
     /// of `(id, bytes)` pairs, in the order given (referenced objects first, as
-    /// `Commit.objects` lists them). Held ones are left as they are. Ids are not
-    /// re-hashed here (put what a commit made or a verified read returned); every
-    /// read re-hashes, so bytes put under a wrong id raise `CorruptObjectError` when
-    /// read.
+    /// `Commit.objects` lists them). Held ones are left as they are. Every object is
+    /// re-hashed first, and bytes that are not their id's (or not an object) raise
+    /// `CorruptObjectError` naming the id, with nothing of the batch written: a store
+    /// keeps the first bytes put under an id, so wrong ones would stay that object.
     fn put(&self, py: Python<'_>, objects: &Bound<'_, PyAny>) -> Result<(), Failure> {
         let owned = pairs(objects)?;
         let batch: Vec<(ObjectId, &[u8])> = owned.iter().map(|(i, b)| (*i, &**b)).collect();
         let store = &self.inner;
-        Ok(py.detach(|| store.put_many(&batch))?)
+        py.detach(|| {
+            snapgraph_store::check_put(&batch)?;
+            Ok(store.put_many(&batch)?)
+        })
     }
 
     /// The ids among `ids` (any iterable of hex str) the store does not hold, in the

@@ -382,7 +382,9 @@ impl PyWorkspace {
             .drift(drift)
             .shallow(shallow);
         let restore = py.detach(|| ws.checkout_with(id, objects.source(), options));
-        Ok(Restore::new(objects.finish(restore.map_err(Failure::from))?))
+        Ok(Restore::new(
+            objects.finish(restore.map_err(Failure::from))?,
+        ))
     }
 
     /// Fetches and verifies the bytes of a file a shallow checkout left in the store.

@@ -251,12 +251,37 @@ def test_repo_merge_and_onto_tip():
     assert repo.checkout("main").read("/imported") == b"i"
 
 
-def test_bytes_put_under_a_wrong_id_are_refused_when_read(url):
+def test_bytes_put_under_a_wrong_id_are_refused_and_nothing_is_written(url):
+    """A store keeps the first bytes put under an id (a later put of the right ones
+    is a no-op), so `put` re-hashes every object before writing any: wrong bytes
+    would otherwise stay that object, and a commit asking the store would count it
+    as held."""
     store = snapgraph.open(url)
     ws = snapgraph.Workspace()
-    ws.write("/f", b"x")
+    ws.write("/f", b"x" * 1000)
     c = ws.commit()
-    store.put({c.id: b"not the commit's bytes"})
+    good = {k: v for k, v in c.objects.items() if k != c.id}
+    for wrong in (b"not the commit's bytes", b"", c.objects[next(iter(good))]):
+        with pytest.raises(snapgraph.CorruptObjectError) as e:
+            store.put({**good, c.id: wrong})
+        assert e.value.id == c.id
+        assert store.missing(list(c.objects)) == list(c.objects)
+    store.put(c.objects)
+    assert snapgraph.Workspace().checkout(c.id, store).commit == c.id
+
+
+def test_a_store_holding_wrong_bytes_refuses_them_when_read(tmp_path):
+    """Bytes that reached the store some other way (a disk's fault, a hand edit) are
+    refused by every read, naming the id."""
+    root = tmp_path / "objs"
+    store = snapgraph.open(f"dir:{root}")
+    ws = snapgraph.Workspace()
+    ws.write("/f", b"x" * 1000)
+    c = ws.commit()
+    store.put(c.objects)
+    other = next(k for k in c.objects if k != c.id)
+    path = lambda id: root / "objects" / id[:2] / id[2:]
+    path(c.id).write_bytes(path(other).read_bytes())
     with pytest.raises(snapgraph.CorruptObjectError) as e:
         store[c.id]
     assert e.value.id == c.id

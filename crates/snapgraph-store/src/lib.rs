@@ -87,8 +87,8 @@ pub use repo::{
     RepoError, SnapshotInfo,
 };
 pub use store::{
-    validate_ref_name, CallerVerifies, ObjectStore, Paired, ReadCheck, RefStore, RefUpdate,
-    ReflogEntry, Store,
+    check_put, validate_ref_name, CallerVerifies, ObjectStore, Paired, ReadCheck, RefStore,
+    RefUpdate, ReflogEntry, Store,
 };
 pub use sync::{sync, sync_with, SyncError, SyncOptions, SyncReport};
 pub use verify::{verify, verify_one, VerifyReport};

@@ -479,6 +479,42 @@ impl<O: ObjectStore, R> ObjectSource for Paired<O, R> {
     }
 }
 
+/// Checks a batch a caller asks to put, before any of it is written: every object
+/// must hash to its id and carry a valid header ([`snapgraph::object::verify`]).
+/// [`ObjectStore::put_many`] trusts its caller (the engine puts what it just
+/// hashed), and a store keeps the first bytes put under an id, so wrong bytes put
+/// once would stay that object: a later put of the right ones is a no-op, and a
+/// commit asking the store what it holds counts the id as held. The bindings'
+/// `put` calls check with this first. A batch of more than [`CHECK_SPLIT`] bytes
+/// is hashed on every core; the error is the first bad object's in batch order.
+pub fn check_put(objects: &[(ObjectId, &[u8])]) -> Result<(), snapgraph::ObjectError> {
+    let check = |part: &[(ObjectId, &[u8])]| {
+        part.iter()
+            .try_for_each(|(id, bytes)| snapgraph::object::verify(id, bytes).map(drop))
+    };
+    let bytes: usize = objects.iter().map(|(_, b)| b.len()).sum();
+    let threads = crate::cpus::cores().min(bytes / CHECK_SPLIT).max(1);
+    if threads == 1 {
+        return check(objects);
+    }
+    let per = objects.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = objects[per..]
+            .chunks(per)
+            .map(|part| s.spawn(move || check(part)))
+            .collect();
+        let first = check(&objects[..per]);
+        let rest = parts.into_iter().map(|h| {
+            h.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        std::iter::once(first).chain(rest).collect()
+    })
+}
+
+/// Bytes per thread below which [`check_put`] hashes on the caller's thread alone.
+pub const CHECK_SPLIT: usize = 4 << 20;
+
 /// [`ObjectSource::get`] through [`ObjectStore::get_many`].
 pub fn source_get<'a>(
     store: &(impl ObjectStore + ?Sized),
@@ -750,3 +786,44 @@ macro_rules! forward_store {
 }
 
 forward_store!(&T, Box<T>, std::sync::Arc<T>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The objects of a commit of `files` files of 64 KiB of distinct bytes.
+    fn objects(files: u32) -> Vec<(ObjectId, Vec<u8>)> {
+        let mut ws = snapgraph::Workspace::new();
+        for i in 0..files {
+            let data: Vec<u8> = (0..1u32 << 14).flat_map(|j| (i ^ j).to_le_bytes()).collect();
+            ws.write(&format!("/f{i}"), &data).unwrap();
+        }
+        let c = ws.commit(snapgraph::CommitOptions::new()).unwrap();
+        c.objects().iter().map(|(id, b)| (*id, b.to_vec())).collect()
+    }
+
+    #[test]
+    fn check_put_names_the_first_object_not_its_ids_on_one_thread_or_many() {
+        // 64 KiB of objects (one thread) and 12 MiB (split across the cores).
+        for files in [1, 192] {
+            let good = objects(files);
+            let batch: Vec<(ObjectId, &[u8])> =
+                good.iter().map(|(id, b)| (*id, b.as_slice())).collect();
+            check_put(&batch).unwrap();
+            for at in [0, batch.len() / 2, batch.len() - 1] {
+                let mut bad = batch.clone();
+                let other = batch[(at + 1) % batch.len()].1;
+                bad[at].1 = if other == bad[at].1 { b"junk" } else { other };
+                // A second bad object later in the batch: the first is named.
+                let last = bad.len() - 1;
+                if at < last {
+                    bad[last].1 = b"junk";
+                }
+                match check_put(&bad) {
+                    Err(snapgraph::ObjectError::Corrupt { id, .. }) => assert_eq!(id, batch[at].0),
+                    other => panic!("object {at} of {}: {other:?}", batch.len()),
+                }
+            }
+        }
+    }
+}
