@@ -138,6 +138,50 @@ fn a_switch_vouches_for_what_it_wrote_and_keeps_racy_entries_racy() {
     assert_status_is_the_full_scans(t.path());
 }
 
+/// `restore` from the commit the stat cache is complete for (HEAD's) records what it
+/// wrote as a switch does: the next `status` and commit read none of it (before,
+/// every file restored was read by every `status` until a commit). The records
+/// never hide a change: a same-size edit just after, with the old mtime put back,
+/// is committed. A restore from another commit leaves the cache as it was.
+#[test]
+fn a_restore_from_the_tip_vouches_for_what_it_wrote() {
+    let t = armed();
+    let root = t.path();
+    let at = root.join(".snapgraph/index");
+    std::fs::remove_dir_all(root.join("d")).unwrap();
+    write(root, "a.txt", b"uncommitted");
+    let before = Index::load(&at, root).expect("an index");
+    let tip = before.tip.expect("complete for the tip");
+    ok(root, &["restore", "--force", "d", "a.txt"]);
+    let after = Index::load(&at, root).expect("an index");
+    assert_eq!(after.tip, Some(tip), "still complete for the tip");
+    assert!(after.probe_ns >= before.probe_ns);
+    for p in ["/a.txt", "/d/b.txt", "/d/e/c.txt"] {
+        let now = FileStat::lstat(&root.join(&p[1..])).unwrap();
+        match after.entries.get(p) {
+            Some(IndexEntry::File { stat, .. }) => assert_eq!(stat, &now, "{p}"),
+            other => panic!("{p} recorded as {other:?}"),
+        }
+        assert!(now.mtime_ns <= after.probe_ns, "{p}");
+    }
+    assert_eq!(after.entries.len(), before.entries.len());
+    let status = json(root, &["status"]);
+    assert_eq!(status["changes"], serde_json::json!([]), "{status}");
+    assert_status_is_the_full_scans(root);
+    rewrite_keeping_mtime(root, "d/b.txt", b"BRAVO");
+    let out = commit_records_the_directory(root);
+    assert_eq!(out["files_changed"], 1, "{out}");
+
+    // From another commit: what was written differs from the tip, and the cache
+    // is left alone (the next commit reads it as any change).
+    let saved = std::fs::read(&at).unwrap();
+    ok(root, &["restore", "-s", "main~1", "d"]);
+    assert_eq!(std::fs::read(&at).unwrap(), saved);
+    assert_eq!(run_in(root, &["status"]).status.code(), Some(0));
+    let out = commit_records_the_directory(root);
+    assert_eq!(out["files_changed"], 1, "{out}");
+}
+
 /// Sets the mtime of `rel` to `when`.
 fn set_mtime(root: &Path, rel: &str, when: SystemTime) {
     let f = std::fs::File::options()

@@ -1019,7 +1019,7 @@ pub(super) fn checkout(ctx: &Ctx, args: &CheckoutArgs, move_head: bool) -> Resul
             };
             let done = match switched {
                 Some((s, ix, to)) => {
-                    let delta = index_after_switch(&wd, &ix, id, &to, &s)?;
+                    let delta = index_after_switch(&wd, &ix, id, &to, &s.put, &s.removed)?;
                     ix.save_delta(&index_path, delta)?;
                     // What the watcher saw since it was asked (the switch's own
                     // writes among it) is what the next command asks it for: each
@@ -1546,11 +1546,12 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
 }
 
 /// What the stat cache `ix` (complete for the tip, whole or the part a watcher's
-/// report needed: the working directory's before a [`crate::switch::switch`])
-/// records anew after the switch `s` to commit `id` (its lazy checkout `to`,
-/// loaded where the switch wrote): the entries it put recorded
+/// report needed: the working directory's before a [`crate::switch::switch`], or
+/// before a `restore` from the tip) records anew after the switch to commit `id`
+/// (its lazy checkout `to`, loaded where the switch wrote) put the entries `put`
+/// and removed `removed`: the entries put recorded
 /// anew (a file with the target's digest; a mode the scan would record otherwise
-/// leaves the index incomplete, as after a full checkout), those it removed dropped,
+/// leaves the index incomplete, as after a full checkout), those removed dropped,
 /// their directories' listings forgotten, and every other entry as it was. Saved
 /// as a journal record ([`Index::save_delta`]), it costs what the switch changed.
 ///
@@ -1563,26 +1564,24 @@ fn tip_of(id: ObjectId, ix: &Index) -> crate::switch::Tip {
 /// taken in that tick is forgotten. A part of the index (a watcher's report) cannot
 /// find every such entry, so it keeps the old probe: what was written now is newer
 /// than it, and the next scan reads it again.
-fn index_after_switch(
+pub(super) fn index_after_switch(
     wd: &Workdir,
     ix: &Index,
     id: ObjectId,
     to: &Workspace,
-    s: &crate::switch::Switched,
+    put: &[(String, EntryKind)],
+    removed: &[String],
 ) -> Result<crate::index::Delta> {
     let probe_ns = match ix.is_part() {
         true => ix.probe_ns,
         false => crate::index::fs_now(&wd.dot)?,
     };
     let mut complete = true;
-    let mut removed: Vec<String> = s.removed.clone();
-    let mut upserts: Vec<(String, IndexEntry)> = Vec::with_capacity(s.put.len());
-    let mut parents: Vec<&str> = s
-        .removed
-        .iter()
-        .map(|p| crate::scan::parent_of(p))
-        .collect();
-    for (p, kind) in &s.put {
+    let gone = removed;
+    let mut removed: Vec<String> = gone.to_vec();
+    let mut upserts: Vec<(String, IndexEntry)> = Vec::with_capacity(put.len());
+    let mut parents: Vec<&str> = gone.iter().map(|p| crate::scan::parent_of(p)).collect();
+    for (p, kind) in put {
         parents.push(crate::scan::parent_of(p));
         let full = wd.root.join(p.trim_start_matches('/'));
         let entry = match kind {
@@ -1610,11 +1609,10 @@ fn index_after_switch(
     }
     // Each directory's listing forgotten once, where it stays (an upsert of a path
     // removed would win over its removal) and was not put anew.
-    let mut forgotten: HashSet<&str> = s
-        .put
+    let mut forgotten: HashSet<&str> = put
         .iter()
         .map(|(p, _)| p.as_str())
-        .chain(s.removed.iter().map(String::as_str))
+        .chain(gone.iter().map(String::as_str))
         .collect();
     // Each parent is a directory of the tip (or one put, or one removed): the index,
     // complete for the tip, records it (whether this command read it or not).
