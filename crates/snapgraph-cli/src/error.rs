@@ -11,19 +11,19 @@ use snapgraph_store::{GcError, RepoError, StoreError, SyncError};
 #[non_exhaustive]
 pub enum CliError {
     /// No `.snapgraph/` in the directory or any parent.
-    #[error("not a snapgraph repository (or any parent up to /): {}; run `snapgraph init` first", .start.display())]
+    #[error("not a snapgraph repository (or any parent up to /): {}; run `snapgraph init` first", crate::quote::quote_path(.start))]
     NotARepo {
         /// Where the search started.
         start: PathBuf,
     },
     /// `init` found an existing repository.
-    #[error("{}: already a snapgraph repository", .path.display())]
+    #[error("{}: already a snapgraph repository", crate::quote::quote_path(.path))]
     AlreadyInitialized {
         /// The `.snapgraph` directory.
         path: PathBuf,
     },
     /// A file-system call failed.
-    #[error("{}: {source}", .path.display())]
+    #[error("{}: {source}", crate::quote::quote_path(.path))]
     Io {
         /// The path involved.
         path: PathBuf,
@@ -32,7 +32,7 @@ pub enum CliError {
         source: std::io::Error,
     },
     /// A path cannot be recorded or written (not UTF-8, reserved, hostile...).
-    #[error("{}: {reason}", .path.display())]
+    #[error("{}: {reason}", crate::quote::quote_path(.path))]
     BadPath {
         /// The path.
         path: PathBuf,
@@ -41,7 +41,7 @@ pub enum CliError {
     },
     /// A commit holds something that must not be written to disk (path traversal,
     /// a path through a symlink, a name the platform cannot hold).
-    #[error("refusing to check out commit {commit}: {path}: {reason}")]
+    #[error("refusing to check out commit {commit}: {}: {reason}", crate::quote::quote(.path))]
     Hostile {
         /// The commit.
         commit: ObjectId,
@@ -54,7 +54,7 @@ pub enum CliError {
     #[error("{0}")]
     Usage(String),
     /// The working directory has changes that a checkout would lose.
-    #[error("{}: the working directory has uncommitted changes ({summary}); commit them or pass --force", .path.display())]
+    #[error("{}: the working directory has uncommitted changes ({summary}); commit them or pass --force", crate::quote::quote_path(.path))]
     Dirty {
         /// The working directory.
         path: PathBuf,
@@ -64,7 +64,7 @@ pub enum CliError {
     /// An entry a checkout was taking out of the working directory changed after
     /// the dirty check found the directory clean (see [`crate::guard`]); every step
     /// of the checkout was undone.
-    #[error("{}: changed while the checkout ran ({what}); the checkout was undone: run it again, or pass --force to discard the change", .path.display())]
+    #[error("{}: changed while the checkout ran ({what}); the checkout was undone: run it again, or pass --force to discard the change", crate::quote::quote_path(.path))]
     ChangedMeanwhile {
         /// The entry, in the working directory.
         path: PathBuf,
@@ -74,7 +74,7 @@ pub enum CliError {
     /// A PATH named to `commit` that a commit does not record (ignored, a nested
     /// repository, a socket or FIFO): refused rather than reported as nothing to
     /// commit.
-    #[error("{}: a commit does not record it: {why}", .path.display())]
+    #[error("{}: a commit does not record it: {why}", crate::quote::quote_path(.path))]
     NotRecorded {
         /// The path, in the working directory.
         path: PathBuf,
@@ -82,7 +82,7 @@ pub enum CliError {
         why: Unrecorded,
     },
     /// A path inside a commit does not exist or is of the wrong kind.
-    #[error("{path}: not found in commit {commit}")]
+    #[error("{}: not found in commit {commit}", crate::quote::quote(.path))]
     NotInCommit {
         /// The commit.
         commit: ObjectId,
@@ -117,7 +117,7 @@ pub enum CliError {
         reason: String,
     },
     /// `init` inside an existing repository, without `--force`.
-    #[error("{}: inside the snapgraph repository {}; pass --force to nest one", .path.display(), .outer.display())]
+    #[error("{}: inside the snapgraph repository {}; pass --force to nest one", crate::quote::quote_path(.path), crate::quote::quote_path(.outer))]
     InsideRepository {
         /// Where `init` was asked to create one.
         path: PathBuf,
@@ -125,7 +125,7 @@ pub enum CliError {
         outer: PathBuf,
     },
     /// A credentials file that others could read (or a symlink) was refused.
-    #[error("{}: refusing to use this credentials file: {reason}", .path.display())]
+    #[error("{}: refusing to use this credentials file: {reason}", crate::quote::quote_path(.path))]
     InsecureCredentials {
         /// The file.
         path: PathBuf,
@@ -134,13 +134,13 @@ pub enum CliError {
     },
     /// The config holds a store URL with a password (written by hand or by an older
     /// version): refused, since the config is not a secret file.
-    #[error("{}: the store URL holds a password; move it to .snapgraph/credentials (mode 0600), PGPASSWORD or ~/.pgpass and remove it from the URL", .path.display())]
+    #[error("{}: the store URL holds a password; move it to .snapgraph/credentials (mode 0600), PGPASSWORD or ~/.pgpass and remove it from the URL", crate::quote::quote_path(.path))]
     SecretInConfig {
         /// The config file.
         path: PathBuf,
     },
     /// An archive entry was refused (too large, a link to a missing name...).
-    #[error("{}: entry {entry:?}: {reason}", .file.display())]
+    #[error("{}: entry {entry:?}: {reason}", crate::quote::quote_path(.file))]
     ArchiveEntry {
         /// The archive.
         file: PathBuf,
@@ -200,7 +200,7 @@ pub enum CliError {
     },
     /// Another snapgraph command kept the working directory's lock
     /// ([`crate::lock`]) for the whole wait.
-    #[error("{holder} is still working in {} after {waited_s} s; try again once it ends", .root.display())]
+    #[error("{holder} is still working in {} after {waited_s} s; try again once it ends", crate::quote::quote_path(.root))]
     WorkdirBusy {
         /// The working directory.
         root: PathBuf,
@@ -211,7 +211,7 @@ pub enum CliError {
     },
     /// A store of files inside the working directory, outside `.snapgraph/`: commits
     /// would snapshot it into itself and checkouts write old copies of it over it.
-    #[error("store {} lies inside the working directory {}: every commit would snapshot it into itself and a checkout would write an old copy over it; keep it in .snapgraph/ (the default) or outside the working directory (move its files, with any -wal, -shm and -segments beside a SQLite file, and name the new place in .snapgraph/config)", .store.display(), .root.display())]
+    #[error("store {} lies inside the working directory {}: every commit would snapshot it into itself and a checkout would write an old copy over it; keep it in .snapgraph/ (the default) or outside the working directory (move its files, with any -wal, -shm and -segments beside a SQLite file, and name the new place in .snapgraph/config)", crate::quote::quote_path(.store), crate::quote::quote_path(.root))]
     StoreInWorkdir {
         /// The store's file or directory.
         store: PathBuf,
@@ -221,7 +221,7 @@ pub enum CliError {
     /// A checkout of the working directory's moved branch ([`CliError::Behind`])
     /// would write paths the directory changed itself: the branch's commits since
     /// changed them (or a directory above or below them) too.
-    #[error("{}: {} path(s) changed here were changed on the branch too since this working directory's commit ({}); commit the directory as it is with `commit --force` (which undoes the branch's changes), or check out with --force to take the branch's versions (which discards yours)", .path.display(), .paths.len(), .shown)]
+    #[error("{}: {} path(s) changed here were changed on the branch too since this working directory's commit ({}); commit the directory as it is with `commit --force` (which undoes the branch's changes), or check out with --force to take the branch's versions (which discards yours)", crate::quote::quote_path(.path), .paths.len(), .shown)]
     Overlap {
         /// The working directory.
         path: PathBuf,
@@ -233,7 +233,7 @@ pub enum CliError {
     /// A checkout would replace an entry a commit does not record (ignored, or a
     /// nested repository) with the commit's, losing what it holds: it differs from
     /// the commit's entry at that path.
-    #[error("{}: not recorded (ignored, or a nested repository), and the commit has a {theirs} here that would replace it; move it away, or pass --force to let the checkout replace it", .path.display())]
+    #[error("{}: not recorded (ignored, or a nested repository), and the commit has a {theirs} here that would replace it; move it away, or pass --force to let the checkout replace it", crate::quote::quote_path(.path))]
     UnrecordedInTheWay {
         /// The entry, in the working directory.
         path: PathBuf,
@@ -242,7 +242,7 @@ pub enum CliError {
     },
     /// `restore PATH...` (or `checkout REV -- PATH...`) would overwrite or remove
     /// files whose changes no commit holds.
-    #[error("{}: {} path(s) have uncommitted changes the restore would discard ({}); commit them first, or pass --force to discard them", .path.display(), .paths.len(), .shown)]
+    #[error("{}: {} path(s) have uncommitted changes the restore would discard ({}); commit them first, or pass --force to discard them", crate::quote::quote_path(.path), .paths.len(), .shown)]
     WouldDiscard {
         /// The working directory.
         path: PathBuf,
@@ -265,7 +265,7 @@ pub enum CliError {
         platform: &'static str,
     },
     /// The watcher of a working directory could not start, run or be reached.
-    #[error("watch {}: {reason}", .root.display())]
+    #[error("watch {}: {reason}", crate::quote::quote_path(.root))]
     Watch {
         /// The working directory.
         root: PathBuf,

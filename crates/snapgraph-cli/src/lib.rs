@@ -17,6 +17,7 @@ pub mod materialize;
 pub mod meta;
 pub mod output;
 pub mod progress;
+pub mod quote;
 pub mod recheck;
 pub mod repo;
 pub mod rev;

@@ -35,35 +35,7 @@ pub fn quote_list(paths: &[String]) -> String {
     out
 }
 
-/// `name` as text output prints it: unchanged when it is plain, else in double
-/// quotes with C escapes (see the module docs).
-pub fn quote(name: &str) -> Cow<'_, str> {
-    if !name
-        .bytes()
-        .any(|b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')
-    {
-        return Cow::Borrowed(name);
-    }
-    let mut out = String::with_capacity(name.len() + 8);
-    out.push('"');
-    for b in name.bytes() {
-        match b {
-            0x07 => out.push_str("\\a"),
-            0x08 => out.push_str("\\b"),
-            b'\t' => out.push_str("\\t"),
-            b'\n' => out.push_str("\\n"),
-            0x0b => out.push_str("\\v"),
-            0x0c => out.push_str("\\f"),
-            b'\r' => out.push_str("\\r"),
-            b'"' => out.push_str("\\\""),
-            b'\\' => out.push_str("\\\\"),
-            b if !(0x20..0x7f).contains(&b) => out.push_str(&format!("\\{b:03o}")),
-            b => out.push(b as char),
-        }
-    }
-    out.push('"');
-    Cow::Owned(out)
-}
+pub use crate::quote::{quote, quote_path};
 
 /// Text that is not a name but comes from a commit (a message, a metadata value):
 /// control characters other than newline and tab are shown as `\ooo`, so that it

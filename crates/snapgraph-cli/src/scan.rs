@@ -1612,7 +1612,7 @@ pub fn scan_batched(
                     Found::Other => {
                         eprintln!(
                             "warning: {}: not a file, directory or symlink; skipped",
-                            full.display()
+                            crate::quote::quote_path(full)
                         );
                         return Ok(true);
                     }

@@ -747,10 +747,17 @@ fn error_paths_print_useful_messages() {
     // A file name that is not UTF-8.
     {
         use std::os::unix::ffi::OsStrExt;
-        let name = std::ffi::OsStr::from_bytes(b"bad\xffname");
+        // With an escape sequence too: the error quotes the name, every byte
+        // outside printable ASCII an octal escape, so it cannot drive the terminal.
+        let name = std::ffi::OsStr::from_bytes(b"bad\xff\x1b[2Jname");
         std::fs::write(t.path().join(name), b"x").unwrap();
         let err = fails(t.path(), &["commit", "-m", "bad"]);
-        assert!(err.contains("UTF-8") && err.contains("bad"), "{err}");
+        assert!(err.contains("UTF-8"), "{err}");
+        assert!(err.contains("/bad\\377\\033[2Jname\": "), "{err}");
+        assert!(
+            !err.contains('\u{1b}') && !err.contains('\u{fffd}'),
+            "{err}"
+        );
         // The way around it is named, and works.
         assert!(
             err.contains("a .snapgraphignore rule leaves it out"),

@@ -795,11 +795,16 @@ mod tests {
     fn objects(files: u32) -> Vec<(ObjectId, Vec<u8>)> {
         let mut ws = snapgraph::Workspace::new();
         for i in 0..files {
-            let data: Vec<u8> = (0..1u32 << 14).flat_map(|j| (i ^ j).to_le_bytes()).collect();
+            let data: Vec<u8> = (0..1u32 << 14)
+                .flat_map(|j| (i ^ j).to_le_bytes())
+                .collect();
             ws.write(&format!("/f{i}"), &data).unwrap();
         }
         let c = ws.commit(snapgraph::CommitOptions::new()).unwrap();
-        c.objects().iter().map(|(id, b)| (*id, b.to_vec())).collect()
+        c.objects()
+            .iter()
+            .map(|(id, b)| (*id, b.to_vec()))
+            .collect()
     }
 
     #[test]

@@ -610,7 +610,7 @@ fn warn_nested(nested: &[PathBuf]) {
     for n in nested {
         eprintln!(
             "warning: {}: holds another repository (.snapgraph); skipped",
-            n.display()
+            crate::output::quote_path(n)
         );
     }
 }
