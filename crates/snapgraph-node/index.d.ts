@@ -308,7 +308,11 @@ export declare class Workspace {
   rename(from: string, to: string): void
   /** Creates a symlink at `path` pointing at `target`. */
   symlink(path: string, target: string): void
-  /** Sets permission bits (at most `0o7777`). */
+  /**
+   * Sets permission bits (at most `0o7777`): anything else, `NaN` or a fraction
+   * included, throws `INVALID_ARGUMENT` (a `u32` argument would have wrapped
+   * `2 ** 40` to 0 and taken `NaN` as 0 without a word).
+   */
   setMode(path: string, mode: number): void
   /** A directory's entries, sorted by name. */
   list(path: string): Array<DirEntry>
@@ -326,7 +330,11 @@ export declare class Workspace {
   head(): string | null
   /** Threads a commit may hash new content on (1: the calling thread only). */
   parallelism(): number
-  /** Sets the threads a commit may use; ids never depend on it. */
+  /**
+   * Sets the threads a commit may use (at least 1: 0 counts as 1); ids never
+   * depend on it. A negative, fractional or `NaN` count throws
+   * `INVALID_ARGUMENT`.
+   */
   setParallelism(threads: number): void
   /** The limits checkouts and restores into this workspace obey. */
   limits(): Limits

@@ -107,6 +107,11 @@ test('bad paths and file-system misuse: typed errors naming the path, workspace 
   throwsCode(() => ws.remove('/'), 'INVALID_OPERATION')
   throwsCode(() => ws.rename('/d', '/d/inside'), 'INVALID_OPERATION', '/d')
   throwsCode(() => ws.setMode('/mine.txt', 0o17777), 'INVALID_ARGUMENT', '/mine.txt')
+  // Numbers a u32 argument would have wrapped or truncated to a valid mode.
+  throwsCode(() => ws.setMode('/mine.txt', 2 ** 40), 'INVALID_ARGUMENT', '/mine.txt')
+  for (const bad of [NaN, -1, 0.5, Infinity]) {
+    throwsCode(() => ws.setMode('/mine.txt', bad), 'INVALID_ARGUMENT', '/mine.txt: mode')
+  }
   throwsCode(() => ws.list('/mine.txt'), 'NOT_A_DIRECTORY', '/mine.txt')
   throwsCode(() => ws.metadata('/ghost'), 'NOT_FOUND', '/ghost')
   throwsCode(() => ws.recordRead({ source: 's', fingerprint: 'f', size: 1, cachedAt: 'rel' }), 'INVALID_PATH', 'rel')
@@ -130,6 +135,9 @@ test('bad options: INVALID_ARGUMENT', () => {
   throwsCode(() => ws.commit({ meta: { k: 1 } }), 'INVALID_ARGUMENT', 'meta')
   throwsCode(() => ws.setLimits({ maxFiles: NaN, maxBytes: 1, maxUnpackedBytes: 1 }), 'INVALID_ARGUMENT', 'maxFiles')
   throwsCode(() => ws.setLimits({ maxFiles: 1.5, maxBytes: 1, maxUnpackedBytes: 1 }), 'INVALID_ARGUMENT', 'maxFiles')
+  for (const bad of [NaN, -3, 1.5]) {
+    throwsCode(() => ws.setParallelism(bad), 'INVALID_ARGUMENT', 'threads')
+  }
   assert.equal(fingerprint(ws), before)
 })
 

@@ -482,9 +482,15 @@ impl Workspace {
         self.with(|ws| ws.symlink(&path, &target).or_js())
     }
 
-    /// Sets permission bits (at most `0o7777`).
+    /// Sets permission bits (at most `0o7777`): anything else, `NaN` or a fraction
+    /// included, throws `INVALID_ARGUMENT` (a `u32` argument would have wrapped
+    /// `2 ** 40` to 0 and taken `NaN` as 0 without a word).
     #[napi]
-    pub fn set_mode(&self, path: String, mode: u32) -> Result<()> {
+    pub fn set_mode(&self, path: String, mode: f64) -> Result<()> {
+        let mode = convert::count(&format!("{path}: mode"), mode)?;
+        let mode = u32::try_from(mode).map_err(|_| {
+            crate::error::invalid(format!("{path}: mode {mode:o} is out of range (0 to 7777)"))
+        })?;
         self.with(|ws| ws.set_mode(&path, mode).or_js())
     }
 
@@ -564,11 +570,14 @@ impl Workspace {
         self.with(|ws| Ok(ws.parallelism() as u32))
     }
 
-    /// Sets the threads a commit may use; ids never depend on it.
+    /// Sets the threads a commit may use (at least 1: 0 counts as 1); ids never
+    /// depend on it. A negative, fractional or `NaN` count throws
+    /// `INVALID_ARGUMENT`.
     #[napi]
-    pub fn set_parallelism(&self, threads: u32) -> Result<()> {
+    pub fn set_parallelism(&self, threads: f64) -> Result<()> {
+        let threads = usize::try_from(convert::count("threads", threads)?).unwrap_or(usize::MAX);
         self.with(|ws| {
-            ws.set_parallelism(threads as usize);
+            ws.set_parallelism(threads);
             Ok(())
         })
     }

@@ -43,7 +43,7 @@ impl Described {
         self
     }
 
-    fn with_path(mut self, path: &str) -> Self {
+    pub(crate) fn with_path(mut self, path: &str) -> Self {
         self.path = Some(path.to_owned());
         self
     }

@@ -269,9 +269,16 @@ impl Workspace {
             .map_err(|e| to_js(error::fs(&e)))
     }
 
-    /// Sets permission bits (0 to 0o7777).
+    /// Sets permission bits (0 to 0o7777): anything else, `NaN` or a fraction
+    /// included, throws `INVALID_ARGUMENT` (a `u32` argument would have wrapped
+    /// `2 ** 40` to 0 and taken `NaN` as 0 without a word).
     #[wasm_bindgen(js_name = setMode)]
-    pub fn set_mode(&mut self, path: &str, mode: u32) -> JsResult<()> {
+    pub fn set_mode(&mut self, path: &str, mode: f64) -> JsResult<()> {
+        let mode = js::u64_value(&JsValue::from_f64(mode), &format!("{path}: mode"))?;
+        let mode = u32::try_from(mode).map_err(|_| {
+            let message = format!("{path}: mode {mode:o} is out of range (0 to 7777)");
+            to_js(error::Described::new(error::INVALID_ARGUMENT, message).with_path(path))
+        })?;
         self.inner
             .set_mode(path, mode)
             .map_err(|e| to_js(error::fs(&e)))

@@ -79,6 +79,9 @@ test("file-system errors are typed and name the path", () => {
   throwsCode(() => ws.read("/"), "IS_A_DIRECTORY");
   throwsCode(() => ws.readLink("/f"), "NOT_A_SYMLINK", { path: "/f" });
   throwsCode(() => ws.setMode("/f", 0o10000), "INVALID_ARGUMENT", { path: "/f" });
+  // Numbers a u32 argument would have wrapped or truncated to a valid mode.
+  throwsCode(() => ws.setMode("/f", 2 ** 40), "INVALID_ARGUMENT", { path: "/f" });
+  for (const bad of [NaN, -1, 0.5, Infinity]) throwsCode(() => ws.setMode("/f", bad), "INVALID_ARGUMENT");
   throwsCode(() => ws.write("/x", 42), "INVALID_ARGUMENT");
   throwsCode(() => ws.write("/a\0b", "x"), "INVALID_PATH");
   assert.equal(text(ws, "/f"), "x");
