@@ -43,6 +43,11 @@ test('writeStream makes what write makes; readStream gives it back a window at a
   const store = sg.open('memory:')
   const ws = new Workspace()
   const { read, asked } = reader(data)
+  // The size hint is a count like any other: nothing is read before it is refused.
+  for (const bad of [-1, NaN, 0.5]) {
+    assert.throws(() => ws.writeStream('/d/big.bin', read, store, bad), (e) => e.code === 'INVALID_ARGUMENT' && /size/.test(e.message))
+  }
+  assert.equal(asked.length, 0)
   assert.equal(ws.writeStream('/d/big.bin', read, store), data.length)
   assert.deepEqual([...new Set(asked)], [1 << 20])
   assert.equal(ws.isLoaded('/d/big.bin'), false)

@@ -720,10 +720,9 @@ impl Workspace {
         // Over the version a shallow checkout left in the store, when there is one
         // (its manifest unreadable: the new bytes do not need it, cut them afresh).
         let source: &dyn snapgraph_store::Store = &*store;
+        let size = size.map(|s| convert::count("size", s)).transpose()?;
         let over = self.with(|ws| {
             let expected = size
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| s as u64)
                 .or_else(|| ws.metadata(&path).ok().map(|m| m.size))
                 .unwrap_or(0);
             Ok(ws.ingest_over(&path, source, expected).ok().flatten())
