@@ -71,6 +71,19 @@ pub enum CliError {
         /// What changed.
         what: String,
     },
+    /// An entry a restore without `--force` was about to replace or remove changed
+    /// after its check judged it (committed, or already as the source has it): the
+    /// restore stopped before touching it; `written` entries were written before
+    /// (each whole).
+    #[error("{}: {what} while the restore ran; the restore stopped before replacing it ({written} entries written before): run it again, or pass --force to discard the change", crate::quote::quote_path(.path))]
+    ChangedDuringRestore {
+        /// The entry, in the working directory.
+        path: PathBuf,
+        /// How it changed: `modified`, `deleted` or `created`.
+        what: &'static str,
+        /// Entries the restore wrote or removed before it.
+        written: u64,
+    },
     /// A PATH named to `commit` that a commit does not record (ignored, a nested
     /// repository, a socket or FIFO): refused rather than reported as nothing to
     /// commit.

@@ -10,7 +10,7 @@
 //! a parent that is not a directory there, or a directory where the commit has a
 //! file, refuses the whole restore before anything is written. HEAD does not move.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -19,9 +19,10 @@ use snapgraph::{EntryKind, ObjectId, ObjectSource, SnapshotGraph, Workspace};
 
 use super::{checked_out_at, commit_in_memory, diff_of, worktree::path_in_workdir, Below, Ctx};
 use crate::error::{CliError, IoContext, Result};
-use crate::index::Index;
+use crate::index::{FileStat, Index};
 use crate::materialize::PlannedEntry;
 use crate::repo::Workdir;
+use crate::scan::Seen;
 
 fn under(path: &str, top: &str) -> bool {
     top == "/" || path == top || path.starts_with(&format!("{top}/"))
@@ -176,6 +177,13 @@ pub(super) fn restore(
                 let link = ws.read_link(&e.path)?.to_string();
                 let tmp = temp_beside(&target);
                 std::os::unix::fs::symlink(&link, &tmp).at(&tmp)?;
+                if !force {
+                    let written = files + symlinks + removed;
+                    if let Err(err) = still_as_seen(&compared, &e.path, &target, written) {
+                        let _ = std::fs::remove_file(&tmp);
+                        return Err(err);
+                    }
+                }
                 rename(&tmp, &target)?;
                 symlinks += 1;
             }
@@ -196,7 +204,14 @@ pub(super) fn restore(
                         Ok(c.bytes)
                     });
                 drop(f);
-                let written = match written {
+                let checked = written.and_then(|n| match force {
+                    true => Ok(n),
+                    false => {
+                        let written = files + symlinks + removed;
+                        still_as_seen(&compared, &e.path, &target, written).map(|()| n)
+                    }
+                });
+                let written = match checked {
                     Ok(n) => n,
                     Err(err) => {
                         let _ = std::fs::remove_file(&tmp);
@@ -214,6 +229,9 @@ pub(super) fn restore(
         let target = wd.root.join(p.trim_start_matches('/'));
         match std::fs::symlink_metadata(&target) {
             Ok(m) if !m.file_type().is_dir() => {
+                if !force {
+                    still_as_seen(&compared, p, &target, files + symlinks + removed)?;
+                }
                 std::fs::remove_file(&target).at(&target)?;
                 gone.push(p.clone());
                 removed += 1;
@@ -298,6 +316,40 @@ struct Compared {
     unrecorded: Vec<String>,
     /// The stat cache the scan trusted, as loaded.
     index: Option<Index>,
+    /// The `lstat` of each file and symlink under the paths as the scan took it
+    /// (before reading it): what the entry must still be when the restore replaces
+    /// or removes it ([`still_as_seen`]).
+    seen: HashMap<String, FileStat>,
+}
+
+/// Before a restore without `--force` replaces or removes the entry at `target`
+/// (workspace path `path`): it must be as its check saw it, the same `lstat` (or
+/// still absent), else it changed since it was judged committed (or already as the
+/// source has it) and is `CliError::ChangedDuringRestore`, naming it; `written`
+/// entries were written before. An entry the scan does not record (ignored) was
+/// judged by its bytes (`holds_source`) and is not checked again. The window left
+/// is the few system calls between this `lstat` and the rename or unlink.
+fn still_as_seen(compared: &Compared, path: &str, target: &Path, written: u64) -> Result<()> {
+    if compared.unrecorded.iter().any(|u| u == path) {
+        return Ok(());
+    }
+    let now = match FileStat::lstat(target) {
+        Ok(stat) => Some(stat),
+        Err(e) if crate::error::vanished(&e) => None,
+        Err(e) => return Err(CliError::io(target, e)),
+    };
+    let what = match (compared.seen.get(path), now) {
+        (Some(then), Some(now)) if *then == now => return Ok(()),
+        (None, None) => return Ok(()),
+        (Some(_), Some(_)) => "modified",
+        (Some(_), None) => "deleted",
+        (None, Some(_)) => "created",
+    };
+    Err(CliError::ChangedDuringRestore {
+        path: target.to_path_buf(),
+        what,
+        written,
+    })
 }
 
 /// Whether the entry at `full` (workspace path `path`) is what the source `ws` has
@@ -348,7 +400,7 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         None => Workspace::new(),
     };
     let pb = ctx.bar(None, "scanning");
-    crate::scan::scan_batched(
+    let report = crate::scan::scan_batched(
         &wd.root,
         &mut ws,
         crate::scan::ScanOptions {
@@ -360,6 +412,14 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         &mut crate::batches::Hashed,
     )?;
     pb.finish_and_clear();
+    let seen: HashMap<String, FileStat> = report
+        .stats
+        .iter()
+        .filter_map(|(p, s)| match s {
+            Seen::File(stat, _) | Seen::Symlink(stat) => Some((p.clone(), *stat)),
+            Seen::Dir(_) => None,
+        })
+        .collect();
     let (work, overlay) = commit_in_memory(&mut ws, store, head)?;
     let chosen = |p: &String| tops.iter().any(|t| under(p, t));
     // What differs from `base` (or everything, with no base) under the tops.
@@ -397,6 +457,7 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
             lost: Vec::new(),
             unrecorded,
             index,
+            seen,
         });
     }
     // Behind its branch, the directory holds an older commit of it: what that
@@ -427,6 +488,7 @@ fn compare(ctx: &Ctx, wd: &Workdir, source: ObjectId, tops: &[String]) -> Result
         lost,
         unrecorded,
         index,
+        seen,
     })
 }
 
@@ -451,4 +513,63 @@ fn rename(tmp: &Path, target: &Path) -> Result<()> {
         let _ = std::fs::remove_file(tmp);
         CliError::io(target, e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compared(seen: HashMap<String, FileStat>, unrecorded: Vec<String>) -> Compared {
+        Compared {
+            differs: HashSet::new(),
+            lost: Vec::new(),
+            unrecorded,
+            index: None,
+            seen,
+        }
+    }
+
+    #[test]
+    fn an_entry_changed_since_its_check_stops_the_restore_naming_it() {
+        let t = tempfile::tempdir().unwrap();
+        let file = |name: &str| t.path().join(name);
+        for name in ["same", "edited", "deleted", "link"] {
+            std::fs::write(file(name), b"checked").unwrap();
+        }
+        std::fs::remove_file(file("link")).unwrap();
+        std::os::unix::fs::symlink("same", file("link")).unwrap();
+        let seen: HashMap<String, FileStat> = ["same", "edited", "deleted", "link"]
+            .iter()
+            .map(|n| (format!("/{n}"), FileStat::lstat(&file(n)).unwrap()))
+            .collect();
+        let c = compared(seen, vec!["/ignored".into()]);
+        // What the check saw, and what was absent then and now, pass.
+        still_as_seen(&c, "/same", &file("same"), 0).unwrap();
+        still_as_seen(&c, "/link", &file("link"), 0).unwrap();
+        still_as_seen(&c, "/absent", &file("absent"), 0).unwrap();
+        // An edit of the same size, a deletion, a file created since: refused.
+        std::fs::write(file("edited"), b"CHECKED").unwrap();
+        std::fs::remove_file(file("deleted")).unwrap();
+        std::fs::write(file("new"), b"new").unwrap();
+        std::fs::remove_file(file("link")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", file("link")).unwrap();
+        for (path, what) in [
+            ("/edited", "modified"),
+            ("/deleted", "deleted"),
+            ("/new", "created"),
+            ("/link", "modified"),
+        ] {
+            match still_as_seen(&c, path, &file(&path[1..]), 3) {
+                Err(CliError::ChangedDuringRestore {
+                    path: p,
+                    what: w,
+                    written: 3,
+                }) => assert_eq!((p, w), (file(&path[1..]), what)),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        // An entry the scan does not record was judged by its bytes: not by a stat.
+        std::fs::write(file("ignored"), b"x").unwrap();
+        still_as_seen(&c, "/ignored", &file("ignored"), 0).unwrap();
+    }
 }
